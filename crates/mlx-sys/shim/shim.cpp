@@ -1,0 +1,666 @@
+// C shim over MLX. Each entry point runs its body inside guard(), which turns
+// any C++ exception into a non-zero status plus a thread-local message, so no
+// exception ever crosses the extern "C" boundary.
+#include "shim.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <mlx/mlx.h>
+
+namespace mx = mlx::core;
+
+#ifdef MLXN_OPENBLAS
+extern "C" char* openblas_get_config(void);
+#endif
+
+struct mlxn_array_s {
+  mx::array a;
+};
+
+struct mlxn_closure_s {
+  std::function<std::vector<mx::array>(const std::vector<mx::array>&)> fn;
+  std::shared_ptr<void> ctx;
+};
+
+namespace {
+
+thread_local std::string g_error;
+
+template <typename F>
+int guard(F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    g_error = e.what();
+  } catch (...) {
+    g_error = "unknown C++ exception";
+  }
+  return 1;
+}
+
+mlxn_array wrap(mx::array a) { return new mlxn_array_s{std::move(a)}; }
+
+const mx::array& A(mlxn_array h) {
+  if (!h) throw std::invalid_argument("null array handle");
+  return h->a;
+}
+
+std::optional<mx::array> opt(mlxn_array h) {
+  if (!h) return std::nullopt;
+  return h->a;
+}
+
+mx::Shape shape_of(const int32_t* s, size_t n) { return mx::Shape(s, s + n); }
+std::vector<int> ints(const int32_t* s, size_t n) { return std::vector<int>(s, s + n); }
+
+mx::Dtype dtype_of(int code) {
+  using V = mx::Dtype::Val;
+  switch (static_cast<V>(code)) {
+    case V::bool_: return mx::bool_;
+    case V::uint8: return mx::uint8;
+    case V::uint16: return mx::uint16;
+    case V::uint32: return mx::uint32;
+    case V::uint64: return mx::uint64;
+    case V::int8: return mx::int8;
+    case V::int16: return mx::int16;
+    case V::int32: return mx::int32;
+    case V::int64: return mx::int64;
+    case V::float16: return mx::float16;
+    case V::float32: return mx::float32;
+    case V::float64: return mx::float64;
+    case V::bfloat16: return mx::bfloat16;
+    case V::complex64: return mx::complex64;
+  }
+  throw std::invalid_argument("unknown dtype code " + std::to_string(code));
+}
+
+std::vector<mx::array> unwrap_all(const mlxn_array* hs, size_t n) {
+  std::vector<mx::array> v;
+  v.reserve(n);
+  for (size_t i = 0; i < n; ++i) v.push_back(A(hs[i]));
+  return v;
+}
+
+void copy_cstr(const std::string& s, char* buf, size_t len) {
+  if (!buf || len == 0) return;
+  size_t n = std::min(s.size(), len - 1);
+  std::memcpy(buf, s.data(), n);
+  buf[n] = 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* mlxn_last_error(void) { return g_error.c_str(); }
+
+void mlxn_set_error(const char* msg) { g_error = msg ? msg : ""; }
+
+const char* mlxn_version(void) { return mx::version(); }
+
+int mlxn_device_info(char* buf, size_t len) {
+  return guard([&] {
+    auto d = mx::default_device();
+    std::string s = d.type == mx::Device::gpu ? "gpu" : "cpu";
+    auto info = mx::device_info(d);
+    auto it = info.find("device_name");
+    if (it != info.end() && std::holds_alternative<std::string>(it->second)) {
+      s += ":" + std::get<std::string>(it->second);
+    }
+    copy_cstr(s, buf, len);
+  });
+}
+
+// Reports the file that serves cblas_sgemm for this library's own lookup scope:
+// the loader resolves libmlx's calls through the same scope, so this is what
+// MLX actually uses, not what the build intended.
+int mlxn_blas_library(char* buf, size_t len) {
+  return guard([&] {
+    Dl_info self;
+    if (!dladdr(reinterpret_cast<void*>(&mlxn_blas_library), &self) || !self.dli_fname) {
+      throw std::runtime_error("dladdr failed on the shim itself");
+    }
+    void* handle = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    void* sym = dlsym(handle ? handle : RTLD_DEFAULT, "cblas_sgemm");
+    if (handle) dlclose(handle);
+#ifdef MLXN_OPENBLAS
+    // Referencing an OpenBLAS symbol keeps it in the addon's needed libraries
+    // (ahead of libmlx), which is what routes libmlx's cblas_* calls to it.
+    (void)openblas_get_config();
+#endif
+    std::string name = "none";
+    Dl_info where;
+    if (sym && dladdr(sym, &where) && where.dli_fname) name = where.dli_fname;
+    copy_cstr(name, buf, len);
+  });
+}
+
+void mlxn_free(mlxn_array a) { delete a; }
+
+int mlxn_clone(mlxn_array a, mlxn_array* out) {
+  return guard([&] { *out = wrap(A(a)); });
+}
+
+int mlxn_ndim(mlxn_array a, size_t* out) {
+  return guard([&] { *out = A(a).ndim(); });
+}
+
+int mlxn_shape(mlxn_array a, int32_t* out, size_t cap) {
+  return guard([&] {
+    const auto& s = A(a).shape();
+    if (s.size() > cap) throw std::invalid_argument("shape buffer too small");
+    for (size_t i = 0; i < s.size(); ++i) out[i] = s[i];
+  });
+}
+
+int mlxn_dtype(mlxn_array a, int* out) {
+  return guard([&] { *out = static_cast<int>(A(a).dtype().val()); });
+}
+
+int mlxn_size(mlxn_array a, size_t* out) {
+  return guard([&] { *out = A(a).size(); });
+}
+
+int mlxn_from_data(const void* data, const int32_t* shape, size_t ndim, int dtype, mlxn_array* out) {
+  return guard([&] {
+    auto dt = dtype_of(dtype);
+    auto sh = shape_of(shape, ndim);
+    size_t n = 1;
+    for (auto d : sh) {
+      if (d < 0) throw std::invalid_argument("negative dimension in shape");
+      n *= static_cast<size_t>(d);
+    }
+    // Copy the bytes into an MLX-owned buffer: the caller's memory may go away.
+    auto buf = mx::allocator::malloc(n * dt.size());
+    if (n) std::memcpy(buf.buffer().raw_ptr(), data, n * dt.size());
+    *out = wrap(mx::array(std::move(buf), sh, dt));
+  });
+}
+
+int mlxn_from_f64(double v, int dtype, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::astype(mx::array(v, mx::float64), dtype_of(dtype))); });
+}
+
+int mlxn_full(const int32_t* shape, size_t ndim, mlxn_array v, int dtype, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::full(shape_of(shape, ndim), A(v), dtype_of(dtype))); });
+}
+
+int mlxn_arange(double start, double stop, double step, int dtype, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::arange(start, stop, step, dtype_of(dtype))); });
+}
+
+int mlxn_read(mlxn_array h, int dtype, void* dst, size_t len) {
+  return guard([&] {
+    auto dt = dtype_of(dtype);
+    auto a = A(h);
+    if (a.dtype() != dt) a = mx::astype(a, dt);
+    a = mx::contiguous(a);
+    a.eval();
+    if (a.size() * dt.size() != len) {
+      throw std::invalid_argument("read of " + std::to_string(len) + " bytes from an array of " +
+                                  std::to_string(a.size() * dt.size()));
+    }
+    if (len) std::memcpy(dst, a.data<void>(), len);
+  });
+}
+
+int mlxn_unary(int op, mlxn_array h, mlxn_array* out) {
+  return guard([&] {
+    const auto& a = A(h);
+    mx::array r = [&]() -> mx::array {
+      switch (op) {
+        case 0: return mx::negative(a);
+        case 1: return mx::exp(a);
+        case 2: return mx::log(a);
+        case 3: return mx::sqrt(a);
+        case 4: return mx::rsqrt(a);
+        case 5: return mx::abs(a);
+        case 6: return mx::sin(a);
+        case 7: return mx::cos(a);
+        case 8: return mx::tanh(a);
+        case 9: return mx::sigmoid(a);
+        case 10: return mx::square(a);
+        case 11: return mx::erf(a);
+        case 12: return mx::floor(a);
+        case 13: return mx::ceil(a);
+        case 14: return mx::logical_not(a);
+        case 15: return mx::reciprocal(a);
+        case 16: return mx::log1p(a);
+        case 17: return mx::sign(a);
+        case 18: return mx::stop_gradient(a);
+        case 19: return mx::copy(a);
+        case 20: return mx::isnan(a);
+        case 21: return mx::round(a);
+        case 22: return mx::expm1(a);
+        case 23: return mx::isinf(a);
+      }
+      throw std::invalid_argument("unknown unary op " + std::to_string(op));
+    }();
+    *out = wrap(std::move(r));
+  });
+}
+
+int mlxn_binary(int op, mlxn_array ha, mlxn_array hb, mlxn_array* out) {
+  return guard([&] {
+    const auto& a = A(ha);
+    const auto& b = A(hb);
+    mx::array r = [&]() -> mx::array {
+      switch (op) {
+        case 0: return mx::add(a, b);
+        case 1: return mx::subtract(a, b);
+        case 2: return mx::multiply(a, b);
+        case 3: return mx::divide(a, b);
+        case 4: return mx::maximum(a, b);
+        case 5: return mx::minimum(a, b);
+        case 6: return mx::power(a, b);
+        case 7: return mx::equal(a, b);
+        case 8: return mx::not_equal(a, b);
+        case 9: return mx::less(a, b);
+        case 10: return mx::less_equal(a, b);
+        case 11: return mx::greater(a, b);
+        case 12: return mx::greater_equal(a, b);
+        case 13: return mx::logical_and(a, b);
+        case 14: return mx::logical_or(a, b);
+        case 15: return mx::remainder(a, b);
+        case 16: return mx::floor_divide(a, b);
+        case 17: return mx::arctan2(a, b);
+      }
+      throw std::invalid_argument("unknown binary op " + std::to_string(op));
+    }();
+    *out = wrap(std::move(r));
+  });
+}
+
+int mlxn_where(mlxn_array c, mlxn_array a, mlxn_array b, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::where(A(c), A(a), A(b))); });
+}
+
+int mlxn_astype(mlxn_array a, int dtype, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::astype(A(a), dtype_of(dtype))); });
+}
+
+int mlxn_matmul(mlxn_array a, mlxn_array b, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::matmul(A(a), A(b))); });
+}
+
+int mlxn_addmm(mlxn_array c, mlxn_array a, mlxn_array b, float alpha, float beta, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::addmm(A(c), A(a), A(b), alpha, beta)); });
+}
+
+int mlxn_clip(mlxn_array a, mlxn_array lo, mlxn_array hi, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::clip(A(a), opt(lo), opt(hi))); });
+}
+
+int mlxn_reduce(int op, mlxn_array h, const int32_t* axes_p, size_t n_axes, int keepdims, mlxn_array* out) {
+  return guard([&] {
+    const auto& a = A(h);
+    std::vector<int> axes = ints(axes_p, n_axes);
+    bool kd = keepdims != 0;
+    mx::array r = [&]() -> mx::array {
+      switch (op) {
+        case 0: return mx::sum(a, axes, kd);
+        case 1: return mx::max(a, axes, kd);
+        case 2: return mx::min(a, axes, kd);
+        case 3: return mx::mean(a, axes, kd);
+        case 4: return mx::prod(a, axes, kd);
+        case 5: return mx::logsumexp(a, axes, kd);
+        case 6: return mx::all(a, axes, kd);
+        case 7: return mx::any(a, axes, kd);
+      }
+      throw std::invalid_argument("unknown reduce op " + std::to_string(op));
+    }();
+    *out = wrap(std::move(r));
+  });
+}
+
+int mlxn_arg_reduce(int op, mlxn_array a, int axis, int keepdims, mlxn_array* out) {
+  return guard([&] {
+    if (op == 0) *out = wrap(mx::argmax(A(a), axis, keepdims != 0));
+    else if (op == 1) *out = wrap(mx::argmin(A(a), axis, keepdims != 0));
+    else throw std::invalid_argument("unknown arg reduce op " + std::to_string(op));
+  });
+}
+
+int mlxn_softmax(mlxn_array a, const int32_t* axes, size_t n_axes, int precise, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::softmax(A(a), ints(axes, n_axes), precise != 0)); });
+}
+
+int mlxn_scan(int op, mlxn_array h, int axis, int reverse, int inclusive, mlxn_array* out) {
+  return guard([&] {
+    const auto& a = A(h);
+    bool r = reverse != 0, inc = inclusive != 0;
+    switch (op) {
+      case 0: *out = wrap(mx::cumsum(a, axis, r, inc)); return;
+      case 1: *out = wrap(mx::cumprod(a, axis, r, inc)); return;
+      case 2: *out = wrap(mx::cummax(a, axis, r, inc)); return;
+      case 3: *out = wrap(mx::cummin(a, axis, r, inc)); return;
+      case 4: *out = wrap(mx::logcumsumexp(a, axis, r, inc)); return;
+    }
+    throw std::invalid_argument("unknown scan op " + std::to_string(op));
+  });
+}
+
+int mlxn_reshape(mlxn_array a, const int32_t* shape, size_t ndim, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::reshape(A(a), shape_of(shape, ndim))); });
+}
+
+int mlxn_transpose(mlxn_array a, const int32_t* axes, size_t n, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::transpose(A(a), ints(axes, n))); });
+}
+
+int mlxn_broadcast_to(mlxn_array a, const int32_t* shape, size_t ndim, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::broadcast_to(A(a), shape_of(shape, ndim))); });
+}
+
+int mlxn_expand_dims(mlxn_array a, const int32_t* axes, size_t n, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::expand_dims(A(a), ints(axes, n))); });
+}
+
+int mlxn_squeeze(mlxn_array a, const int32_t* axes, size_t n, mlxn_array* out) {
+  return guard([&] { *out = wrap(n ? mx::squeeze(A(a), ints(axes, n)) : mx::squeeze(A(a))); });
+}
+
+int mlxn_concatenate(const mlxn_array* arrays, size_t n, int axis, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::concatenate(unwrap_all(arrays, n), axis)); });
+}
+
+int mlxn_stack(const mlxn_array* arrays, size_t n, int axis, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::stack(unwrap_all(arrays, n), axis)); });
+}
+
+int mlxn_split(mlxn_array a, const int32_t* indices, size_t n_idx, int axis, mlxn_array* outs, size_t cap, size_t* n_out) {
+  return guard([&] {
+    auto parts = mx::split(A(a), shape_of(indices, n_idx), axis);
+    if (parts.size() > cap) throw std::invalid_argument("split output buffer too small");
+    for (size_t i = 0; i < parts.size(); ++i) outs[i] = wrap(parts[i]);
+    *n_out = parts.size();
+  });
+}
+
+int mlxn_slice(mlxn_array a, const int32_t* start, const int32_t* stop, const int32_t* strides, size_t n, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::slice(A(a), shape_of(start, n), shape_of(stop, n), shape_of(strides, n))); });
+}
+
+int mlxn_slice_update(mlxn_array src, mlxn_array upd, const int32_t* start, const int32_t* stop, const int32_t* strides, size_t n, mlxn_array* out) {
+  return guard([&] {
+    *out = wrap(mx::slice_update(A(src), A(upd), shape_of(start, n), shape_of(stop, n), shape_of(strides, n)));
+  });
+}
+
+int mlxn_pad(mlxn_array a, const int32_t* axes, const int32_t* lo, const int32_t* hi, size_t n, mlxn_array value, mlxn_array* out) {
+  return guard([&] {
+    *out = wrap(mx::pad(A(a), ints(axes, n), shape_of(lo, n), shape_of(hi, n), A(value)));
+  });
+}
+
+int mlxn_repeat(mlxn_array a, int repeats, int axis, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::repeat(A(a), repeats, axis)); });
+}
+
+int mlxn_tri(int op, mlxn_array a, int k, mlxn_array* out) {
+  return guard([&] { *out = wrap(op == 0 ? mx::tril(A(a), k) : mx::triu(A(a), k)); });
+}
+
+int mlxn_contiguous(mlxn_array a, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::contiguous(A(a))); });
+}
+
+int mlxn_take(mlxn_array a, mlxn_array idx, int axis, int has_axis, mlxn_array* out) {
+  return guard([&] { *out = wrap(has_axis ? mx::take(A(a), A(idx), axis) : mx::take(A(a), A(idx))); });
+}
+
+int mlxn_take_along_axis(mlxn_array a, mlxn_array idx, int axis, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::take_along_axis(A(a), A(idx), axis)); });
+}
+
+int mlxn_put_along_axis(mlxn_array a, mlxn_array idx, mlxn_array vals, int axis, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::put_along_axis(A(a), A(idx), A(vals), axis)); });
+}
+
+int mlxn_scatter(int op, mlxn_array a, const mlxn_array* indices, size_t n_idx, mlxn_array updates, const int32_t* axes, mlxn_array* out) {
+  return guard([&] {
+    auto idx = unwrap_all(indices, n_idx);
+    auto ax = ints(axes, n_idx);
+    if (op == 0) *out = wrap(mx::scatter(A(a), idx, A(updates), ax));
+    else if (op == 1) *out = wrap(mx::scatter_add(A(a), idx, A(updates), ax));
+    else throw std::invalid_argument("unknown scatter op " + std::to_string(op));
+  });
+}
+
+int mlxn_sort(int op, mlxn_array a, int axis, mlxn_array* out) {
+  return guard([&] { *out = wrap(op == 0 ? mx::sort(A(a), axis) : mx::argsort(A(a), axis)); });
+}
+
+int mlxn_partition(int op, mlxn_array a, int kth, int axis, mlxn_array* out) {
+  return guard([&] { *out = wrap(op == 0 ? mx::partition(A(a), kth, axis) : mx::argpartition(A(a), kth, axis)); });
+}
+
+int mlxn_topk(mlxn_array a, int k, int axis, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::topk(A(a), k, axis)); });
+}
+
+int mlxn_random_seed(uint64_t seed) {
+  return guard([&] { mx::random::seed(seed); });
+}
+
+int mlxn_random_key(uint64_t seed, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::random::key(seed)); });
+}
+
+// The next key of the thread's global sequence, exactly what an op called
+// without a key would consume; lets compiled samplers take the key as input.
+int mlxn_random_next_key(mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::random::KeySequence::default_().next()); });
+}
+
+int mlxn_random_split(mlxn_array key, int num, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::random::split(A(key), num)); });
+}
+
+int mlxn_random_uniform(mlxn_array lo, mlxn_array hi, const int32_t* shape, size_t ndim, int dtype, mlxn_array key, mlxn_array* out) {
+  return guard([&] {
+    *out = wrap(mx::random::uniform(A(lo), A(hi), shape_of(shape, ndim), dtype_of(dtype), opt(key)));
+  });
+}
+
+int mlxn_random_normal(const int32_t* shape, size_t ndim, int dtype, float loc, float scale, mlxn_array key, mlxn_array* out) {
+  return guard([&] {
+    *out = wrap(mx::random::normal(shape_of(shape, ndim), dtype_of(dtype), loc, scale, opt(key)));
+  });
+}
+
+int mlxn_random_gumbel(const int32_t* shape, size_t ndim, int dtype, mlxn_array key, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::random::gumbel(shape_of(shape, ndim), dtype_of(dtype), opt(key))); });
+}
+
+int mlxn_random_categorical(mlxn_array logits, int axis, mlxn_array key, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::random::categorical(A(logits), axis, opt(key))); });
+}
+
+int mlxn_random_bernoulli(mlxn_array p, mlxn_array key, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::random::bernoulli(A(p), opt(key))); });
+}
+
+int mlxn_rms_norm(mlxn_array x, mlxn_array w, float eps, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::fast::rms_norm(A(x), opt(w), eps)); });
+}
+
+int mlxn_layer_norm(mlxn_array x, mlxn_array w, mlxn_array b, float eps, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::fast::layer_norm(A(x), opt(w), opt(b), eps)); });
+}
+
+int mlxn_rope(mlxn_array x, int dims, int traditional, float base, int has_base, float scale, int offset, mlxn_array freqs, mlxn_array* out) {
+  return guard([&] {
+    std::optional<float> b = has_base ? std::optional<float>(base) : std::nullopt;
+    *out = wrap(mx::fast::rope(A(x), dims, traditional != 0, b, scale, offset, opt(freqs)));
+  });
+}
+
+int mlxn_sdpa(mlxn_array q, mlxn_array k, mlxn_array v, float scale, const char* mask_mode, mlxn_array mask, mlxn_array* out) {
+  return guard([&] {
+    std::string mode = mask_mode ? mask_mode : "";
+    if (mask && mode.empty()) mode = "array";
+    *out = wrap(mx::fast::scaled_dot_product_attention(A(q), A(k), A(v), scale, mode, opt(mask)));
+  });
+}
+
+int mlxn_quantize(mlxn_array w, int group_size, int bits, mlxn_array* wq, mlxn_array* scales, mlxn_array* biases) {
+  return guard([&] {
+    auto r = mx::quantize(A(w), group_size, bits);
+    if (r.size() < 3) throw std::runtime_error("affine quantize returned no biases");
+    *wq = wrap(r[0]);
+    *scales = wrap(r[1]);
+    *biases = wrap(r[2]);
+  });
+}
+
+int mlxn_dequantize(mlxn_array w, mlxn_array scales, mlxn_array biases, int group_size, int bits, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::dequantize(A(w), A(scales), opt(biases), group_size, bits)); });
+}
+
+int mlxn_quantized_matmul(mlxn_array x, mlxn_array w, mlxn_array scales, mlxn_array biases, int transpose, int group_size, int bits, mlxn_array* out) {
+  return guard([&] {
+    *out = wrap(mx::quantized_matmul(A(x), A(w), A(scales), opt(biases), transpose != 0, group_size, bits));
+  });
+}
+
+int mlxn_conv1d(mlxn_array x, mlxn_array w, int stride, int padding, int dilation, int groups, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::conv1d(A(x), A(w), stride, padding, dilation, groups)); });
+}
+
+int mlxn_conv_transpose1d(mlxn_array x, mlxn_array w, int stride, int padding, int dilation, int output_padding, int groups, mlxn_array* out) {
+  return guard([&] {
+    *out = wrap(mx::conv_transpose1d(A(x), A(w), stride, padding, dilation, output_padding, groups));
+  });
+}
+
+int mlxn_conv2d(mlxn_array x, mlxn_array w, int sh, int sw, int ph, int pw, int dh, int dw, int groups, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::conv2d(A(x), A(w), {sh, sw}, {ph, pw}, {dh, dw}, groups)); });
+}
+
+int mlxn_rfft(mlxn_array a, int n, int axis, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::fft::rfft(A(a), n, axis)); });
+}
+
+int mlxn_irfft(mlxn_array a, int n, int axis, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::fft::irfft(A(a), n, axis)); });
+}
+
+int mlxn_eval(const mlxn_array* arrays, size_t n) {
+  return guard([&] { mx::eval(unwrap_all(arrays, n)); });
+}
+
+int mlxn_async_eval(const mlxn_array* arrays, size_t n) {
+  return guard([&] { mx::async_eval(unwrap_all(arrays, n)); });
+}
+
+// Streams are per thread in MLX; the engine thread makes its own and sets it
+// as its default so every op it issues lands there.
+int mlxn_new_stream(int* out_index) {
+  return guard([&] { *out_index = mx::new_stream(mx::default_device()).index; });
+}
+
+int mlxn_set_default_stream(int index) {
+  return guard([&] { mx::set_default_stream(mx::Stream(index, mx::default_device())); });
+}
+
+int mlxn_synchronize(void) {
+  return guard([&] { mx::synchronize(); });
+}
+
+int mlxn_compile(mlxn_fn fn, void* ctx, void (*drop_ctx)(void*), int shapeless, mlxn_closure* out) {
+  std::shared_ptr<void> owned(ctx, [drop_ctx](void* p) {
+    if (drop_ctx) drop_ctx(p);
+  });
+  return guard([&] {
+    auto traced = [fn, ctx](const std::vector<mx::array>& inputs) {
+      std::vector<mlxn_array> in;
+      in.reserve(inputs.size());
+      for (auto& a : inputs) in.push_back(wrap(a));
+      std::vector<mlxn_array> outs(64, nullptr);
+      size_t n_out = 0;
+      int rc = fn(ctx, in.data(), in.size(), outs.data(), &n_out, outs.size());
+      for (auto h : in) delete h;
+      std::vector<mx::array> result;
+      for (size_t i = 0; i < n_out && i < outs.size(); ++i) {
+        if (rc == 0) result.push_back(outs[i]->a);
+        delete outs[i];
+      }
+      if (rc != 0) throw std::runtime_error("compiled function failed: " + g_error);
+      return result;
+    };
+    auto c = new mlxn_closure_s{mx::compile(traced, shapeless != 0), owned};
+    *out = c;
+  });
+}
+
+int mlxn_closure_call(mlxn_closure c, const mlxn_array* inputs, size_t n_inputs, mlxn_array* outputs, size_t max_outputs, size_t* n_outputs) {
+  return guard([&] {
+    if (!c) throw std::invalid_argument("null closure");
+    auto r = c->fn(unwrap_all(inputs, n_inputs));
+    if (r.size() > max_outputs) throw std::invalid_argument("closure output buffer too small");
+    for (size_t i = 0; i < r.size(); ++i) outputs[i] = wrap(r[i]);
+    *n_outputs = r.size();
+  });
+}
+
+void mlxn_closure_free(mlxn_closure c) {
+  try {
+    delete c;
+  } catch (...) {
+  }
+}
+
+int mlxn_memory(size_t* active, size_t* peak, size_t* cache) {
+  return guard([&] {
+    *active = mx::get_active_memory();
+    *peak = mx::get_peak_memory();
+    *cache = mx::get_cache_memory();
+  });
+}
+
+int mlxn_reset_peak_memory(void) {
+  return guard([&] { mx::reset_peak_memory(); });
+}
+
+int mlxn_clear_cache(void) {
+  return guard([&] { mx::clear_cache(); });
+}
+
+int mlxn_set_cache_limit(size_t limit, size_t* previous) {
+  return guard([&] { *previous = mx::set_cache_limit(limit); });
+}
+
+int mlxn_load_safetensors(const char* path, mlxn_tensor_cb on_tensor, mlxn_meta_cb on_meta, void* ctx) {
+  return guard([&] {
+    auto [tensors, meta] = mx::load_safetensors(std::string(path));
+    for (auto& [k, v] : meta) {
+      if (on_meta && on_meta(ctx, k.c_str(), v.c_str()) != 0) throw std::runtime_error(g_error);
+    }
+    for (auto& [k, v] : tensors) {
+      // Ownership of the handle passes to the callback.
+      if (on_tensor(ctx, k.c_str(), wrap(v)) != 0) throw std::runtime_error(g_error);
+    }
+  });
+}
+
+int mlxn_save_safetensors(const char* path, const char* const* names, const mlxn_array* arrays, size_t n,
+                          const char* const* meta_keys, const char* const* meta_values, size_t n_meta) {
+  return guard([&] {
+    std::unordered_map<std::string, mx::array> m;
+    for (size_t i = 0; i < n; ++i) m.insert({names[i], A(arrays[i])});
+    std::unordered_map<std::string, std::string> meta;
+    for (size_t i = 0; i < n_meta; ++i) meta[meta_keys[i]] = meta_values[i];
+    mx::save_safetensors(std::string(path), m, meta);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,142 @@
+// C interface over MLX. Every function returns 0 on success and non-zero on
+// failure; on failure mlxn_last_error() holds the message (thread-local).
+// Arrays are opaque handles owned by the caller and released with mlxn_free.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mlxn_array_s* mlxn_array;
+typedef struct mlxn_closure_s* mlxn_closure;
+
+// A Rust-built function for compile: fills outputs (caller-owned handles).
+typedef int (*mlxn_fn)(void* ctx, const mlxn_array* inputs, size_t n_inputs,
+                       mlxn_array* outputs, size_t* n_outputs, size_t max_outputs);
+
+const char* mlxn_last_error(void);
+// Lets a Rust callback (compile) report why it failed.
+void mlxn_set_error(const char* msg);
+
+// Info
+const char* mlxn_version(void);
+int mlxn_device_info(char* buf, size_t len);
+int mlxn_blas_library(char* buf, size_t len);
+
+// Lifetime and inspection
+void mlxn_free(mlxn_array a);
+int mlxn_clone(mlxn_array a, mlxn_array* out);
+int mlxn_ndim(mlxn_array a, size_t* out);
+int mlxn_shape(mlxn_array a, int32_t* out, size_t cap);
+int mlxn_dtype(mlxn_array a, int* out);
+int mlxn_size(mlxn_array a, size_t* out);
+
+// Creation and data
+int mlxn_from_data(const void* data, const int32_t* shape, size_t ndim, int dtype, mlxn_array* out);
+int mlxn_from_f64(double v, int dtype, mlxn_array* out);
+int mlxn_full(const int32_t* shape, size_t ndim, mlxn_array v, int dtype, mlxn_array* out);
+int mlxn_arange(double start, double stop, double step, int dtype, mlxn_array* out);
+// Evaluates, converts to `dtype` and copies `len` bytes out (len must equal size * itemsize).
+int mlxn_read(mlxn_array a, int dtype, void* dst, size_t len);
+
+// Elementwise
+int mlxn_unary(int op, mlxn_array a, mlxn_array* out);
+int mlxn_binary(int op, mlxn_array a, mlxn_array b, mlxn_array* out);
+int mlxn_where(mlxn_array c, mlxn_array a, mlxn_array b, mlxn_array* out);
+int mlxn_astype(mlxn_array a, int dtype, mlxn_array* out);
+int mlxn_matmul(mlxn_array a, mlxn_array b, mlxn_array* out);
+int mlxn_addmm(mlxn_array c, mlxn_array a, mlxn_array b, float alpha, float beta, mlxn_array* out);
+int mlxn_clip(mlxn_array a, mlxn_array lo, mlxn_array hi, mlxn_array* out);
+
+// Reductions
+int mlxn_reduce(int op, mlxn_array a, const int32_t* axes, size_t n_axes, int keepdims, mlxn_array* out);
+int mlxn_arg_reduce(int op, mlxn_array a, int axis, int keepdims, mlxn_array* out);
+int mlxn_softmax(mlxn_array a, const int32_t* axes, size_t n_axes, int precise, mlxn_array* out);
+int mlxn_scan(int op, mlxn_array a, int axis, int reverse, int inclusive, mlxn_array* out);
+
+// Shape
+int mlxn_reshape(mlxn_array a, const int32_t* shape, size_t ndim, mlxn_array* out);
+int mlxn_transpose(mlxn_array a, const int32_t* axes, size_t n, mlxn_array* out);
+int mlxn_broadcast_to(mlxn_array a, const int32_t* shape, size_t ndim, mlxn_array* out);
+int mlxn_expand_dims(mlxn_array a, const int32_t* axes, size_t n, mlxn_array* out);
+int mlxn_squeeze(mlxn_array a, const int32_t* axes, size_t n, mlxn_array* out);
+int mlxn_concatenate(const mlxn_array* arrays, size_t n, int axis, mlxn_array* out);
+int mlxn_stack(const mlxn_array* arrays, size_t n, int axis, mlxn_array* out);
+// Splits at the given indices along axis; writes up to cap handles, count in n_out.
+int mlxn_split(mlxn_array a, const int32_t* indices, size_t n_idx, int axis, mlxn_array* outs, size_t cap, size_t* n_out);
+int mlxn_slice(mlxn_array a, const int32_t* start, const int32_t* stop, const int32_t* strides, size_t n, mlxn_array* out);
+int mlxn_slice_update(mlxn_array src, mlxn_array upd, const int32_t* start, const int32_t* stop, const int32_t* strides, size_t n, mlxn_array* out);
+int mlxn_pad(mlxn_array a, const int32_t* axes, const int32_t* lo, const int32_t* hi, size_t n, mlxn_array value, mlxn_array* out);
+int mlxn_repeat(mlxn_array a, int repeats, int axis, mlxn_array* out);
+int mlxn_tri(int op, mlxn_array a, int k, mlxn_array* out);
+int mlxn_contiguous(mlxn_array a, mlxn_array* out);
+
+// Indexing
+int mlxn_take(mlxn_array a, mlxn_array idx, int axis, int has_axis, mlxn_array* out);
+int mlxn_take_along_axis(mlxn_array a, mlxn_array idx, int axis, mlxn_array* out);
+int mlxn_put_along_axis(mlxn_array a, mlxn_array idx, mlxn_array vals, int axis, mlxn_array* out);
+int mlxn_scatter(int op, mlxn_array a, const mlxn_array* indices, size_t n_idx, mlxn_array updates, const int32_t* axes, mlxn_array* out);
+
+// Sorting
+int mlxn_sort(int op, mlxn_array a, int axis, mlxn_array* out);
+int mlxn_partition(int op, mlxn_array a, int kth, int axis, mlxn_array* out);
+int mlxn_topk(mlxn_array a, int k, int axis, mlxn_array* out);
+
+// Random (key may be NULL: the thread's global key sequence is used)
+int mlxn_random_seed(uint64_t seed);
+int mlxn_random_key(uint64_t seed, mlxn_array* out);
+int mlxn_random_next_key(mlxn_array* out);
+int mlxn_random_split(mlxn_array key, int num, mlxn_array* out);
+int mlxn_random_uniform(mlxn_array lo, mlxn_array hi, const int32_t* shape, size_t ndim, int dtype, mlxn_array key, mlxn_array* out);
+int mlxn_random_normal(const int32_t* shape, size_t ndim, int dtype, float loc, float scale, mlxn_array key, mlxn_array* out);
+int mlxn_random_gumbel(const int32_t* shape, size_t ndim, int dtype, mlxn_array key, mlxn_array* out);
+int mlxn_random_categorical(mlxn_array logits, int axis, mlxn_array key, mlxn_array* out);
+int mlxn_random_bernoulli(mlxn_array p, mlxn_array key, mlxn_array* out);
+
+// fast::
+int mlxn_rms_norm(mlxn_array x, mlxn_array w, float eps, mlxn_array* out);
+int mlxn_layer_norm(mlxn_array x, mlxn_array w, mlxn_array b, float eps, mlxn_array* out);
+int mlxn_rope(mlxn_array x, int dims, int traditional, float base, int has_base, float scale, int offset, mlxn_array freqs, mlxn_array* out);
+// mask_mode: "" (none or array mask), "causal"
+int mlxn_sdpa(mlxn_array q, mlxn_array k, mlxn_array v, float scale, const char* mask_mode, mlxn_array mask, mlxn_array* out);
+
+// Quantization
+int mlxn_quantize(mlxn_array w, int group_size, int bits, mlxn_array* wq, mlxn_array* scales, mlxn_array* biases);
+int mlxn_dequantize(mlxn_array w, mlxn_array scales, mlxn_array biases, int group_size, int bits, mlxn_array* out);
+int mlxn_quantized_matmul(mlxn_array x, mlxn_array w, mlxn_array scales, mlxn_array biases, int transpose, int group_size, int bits, mlxn_array* out);
+
+// Convolution and FFT (channels-last, as MLX)
+int mlxn_conv1d(mlxn_array x, mlxn_array w, int stride, int padding, int dilation, int groups, mlxn_array* out);
+int mlxn_conv_transpose1d(mlxn_array x, mlxn_array w, int stride, int padding, int dilation, int output_padding, int groups, mlxn_array* out);
+int mlxn_conv2d(mlxn_array x, mlxn_array w, int sh, int sw, int ph, int pw, int dh, int dw, int groups, mlxn_array* out);
+int mlxn_rfft(mlxn_array a, int n, int axis, mlxn_array* out);
+int mlxn_irfft(mlxn_array a, int n, int axis, mlxn_array* out);
+
+// Evaluation, streams, compile
+int mlxn_eval(const mlxn_array* arrays, size_t n);
+int mlxn_async_eval(const mlxn_array* arrays, size_t n);
+int mlxn_new_stream(int* out_index);
+int mlxn_set_default_stream(int index);
+int mlxn_synchronize(void);
+int mlxn_compile(mlxn_fn fn, void* ctx, void (*drop_ctx)(void*), int shapeless, mlxn_closure* out);
+int mlxn_closure_call(mlxn_closure c, const mlxn_array* inputs, size_t n_inputs, mlxn_array* outputs, size_t max_outputs, size_t* n_outputs);
+void mlxn_closure_free(mlxn_closure c);
+
+// Memory
+int mlxn_memory(size_t* active, size_t* peak, size_t* cache);
+int mlxn_reset_peak_memory(void);
+int mlxn_clear_cache(void);
+int mlxn_set_cache_limit(size_t limit, size_t* previous);
+
+// Safetensors. Loaded arrays are returned one at a time through a callback.
+typedef int (*mlxn_tensor_cb)(void* ctx, const char* name, mlxn_array a);
+typedef int (*mlxn_meta_cb)(void* ctx, const char* key, const char* value);
+int mlxn_load_safetensors(const char* path, mlxn_tensor_cb on_tensor, mlxn_meta_cb on_meta, void* ctx);
+int mlxn_save_safetensors(const char* path, const char* const* names, const mlxn_array* arrays, size_t n,
+                          const char* const* meta_keys, const char* const* meta_values, size_t n_meta);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,1 @@
+fn main() { if let Ok(d) = std::env::var("DEP_MLX_LIB_DIR") { println!("cargo:rustc-link-arg=-Wl,-rpath,{d}"); } }

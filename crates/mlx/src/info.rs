@@ -1,0 +1,45 @@
+//! What MLX build and BLAS this process runs on.
+use std::ffi::CStr;
+use std::os::raw::c_char;
+
+use mlx_sys as sys;
+
+use crate::error::{check, Result};
+
+fn read_string(f: unsafe extern "C" fn(*mut c_char, usize) -> i32) -> Result<String> {
+    let mut buf = vec![0u8; 4096];
+    check(unsafe { f(buf.as_mut_ptr().cast(), buf.len()) })?;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+pub fn version() -> String {
+    unsafe { CStr::from_ptr(sys::mlxn_version()) }.to_string_lossy().into_owned()
+}
+
+/// "cpu" or "gpu", followed by ":<device name>" when MLX knows it.
+pub fn device() -> Result<String> {
+    read_string(sys::mlxn_device_info)
+}
+
+/// Path of the library that serves `cblas_sgemm` for libmlx, or "none".
+pub fn blas_library_path() -> Result<String> {
+    read_string(sys::mlxn_blas_library)
+}
+
+/// A short name for that library: "openblas", "reference" (the wheel's netlib
+/// BLAS), "accelerate", "none", or the file name.
+pub fn blas_name() -> Result<String> {
+    let path = blas_library_path()?;
+    let file = path.rsplit('/').next().unwrap_or(&path).to_string();
+    let lower = path.to_lowercase();
+    Ok(if lower.contains("openblas") {
+        "openblas".into()
+    } else if lower.contains("accelerate") || lower.contains("veclib") {
+        "accelerate".into()
+    } else if file.starts_with("libblas") {
+        "reference".into()
+    } else {
+        file
+    })
+}

@@ -1,0 +1,70 @@
+//! Safetensors files through MLX's own reader and writer.
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::os::raw::{c_char, c_int, c_void};
+use std::path::Path;
+
+use mlx_sys as sys;
+
+use crate::array::Array;
+use crate::error::{check, Error, Result};
+
+#[derive(Default)]
+struct Loaded {
+    tensors: HashMap<String, Array>,
+    metadata: HashMap<String, String>,
+}
+
+unsafe extern "C" fn on_tensor(ctx: *mut c_void, name: *const c_char, a: sys::mlxn_array) -> c_int {
+    let loaded = &mut *(ctx as *mut Loaded);
+    let name = CStr::from_ptr(name).to_string_lossy().into_owned();
+    loaded.tensors.insert(name, Array { raw: a });
+    0
+}
+
+unsafe extern "C" fn on_meta(ctx: *mut c_void, key: *const c_char, value: *const c_char) -> c_int {
+    let loaded = &mut *(ctx as *mut Loaded);
+    loaded.metadata.insert(
+        CStr::from_ptr(key).to_string_lossy().into_owned(),
+        CStr::from_ptr(value).to_string_lossy().into_owned(),
+    );
+    0
+}
+
+fn c_path(path: &Path) -> Result<CString> {
+    CString::new(path.to_string_lossy().as_bytes())
+        .map_err(|_| Error::new(format!("path {} contains a NUL byte", path.display())))
+}
+
+/// Loads every tensor (lazily: data is read when first evaluated) and the metadata.
+pub fn load_safetensors(path: &Path) -> Result<(HashMap<String, Array>, HashMap<String, String>)> {
+    let p = c_path(path)?;
+    let mut loaded = Loaded::default();
+    check(unsafe {
+        sys::mlxn_load_safetensors(p.as_ptr(), on_tensor, Some(on_meta), &mut loaded as *mut Loaded as *mut c_void)
+    })?;
+    Ok((loaded.tensors, loaded.metadata))
+}
+
+pub fn save_safetensors(path: &Path, tensors: &[(&str, &Array)], metadata: &[(&str, &str)]) -> Result<()> {
+    let p = c_path(path)?;
+    let cstr = |s: &str| CString::new(s).map_err(|_| Error::new(format!("name {s:?} contains a NUL byte")));
+    let names = tensors.iter().map(|(n, _)| cstr(n)).collect::<Result<Vec<_>>>()?;
+    let name_ptrs: Vec<_> = names.iter().map(|c| c.as_ptr()).collect();
+    let raws: Vec<_> = tensors.iter().map(|(_, a)| a.raw).collect();
+    let keys = metadata.iter().map(|(k, _)| cstr(k)).collect::<Result<Vec<_>>>()?;
+    let vals = metadata.iter().map(|(_, v)| cstr(v)).collect::<Result<Vec<_>>>()?;
+    let key_ptrs: Vec<_> = keys.iter().map(|c| c.as_ptr()).collect();
+    let val_ptrs: Vec<_> = vals.iter().map(|c| c.as_ptr()).collect();
+    check(unsafe {
+        sys::mlxn_save_safetensors(
+            p.as_ptr(),
+            name_ptrs.as_ptr(),
+            raws.as_ptr(),
+            raws.len(),
+            key_ptrs.as_ptr(),
+            val_ptrs.as_ptr(),
+            key_ptrs.len(),
+        )
+    })
+}

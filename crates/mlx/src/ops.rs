@@ -1,0 +1,378 @@
+//! Array operations. Each returns a lazy array; MLX errors (bad shapes, bad
+//! axes) come back as `Err` with MLX's message.
+use std::os::raw::c_int;
+
+use mlx_sys as sys;
+
+use crate::array::{make, raw_or_null, Array};
+use crate::dtype::Dtype;
+use crate::error::{check, Error, Result};
+
+macro_rules! unary {
+    ($($name:ident = $code:expr),* $(,)?) => {
+        impl Array {
+            $(pub fn $name(&self) -> Result<Array> {
+                make(|out| unsafe { sys::mlxn_unary($code, self.raw, out) })
+            })*
+        }
+    };
+}
+
+unary!(
+    negative = 0, exp = 1, log = 2, sqrt = 3, rsqrt = 4, abs = 5, sin = 6, cos = 7, tanh = 8,
+    sigmoid = 9, square = 10, erf = 11, floor = 12, ceil = 13, logical_not = 14, reciprocal = 15,
+    log1p = 16, sign = 17, stop_gradient = 18, copy = 19, isnan = 20, round = 21, expm1 = 22,
+    isinf = 23,
+);
+
+macro_rules! binary {
+    ($($name:ident, $scalar:ident = $code:expr),* $(,)?) => {
+        impl Array {
+            $(pub fn $name(&self, other: &Array) -> Result<Array> {
+                make(|out| unsafe { sys::mlxn_binary($code, self.raw, other.raw, out) })
+            }
+            /// With a scalar that takes this array's dtype, as a Python scalar does in MLX.
+            pub fn $scalar(&self, v: f64) -> Result<Array> {
+                self.$name(&self.scalar_like(v)?)
+            })*
+        }
+    };
+}
+
+binary!(
+    add, add_scalar = 0,
+    subtract, subtract_scalar = 1,
+    multiply, multiply_scalar = 2,
+    divide, divide_scalar = 3,
+    maximum, maximum_scalar = 4,
+    minimum, minimum_scalar = 5,
+    power, power_scalar = 6,
+    equal, equal_scalar = 7,
+    not_equal, not_equal_scalar = 8,
+    less, less_scalar = 9,
+    less_equal, less_equal_scalar = 10,
+    greater, greater_scalar = 11,
+    greater_equal, greater_equal_scalar = 12,
+    logical_and, logical_and_scalar = 13,
+    logical_or, logical_or_scalar = 14,
+    remainder, remainder_scalar = 15,
+    floor_divide, floor_divide_scalar = 16,
+    arctan2, arctan2_scalar = 17,
+);
+
+#[derive(Clone, Copy)]
+enum Reduce {
+    Sum = 0,
+    Max = 1,
+    Min = 2,
+    Mean = 3,
+    Prod = 4,
+    LogSumExp = 5,
+    All = 6,
+    Any = 7,
+}
+
+#[derive(Clone, Copy)]
+enum Scan {
+    Sum = 0,
+    Prod = 1,
+    Max = 2,
+    Min = 3,
+    LogSumExp = 4,
+}
+
+impl Array {
+    /// A scalar in this array's dtype (float arrays), like MLX's weak Python scalars;
+    /// integer and bool arrays take an f32 scalar when `v` is fractional.
+    pub fn scalar_like(&self, v: f64) -> Result<Array> {
+        let dt = self.dtype();
+        let dt = if dt.is_float() || v.fract() == 0.0 { dt } else { Dtype::Float32 };
+        Array::scalar(v, dt)
+    }
+
+    pub fn where_(cond: &Array, a: &Array, b: &Array) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_where(cond.raw, a.raw, b.raw, out) })
+    }
+
+    pub fn astype(&self, dtype: Dtype) -> Result<Array> {
+        if self.dtype() == dtype {
+            return Ok(self.clone());
+        }
+        make(|out| unsafe { sys::mlxn_astype(self.raw, dtype as c_int, out) })
+    }
+
+    pub fn matmul(&self, other: &Array) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_matmul(self.raw, other.raw, out) })
+    }
+
+    /// `beta * self + alpha * (a @ b)`.
+    pub fn addmm(&self, a: &Array, b: &Array, alpha: f32, beta: f32) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_addmm(self.raw, a.raw, b.raw, alpha, beta, out) })
+    }
+
+    pub fn clip(&self, lo: Option<&Array>, hi: Option<&Array>) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_clip(self.raw, raw_or_null(lo), raw_or_null(hi), out) })
+    }
+
+    /// An empty `axes` reduces over every axis, as MLX's Python `a.sum()` does.
+    fn reduce(&self, op: Reduce, axes: &[i32], keepdims: bool) -> Result<Array> {
+        let all: Vec<i32>;
+        let axes = if axes.is_empty() {
+            all = (0..self.ndim() as i32).collect();
+            &all[..]
+        } else {
+            axes
+        };
+        make(|out| unsafe {
+            sys::mlxn_reduce(op as c_int, self.raw, axes.as_ptr(), axes.len(), keepdims as c_int, out)
+        })
+    }
+
+    pub fn sum(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(Reduce::Sum, axes, keepdims)
+    }
+    pub fn max(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(Reduce::Max, axes, keepdims)
+    }
+    pub fn min(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(Reduce::Min, axes, keepdims)
+    }
+    pub fn mean(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(Reduce::Mean, axes, keepdims)
+    }
+    pub fn prod(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(Reduce::Prod, axes, keepdims)
+    }
+    pub fn logsumexp(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(Reduce::LogSumExp, axes, keepdims)
+    }
+    pub fn all(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(Reduce::All, axes, keepdims)
+    }
+    pub fn any(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(Reduce::Any, axes, keepdims)
+    }
+
+    pub fn argmax(&self, axis: i32, keepdims: bool) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_arg_reduce(0, self.raw, axis, keepdims as c_int, out) })
+    }
+    pub fn argmin(&self, axis: i32, keepdims: bool) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_arg_reduce(1, self.raw, axis, keepdims as c_int, out) })
+    }
+
+    pub fn softmax(&self, axes: &[i32], precise: bool) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_softmax(self.raw, axes.as_ptr(), axes.len(), precise as c_int, out) })
+    }
+
+    fn scan(&self, op: Scan, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
+        make(|out| unsafe {
+            sys::mlxn_scan(op as c_int, self.raw, axis, reverse as c_int, inclusive as c_int, out)
+        })
+    }
+    pub fn cumsum(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
+        self.scan(Scan::Sum, axis, reverse, inclusive)
+    }
+    pub fn cumprod(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
+        self.scan(Scan::Prod, axis, reverse, inclusive)
+    }
+    pub fn cummax(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
+        self.scan(Scan::Max, axis, reverse, inclusive)
+    }
+    pub fn cummin(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
+        self.scan(Scan::Min, axis, reverse, inclusive)
+    }
+    pub fn logcumsumexp(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
+        self.scan(Scan::LogSumExp, axis, reverse, inclusive)
+    }
+
+    pub fn reshape(&self, shape: &[i32]) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_reshape(self.raw, shape.as_ptr(), shape.len(), out) })
+    }
+
+    pub fn transpose(&self, axes: &[i32]) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_transpose(self.raw, axes.as_ptr(), axes.len(), out) })
+    }
+
+    /// Reverses all axes (`a.T`).
+    pub fn t(&self) -> Result<Array> {
+        let axes: Vec<i32> = (0..self.ndim() as i32).rev().collect();
+        self.transpose(&axes)
+    }
+
+    pub fn swapaxes(&self, a: i32, b: i32) -> Result<Array> {
+        let n = self.ndim() as i32;
+        let norm = |x: i32| if x < 0 { x + n } else { x };
+        let (a, b) = (norm(a), norm(b));
+        if a < 0 || a >= n || b < 0 || b >= n {
+            return Err(Error::new(format!("swapaxes({a}, {b}) on an array with {n} dimensions")));
+        }
+        let mut axes: Vec<i32> = (0..n).collect();
+        axes.swap(a as usize, b as usize);
+        self.transpose(&axes)
+    }
+
+    pub fn broadcast_to(&self, shape: &[i32]) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_broadcast_to(self.raw, shape.as_ptr(), shape.len(), out) })
+    }
+
+    pub fn expand_dims(&self, axes: &[i32]) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_expand_dims(self.raw, axes.as_ptr(), axes.len(), out) })
+    }
+
+    /// Removes the given size-1 axes, or all of them when `axes` is empty.
+    pub fn squeeze(&self, axes: &[i32]) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_squeeze(self.raw, axes.as_ptr(), axes.len(), out) })
+    }
+
+    pub fn flatten(&self) -> Result<Array> {
+        self.reshape(&[-1])
+    }
+
+    pub fn concatenate(arrays: &[&Array], axis: i32) -> Result<Array> {
+        let raws: Vec<_> = arrays.iter().map(|a| a.raw).collect();
+        make(|out| unsafe { sys::mlxn_concatenate(raws.as_ptr(), raws.len(), axis, out) })
+    }
+
+    pub fn stack(arrays: &[&Array], axis: i32) -> Result<Array> {
+        let raws: Vec<_> = arrays.iter().map(|a| a.raw).collect();
+        make(|out| unsafe { sys::mlxn_stack(raws.as_ptr(), raws.len(), axis, out) })
+    }
+
+    /// Splits at the given indices along `axis` (`indices.len() + 1` parts).
+    pub fn split_at(&self, indices: &[i32], axis: i32) -> Result<Vec<Array>> {
+        let cap = indices.len() + 1;
+        let mut outs = vec![std::ptr::null_mut(); cap];
+        let mut n = 0usize;
+        check(unsafe {
+            sys::mlxn_split(self.raw, indices.as_ptr(), indices.len(), axis, outs.as_mut_ptr(), cap, &mut n)
+        })?;
+        Ok(outs.into_iter().take(n).map(|raw| Array { raw }).collect())
+    }
+
+    /// Splits into `parts` equal pieces along `axis`.
+    pub fn split_equal(&self, parts: i32, axis: i32) -> Result<Vec<Array>> {
+        let size = self.dim(axis);
+        if parts <= 0 || size % parts != 0 {
+            return Err(Error::new(format!("cannot split axis of size {size} into {parts} equal parts")));
+        }
+        let step = size / parts;
+        let idx: Vec<i32> = (1..parts).map(|i| i * step).collect();
+        self.split_at(&idx, axis)
+    }
+
+    pub fn slice(&self, start: &[i32], stop: &[i32], strides: &[i32]) -> Result<Array> {
+        if start.len() != stop.len() || start.len() != strides.len() {
+            return Err(Error::new("slice: start, stop and strides differ in length"));
+        }
+        make(|out| unsafe {
+            sys::mlxn_slice(self.raw, start.as_ptr(), stop.as_ptr(), strides.as_ptr(), start.len(), out)
+        })
+    }
+
+    /// `a[..., start:stop]` along one axis, stride 1.
+    pub fn slice_axis(&self, axis: i32, start: i32, stop: i32) -> Result<Array> {
+        let shape = self.shape();
+        let n = shape.len() as i32;
+        let ax = if axis < 0 { axis + n } else { axis };
+        if ax < 0 || ax >= n {
+            return Err(Error::new(format!("slice_axis: axis {axis} out of range for {n} dimensions")));
+        }
+        let mut lo = vec![0; shape.len()];
+        let mut hi = shape.clone();
+        lo[ax as usize] = start;
+        hi[ax as usize] = stop;
+        self.slice(&lo, &hi, &vec![1; shape.len()])
+    }
+
+    pub fn slice_update(&self, update: &Array, start: &[i32], stop: &[i32], strides: &[i32]) -> Result<Array> {
+        if start.len() != stop.len() || start.len() != strides.len() {
+            return Err(Error::new("slice_update: start, stop and strides differ in length"));
+        }
+        make(|out| unsafe {
+            sys::mlxn_slice_update(
+                self.raw, update.raw, start.as_ptr(), stop.as_ptr(), strides.as_ptr(), start.len(), out,
+            )
+        })
+    }
+
+    pub fn pad(&self, axes: &[i32], lo: &[i32], hi: &[i32], value: f64) -> Result<Array> {
+        if axes.len() != lo.len() || axes.len() != hi.len() {
+            return Err(Error::new("pad: axes, low and high widths differ in length"));
+        }
+        let v = self.scalar_like(value)?;
+        make(|out| unsafe {
+            sys::mlxn_pad(self.raw, axes.as_ptr(), lo.as_ptr(), hi.as_ptr(), axes.len(), v.raw, out)
+        })
+    }
+
+    pub fn repeat(&self, repeats: i32, axis: i32) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_repeat(self.raw, repeats, axis, out) })
+    }
+
+    pub fn tril(&self, k: i32) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_tri(0, self.raw, k, out) })
+    }
+
+    pub fn triu(&self, k: i32) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_tri(1, self.raw, k, out) })
+    }
+
+    pub fn contiguous(&self) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_contiguous(self.raw, out) })
+    }
+
+    /// Gathers along `axis` (or from the flattened array when `axis` is None).
+    pub fn take(&self, indices: &Array, axis: Option<i32>) -> Result<Array> {
+        make(|out| unsafe {
+            sys::mlxn_take(self.raw, indices.raw, axis.unwrap_or(0), axis.is_some() as c_int, out)
+        })
+    }
+
+    pub fn take_along_axis(&self, indices: &Array, axis: i32) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_take_along_axis(self.raw, indices.raw, axis, out) })
+    }
+
+    pub fn put_along_axis(&self, indices: &Array, values: &Array, axis: i32) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_put_along_axis(self.raw, indices.raw, values.raw, axis, out) })
+    }
+
+    fn scatter_op(&self, op: c_int, indices: &[&Array], updates: &Array, axes: &[i32]) -> Result<Array> {
+        if indices.len() != axes.len() {
+            return Err(Error::new("scatter: one index array per axis is required"));
+        }
+        let raws: Vec<_> = indices.iter().map(|a| a.raw).collect();
+        make(|out| unsafe {
+            sys::mlxn_scatter(op, self.raw, raws.as_ptr(), raws.len(), updates.raw, axes.as_ptr(), out)
+        })
+    }
+
+    /// MLX `scatter`: `updates` has shape `indices.shape + self.shape` with the
+    /// indexed axes set to 1.
+    pub fn scatter(&self, indices: &[&Array], updates: &Array, axes: &[i32]) -> Result<Array> {
+        self.scatter_op(0, indices, updates, axes)
+    }
+
+    pub fn scatter_add(&self, indices: &[&Array], updates: &Array, axes: &[i32]) -> Result<Array> {
+        self.scatter_op(1, indices, updates, axes)
+    }
+
+    pub fn sort(&self, axis: i32) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_sort(0, self.raw, axis, out) })
+    }
+
+    pub fn argsort(&self, axis: i32) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_sort(1, self.raw, axis, out) })
+    }
+
+    pub fn partition(&self, kth: i32, axis: i32) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_partition(0, self.raw, kth, axis, out) })
+    }
+
+    pub fn argpartition(&self, kth: i32, axis: i32) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_partition(1, self.raw, kth, axis, out) })
+    }
+
+    pub fn topk(&self, k: i32, axis: i32) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_topk(self.raw, k, axis, out) })
+    }
+}

@@ -1,0 +1,32 @@
+//! Affine quantization, as MLX-community weights use it.
+use std::ptr;
+
+use mlx_sys as sys;
+
+use crate::array::{make, raw_or_null, Array};
+use crate::error::{check, Result};
+
+/// Returns (packed weights, scales, biases).
+pub fn quantize(w: &Array, group_size: i32, bits: i32) -> Result<(Array, Array, Array)> {
+    let (mut q, mut s, mut b) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    check(unsafe { sys::mlxn_quantize(w.raw, group_size, bits, &mut q, &mut s, &mut b) })?;
+    Ok((Array { raw: q }, Array { raw: s }, Array { raw: b }))
+}
+
+pub fn dequantize(w: &Array, scales: &Array, biases: Option<&Array>, group_size: i32, bits: i32) -> Result<Array> {
+    make(|out| unsafe { sys::mlxn_dequantize(w.raw, scales.raw, raw_or_null(biases), group_size, bits, out) })
+}
+
+pub fn quantized_matmul(
+    x: &Array,
+    w: &Array,
+    scales: &Array,
+    biases: Option<&Array>,
+    transpose: bool,
+    group_size: i32,
+    bits: i32,
+) -> Result<Array> {
+    make(|out| unsafe {
+        sys::mlxn_quantized_matmul(x.raw, w.raw, scales.raw, raw_or_null(biases), transpose as i32, group_size, bits, out)
+    })
+}

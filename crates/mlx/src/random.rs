@@ -1,0 +1,54 @@
+//! MLX random numbers. A `None` key draws from the thread's global key
+//! sequence, which `seed` resets, exactly as MLX (and so MLX-LM) does.
+use std::os::raw::c_int;
+
+use mlx_sys as sys;
+
+use crate::array::{make, raw_or_null, Array};
+use crate::dtype::Dtype;
+use crate::error::{check, Result};
+
+pub fn seed(seed: u64) -> Result<()> {
+    check(unsafe { sys::mlxn_random_seed(seed) })
+}
+
+pub fn key(seed: u64) -> Result<Array> {
+    make(|out| unsafe { sys::mlxn_random_key(seed, out) })
+}
+
+/// Consumes the next key of the global sequence, as an op without a key would.
+pub fn next_key() -> Result<Array> {
+    make(|out| unsafe { sys::mlxn_random_next_key(out) })
+}
+
+pub fn split(key: &Array, num: i32) -> Result<Array> {
+    make(|out| unsafe { sys::mlxn_random_split(key.raw, num, out) })
+}
+
+pub fn uniform(lo: f64, hi: f64, shape: &[i32], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
+    let lo = Array::scalar(lo, dtype)?;
+    let hi = Array::scalar(hi, dtype)?;
+    make(|out| unsafe {
+        sys::mlxn_random_uniform(lo.raw, hi.raw, shape.as_ptr(), shape.len(), dtype as c_int, raw_or_null(key), out)
+    })
+}
+
+pub fn normal(shape: &[i32], dtype: Dtype, loc: f32, scale: f32, key: Option<&Array>) -> Result<Array> {
+    make(|out| unsafe {
+        sys::mlxn_random_normal(shape.as_ptr(), shape.len(), dtype as c_int, loc, scale, raw_or_null(key), out)
+    })
+}
+
+pub fn gumbel(shape: &[i32], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
+    make(|out| unsafe {
+        sys::mlxn_random_gumbel(shape.as_ptr(), shape.len(), dtype as c_int, raw_or_null(key), out)
+    })
+}
+
+pub fn categorical(logits: &Array, axis: i32, key: Option<&Array>) -> Result<Array> {
+    make(|out| unsafe { sys::mlxn_random_categorical(logits.raw, axis, raw_or_null(key), out) })
+}
+
+pub fn bernoulli(p: &Array, key: Option<&Array>) -> Result<Array> {
+    make(|out| unsafe { sys::mlxn_random_bernoulli(p.raw, raw_or_null(key), out) })
+}

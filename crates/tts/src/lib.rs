@@ -1,0 +1,1 @@
+//! Chatterbox text-to-speech. Not implemented yet: see the speech issue.

@@ -1,0 +1,51 @@
+'use strict';
+// Builds the native addon (release) after making sure MLX and OpenBLAS are present.
+// Cargo decides what is stale, so calling this when nothing changed costs about a second.
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { ensureMlx, ensureOpenBlas, ROOT, log } = require('./mlx');
+const { ADDON_PATH } = require('./native');
+
+function cargoLibName() {
+  if (process.platform === 'darwin') return 'libmlx_node.dylib';
+  if (process.platform === 'win32') return 'mlx_node.dll';
+  return 'libmlx_node.so';
+}
+
+function ensureCargo() {
+  const r = spawnSync('cargo', ['--version'], { stdio: 'ignore' });
+  if (r.status !== 0) {
+    throw new Error('mlx-node builds from source and needs Rust: install it from https://rustup.rs');
+  }
+}
+
+function build({ quiet = false } = {}) {
+  ensureMlx();
+  ensureOpenBlas();
+  ensureCargo();
+  if (!quiet) log('building the native addon (cargo build --release)');
+  const r = spawnSync('cargo', ['build', '--release', '-p', 'mlx-node'], { cwd: ROOT, stdio: 'inherit' });
+  if (r.status !== 0) throw new Error('cargo build failed');
+  const built = path.join(ROOT, 'target', 'release', cargoLibName());
+  const srcStat = fs.statSync(built);
+  const dst = fs.existsSync(ADDON_PATH) ? fs.statSync(ADDON_PATH) : null;
+  if (!dst || dst.mtimeMs < srcStat.mtimeMs || dst.size !== srcStat.size) {
+    // Copy to a temporary name first so a running process never sees half a file.
+    const tmp = `${ADDON_PATH}.tmp`;
+    fs.copyFileSync(built, tmp);
+    fs.renameSync(tmp, ADDON_PATH);
+  }
+  return ADDON_PATH;
+}
+
+module.exports = { build };
+
+if (require.main === module) {
+  try {
+    build();
+  } catch (e) {
+    console.error(`[mlx-node] ${e.message}`);
+    process.exit(1);
+  }
+}

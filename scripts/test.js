@@ -1,0 +1,36 @@
+'use strict';
+// `npm test`: sets everything up from a fresh clone (npm dependencies, MLX, OpenBLAS,
+// the addon, the reference venv and fixture models), then runs the Rust tests and
+// the JS tests, each printing its own summary.
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { ROOT, log } = require('./mlx');
+
+function run(cmd, args, opts = {}) {
+  log(`$ ${cmd} ${args.join(' ')}`);
+  const r = spawnSync(cmd, args, { cwd: ROOT, stdio: 'inherit', ...opts });
+  if (r.status !== 0) {
+    console.error(`[mlx-node] ${cmd} ${args.join(' ')} failed (exit ${r.status})`);
+    process.exit(r.status || 1);
+  }
+}
+
+function main() {
+  const t0 = Date.now();
+  require('./deps').ensureNpmDeps();
+  require('./build').build();
+  const { env } = require('./venv').ensureVenv();
+  require('./fixtures').ensureFixtures();
+  log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  // Release profile: shares the dependency builds with the addon.
+  run('cargo', ['test', '--release', '--workspace'], { env: { ...process.env, MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' } });
+  const files = fs
+    .readdirSync(path.join(ROOT, '__test__'))
+    .filter((f) => f.endsWith('.test.js'))
+    .map((f) => path.join('__test__', f));
+  run(process.execPath, ['--test', '--test-concurrency=1', ...files]);
+  log(`all tests passed in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+}
+
+main();
