@@ -7,6 +7,7 @@ pub mod fast;
 pub mod info;
 pub mod io;
 pub mod memory;
+pub mod nn;
 mod ops;
 pub mod quant;
 pub mod random;

@@ -1,0 +1,61 @@
+//! Per-layer key/value cache that grows in steps of 256 positions, as MLX-LM's
+//! `KVCache`: a slice update per token instead of a concatenate.
+use mlx::{Array, Result};
+
+const STEP: i32 = 256;
+
+#[derive(Default)]
+pub struct KvCache {
+    keys: Option<Array>,
+    values: Option<Array>,
+    pub offset: i32,
+}
+
+impl KvCache {
+    /// Appends `[B, heads, L, dim]` keys and values; returns everything cached so far.
+    pub fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<(Array, Array)> {
+        let prev = self.offset;
+        let n = keys.dim(2);
+        let capacity = self.keys.as_ref().map_or(0, |k| k.dim(2));
+        if self.keys.is_none() || prev + n > capacity {
+            let ks = keys.shape();
+            let vs = values.shape();
+            let steps = (STEP + n - 1) / STEP;
+            let new_k = Array::zeros(&[ks[0], ks[1], steps * STEP, ks[3]], keys.dtype())?;
+            let new_v = Array::zeros(&[vs[0], vs[1], steps * STEP, vs[3]], values.dtype())?;
+            match (self.keys.take(), self.values.take()) {
+                (Some(mut k), Some(mut v)) => {
+                    if prev % STEP != 0 {
+                        k = k.slice_axis(2, 0, prev)?;
+                        v = v.slice_axis(2, 0, prev)?;
+                    }
+                    self.keys = Some(Array::concatenate(&[&k, &new_k], 2)?);
+                    self.values = Some(Array::concatenate(&[&v, &new_v], 2)?);
+                }
+                _ => {
+                    self.keys = Some(new_k);
+                    self.values = Some(new_v);
+                }
+            }
+        }
+        self.offset += n;
+        let (k, v) = (self.keys.as_ref().expect("allocated above"), self.values.as_ref().expect("allocated above"));
+        let ks = k.shape();
+        let vs = v.shape();
+        let k = k.slice_update(keys, &[0, 0, prev, 0], &[ks[0], ks[1], self.offset, ks[3]], &[1, 1, 1, 1])?;
+        let v = v.slice_update(values, &[0, 0, prev, 0], &[vs[0], vs[1], self.offset, vs[3]], &[1, 1, 1, 1])?;
+        let out = if self.offset < k.dim(2) {
+            (k.slice_axis(2, 0, self.offset)?, v.slice_axis(2, 0, self.offset)?)
+        } else {
+            (k.clone(), v.clone())
+        };
+        self.keys = Some(k);
+        self.values = Some(v);
+        Ok(out)
+    }
+
+    /// The arrays to evaluate to materialise the cache (MLX-LM's `c.state`).
+    pub fn state(&self) -> Vec<&Array> {
+        self.keys.iter().chain(self.values.iter()).collect()
+    }
+}

@@ -1,0 +1,231 @@
+//! The pre-norm decoder shared by Llama, Mistral, Qwen2 and Qwen3: RMSNorm,
+//! GQA attention with RoPE (Qwen3 adds per-head q/k RMSNorm, Qwen2 q/k/v bias),
+//! SwiGLU MLP, tied or separate LM head. Weight names follow Hugging Face.
+use std::path::Path;
+
+use mlx::fast::{scaled_dot_product_attention, AttentionMask};
+use mlx::nn::{self, Embedding, Linear, RmsNorm, Rope};
+use mlx::{Array, Dtype};
+use serde_json::Value;
+
+use super::LanguageModel;
+use crate::cache::KvCache;
+use crate::config::{ModelConfig, RopeScaling};
+use crate::error::{LmError, Result};
+use crate::weights::Weights;
+
+struct Attention {
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    o_proj: Linear,
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
+}
+
+struct Mlp {
+    gate_proj: Linear,
+    up_proj: Linear,
+    down_proj: Linear,
+}
+
+struct Block {
+    attn: Attention,
+    mlp: Mlp,
+    input_layernorm: RmsNorm,
+    post_attention_layernorm: RmsNorm,
+}
+
+pub struct Decoder {
+    config: ModelConfig,
+    embed_tokens: Embedding,
+    layers: Vec<Block>,
+    norm: RmsNorm,
+    lm_head: Option<Linear>,
+    rope: Rope,
+    scale: f32,
+    dtype: Dtype,
+    quantization: Option<(i32, i32)>,
+}
+
+fn build_rope(c: &ModelConfig) -> Result<Rope> {
+    let dims = c.head_dim;
+    let traditional = c.rope_traditional;
+    Ok(match c.rope_scaling {
+        RopeScaling::None => Rope::Standard { dims, traditional, base: c.rope_theta, scale: 1.0 },
+        RopeScaling::Linear { factor } => Rope::Standard { dims, traditional, base: c.rope_theta, scale: 1.0 / factor },
+        RopeScaling::Dynamic { factor } => Rope::DynamicNtk {
+            dims,
+            traditional,
+            base: c.rope_theta,
+            factor,
+            max_positions: c.max_position_embeddings,
+        },
+        RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_positions } => Rope::llama3(
+            dims,
+            traditional,
+            c.rope_theta,
+            factor,
+            low_freq_factor,
+            high_freq_factor,
+            original_max_positions,
+        )?,
+    })
+}
+
+impl Decoder {
+    pub fn load(dir: &Path, config: ModelConfig, dtype: Option<Dtype>) -> Result<Decoder> {
+        let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
+        let mut w = Weights::load(dir, dtype, quant_cfg.clone())?;
+        let native = w.native_dtype().unwrap_or(Dtype::Float32);
+        let dtype = dtype.unwrap_or(native);
+        // As MLX-LM's sanitize: tied models ignore a stored lm_head; rotary tables are recomputed.
+        let tied = config.tie_word_embeddings;
+        w.discard(|k| k.contains("self_attn.rotary_emb.inv_freq") || (tied && k == "lm_head.weight"));
+
+        let c = &config;
+        let (h, hd) = (c.hidden_size, c.head_dim);
+        let (nq, nkv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
+        let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, h)?;
+        let mut layers = Vec::with_capacity(c.num_hidden_layers as usize);
+        for i in 0..c.num_hidden_layers {
+            let p = format!("model.layers.{i}");
+            let qk_norm = |w: &mut Weights, name: &str| -> Result<Option<RmsNorm>> {
+                if c.qk_norm {
+                    Ok(Some(w.rms_norm(&format!("{p}.self_attn.{name}.weight"), hd, c.rms_norm_eps)?))
+                } else {
+                    Ok(None)
+                }
+            };
+            let attn = Attention {
+                q_proj: w.linear(&format!("{p}.self_attn.q_proj"), h, nq, c.qkv_bias)?,
+                k_proj: w.linear(&format!("{p}.self_attn.k_proj"), h, nkv, c.qkv_bias)?,
+                v_proj: w.linear(&format!("{p}.self_attn.v_proj"), h, nkv, c.qkv_bias)?,
+                o_proj: w.linear(&format!("{p}.self_attn.o_proj"), nq, h, c.o_bias)?,
+                q_norm: qk_norm(&mut w, "q_norm")?,
+                k_norm: qk_norm(&mut w, "k_norm")?,
+            };
+            let mlp = Mlp {
+                gate_proj: w.linear(&format!("{p}.mlp.gate_proj"), h, c.intermediate_size, c.mlp_bias)?,
+                up_proj: w.linear(&format!("{p}.mlp.up_proj"), h, c.intermediate_size, c.mlp_bias)?,
+                down_proj: w.linear(&format!("{p}.mlp.down_proj"), c.intermediate_size, h, c.mlp_bias)?,
+            };
+            layers.push(Block {
+                attn,
+                mlp,
+                input_layernorm: w.rms_norm(&format!("{p}.input_layernorm.weight"), h, c.rms_norm_eps)?,
+                post_attention_layernorm: w.rms_norm(&format!("{p}.post_attention_layernorm.weight"), h, c.rms_norm_eps)?,
+            });
+        }
+        let norm = w.rms_norm("model.norm.weight", h, c.rms_norm_eps)?;
+        let lm_head = if tied { None } else { Some(w.linear("lm_head", h, c.vocab_size, false)?) };
+        w.finish()?;
+
+        let quantization = quant_cfg.as_ref().and_then(|q| {
+            Some((q.get("bits")?.as_i64()? as i32, q.get("group_size")?.as_i64()? as i32))
+        });
+        let rope = build_rope(c)?;
+        let scale = (hd as f32).powf(-0.5);
+        let model = Decoder { embed_tokens, layers, norm, lm_head, rope, scale, dtype, quantization, config };
+        model.materialise()?;
+        Ok(model)
+    }
+
+    /// Reads every weight now (MLX loads lazily) so load errors surface at load time.
+    fn materialise(&self) -> Result<()> {
+        let mut all: Vec<&Array> = Vec::new();
+        let lin = |l: &'_ Linear| -> Vec<Array> {
+            match l {
+                Linear::Dense { weight, bias } => std::iter::once(weight.clone()).chain(bias.clone()).collect(),
+                Linear::Quantized { weight, scales, biases, bias, .. } => {
+                    vec![weight.clone(), scales.clone(), biases.clone()].into_iter().chain(bias.clone()).collect()
+                }
+            }
+        };
+        let mut owned: Vec<Array> = Vec::new();
+        match &self.embed_tokens {
+            Embedding::Dense { weight } => owned.push(weight.clone()),
+            Embedding::Quantized { weight, scales, biases, .. } => {
+                owned.extend([weight.clone(), scales.clone(), biases.clone()])
+            }
+        }
+        for b in &self.layers {
+            for l in [&b.attn.q_proj, &b.attn.k_proj, &b.attn.v_proj, &b.attn.o_proj, &b.mlp.gate_proj, &b.mlp.up_proj, &b.mlp.down_proj] {
+                owned.extend(lin(l));
+            }
+            owned.push(b.input_layernorm.weight.clone());
+            owned.push(b.post_attention_layernorm.weight.clone());
+            owned.extend(b.attn.q_norm.iter().map(|n| n.weight.clone()));
+            owned.extend(b.attn.k_norm.iter().map(|n| n.weight.clone()));
+        }
+        owned.push(self.norm.weight.clone());
+        if let Some(l) = &self.lm_head {
+            owned.extend(lin(l));
+        }
+        all.extend(owned.iter());
+        mlx::eval(&all).map_err(|e| LmError::InvalidWeights(format!("reading weights: {}", e.message)))
+    }
+
+    fn attention(&self, a: &Attention, x: &Array, cache: &mut KvCache, mask: AttentionMask) -> mlx::Result<Array> {
+        let s = x.shape();
+        let (b, l) = (s[0], s[1]);
+        let c = &self.config;
+        let heads = |t: Array, n: i32, norm: &Option<RmsNorm>| -> mlx::Result<Array> {
+            let t = t.reshape(&[b, l, n, -1])?;
+            let t = match norm {
+                Some(nm) => nm.forward(&t)?,
+                None => t,
+            };
+            t.transpose(&[0, 2, 1, 3])
+        };
+        let q = heads(a.q_proj.forward(x)?, c.num_attention_heads, &a.q_norm)?;
+        let k = heads(a.k_proj.forward(x)?, c.num_key_value_heads, &a.k_norm)?;
+        let v = heads(a.v_proj.forward(x)?, c.num_key_value_heads, &None)?;
+        let q = self.rope.forward(&q, cache.offset)?;
+        let k = self.rope.forward(&k, cache.offset)?;
+        let (k, v) = cache.update_and_fetch(&k, &v)?;
+        let o = scaled_dot_product_attention(&q, &k, &v, self.scale, mask)?;
+        a.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?)
+    }
+}
+
+impl LanguageModel for Decoder {
+    fn forward(&self, ids: &Array, caches: &mut [KvCache], last_only: bool) -> mlx::Result<Array> {
+        let mut h = self.embed_tokens.forward(ids)?;
+        let l = ids.dim(1);
+        for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
+            // MLX-LM: no mask for one query, the fused causal mode otherwise.
+            let mask = if l > 1 { AttentionMask::Causal } else { AttentionMask::None };
+            let r = self.attention(&layer.attn, &layer.input_layernorm.forward(&h)?, cache, mask)?;
+            let hh = h.add(&r)?;
+            let x = layer.post_attention_layernorm.forward(&hh)?;
+            let m = &layer.mlp;
+            let r = m.down_proj.forward(&nn::swiglu(&m.gate_proj.forward(&x)?, &m.up_proj.forward(&x)?)?)?;
+            h = hh.add(&r)?;
+        }
+        if last_only && l > 1 {
+            h = h.slice_axis(1, l - 1, l)?;
+        }
+        let h = self.norm.forward(&h)?;
+        match &self.lm_head {
+            Some(head) => head.forward(&h),
+            None => self.embed_tokens.as_linear(&h),
+        }
+    }
+
+    fn new_caches(&self) -> Vec<KvCache> {
+        (0..self.layers.len()).map(|_| KvCache::default()).collect()
+    }
+
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+
+    fn quantization(&self) -> Option<(i32, i32)> {
+        self.quantization
+    }
+}

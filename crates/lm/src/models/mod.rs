@@ -1,0 +1,29 @@
+//! Model families. Qwen3, Llama (and Mistral) and Qwen2 share one decoder;
+//! each family file only maps its config and weight names onto it.
+mod decoder;
+
+pub use decoder::Decoder;
+
+use std::path::Path;
+
+use mlx::{Array, Dtype};
+
+use crate::cache::KvCache;
+use crate::config::ModelConfig;
+use crate::error::Result;
+
+/// A causal language model the generation loop can drive.
+pub trait LanguageModel: Send {
+    /// Logits `[B, L, vocab]` for `ids` `[B, L]` (only the last position when `last_only`).
+    fn forward(&self, ids: &Array, caches: &mut [KvCache], last_only: bool) -> mlx::Result<Array>;
+    fn new_caches(&self) -> Vec<KvCache>;
+    fn config(&self) -> &ModelConfig;
+    fn dtype(&self) -> Dtype;
+    /// `(bits, group_size)` of the bulk of the weights, if quantized.
+    fn quantization(&self) -> Option<(i32, i32)>;
+}
+
+pub fn load(dir: &Path, dtype: Option<Dtype>) -> Result<Box<dyn LanguageModel>> {
+    let config = ModelConfig::from_dir(dir)?;
+    Ok(Box::new(Decoder::load(dir, config, dtype)?))
+}

@@ -1,0 +1,224 @@
+//! Logits processors and the sampler chain with MLX-LM 0.32.2's semantics and
+//! order, all as device ops: no logits ever reach the host.
+use mlx::{random, Array, Dtype, Result};
+
+/// Options as MLX-LM's `make_sampler` / `make_logits_processors` take them.
+#[derive(Debug, Clone)]
+pub struct SamplingOptions {
+    pub temperature: f32,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub min_tokens_to_keep: i32,
+    pub top_k: i32,
+    pub xtc_probability: f32,
+    pub xtc_threshold: f32,
+    pub xtc_special_tokens: Vec<u32>,
+    pub repetition_penalty: Option<f32>,
+    pub repetition_context_size: i32,
+    pub presence_penalty: Option<f32>,
+    pub presence_context_size: i32,
+    pub frequency_penalty: Option<f32>,
+    pub frequency_context_size: i32,
+    pub logit_bias: Vec<(u32, f32)>,
+}
+
+impl Default for SamplingOptions {
+    fn default() -> Self {
+        SamplingOptions {
+            temperature: 0.0,
+            top_p: 0.0,
+            min_p: 0.0,
+            min_tokens_to_keep: 1,
+            top_k: 0,
+            xtc_probability: 0.0,
+            xtc_threshold: 0.1,
+            xtc_special_tokens: Vec::new(),
+            repetition_penalty: None,
+            repetition_context_size: 20,
+            presence_penalty: None,
+            presence_context_size: 20,
+            frequency_penalty: None,
+            frequency_context_size: 20,
+            logit_bias: Vec::new(),
+        }
+    }
+}
+
+enum Penalty {
+    Repetition(f32),
+    Presence(f32),
+    Frequency(f32),
+}
+
+/// The processors MLX-LM would build, in its order: logit bias, repetition,
+/// presence, frequency (a penalty of 0 or None is left out, as there).
+pub struct LogitsProcessors {
+    bias: Option<(Array, Array)>,
+    penalties: Vec<(Penalty, i32)>,
+}
+
+impl LogitsProcessors {
+    pub fn new(o: &SamplingOptions) -> Result<LogitsProcessors> {
+        let bias = if o.logit_bias.is_empty() {
+            None
+        } else {
+            let ids: Vec<i32> = o.logit_bias.iter().map(|(t, _)| *t as i32).collect();
+            let vals: Vec<f32> = o.logit_bias.iter().map(|(_, v)| *v).collect();
+            let n = ids.len() as i32;
+            Some((Array::from_slice(&ids, &[n])?, Array::from_slice(&vals, &[n])?))
+        };
+        let mut penalties = Vec::new();
+        let active = |p: Option<f32>| p.filter(|&v| v != 0.0);
+        if let Some(p) = active(o.repetition_penalty) {
+            penalties.push((Penalty::Repetition(p), o.repetition_context_size));
+        }
+        if let Some(p) = active(o.presence_penalty) {
+            penalties.push((Penalty::Presence(p), o.presence_context_size));
+        }
+        if let Some(p) = active(o.frequency_penalty) {
+            penalties.push((Penalty::Frequency(p), o.frequency_context_size));
+        }
+        Ok(LogitsProcessors { bias, penalties })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bias.is_none() && self.penalties.is_empty()
+    }
+
+    /// `logits` is `[1, vocab]`; `history` the token ids so far (prompt included).
+    pub fn apply(&self, history: &Array, logits: Array) -> Result<Array> {
+        let mut logits = logits;
+        let dt = logits.dtype();
+        if let Some((ids, vals)) = &self.bias {
+            logits = add_at(&logits, ids, &vals.astype(dt)?)?;
+        }
+        let len = history.dim(0);
+        if len == 0 {
+            return Ok(logits);
+        }
+        for (penalty, context) in &self.penalties {
+            let ctx = if *context > 0 && len > *context { history.slice_axis(0, len - context, len)? } else { history.clone() };
+            let idx = ctx.reshape(&[1, -1])?;
+            logits = match penalty {
+                Penalty::Repetition(p) => {
+                    let sel = logits.take_along_axis(&idx, -1)?;
+                    let neg = sel.less_scalar(0.0)?;
+                    let sel = Array::where_(&neg, &sel.multiply_scalar(*p as f64)?, &sel.divide_scalar(*p as f64)?)?;
+                    logits.put_along_axis(&idx, &sel, -1)?
+                }
+                // `logits[:, t] -= p`: a repeated id is penalised once.
+                Penalty::Presence(p) => {
+                    let sel = logits.take_along_axis(&idx, -1)?.subtract_scalar(*p as f64)?;
+                    logits.put_along_axis(&idx, &sel, -1)?
+                }
+                // `.at[:, t].subtract(p)`: once per occurrence.
+                Penalty::Frequency(p) => {
+                    let n = ctx.dim(0);
+                    let vals = Array::full(&[n], -(*p as f64), dt)?;
+                    add_at(&logits, &ctx, &vals)?
+                }
+            };
+        }
+        Ok(logits)
+    }
+}
+
+/// `logits.at[:, ids].add(vals)` for `[1, vocab]` logits.
+fn add_at(logits: &Array, ids: &Array, vals: &Array) -> Result<Array> {
+    let n = ids.dim(0);
+    logits.scatter_add(&[ids], &vals.reshape(&[n, 1, 1])?, &[1])
+}
+
+/// Samples one token id from `[1, vocab]` log-probabilities.
+pub struct Sampler {
+    o: SamplingOptions,
+    xtc_special: Option<Array>,
+}
+
+impl Sampler {
+    pub fn new(o: &SamplingOptions) -> Result<Sampler> {
+        let xtc_special = if o.xtc_special_tokens.is_empty() {
+            None
+        } else {
+            let ids: Vec<i32> = o.xtc_special_tokens.iter().map(|&t| t as i32).collect();
+            Some(Array::from_slice(&ids, &[ids.len() as i32])?)
+        };
+        Ok(Sampler { o: o.clone(), xtc_special })
+    }
+
+    pub fn sample(&self, logprobs: &Array) -> Result<Array> {
+        let o = &self.o;
+        if o.temperature == 0.0 {
+            return logprobs.argmax(-1, false);
+        }
+        let mut x = logprobs.clone();
+        if 0.0 < o.top_p && o.top_p < 1.0 {
+            x = top_p(&x, o.top_p)?;
+        }
+        if o.min_p != 0.0 {
+            x = min_p(&x, o.min_p, o.min_tokens_to_keep)?;
+        }
+        if o.xtc_probability > 0.0 {
+            x = self.xtc(&x)?;
+        }
+        if o.top_k > 0 {
+            x = top_k(&x, o.top_k)?;
+        }
+        let scaled = x.multiply_scalar(1.0 / o.temperature as f64)?;
+        let key = random::next_key()?;
+        random::categorical(&scaled, -1, Some(&key))
+    }
+
+    fn xtc(&self, logits: &Array) -> Result<Array> {
+        let o = &self.o;
+        let probs = logits.softmax(&[-1], false)?;
+        let inf = probs.scalar_like(f64::INFINITY)?;
+        let above = probs.greater_scalar(o.xtc_threshold as f64)?;
+        let floor = Array::where_(&above, &probs, &inf)?.min(&[-1], true)?;
+        let mut mask = probs.greater(&floor)?;
+        if let Some(ids) = &self.xtc_special {
+            let n = ids.dim(0);
+            let f = Array::full(&[n, 1, 1], 0.0, Dtype::Bool)?;
+            mask = mask.scatter(&[ids], &f, &[1])?;
+        }
+        let key = random::next_key()?;
+        let u = random::uniform(0.0, 1.0, &[], Dtype::Float32, Some(&key))?;
+        let neg_inf = logits.scalar_like(f64::NEG_INFINITY)?;
+        let filtered = Array::where_(&mask, &neg_inf, logits)?;
+        Array::where_(&u.greater_scalar(o.xtc_probability as f64)?, logits, &filtered)
+    }
+}
+
+fn top_p(logprobs: &Array, p: f32) -> Result<Array> {
+    let sorted = logprobs.sort(-1)?;
+    let probs = sorted.astype(Dtype::Float32)?.exp()?;
+    let mass_above = probs.cumsum(-1, true, false)?;
+    let total = mass_above.slice_axis(-1, 0, 1)?.add(&probs.slice_axis(-1, 0, 1)?)?;
+    let dropped = mass_above
+        .greater_equal(&total.multiply_scalar(p as f64)?)?
+        .sum(&[-1], true)?;
+    let threshold = sorted.take_along_axis(&dropped, -1)?;
+    let neg_inf = logprobs.scalar_like(f64::NEG_INFINITY)?;
+    Array::where_(&logprobs.less(&threshold)?, &neg_inf, logprobs)
+}
+
+fn min_p(logprobs: &Array, min_p: f32, keep: i32) -> Result<Array> {
+    let top = logprobs.max(&[-1], true)?;
+    let scaled = top.add_scalar((min_p as f64).ln())?;
+    let mut remove = logprobs.less(&scaled)?;
+    if keep > 1 {
+        let v = logprobs.dim(-1);
+        let idx = logprobs.argpartition(-keep, -1)?.slice_axis(-1, v - keep, v)?;
+        let f = Array::scalar(0.0, Dtype::Bool)?.broadcast_to(&idx.shape())?;
+        remove = remove.put_along_axis(&idx, &f, -1)?;
+    }
+    let neg_inf = logprobs.scalar_like(f64::NEG_INFINITY)?;
+    Array::where_(&remove, &neg_inf, logprobs)
+}
+
+fn top_k(logprobs: &Array, k: i32) -> Result<Array> {
+    let v = logprobs.dim(-1);
+    let idx = logprobs.negative()?.argpartition(k - 1, -1)?.slice_axis(-1, k, v)?;
+    let neg_inf = Array::scalar(f64::NEG_INFINITY, logprobs.dtype())?.broadcast_to(&idx.shape())?;
+    logprobs.put_along_axis(&idx, &neg_inf, -1)
+}

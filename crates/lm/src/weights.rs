@@ -1,0 +1,207 @@
+//! The one weight loader: every `model*.safetensors` of a folder (sharded or
+//! not, as MLX-LM globs them), taken out by name with shape checks.
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use mlx::{nn, Array, Dtype};
+use serde_json::Value;
+
+use crate::error::{LmError, Result};
+
+pub struct Weights {
+    tensors: HashMap<String, Array>,
+    /// Which file each tensor came from, for error messages.
+    origin: HashMap<String, PathBuf>,
+    /// Compute dtype requested by the caller; float tensors are cast to it.
+    dtype: Option<Dtype>,
+    /// config.json `quantization`, for defaults and per-layer overrides.
+    quantization: Option<Value>,
+}
+
+fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let index = dir.join("model.safetensors.index.json");
+    let mut files: Vec<PathBuf> = if index.exists() {
+        let v = crate::config::read_json(&index)?;
+        let map = v.get("weight_map").and_then(Value::as_object).ok_or_else(|| {
+            LmError::InvalidWeights(format!("{}: missing \"weight_map\"", index.display()))
+        })?;
+        let mut names: Vec<String> = map.values().filter_map(|f| f.as_str().map(String::from)).collect();
+        names.sort();
+        names.dedup();
+        names.into_iter().map(|n| dir.join(n)).collect()
+    } else {
+        let rd = std::fs::read_dir(dir)
+            .map_err(|e| LmError::ModelNotFound(format!("cannot read model folder {}: {e}", dir.display())))?;
+        rd.filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                name.starts_with("model") && name.ends_with(".safetensors")
+            })
+            .collect()
+    };
+    files.sort();
+    if files.is_empty() {
+        return Err(LmError::ModelNotFound(format!("no model*.safetensors files in {}", dir.display())));
+    }
+    for f in &files {
+        if !f.exists() {
+            return Err(LmError::InvalidWeights(format!(
+                "{} is listed in model.safetensors.index.json but does not exist",
+                f.display()
+            )));
+        }
+    }
+    Ok(files)
+}
+
+impl Weights {
+    pub fn load(dir: &Path, dtype: Option<Dtype>, quantization: Option<Value>) -> Result<Weights> {
+        let mut tensors = HashMap::new();
+        let mut origin = HashMap::new();
+        for file in weight_files(dir)? {
+            let (t, _meta) = mlx::io::load_safetensors(&file)
+                .map_err(|e| LmError::InvalidWeights(format!("{}: {}", file.display(), e.message)))?;
+            for (k, v) in t {
+                origin.insert(k.clone(), file.clone());
+                tensors.insert(k, v);
+            }
+        }
+        Ok(Weights { tensors, origin, dtype, quantization })
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    fn missing(&self, name: &str) -> LmError {
+        LmError::InvalidWeights(format!("tensor \"{name}\" is missing from the model weights"))
+    }
+
+    fn raw(&mut self, name: &str) -> Result<Array> {
+        self.tensors.remove(name).ok_or_else(|| self.missing(name))
+    }
+
+    /// A float tensor of exactly `shape`, cast to the compute dtype.
+    pub fn take(&mut self, name: &str, shape: &[i32]) -> Result<Array> {
+        let a = self.raw(name)?;
+        let got = a.shape();
+        if got != shape {
+            let file = self.origin.get(name).map(|p| p.display().to_string()).unwrap_or_default();
+            return Err(LmError::InvalidWeights(format!(
+                "tensor \"{name}\" in {file} has shape {got:?}, expected {shape:?}"
+            )));
+        }
+        self.cast(a)
+    }
+
+    fn cast(&self, a: Array) -> Result<Array> {
+        match self.dtype {
+            Some(dt) if a.dtype().is_float() && a.dtype() != dt => Ok(a.astype(dt)?),
+            _ => Ok(a),
+        }
+    }
+
+    pub fn take_optional(&mut self, name: &str, shape: &[i32], present: bool) -> Result<Option<Array>> {
+        if present {
+            self.take(name, shape).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Quantization of `prefix` as MLX-LM decides it: per-layer override in the
+    /// config if any, otherwise inferred from the packed shapes when `.scales` exists.
+    fn quant_params(&self, prefix: &str, in_dims: i32) -> Result<Option<nn::QuantParams>> {
+        let Some(scales) = self.tensors.get(&format!("{prefix}.scales")) else {
+            return Ok(None);
+        };
+        let weight = self
+            .tensors
+            .get(&format!("{prefix}.weight"))
+            .ok_or_else(|| self.missing(&format!("{prefix}.weight")))?;
+        if let Some(v) = self.quantization.as_ref().and_then(|q| q.get(prefix)) {
+            if let (Some(g), Some(b)) = (v.get("group_size").and_then(Value::as_i64), v.get("bits").and_then(Value::as_i64)) {
+                return Ok(Some(nn::QuantParams { group_size: g as i32, bits: b as i32 }));
+            }
+        }
+        if scales.dtype() == Dtype::Uint8 {
+            return Err(LmError::UnsupportedModel(format!(
+                "{prefix}: only affine quantization is supported (found uint8 scales: an fp4/fp8 mode)"
+            )));
+        }
+        let n_groups = scales.dim(-1);
+        let packed = weight.dim(-1);
+        if n_groups <= 0 || in_dims % n_groups != 0 {
+            return Err(LmError::InvalidWeights(format!(
+                "{prefix}.scales has {n_groups} groups, which does not divide the input size {in_dims}"
+            )));
+        }
+        Ok(Some(nn::QuantParams { group_size: in_dims / n_groups, bits: packed * 32 / in_dims }))
+    }
+
+    fn take_packed(&mut self, prefix: &str, out_dims: i32, in_dims: i32, q: nn::QuantParams) -> Result<(Array, Array, Array)> {
+        let groups = in_dims / q.group_size;
+        let packed = in_dims * q.bits / 32;
+        let w = self.raw(&format!("{prefix}.weight"))?;
+        let shape = w.shape();
+        if shape != [out_dims, packed] {
+            return Err(LmError::InvalidWeights(format!(
+                "tensor \"{prefix}.weight\" has shape {shape:?}, expected {:?} ({}-bit packed {out_dims}x{in_dims})",
+                [out_dims, packed],
+                q.bits
+            )));
+        }
+        let scales = self.take(&format!("{prefix}.scales"), &[out_dims, groups])?;
+        let biases = self.take(&format!("{prefix}.biases"), &[out_dims, groups])?;
+        Ok((w, scales, biases))
+    }
+
+    pub fn linear(&mut self, prefix: &str, in_dims: i32, out_dims: i32, bias: bool) -> Result<nn::Linear> {
+        let b = self.take_optional(&format!("{prefix}.bias"), &[out_dims], bias)?;
+        match self.quant_params(prefix, in_dims)? {
+            None => Ok(nn::Linear::Dense { weight: self.take(&format!("{prefix}.weight"), &[out_dims, in_dims])?, bias: b }),
+            Some(q) => {
+                let (weight, scales, biases) = self.take_packed(prefix, out_dims, in_dims, q)?;
+                Ok(nn::Linear::Quantized { weight, scales, biases, bias: b, q })
+            }
+        }
+    }
+
+    pub fn embedding(&mut self, prefix: &str, vocab: i32, dims: i32) -> Result<nn::Embedding> {
+        match self.quant_params(prefix, dims)? {
+            None => Ok(nn::Embedding::Dense { weight: self.take(&format!("{prefix}.weight"), &[vocab, dims])? }),
+            Some(q) => {
+                let (weight, scales, biases) = self.take_packed(prefix, vocab, dims, q)?;
+                Ok(nn::Embedding::Quantized { weight, scales, biases, q })
+            }
+        }
+    }
+
+    pub fn rms_norm(&mut self, name: &str, dims: i32, eps: f32) -> Result<nn::RmsNorm> {
+        Ok(nn::RmsNorm { weight: self.take(name, &[dims])?, eps })
+    }
+
+    /// Drops tensors the model ignores, as MLX-LM's `sanitize` does.
+    pub fn discard(&mut self, pred: impl Fn(&str) -> bool) {
+        self.tensors.retain(|k, _| !pred(k));
+    }
+
+    /// MLX-LM loads strictly: anything left over is an error.
+    pub fn finish(self) -> Result<()> {
+        if let Some(name) = self.tensors.keys().min() {
+            let file = self.origin.get(name).map(|p| p.display().to_string()).unwrap_or_default();
+            return Err(LmError::InvalidWeights(format!(
+                "unexpected tensor \"{name}\" in {file} ({} unused in all)",
+                self.tensors.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The dtype of the first floating tensor (the weights' own dtype).
+    pub fn native_dtype(&self) -> Option<Dtype> {
+        let mut names: Vec<&String> = self.tensors.keys().collect();
+        names.sort();
+        names.into_iter().map(|n| self.tensors[n].dtype()).find(|d| d.is_float())
+    }
+}

@@ -1,0 +1,44 @@
+use crate::quant::{dequantize, quantized_matmul};
+use crate::{Array, Result};
+
+/// Affine quantization parameters of one packed weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuantParams {
+    pub group_size: i32,
+    pub bits: i32,
+}
+
+/// `y = x W^T + b`, with W either dense or affine-quantized (MLX packing).
+pub enum Linear {
+    Dense { weight: Array, bias: Option<Array> },
+    Quantized { weight: Array, scales: Array, biases: Array, bias: Option<Array>, q: QuantParams },
+}
+
+impl Linear {
+    pub fn forward(&self, x: &Array) -> Result<Array> {
+        match self {
+            Linear::Dense { weight, bias } => match bias {
+                // addmm is what mlx.nn.Linear uses with a bias: one fused op.
+                Some(b) => b.addmm(x, &weight.t()?, 1.0, 1.0),
+                None => x.matmul(&weight.t()?),
+            },
+            Linear::Quantized { weight, scales, biases, bias, q } => {
+                let y = quantized_matmul(x, weight, scales, Some(biases), true, q.group_size, q.bits)?;
+                match bias {
+                    Some(b) => y.add(b),
+                    None => Ok(y),
+                }
+            }
+        }
+    }
+
+    /// The weight as a dense matrix (dequantized if packed).
+    pub fn dense_weight(&self) -> Result<Array> {
+        match self {
+            Linear::Dense { weight, .. } => Ok(weight.clone()),
+            Linear::Quantized { weight, scales, biases, q, .. } => {
+                dequantize(weight, scales, Some(biases), q.group_size, q.bits)
+            }
+        }
+    }
+}

