@@ -1,11 +1,48 @@
 'use strict';
-// Public entry point. Loads the native addon and adds the JS-side API surface.
+// Public entry point: the typed API of DESIGN.md over the native addon.
+// The native side validates generation options and does all model work on its
+// own engine thread; this file handles inputs, AbortSignal and async iteration.
 const { loadNative } = require('./lib/native-loader');
+const { MlxNodeError, invalid, fromNative, callNative } = require('./lib/errors');
+const { LanguageModel } = require('./lib/language-model');
 
 const native = loadNative();
 
 function mlxInfo() {
-  return native.mlxInfo();
+  return callNative(() => native.mlxInfo());
 }
 
-module.exports = { mlxInfo };
+const LOAD_OPTIONS = new Set(['dtype', 'signal', 'onLoadProgress']);
+
+async function loadModel(path, options = {}) {
+  if (typeof path !== 'string' || path.length === 0) throw invalid(`path must be a non-empty string, got ${typeof path}`);
+  if (options === null || typeof options !== 'object') throw invalid('options must be an object');
+  for (const k of Object.keys(options)) {
+    if (!LOAD_OPTIONS.has(k)) throw invalid(`unknown option "${k}"; known options: ${[...LOAD_OPTIONS].join(', ')}`);
+  }
+  const { dtype, signal, onLoadProgress } = options;
+  if (dtype !== undefined && !['float32', 'float16', 'bfloat16'].includes(dtype)) {
+    throw invalid(`option dtype must be 'float32', 'float16' or 'bfloat16', got ${JSON.stringify(dtype)}`);
+  }
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('option signal must be an AbortSignal');
+  if (onLoadProgress !== undefined && typeof onLoadProgress !== 'function') {
+    throw invalid('option onLoadProgress must be a function');
+  }
+  signal?.throwIfAborted();
+  // Progress is coarse: loading is one native step (weights are read lazily by MLX).
+  onLoadProgress?.(0);
+  let handle;
+  try {
+    handle = await native.loadModelNative(path, dtype);
+  } catch (e) {
+    throw fromNative(e);
+  }
+  if (signal?.aborted) {
+    await handle.dispose();
+    throw signal.reason;
+  }
+  onLoadProgress?.(1);
+  return new LanguageModel(handle);
+}
+
+module.exports = { mlxInfo, loadModel, LanguageModel, MlxNodeError };

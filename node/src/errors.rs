@@ -38,7 +38,11 @@ pub fn mlx_error(e: mlx::Error) -> Error<String> {
     js_error(Code::MlxError, e.message)
 }
 
-#[allow(dead_code)]
+/// For async functions, whose errors napi-rs requires to carry a `Status`.
 pub fn plain(e: Error<String>) -> Error {
     Error::new(Status::GenericFailure, format!("{}: {}", e.status, e.reason))
+}
+
+pub fn lm_error(e: lm::LmError) -> Error<String> {
+    Error::new(e.code().to_string(), e.message().to_string())
 }

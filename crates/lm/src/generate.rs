@@ -46,6 +46,7 @@ struct Stepper<'a> {
     sampler: Sampler,
     /// Every token so far, on device; kept only when a processor reads it.
     history: Option<Array>,
+    keys: random::KeySequence,
 }
 
 impl Stepper<'_> {
@@ -71,7 +72,7 @@ impl Stepper<'_> {
             logits = self.processors.apply(h, logits)?;
         }
         let logprobs = logits.subtract(&logits.logsumexp(&[], true)?)?;
-        self.sampler.sample(&logprobs)
+        self.sampler.sample(&logprobs, &mut self.keys)
     }
 }
 
@@ -91,9 +92,6 @@ pub fn generate(
         return Err(LmError::InvalidArgument(format!("token id {bad} is outside the vocabulary (size {vocab})")));
     }
     memory::reset_peak()?;
-    if let Some(seed) = params.seed {
-        random::seed(seed)?;
-    }
     let mut stats = GenerationStats { prompt_tokens: prompt.len(), ..Default::default() };
     let t0 = Instant::now();
     let mut s = Stepper {
@@ -102,6 +100,11 @@ pub fn generate(
         processors: LogitsProcessors::new(&params.sampling)?,
         sampler: Sampler::new(&params.sampling)?,
         history: None,
+        // Same seed, same draws in the same order as MLX-LM after mx.random.seed(seed).
+        keys: match params.seed {
+            Some(seed) => random::KeySequence::new(seed)?,
+            None => random::KeySequence::from_time()?,
+        },
     };
     let ids: Vec<i32> = prompt.iter().map(|&t| t as i32).collect();
     let all = Array::from_slice(&ids, &[ids.len() as i32])?;

@@ -6,3 +6,4 @@ pub mod models;
 pub mod weights;
 pub mod generate;
 pub mod sampling;
+pub use error::LmError;

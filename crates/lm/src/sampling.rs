@@ -146,7 +146,8 @@ impl Sampler {
         Ok(Sampler { o: o.clone(), xtc_special })
     }
 
-    pub fn sample(&self, logprobs: &Array) -> Result<Array> {
+    /// Random draws come from `keys` in MLX-LM's order (XTC's coin, then the categorical).
+    pub fn sample(&self, logprobs: &Array, keys: &mut random::KeySequence) -> Result<Array> {
         let o = &self.o;
         if o.temperature == 0.0 {
             return logprobs.argmax(-1, false);
@@ -159,17 +160,17 @@ impl Sampler {
             x = min_p(&x, o.min_p, o.min_tokens_to_keep)?;
         }
         if o.xtc_probability > 0.0 {
-            x = self.xtc(&x)?;
+            x = self.xtc(&x, keys)?;
         }
         if o.top_k > 0 {
             x = top_k(&x, o.top_k)?;
         }
         let scaled = x.multiply_scalar(1.0 / o.temperature as f64)?;
-        let key = random::next_key()?;
+        let key = keys.next()?;
         random::categorical(&scaled, -1, Some(&key))
     }
 
-    fn xtc(&self, logits: &Array) -> Result<Array> {
+    fn xtc(&self, logits: &Array, keys: &mut random::KeySequence) -> Result<Array> {
         let o = &self.o;
         let probs = logits.softmax(&[-1], false)?;
         let inf = probs.scalar_like(f64::INFINITY)?;
@@ -181,7 +182,7 @@ impl Sampler {
             let f = Array::full(&[n, 1, 1], 0.0, Dtype::Bool)?;
             mask = mask.scatter(&[ids], &f, &[1])?;
         }
-        let key = random::next_key()?;
+        let key = keys.next()?;
         let u = random::uniform(0.0, 1.0, &[], Dtype::Float32, Some(&key))?;
         let neg_inf = logits.scalar_like(f64::NEG_INFINITY)?;
         let filtered = Array::where_(&mask, &neg_inf, logits)?;

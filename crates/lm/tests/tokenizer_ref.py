@@ -13,7 +13,6 @@ from pathlib import Path
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from transformers import AutoTokenizer  # noqa: E402
 from mlx_lm import tokenizer_utils  # noqa: E402
 from mlx_lm.utils import load_config  # noqa: E402
 
@@ -50,8 +49,10 @@ def chat(tok, case):
 
 def tokenizer_answers(req):
     folder = req["dir"]
-    tok = AutoTokenizer.from_pretrained(folder)
+    # MLX-LM's loader calls AutoTokenizer.from_pretrained(folder) and wraps
+    # it, so one load serves both references.
     wrapper = tokenizer_utils.load(Path(folder))
+    tok = wrapper._tokenizer
     out = {
         "info": {
             "len": len(tok),

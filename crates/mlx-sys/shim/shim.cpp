@@ -455,12 +455,6 @@ int mlxn_random_key(uint64_t seed, mlxn_array* out) {
   return guard([&] { *out = wrap(mx::random::key(seed)); });
 }
 
-// The next key of the thread's global sequence, exactly what an op called
-// without a key would consume; lets compiled samplers take the key as input.
-int mlxn_random_next_key(mlxn_array* out) {
-  return guard([&] { *out = wrap(mx::random::KeySequence::default_().next()); });
-}
-
 int mlxn_random_split(mlxn_array key, int num, mlxn_array* out) {
   return guard([&] { *out = wrap(mx::random::split(A(key), num)); });
 }

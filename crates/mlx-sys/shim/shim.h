@@ -87,7 +87,6 @@ int mlxn_topk(mlxn_array a, int k, int axis, mlxn_array* out);
 // Random (key may be NULL: the thread's global key sequence is used)
 int mlxn_random_seed(uint64_t seed);
 int mlxn_random_key(uint64_t seed, mlxn_array* out);
-int mlxn_random_next_key(mlxn_array* out);
 int mlxn_random_split(mlxn_array key, int num, mlxn_array* out);
 int mlxn_random_uniform(mlxn_array lo, mlxn_array hi, const int32_t* shape, size_t ndim, int dtype, mlxn_array key, mlxn_array* out);
 int mlxn_random_normal(const int32_t* shape, size_t ndim, int dtype, float loc, float scale, mlxn_array key, mlxn_array* out);

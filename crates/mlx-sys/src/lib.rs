@@ -86,7 +86,6 @@ extern "C" {
 
     pub fn mlxn_random_seed(seed: u64) -> c_int;
     pub fn mlxn_random_key(seed: u64, out: *mut mlxn_array) -> c_int;
-    pub fn mlxn_random_next_key(out: *mut mlxn_array) -> c_int;
     pub fn mlxn_random_split(key: mlxn_array, num: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_random_uniform(lo: mlxn_array, hi: mlxn_array, shape: *const i32, ndim: usize, dtype: c_int, key: mlxn_array, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_random_normal(shape: *const i32, ndim: usize, dtype: c_int, loc: f32, scale: f32, key: mlxn_array, out: *mut mlxn_array) -> c_int;

@@ -16,9 +16,33 @@ pub fn key(seed: u64) -> Result<Array> {
     make(|out| unsafe { sys::mlxn_random_key(seed, out) })
 }
 
-/// Consumes the next key of the global sequence, as an op without a key would.
-pub fn next_key() -> Result<Array> {
-    make(|out| unsafe { sys::mlxn_random_next_key(out) })
+/// A key sequence with MLX's own semantics (`KeySequence`: seed -> key(seed);
+/// next -> split, keep the first half, hand out the second), held by its owner
+/// rather than in MLX's per-thread global, whose inline accessor cannot be
+/// shared reliably across the library boundary.
+pub struct KeySequence {
+    key: Array,
+}
+
+impl KeySequence {
+    pub fn new(seed: u64) -> Result<KeySequence> {
+        Ok(KeySequence { key: key(seed)? })
+    }
+
+    /// Seeded from the clock, as MLX's global sequence is when never seeded.
+    pub fn from_time() -> Result<KeySequence> {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        KeySequence::new(ms)
+    }
+
+    pub fn next(&mut self) -> Result<Array> {
+        let both = split(&self.key, 2)?;
+        self.key = both.slice_axis(0, 0, 1)?.squeeze(&[0])?;
+        both.slice_axis(0, 1, 2)?.squeeze(&[0])
+    }
 }
 
 pub fn split(key: &Array, num: i32) -> Result<Array> {

@@ -173,13 +173,15 @@ fn random_is_seeded_and_shaped() {
     let b = random::uniform(0., 1., &[4], Dtype::Float32, None).unwrap().to_vec::<f32>().unwrap();
     assert_eq!(a, b);
     assert!(a.iter().all(|&x| (0.0..1.0).contains(&x)));
-    // next_key hands out the key an op without a key would use.
+    // KeySequence hands out the keys MLX's seeded global sequence would.
+    let mut ks = random::KeySequence::new(3).unwrap();
     random::seed(3).unwrap();
-    let k = random::next_key().unwrap();
-    let with_key = random::normal(&[3], Dtype::Float32, 0., 1., Some(&k)).unwrap().to_vec::<f32>().unwrap();
-    random::seed(3).unwrap();
-    let global = random::normal(&[3], Dtype::Float32, 0., 1., None).unwrap().to_vec::<f32>().unwrap();
-    assert_eq!(with_key, global);
+    for _ in 0..3 {
+        let k = ks.next().unwrap();
+        let with_key = random::normal(&[3], Dtype::Float32, 0., 1., Some(&k)).unwrap().to_vec::<f32>().unwrap();
+        let global = random::normal(&[3], Dtype::Float32, 0., 1., None).unwrap().to_vec::<f32>().unwrap();
+        assert_eq!(with_key, global);
+    }
     let key = random::key(1).unwrap();
     assert_eq!(random::split(&key, 3).unwrap().shape(), vec![3, 2]);
     // A categorical over one overwhelming logit always picks it.

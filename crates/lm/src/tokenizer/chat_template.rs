@@ -53,7 +53,13 @@ impl ChatTemplates {
                 Err(e) => broken.push((name, e.to_string())),
             }
         }
-        ChatTemplates { env, names, single, broken, origin }
+        ChatTemplates {
+            env,
+            names,
+            single,
+            broken,
+            origin,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -129,7 +135,10 @@ impl ChatTemplates {
             ("messages".into(), Value::from(prepared)),
             ("tools".into(), tools),
             ("documents".into(), Value::from(())),
-            ("add_generation_prompt".into(), Value::from(options.add_generation_prompt)),
+            (
+                "add_generation_prompt".into(),
+                Value::from(options.add_generation_prompt),
+            ),
         ];
         let mut set = |key: &str, value: Value| match context.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = value,
@@ -160,8 +169,11 @@ fn prepare_message(message: &serde_json::Value, index: usize) -> Result<serde_js
             "messages[{index}] must be an object with \"role\" and \"content\""
         )));
     };
-    let mut cleaned: Map<String, serde_json::Value> =
-        object.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut cleaned: Map<String, serde_json::Value> = object
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let reasoning = ["reasoning_content", "thinking", "reasoning"]
         .iter()
         .find_map(|k| cleaned.get(*k).cloned());
@@ -206,7 +218,10 @@ fn without_generation_tags(template: &str) -> String {
             return out;
         };
         let inner = &tag[2..end];
-        let body = inner.trim_start_matches(['-', '+']).trim_end_matches(['-', '+']).trim();
+        let body = inner
+            .trim_start_matches(['-', '+'])
+            .trim_end_matches(['-', '+'])
+            .trim();
         let replacement = match body {
             "generation" => Some("if true"),
             "endgeneration" => Some("endif"),
@@ -237,8 +252,15 @@ mod tests {
 
     #[test]
     fn drops_none_and_aliases_reasoning() {
-        let m = prepare_message(&json!({"role": "assistant", "content": null, "reasoning": "r"}), 0).unwrap();
-        assert_eq!(m, json!({"thinking": "r", "role": "assistant", "reasoning": "r", "reasoning_content": "r"}));
+        let m = prepare_message(
+            &json!({"role": "assistant", "content": null, "reasoning": "r"}),
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            m,
+            json!({"thinking": "r", "role": "assistant", "reasoning": "r", "reasoning_content": "r"})
+        );
         let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["thinking", "role", "reasoning", "reasoning_content"]);
     }
@@ -246,7 +268,13 @@ mod tests {
     #[test]
     fn generation_tags_render_their_body() {
         let t = templates("{% for m in messages %}{%- generation -%} {{ m.content }} {%- endgeneration %}|{% endfor %}");
-        let out = t.render(&[json!({"role": "user", "content": "hi"})], &Default::default(), &[]).unwrap();
+        let out = t
+            .render(
+                &[json!({"role": "user", "content": "hi"})],
+                &Default::default(),
+                &[],
+            )
+            .unwrap();
         assert_eq!(out, "hi|");
     }
 
@@ -259,25 +287,48 @@ mod tests {
         let t = ChatTemplates::compile(&src, "x".into());
         let msgs = [json!({"role": "user", "content": "a"})];
         assert_eq!(t.render(&msgs, &Default::default(), &[]).unwrap(), "D");
-        let with_tools = ChatTemplateOptions { tools: Some(vec![]), ..Default::default() };
+        let with_tools = ChatTemplateOptions {
+            tools: Some(vec![]),
+            ..Default::default()
+        };
         assert_eq!(t.render(&msgs, &with_tools, &[]).unwrap(), "T");
     }
 
     #[test]
     fn errors_have_codes() {
         let t = templates("{{ raise_exception('roles must alternate') }}");
-        let e = t.render(&[json!({"role": "user", "content": "a"})], &Default::default(), &[]).unwrap_err();
+        let e = t
+            .render(
+                &[json!({"role": "user", "content": "a"})],
+                &Default::default(),
+                &[],
+            )
+            .unwrap_err();
         assert_eq!(e.code(), "INVALID_ARGUMENT");
         assert!(e.message().ends_with("roles must alternate"), "{e}");
         let e = t.render(&[], &Default::default(), &[]).unwrap_err();
         assert_eq!(e.code(), "INVALID_ARGUMENT");
-        let e = t.render(&[json!("hi")], &Default::default(), &[]).unwrap_err();
+        let e = t
+            .render(&[json!("hi")], &Default::default(), &[])
+            .unwrap_err();
         assert!(e.message().contains("messages[0]"), "{e}");
         let broken = templates("{% if %}");
-        let e = broken.render(&[json!({"role": "user", "content": "a"})], &Default::default(), &[]).unwrap_err();
+        let e = broken
+            .render(
+                &[json!({"role": "user", "content": "a"})],
+                &Default::default(),
+                &[],
+            )
+            .unwrap_err();
         assert_eq!(e.code(), "UNSUPPORTED_MODEL");
         let none = ChatTemplates::compile(&ChatTemplateSource::None, "dir".into());
-        let e = none.render(&[json!({"role": "user", "content": "a"})], &Default::default(), &[]).unwrap_err();
+        let e = none
+            .render(
+                &[json!({"role": "user", "content": "a"})],
+                &Default::default(),
+                &[],
+            )
+            .unwrap_err();
         assert_eq!(e.code(), "UNSUPPORTED_MODEL");
     }
 }

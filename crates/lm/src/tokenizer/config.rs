@@ -184,9 +184,19 @@ fn added_tokens(value: Option<&Value>, path: &Path) -> Result<Vec<AddedTokenInfo
             ))
         };
         let id: u32 = key.parse().map_err(|_| bad())?;
-        let content = entry.get("content").and_then(Value::as_str).ok_or_else(bad)?;
-        let special = entry.get("special").and_then(Value::as_bool).unwrap_or(false);
-        out.push(AddedTokenInfo { id, content: content.to_string(), special });
+        let content = entry
+            .get("content")
+            .and_then(Value::as_str)
+            .ok_or_else(bad)?;
+        let special = entry
+            .get("special")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        out.push(AddedTokenInfo {
+            id,
+            content: content.to_string(),
+            special,
+        });
     }
     Ok(out)
 }
@@ -236,7 +246,9 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<TokenizerConfig> {
-        let Value::Object(map) = v else { unreachable!() };
+        let Value::Object(map) = v else {
+            unreachable!()
+        };
         TokenizerConfig::from_map(&map, Path::new("tokenizer_config.json"))
     }
 
@@ -253,10 +265,17 @@ mod tests {
         assert_eq!(c.special_token("bos_token"), Some("<s>"));
         assert_eq!(c.special_token("eos_token"), Some("</s>"));
         assert_eq!(c.special_token("unk_token"), None);
-        assert_eq!(c.chat_template, ChatTemplateSource::Single("{{ x }}".into()));
+        assert_eq!(
+            c.chat_template,
+            ChatTemplateSource::Single("{{ x }}".into())
+        );
         assert_eq!(
             c.added_tokens,
-            vec![AddedTokenInfo { id: 5, content: "<x>".into(), special: true }]
+            vec![AddedTokenInfo {
+                id: 5,
+                content: "<x>".into(),
+                special: true
+            }]
         );
     }
 

@@ -25,7 +25,9 @@ impl DetokenizerKind {
     /// MLX-LM's `_is_spm_decoder`, `_is_spm_decoder_no_space` and
     /// `_is_bpe_decoder`; the SPM checks are exact structural matches.
     pub fn from_decoder(decoder: Option<&Value>) -> Self {
-        let Some(decoder) = decoder else { return DetokenizerKind::Naive };
+        let Some(decoder) = decoder else {
+            return DetokenizerKind::Naive;
+        };
         let replace = json!({"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "});
         let spm = json!({"type": "Sequence", "decoders": [
             replace, {"type": "ByteFallback"}, {"type": "Fuse"},
@@ -65,11 +67,15 @@ impl StreamingDetokenizer {
             DetokenizerKind::Spm { trim_space } => {
                 Inner::Spm(SpmDetokenizer::new(tokenizer.spm_token_bytes(), trim_space))
             }
-            DetokenizerKind::Naive => {
-                Inner::Naive(NaiveDetokenizer::new(tokenizer.clone(), tokenizer.decode_cleans_spaces()))
-            }
+            DetokenizerKind::Naive => Inner::Naive(NaiveDetokenizer::new(
+                tokenizer.clone(),
+                tokenizer.decode_cleans_spaces(),
+            )),
         };
-        StreamingDetokenizer { inner, tokens: Vec::new() }
+        StreamingDetokenizer {
+            inner,
+            tokens: Vec::new(),
+        }
     }
 
     /// Adds one id and returns the text it completed (often empty).
@@ -119,12 +125,21 @@ mod tests {
             {"type": "ByteFallback"}, {"type": "Fuse"},
             {"type": "Strip", "content": " ", "start": 1, "stop": 0}
         ]});
-        assert_eq!(DetokenizerKind::from_decoder(Some(&spm)), DetokenizerKind::Spm { trim_space: true });
+        assert_eq!(
+            DetokenizerKind::from_decoder(Some(&spm)),
+            DetokenizerKind::Spm { trim_space: true }
+        );
         let mut float_stop = spm.clone();
         float_stop["decoders"][3]["stop"] = json!(0.0);
-        assert_eq!(DetokenizerKind::from_decoder(Some(&float_stop)), DetokenizerKind::Naive);
+        assert_eq!(
+            DetokenizerKind::from_decoder(Some(&float_stop)),
+            DetokenizerKind::Naive
+        );
         let bpe = json!({"type": "ByteLevel", "add_prefix_space": false});
-        assert_eq!(DetokenizerKind::from_decoder(Some(&bpe)), DetokenizerKind::Bpe);
+        assert_eq!(
+            DetokenizerKind::from_decoder(Some(&bpe)),
+            DetokenizerKind::Bpe
+        );
         assert_eq!(DetokenizerKind::from_decoder(None), DetokenizerKind::Naive);
         assert_eq!(
             DetokenizerKind::from_decoder(Some(&json!({"type": "WordPiece"}))),

@@ -62,14 +62,14 @@ fn ids_from_value(value: Option<&Value>, source: &Path) -> Result<Vec<u32>> {
             source.display()
         ))
     };
-    let as_id = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(bad);
+    let as_id = |v: &Value| {
+        v.as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(bad)
+    };
     match value {
         None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter(|v| !v.is_null())
-            .map(as_id)
-            .collect(),
+        Some(Value::Array(items)) => items.iter().filter(|v| !v.is_null()).map(as_id).collect(),
         Some(v) => Ok(vec![as_id(v)?]),
     }
 }
@@ -113,7 +113,10 @@ mod tests {
         for falsy in ["0", "[]", "null"] {
             let d = folder(&[
                 ("config.json", r#"{"eos_token_id": 7}"#),
-                ("generation_config.json", &format!(r#"{{"eos_token_id": {falsy}}}"#)),
+                (
+                    "generation_config.json",
+                    &format!(r#"{{"eos_token_id": {falsy}}}"#),
+                ),
             ]);
             assert_eq!(config_eos_token_ids(&d).unwrap(), vec![7], "{falsy}");
         }

@@ -12,6 +12,7 @@ mod eos;
 mod pyjson;
 mod template_env;
 mod template_values;
+mod thinking;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -79,11 +80,17 @@ impl Tokenizer {
             }
             _ => LmError::InvalidWeights(format!("could not read {}: {e}", path.display())),
         })?;
-        let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        // Only the decoder is needed as JSON; skipping the rest is cheaper
+        // than building a full `Value` of a multi-megabyte file.
+        #[derive(serde::Deserialize)]
+        struct DecoderOnly {
+            decoder: Option<serde_json::Value>,
+        }
+        let peek: DecoderOnly = serde_json::from_slice(&bytes).map_err(|e| {
             LmError::InvalidWeights(format!("{} is not valid JSON: {e}", path.display()))
         })?;
-        let detokenizer_kind = DetokenizerKind::from_decoder(json.get("decoder"));
-        let hf: tokenizers::Tokenizer = serde_json::from_value(json).map_err(|e| {
+        let detokenizer_kind = DetokenizerKind::from_decoder(peek.decoder.as_ref());
+        let hf = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
             LmError::InvalidWeights(format!(
                 "{} is not a valid tokenizer definition: {e}",
                 path.display()
@@ -97,7 +104,8 @@ impl Tokenizer {
         // transformers 5 skips the clean-up for BPE models: it would remove
         // real spaces before punctuation.
         let is_bpe = matches!(hf.get_model(), ModelWrapper::BPE(_));
-        let clean_up_spaces = config.clean_up_tokenization_spaces && (!is_bpe || config.clean_up_for_bpe);
+        let clean_up_spaces =
+            config.clean_up_tokenization_spaces && (!is_bpe || config.clean_up_for_bpe);
         let origin = if dir.join("chat_template.jinja").is_file() {
             dir.join("chat_template.jinja")
         } else {
@@ -105,7 +113,7 @@ impl Tokenizer {
         };
         let templates = ChatTemplates::compile(&config.chat_template, origin.display().to_string());
 
-        Ok(Tokenizer {
+        let tokenizer = Tokenizer {
             eos_token_ids: eos_token_id.into_iter().collect(),
             shared: Arc::new(Shared {
                 hf,
@@ -120,7 +128,15 @@ impl Tokenizer {
                 spm_bytes: OnceLock::new(),
                 cleans_spaces: OnceLock::new(),
             }),
-        })
+        };
+        // Build the detokenizer's table now rather than on the first
+        // generated token.
+        match detokenizer_kind {
+            DetokenizerKind::Bpe => drop(tokenizer.token_strings()),
+            DetokenizerKind::Spm { .. } => drop(tokenizer.spm_token_bytes()),
+            DetokenizerKind::Naive => {}
+        }
+        Ok(tokenizer)
     }
 
     /// Loads the tokenizer of a model folder with MLX-LM's EOS set: the ids
@@ -181,7 +197,11 @@ impl Tokenizer {
             .hf
             .decode(ids, skip_special_tokens)
             .map_err(|e| LmError::InvalidArgument(format!("could not decode ids: {e}")))?;
-        Ok(if self.shared.clean_up_spaces { clean_up_tokenization(&text) } else { text })
+        Ok(if self.shared.clean_up_spaces {
+            clean_up_tokenization(&text)
+        } else {
+            text
+        })
     }
 
     /// `len(tokenizer)`: every id that decodes, added tokens included.
@@ -280,7 +300,21 @@ impl Tokenizer {
         messages: &[serde_json::Value],
         options: &ChatTemplateOptions,
     ) -> Result<String> {
-        self.shared.templates.render(messages, options, self.special_tokens())
+        self.shared
+            .templates
+            .render(messages, options, self.special_tokens())
+    }
+
+    /// Reasoning markers (`<think>`, `</think>` for Qwen3) by MLX-LM's rule.
+    pub fn thinking_markers(&self) -> Option<(&'static str, &'static str)> {
+        thinking::infer_thinking(|t| self.shared.hf.token_to_id(t).is_some())
+    }
+
+    /// MLX-LM renders chat prompts with `enable_thinking=has_thinking` when
+    /// the caller leaves it unset; transformers passes nothing. Qwen3's
+    /// template treats unset and `true` alike.
+    pub fn has_thinking(&self) -> bool {
+        self.thinking_markers().is_some()
     }
 
     /// A fresh streaming detokenizer (MLX-LM's choice of algorithm).
@@ -297,9 +331,21 @@ impl Tokenizer {
         self.shared
             .token_strings
             .get_or_init(|| {
+                // Same result as `id_to_token` per id (added tokens win over
+                // the model vocabulary), in half the time.
                 let hf = &self.shared.hf;
-                let n = hf.get_vocab_size(true) as u32;
-                Arc::new((0..n).map(|id| hf.id_to_token(id).unwrap_or_default()).collect())
+                let mut table = vec![String::new(); hf.get_vocab_size(true)];
+                for (token, id) in hf.get_vocab(false) {
+                    if let Some(slot) = table.get_mut(id as usize) {
+                        *slot = token;
+                    }
+                }
+                for (id, added) in hf.get_added_tokens_decoder() {
+                    if let Some(slot) = table.get_mut(id as usize) {
+                        slot.clone_from(&added.content);
+                    }
+                }
+                Arc::new(table)
             })
             .clone()
     }

@@ -28,14 +28,18 @@ pub fn new_environment() -> Environment<'static> {
     // Python string/dict/list methods (`startswith`, `split`, `items`, ...).
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     // Jinja2 prints values with Python's str(): True, None, ['a'], 1.0.
-    env.set_formatter(|out, _state, value| {
-        out.write_str(&py_str(value)).map_err(Error::from)
-    });
+    env.set_formatter(|out, _state, value| out.write_str(&py_str(value)).map_err(Error::from));
     env.add_filter("tojson", tojson);
     env.add_filter("string", |v: Value| py_str(&v));
-    env.add_function("raise_exception", |message: Value| -> Result<Value, Error> {
-        Err(Error::new(ErrorKind::InvalidOperation, format!("{RAISED_PREFIX}{}", py_str(&message))))
-    });
+    env.add_function(
+        "raise_exception",
+        |message: Value| -> Result<Value, Error> {
+            Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!("{RAISED_PREFIX}{}", py_str(&message)),
+            ))
+        },
+    );
     env.add_function("strftime_now", strftime_now);
     env
 }
@@ -103,7 +107,9 @@ fn strftime_now(format: String) -> Result<Value, Error> {
         ));
     }
     let now = chrono::Local::now();
-    Ok(Value::from(now.format_with_items(items.into_iter()).to_string()))
+    Ok(Value::from(
+        now.format_with_items(items.into_iter()).to_string(),
+    ))
 }
 
 #[cfg(test)]
@@ -130,15 +136,24 @@ mod tests {
             ("f", Value::from(2.0)),
             ("l", Value::from(vec!["a", "b"])),
         ]);
-        assert_eq!(render("{{ t }} {{ n }} {{ f }} {{ l }} {{ u }}|", ctx), "True None 2.0 ['a', 'b'] |");
+        assert_eq!(
+            render("{{ t }} {{ n }} {{ f }} {{ l }} {{ u }}|", ctx),
+            "True None 2.0 ['a', 'b'] |"
+        );
     }
 
     #[test]
     fn tojson_forms() {
         let ctx = Value::from_pairs([("d", Value::from_pairs([("a", Value::from("<é>"))]))]);
         assert_eq!(render("{{ d | tojson }}", ctx.clone()), r#"{"a": "<é>"}"#);
-        assert_eq!(render("{{ d | tojson(indent=2) }}", ctx.clone()), "{\n  \"a\": \"<é>\"\n}");
-        assert_eq!(render("{{ d | tojson(true) }}", ctx.clone()), r#"{"a": "<\u00e9>"}"#);
+        assert_eq!(
+            render("{{ d | tojson(indent=2) }}", ctx.clone()),
+            "{\n  \"a\": \"<é>\"\n}"
+        );
+        assert_eq!(
+            render("{{ d | tojson(true) }}", ctx.clone()),
+            r#"{"a": "<\u00e9>"}"#
+        );
         assert_eq!(
             render("{{ d | tojson(separators=(',', ':')) }}", ctx),
             r#"{"a":"<é>"}"#
@@ -157,7 +172,9 @@ mod tests {
     #[test]
     fn raise_exception_and_strftime() {
         let env = new_environment();
-        let err = env.render_str("{{ raise_exception('bad roles') }}", ()).unwrap_err();
+        let err = env
+            .render_str("{{ raise_exception('bad roles') }}", ())
+            .unwrap_err();
         assert!(err.to_string().contains("bad roles"));
         let year = render("{{ strftime_now('%Y') }}", Value::from(()));
         assert_eq!(year.len(), 4);

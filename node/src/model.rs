@@ -1,0 +1,314 @@
+//! The `NativeModel` class behind index.js's LanguageModel.
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use lm::tokenizer::Tokenizer;
+use mlx::Dtype;
+use napi_derive::napi;
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::engine::{Engine, Event};
+use crate::errors::{js_error, lm_error, plain, Code};
+use crate::options;
+
+type Result<T> = napi::Result<T, String>;
+
+#[napi(object)]
+pub struct Quantization {
+    pub bits: i32,
+    pub group_size: i32,
+}
+
+#[napi(object)]
+pub struct ModelInfo {
+    pub model_type: String,
+    pub num_layers: i32,
+    pub vocab_size: i32,
+    pub dtype: String,
+    pub quantization: Option<Quantization>,
+}
+
+#[napi(object)]
+pub struct NativeResult {
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub finish_reason: String,
+    pub prompt_tokens: u32,
+    pub generation_tokens: u32,
+    pub prompt_tps: f64,
+    pub generation_tps: f64,
+    pub peak_memory: f64,
+}
+
+/// One streamed item: a chunk (text + token) or, last, the result.
+#[napi(object)]
+pub struct NativeEvent {
+    pub text: Option<String>,
+    pub token: Option<u32>,
+    pub result: Option<NativeResult>,
+}
+
+struct Job {
+    events: Arc<tokio::sync::Mutex<UnboundedReceiver<Event>>>,
+    abort: Arc<AtomicBool>,
+}
+
+#[napi]
+pub struct NativeModel {
+    engine: Engine,
+    tokenizer: Arc<Tokenizer>,
+    info: (String, i32, i32, Dtype, Option<(i32, i32)>),
+    jobs: Mutex<HashMap<u32, Job>>,
+    next_id: AtomicU32,
+    disposed: AtomicBool,
+}
+
+fn parse_dtype(s: Option<String>) -> Result<Option<Dtype>> {
+    match s.as_deref() {
+        None => Ok(None),
+        Some(n @ ("float32" | "float16" | "bfloat16")) => Ok(Dtype::from_name(n)),
+        Some(other) => Err(js_error(
+            Code::InvalidArgument,
+            format!("option dtype must be 'float32', 'float16' or 'bfloat16', got '{other}'"),
+        )),
+    }
+}
+
+/// Async entry points return plain napi errors whose message starts with the
+/// code ("INVALID_WEIGHTS: ..."); index.js turns that prefix back into `err.code`.
+#[napi]
+pub async fn load_model_native(path: String, dtype: Option<String>) -> napi::Result<NativeModel> {
+    load(path, dtype).await.map_err(plain)
+}
+
+async fn load(path: String, dtype: Option<String>) -> Result<NativeModel> {
+    let dtype = parse_dtype(dtype)?;
+    let (engine, reply) = Engine::start(PathBuf::from(&path), dtype);
+    let loaded = reply
+        .await
+        .map_err(|_| js_error(Code::MlxError, "the engine thread stopped while loading"))?
+        .map_err(lm_error)?;
+    Ok(NativeModel {
+        engine,
+        info: (loaded.model_type, loaded.num_layers, loaded.vocab_size, loaded.dtype, loaded.quantization),
+        tokenizer: loaded.tokenizer,
+        jobs: Mutex::new(HashMap::new()),
+        next_id: AtomicU32::new(1),
+        disposed: AtomicBool::new(false),
+    })
+}
+
+fn to_ids(v: &Value, vocab: u32) -> Result<Vec<u32>> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| js_error(Code::InvalidArgument, format!("token ids must be an array, got {v}")))?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, x)| match x.as_f64() {
+            Some(f) if f.fract() == 0.0 && f >= 0.0 && f < vocab as f64 => Ok(f as u32),
+            _ => Err(js_error(
+                Code::InvalidArgument,
+                format!("token id at index {i} ({x}) is not an integer in [0, {vocab})"),
+            )),
+        })
+        .collect()
+}
+
+impl NativeModel {
+    fn check_live(&self) -> Result<()> {
+        if self.disposed.load(Ordering::SeqCst) {
+            Err(js_error(Code::Disposed, "the model has been disposed"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn vocab(&self) -> u32 {
+        self.info.2 as u32
+    }
+
+    /// MLX-LM's CLI excludes "\n" and the EOS ids from XTC.
+    fn xtc_special_tokens(&self) -> Result<Vec<u32>> {
+        let mut ids = self.tokenizer.encode("\n", false).map_err(lm_error)?;
+        ids.extend_from_slice(self.tokenizer.eos_token_ids());
+        Ok(ids)
+    }
+}
+
+#[napi]
+impl NativeModel {
+    #[napi(getter)]
+    pub fn info(&self) -> ModelInfo {
+        let (t, l, v, d, q) = &self.info;
+        ModelInfo {
+            model_type: t.clone(),
+            num_layers: *l,
+            vocab_size: *v,
+            dtype: d.name().to_string(),
+            quantization: q.map(|(bits, group_size)| Quantization { bits, group_size }),
+        }
+    }
+
+    #[napi(getter)]
+    pub fn disposed(&self) -> bool {
+        self.disposed.load(Ordering::SeqCst)
+    }
+
+    #[napi]
+    pub fn encode(&self, text: String, add_special_tokens: bool) -> Result<Vec<u32>> {
+        self.check_live()?;
+        self.tokenizer.encode(&text, add_special_tokens).map_err(lm_error)
+    }
+
+    /// A raw prompt, with MLX-LM's BOS rule.
+    #[napi]
+    pub fn encode_prompt(&self, text: String) -> Result<Vec<u32>> {
+        self.check_live()?;
+        self.tokenizer.encode_prompt(&text).map_err(lm_error)
+    }
+
+    #[napi]
+    pub fn decode(&self, ids: Value) -> Result<String> {
+        self.check_live()?;
+        let ids = to_ids(&ids, self.vocab())?;
+        self.tokenizer.decode(&ids).map_err(lm_error)
+    }
+
+    #[napi]
+    pub fn apply_chat_template(
+        &self,
+        messages: Value,
+        add_generation_prompt: bool,
+        enable_thinking: Option<bool>,
+        tools: Option<Value>,
+    ) -> Result<String> {
+        self.check_live()?;
+        let msgs = messages
+            .as_array()
+            .ok_or_else(|| js_error(Code::InvalidArgument, "messages must be an array"))?;
+        for (i, m) in msgs.iter().enumerate() {
+            let ok = m.get("role").map_or(false, Value::is_string);
+            if !ok {
+                return Err(js_error(Code::InvalidArgument, format!("messages[{i}] needs a string role")));
+            }
+        }
+        let tools = match tools {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(t)) => Some(t),
+            Some(_) => return Err(js_error(Code::InvalidArgument, "tools must be an array")),
+        };
+        self.tokenizer
+            .apply_chat_template(msgs, add_generation_prompt, enable_thinking, tools)
+            .map_err(lm_error)
+    }
+
+    /// Validates and queues a generation; events are read with `nextEvents`.
+    #[napi]
+    pub fn start(&self, ids: Value, options: Value) -> Result<u32> {
+        self.check_live()?;
+        let prompt = to_ids(&ids, self.vocab())?;
+        if prompt.is_empty() {
+            return Err(js_error(Code::InvalidArgument, "the prompt is empty: at least one token is needed"));
+        }
+        let parsed = options::parse(&options, self.vocab(), self.xtc_special_tokens()?)?;
+        let abort = Arc::new(AtomicBool::new(false));
+        let rx = self.engine.generate(prompt, parsed, abort.clone());
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let job = Job { events: Arc::new(tokio::sync::Mutex::new(rx)), abort };
+        self.jobs.lock().map_err(|_| js_error(Code::MlxError, "job table poisoned"))?.insert(id, job);
+        Ok(id)
+    }
+
+    /// Waits for at least one event of job `id` and returns all that are ready.
+    #[napi]
+    pub async fn next_events(&self, id: u32) -> napi::Result<Vec<NativeEvent>> {
+        self.events_of(id).await.map_err(plain)
+    }
+
+    async fn events_of(&self, id: u32) -> Result<Vec<NativeEvent>> {
+        let events = {
+            let jobs = self.jobs.lock().map_err(|_| js_error(Code::MlxError, "job table poisoned"))?;
+            jobs.get(&id).map(|j| j.events.clone())
+        }
+        .ok_or_else(|| js_error(Code::InvalidArgument, format!("no generation with id {id}")))?;
+        let mut rx = events.lock().await;
+        let mut out = Vec::new();
+        let mut next = rx.recv().await;
+        loop {
+            match next {
+                None => {
+                    self.forget(id);
+                    return Err(js_error(Code::MlxError, "the engine stopped before finishing"));
+                }
+                Some(Event::Chunk { text, token }) => {
+                    out.push(NativeEvent { text: Some(text), token: Some(token), result: None });
+                }
+                Some(Event::Done(s)) => {
+                    self.forget(id);
+                    out.push(NativeEvent {
+                        text: None,
+                        token: None,
+                        result: Some(NativeResult {
+                            text: s.text,
+                            tokens: s.tokens,
+                            finish_reason: s.finish_reason.into(),
+                            prompt_tokens: s.prompt_tokens as u32,
+                            generation_tokens: s.generation_tokens as u32,
+                            prompt_tps: s.prompt_tps,
+                            generation_tps: s.generation_tps,
+                            peak_memory: s.peak_memory as f64,
+                        }),
+                    });
+                    return Ok(out);
+                }
+                Some(Event::Failed(e)) => {
+                    self.forget(id);
+                    return Err(lm_error(e));
+                }
+            }
+            match rx.try_recv() {
+                Ok(ev) => next = Some(ev),
+                Err(_) => return Ok(out),
+            }
+        }
+    }
+
+    /// Stops job `id` at the next token (its result then says 'abort').
+    #[napi]
+    pub fn abort(&self, id: u32) {
+        if let Ok(jobs) = self.jobs.lock() {
+            if let Some(j) = jobs.get(&id) {
+                j.abort.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Stops listening to job `id` and aborts it; its events are dropped.
+    #[napi]
+    pub fn cancel(&self, id: u32) {
+        self.abort(id);
+        self.forget(id);
+    }
+
+    /// Lets queued work finish, then frees the model. Later calls fail with DISPOSED.
+    #[napi]
+    pub async fn dispose(&self) -> napi::Result<()> {
+        if self.disposed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let _ = self.engine.shutdown().await;
+        Ok(())
+    }
+}
+
+impl NativeModel {
+    fn forget(&self, id: u32) {
+        if let Ok(mut jobs) = self.jobs.lock() {
+            jobs.remove(&id);
+        }
+    }
+}
