@@ -1,0 +1,126 @@
+// Public API of mlx-node (see DESIGN.md). Every failure is an MlxNodeError with a stable `code`.
+
+export type ErrorCode =
+  | 'MODEL_NOT_FOUND'
+  | 'UNSUPPORTED_MODEL'
+  | 'INVALID_WEIGHTS'
+  | 'INVALID_ARGUMENT'
+  | 'DISPOSED'
+  | 'ABORTED'
+  | 'MLX_ERROR';
+
+export class MlxNodeError extends Error {
+  readonly code: ErrorCode;
+}
+
+export interface MlxInfo {
+  mlxVersion: string;
+  backend: 'cpu' | 'metal' | 'cuda';
+  device: string;
+  /** Which library serves cblas_sgemm, looked up at run time, e.g. 'openblas'. */
+  blas: string;
+  /** The file that library was loaded from. */
+  blasPath: string;
+}
+
+export function mlxInfo(): MlxInfo;
+
+export interface LoadModelOptions {
+  /** Compute dtype; default: the weights' own. */
+  dtype?: 'float32' | 'float16' | 'bfloat16';
+  signal?: AbortSignal;
+  /** Called with 0 when loading starts and 1 when it is done. */
+  onLoadProgress?: (fraction: number) => void;
+}
+
+export function loadModel(path: string, options?: LoadModelOptions): Promise<LanguageModel>;
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool' | (string & {});
+  content: string;
+  [key: string]: unknown;
+}
+
+export interface GenerateOptions {
+  /** Default 256. */
+  maxTokens?: number;
+  /** Default 0 = greedy. */
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  minP?: number;
+  minTokensToKeep?: number;
+  repetitionPenalty?: number;
+  /** Default 20. */
+  repetitionContextSize?: number;
+  presencePenalty?: number;
+  /** Default 20, as MLX-LM. */
+  presenceContextSize?: number;
+  frequencyPenalty?: number;
+  /** Default 20, as MLX-LM. */
+  frequencyContextSize?: number;
+  logitBias?: Record<number, number>;
+  xtcProbability?: number;
+  xtcThreshold?: number;
+  /** Same seed + same options = same tokens as MLX-LM. */
+  seed?: number;
+  /** Stop strings, excluded from the text. */
+  stop?: string[];
+  /** Prompt tokens processed per step (default 2048). */
+  prefillStepSize?: number;
+  signal?: AbortSignal;
+  stopOnAbortSignal?: boolean;
+  onTextChunk?: (text: string) => void;
+}
+
+export interface GenerationResult {
+  text: string;
+  /** Generated ids, EOS not included. */
+  tokens: number[];
+  finishReason: 'stop' | 'length' | 'abort';
+  promptTokens: number;
+  /** Decode steps taken, counting a final EOS as MLX-LM does. */
+  generationTokens: number;
+  promptTps: number;
+  generationTps: number;
+  /** Bytes. */
+  peakMemory: number;
+}
+
+export interface GenerationChunk {
+  text: string;
+  token: number;
+}
+
+export interface ModelInfo {
+  modelType: string;
+  numLayers: number;
+  vocabSize: number;
+  dtype: string;
+  quantization: null | { bits: number; groupSize: number };
+}
+
+export interface ChatTemplateOptions {
+  addGenerationPrompt?: boolean;
+  enableThinking?: boolean;
+  tools?: object[];
+}
+
+export type GenerationInput = string | ChatMessage[] | number[];
+
+export class LanguageModel {
+  private constructor();
+  readonly info: ModelInfo;
+  readonly disposed: boolean;
+  encode(text: string, options?: { addSpecialTokens?: boolean }): number[];
+  decode(tokens: number[]): string;
+  applyChatTemplate(messages: ChatMessage[], options?: ChatTemplateOptions): string;
+  /** string: raw text (BOS as MLX-LM); ChatMessage[]: chat template with generation prompt; number[]: token ids. */
+  generate(input: GenerationInput, options?: GenerateOptions): Promise<GenerationResult>;
+  stream(
+    input: GenerationInput,
+    options?: GenerateOptions
+  ): AsyncIterable<GenerationChunk> & { result: Promise<GenerationResult> };
+  dispose(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}

@@ -1,0 +1,69 @@
+'use strict';
+// `npm run demo [-- --model <folder>] [--prompt <text>] [--max-tokens N] [--temperature T]`
+// Streams a chat completion with live tokens per second. Without --model it uses
+// the embedded demo model: a small Qwen3 with seeded random weights and the real
+// Qwen3 tokenizer, so its text is noise; point --model at a real MLX model folder
+// (e.g. an mlx-community Qwen3-0.6B-4bit download) for real text.
+const path = require('node:path');
+const { ROOT, log } = require('./mlx');
+
+function parseArgs(argv) {
+  const args = { model: null, prompt: 'Write a haiku about the sea.', maxTokens: 64, temperature: 0.7 };
+  for (let i = 0; i < argv.length; i++) {
+    const next = () => {
+      if (i + 1 >= argv.length) throw new Error(`${argv[i]} needs a value`);
+      return argv[++i];
+    };
+    if (argv[i] === '--model') args.model = path.resolve(next());
+    else if (argv[i] === '--prompt') args.prompt = next();
+    else if (argv[i] === '--max-tokens') args.maxTokens = Number(next());
+    else if (argv[i] === '--temperature') args.temperature = Number(next());
+    else throw new Error(`unknown argument ${argv[i]}`);
+  }
+  return args;
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  require('./deps').ensureNpmDeps();
+  require('./build').build({ quiet: true });
+  if (!args.model) {
+    args.model = require('./fixtures').ensureDemoModel();
+    log('using the embedded demo model (random weights: its text is noise; use --model <folder> for a real one)');
+  }
+  const { mlxInfo, loadModel } = require(ROOT);
+  const info = mlxInfo();
+  console.log(`MLX ${info.mlxVersion} on ${info.backend} (${info.device}), BLAS: ${info.blas}`);
+  const t0 = performance.now();
+  const model = await loadModel(args.model);
+  console.log(`loaded ${args.model} (${model.info.modelType}, ${model.info.numLayers} layers, ${model.info.dtype}) in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+  console.log(`> ${args.prompt}\n`);
+  const stream = model.stream([{ role: 'user', content: args.prompt }], {
+    maxTokens: args.maxTokens,
+    temperature: args.temperature,
+    topP: 0.9,
+    seed: 0,
+  });
+  let n = 0;
+  let first = 0;
+  for await (const chunk of stream) {
+    if (n === 0) first = performance.now();
+    n++;
+    process.stdout.write(chunk.text);
+    if (process.stderr.isTTY && n % 8 === 0) {
+      const tps = (n - 1) / ((performance.now() - first) / 1000 || 1);
+      process.stderr.write(`\x1b7\x1b[999;1H[${n} tokens, ${tps.toFixed(1)} tok/s]\x1b8`);
+    }
+  }
+  const r = await stream.result;
+  console.log(
+    `\n\n${r.generationTokens} tokens (${r.finishReason}); prompt ${r.promptTokens} tokens at ${r.promptTps.toFixed(1)} tok/s, ` +
+      `generation ${r.generationTps.toFixed(1)} tok/s, peak memory ${(r.peakMemory / 1e6).toFixed(0)} MB`
+  );
+  await model.dispose();
+}
+
+main().catch((e) => {
+  console.error(`[mlx-node] ${e.code ? `${e.code}: ` : ''}${e.message}`);
+  process.exit(1);
+});
