@@ -27,7 +27,8 @@ function build({ quiet = false } = {}) {
   if (!quiet) log('building the native addon (cargo build --release)');
   const r = spawnSync('cargo', ['build', '--release', '-p', 'mlx-node'], { cwd: ROOT, stdio: 'inherit' });
   if (r.status !== 0) throw new Error('cargo build failed');
-  const built = path.join(ROOT, 'target', 'release', cargoLibName());
+  const targetDir = process.env.CARGO_TARGET_DIR ? path.resolve(ROOT, process.env.CARGO_TARGET_DIR) : path.join(ROOT, 'target');
+  const built = path.join(targetDir, 'release', cargoLibName());
   const srcStat = fs.statSync(built);
   const dst = fs.existsSync(ADDON_PATH) ? fs.statSync(ADDON_PATH) : null;
   if (!dst || dst.mtimeMs < srcStat.mtimeMs || dst.size !== srcStat.size) {

@@ -1,0 +1,8 @@
+// ES module entry: the same API as index.js.
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const api = require('./index.js');
+
+export const { mlxInfo, loadModel, LanguageModel, MlxNodeError } = api;
+export default api;

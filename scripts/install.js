@@ -1,0 +1,34 @@
+'use strict';
+// npm "install" hook. In a user's project: use the prebuilt platform package when
+// it is there, otherwise build from source (MLX wheel, OpenBLAS check, cargo), saying
+// what is happening and naming the missing prerequisite when it cannot.
+const fs = require('node:fs');
+const path = require('node:path');
+
+const ROOT = path.resolve(__dirname, '..');
+
+function prebuiltAvailable() {
+  try {
+    require('../lib/native-loader').loadNative();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function main() {
+  // In a git checkout the npm scripts build on demand (npm test, npm run demo, npm run build).
+  if (fs.existsSync(path.join(ROOT, '.git'))) return;
+  if (process.env.MLX_NODE_SKIP_BUILD === '1') return;
+  if (prebuiltAvailable()) return;
+  process.stderr.write('[mlx-node] no prebuilt addon for this platform: building from source (a few minutes)\n');
+  try {
+    require('./build').build();
+  } catch (e) {
+    process.stderr.write(`[mlx-node] install failed: ${e.message}\n`);
+    process.exit(1);
+  }
+  process.stderr.write('[mlx-node] built\n');
+}
+
+main();
