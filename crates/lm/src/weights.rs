@@ -16,6 +16,8 @@ pub struct Weights {
     dtype: Option<Dtype>,
     /// config.json `quantization`, for defaults and per-layer overrides.
     quantization: Option<Value>,
+    /// Everything handed out, so `finish` can read it all at load time.
+    taken: Vec<Array>,
 }
 
 fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -66,7 +68,7 @@ impl Weights {
                 tensors.insert(k, v);
             }
         }
-        Ok(Weights { tensors, origin, dtype, quantization })
+        Ok(Weights { tensors, origin, dtype, quantization, taken: Vec::new() })
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -78,7 +80,9 @@ impl Weights {
     }
 
     fn raw(&mut self, name: &str) -> Result<Array> {
-        self.tensors.remove(name).ok_or_else(|| self.missing(name))
+        let a = self.tensors.remove(name).ok_or_else(|| self.missing(name))?;
+        self.taken.push(a.clone());
+        Ok(a)
     }
 
     /// A float tensor of exactly `shape`, cast to the compute dtype.
@@ -94,9 +98,13 @@ impl Weights {
         self.cast(a)
     }
 
-    fn cast(&self, a: Array) -> Result<Array> {
+    fn cast(&mut self, a: Array) -> Result<Array> {
         match self.dtype {
-            Some(dt) if a.dtype().is_float() && a.dtype() != dt => Ok(a.astype(dt)?),
+            Some(dt) if a.dtype().is_float() && a.dtype() != dt => {
+                let c = a.astype(dt)?;
+                self.taken.push(c.clone());
+                Ok(c)
+            }
             _ => Ok(a),
         }
     }
@@ -186,7 +194,8 @@ impl Weights {
         self.tensors.retain(|k, _| !pred(k));
     }
 
-    /// MLX-LM loads strictly: anything left over is an error.
+    /// MLX-LM loads strictly: anything left over is an error. Then every weight
+    /// is read now (MLX loads lazily), so a truncated file fails at load time.
     pub fn finish(self) -> Result<()> {
         if let Some(name) = self.tensors.keys().min() {
             let file = self.origin.get(name).map(|p| p.display().to_string()).unwrap_or_default();
@@ -195,7 +204,8 @@ impl Weights {
                 self.tensors.len()
             )));
         }
-        Ok(())
+        let all: Vec<&Array> = self.taken.iter().collect();
+        mlx::eval(&all).map_err(|e| LmError::InvalidWeights(format!("reading weights: {}", e.message)))
     }
 
     /// The dtype of the first floating tensor (the weights' own dtype).

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::LanguageModel;
 use crate::cache::KvCache;
 use crate::config::{ModelConfig, RopeScaling};
-use crate::error::{LmError, Result};
+use crate::error::Result;
 use crate::weights::Weights;
 
 struct Attention {
@@ -126,44 +126,7 @@ impl Decoder {
         });
         let rope = build_rope(c)?;
         let scale = (hd as f32).powf(-0.5);
-        let model = Decoder { embed_tokens, layers, norm, lm_head, rope, scale, dtype, quantization, config };
-        model.materialise()?;
-        Ok(model)
-    }
-
-    /// Reads every weight now (MLX loads lazily) so load errors surface at load time.
-    fn materialise(&self) -> Result<()> {
-        let mut all: Vec<&Array> = Vec::new();
-        let lin = |l: &'_ Linear| -> Vec<Array> {
-            match l {
-                Linear::Dense { weight, bias } => std::iter::once(weight.clone()).chain(bias.clone()).collect(),
-                Linear::Quantized { weight, scales, biases, bias, .. } => {
-                    vec![weight.clone(), scales.clone(), biases.clone()].into_iter().chain(bias.clone()).collect()
-                }
-            }
-        };
-        let mut owned: Vec<Array> = Vec::new();
-        match &self.embed_tokens {
-            Embedding::Dense { weight } => owned.push(weight.clone()),
-            Embedding::Quantized { weight, scales, biases, .. } => {
-                owned.extend([weight.clone(), scales.clone(), biases.clone()])
-            }
-        }
-        for b in &self.layers {
-            for l in [&b.attn.q_proj, &b.attn.k_proj, &b.attn.v_proj, &b.attn.o_proj, &b.mlp.gate_proj, &b.mlp.up_proj, &b.mlp.down_proj] {
-                owned.extend(lin(l));
-            }
-            owned.push(b.input_layernorm.weight.clone());
-            owned.push(b.post_attention_layernorm.weight.clone());
-            owned.extend(b.attn.q_norm.iter().map(|n| n.weight.clone()));
-            owned.extend(b.attn.k_norm.iter().map(|n| n.weight.clone()));
-        }
-        owned.push(self.norm.weight.clone());
-        if let Some(l) = &self.lm_head {
-            owned.extend(lin(l));
-        }
-        all.extend(owned.iter());
-        mlx::eval(&all).map_err(|e| LmError::InvalidWeights(format!("reading weights: {}", e.message)))
+        Ok(Decoder { embed_tokens, layers, norm, lm_head, rope, scale, dtype, quantization, config })
     }
 
     fn attention(&self, a: &Attention, x: &Array, cache: &mut KvCache, mask: AttentionMask) -> mlx::Result<Array> {
