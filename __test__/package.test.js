@@ -34,8 +34,9 @@ test('npm pack, install into an empty project, require/import/tsc work', { timeo
     const proj = path.join(work, 'app');
     fs.mkdirSync(proj);
     execFileSync('npm', ['init', '-y'], { cwd: proj, stdio: 'ignore' });
-    // Share the repository's cargo target directory so dependencies are not rebuilt.
-    const env = { ...process.env, CARGO_TARGET_DIR: path.join(ROOT, 'target') };
+    // Share the repository's cargo target directory so dependencies are not rebuilt, and
+    // its MLX so the shared build outputs never point into this temporary project.
+    const env = { ...process.env, CARGO_TARGET_DIR: path.join(ROOT, 'target'), MLX_DIR: require('../scripts/mlx').ensureMlx() };
     const inst = sh('npm', ['install', '--no-audit', '--no-fund', tgz], { cwd: proj, env });
     assert.equal(inst.code, 0, inst.out);
 

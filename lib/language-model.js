@@ -13,6 +13,14 @@ function splitOptions(options) {
   return { nativeOptions, signal, stopOnAbortSignal: !!stopOnAbortSignal, onTextChunk };
 }
 
+// Non-finite numbers cannot cross to the native side as JSON; name them here.
+function checkFinite(value, where) {
+  if (typeof value === 'number' && !Number.isFinite(value)) throw invalid(`${where} must be a finite number, got ${value}`);
+  if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) checkFinite(v, Array.isArray(value) ? `${where}[${k}]` : `${where === 'options' ? 'option' : where} ${k}`);
+  }
+}
+
 function isMessageArray(input) {
   return Array.isArray(input) && input.length > 0 && input.every((m) => m !== null && typeof m === 'object');
 }
@@ -81,7 +89,9 @@ class LanguageModel {
     this.#live();
     const { nativeOptions, signal, stopOnAbortSignal, onTextChunk } = splitOptions(options);
     signal?.throwIfAborted();
+    checkFinite(nativeOptions, 'options');
     const ids = this.#toIds(input);
+    checkFinite(ids, 'token ids');
     const native = this.#native;
     const id = callNative(() => native.start(ids, nativeOptions));
     const onAbort = () => native.abort(id);

@@ -2,8 +2,9 @@
 
 Usage: fixtures.py OUT_DIR TOKENIZER_DIR
 
-Every model is built by MLX-LM's own model class, so the weight names, shapes and
-initialisation are exactly what MLX-LM loads. All fixtures use the real Qwen3
+Every model is built by MLX-LM's own model class, so the weight names and shapes are
+exactly what MLX-LM loads; its seeded init is then rescaled by fixed factors
+(rescale()) so that generation is varied. All fixtures use the real Qwen3
 tokenizer (full 151,936-entry vocabulary) and are otherwise tiny so that parity
 tests run quickly on a CPU. Nothing here downloads anything.
 """
@@ -33,8 +34,17 @@ TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json"]
 # Greedy check run on every fixture: random weights must not stop at once.
 CHECK_PROMPT = "Hello, my name is"
 CHECK_MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
-CHECK_TOKENS = 16
+CHECK_TOKENS = 32
+# Fewest distinct tokens each check prompt's greedy output must have (of CHECK_TOKENS).
+MIN_DISTINCT = 20
 SEED_TRIES = 6
+
+# Deterministic rescaling applied to MLX-LM's init (see rescale()). Chosen so that on
+# every fixture greedy output is varied (at least MIN_DISTINCT distinct tokens of
+# CHECK_TOKENS) and sampled output is neither near-uniform nor one-hot.
+QK_SCALE = 3.0
+RESIDUAL_SCALE = 10.0
+LOGIT_SCALE = 6.0
 
 SMALL = dict(
     hidden_size=64,
@@ -184,11 +194,6 @@ def write_common(dst, config, tok_dir):
     copy_tokenizer(tok_dir, dst)
 
 
-def build_weights(config, seed):
-    """Seeded random weights from MLX-LM's own model class, flattened to HF-style names."""
-    return dict(tree_flatten(build_model(config, seed).parameters()))
-
-
 def save_weights(path, weights):
     mx.save_safetensors(str(path), weights, metadata={"format": "mlx"})
 
@@ -212,8 +217,49 @@ def build_model(config, seed):
     model_class, args_class = mlx_lm.utils._get_classes(config=config)
     mx.random.seed(seed)
     model = model_class(args_class.from_dict(config))
+    rescale(model, tied=config.get("tie_word_embeddings", True))
     mx.eval(model.parameters())
     return model
+
+
+def rescale(model, tied):
+    """Rescale MLX-LM's init so that the fixtures exercise attention and sampling.
+
+    With the init as is, attention scores are tiny (attention averages the context
+    uniformly), each layer adds little to the residual (so with tied embeddings the
+    current token's own embedding dominates and greedy decoding repeats one token),
+    and logits have a standard deviation near 1 over a 151,936-token vocabulary (so
+    top-p 0.9 keeps ~90k tokens and XTC never triggers). Hence:
+      - queries and keys times QK_SCALE (scores times QK_SCALE**2): through q_norm and
+        k_norm where the model has them (they undo any scaling of q_proj / k_proj),
+        else through q_proj and k_proj (weights and biases);
+      - o_proj and down_proj times RESIDUAL_SCALE;
+      - the final norm times LOGIT_SCALE, and an untied lm_head times sqrt(3), the
+        ratio of the embedding's init std (normal, 1/sqrt(d)) to a Linear's (uniform,
+        1/sqrt(3d)), so that tied and untied models get the same logit scale.
+    The logit scale does not change greedy output; with it, top-p 0.9 at temperature 1
+    keeps tens of tokens and usually two have probability above 0.1.
+    """
+    params = dict(tree_flatten(model.parameters()))
+    has_qk_norm = any(k.endswith(".q_norm.weight") for k in params)
+    new = {}
+    for k, v in params.items():
+        leaf = k.split(".")
+        module, kind = (leaf[-2] if len(leaf) > 1 else ""), leaf[-1]
+        scale = 1.0
+        if has_qk_norm and module in ("q_norm", "k_norm"):
+            scale = QK_SCALE
+        elif not has_qk_norm and module in ("q_proj", "k_proj"):
+            scale = QK_SCALE
+        elif module in ("o_proj", "down_proj") and kind == "weight":
+            scale = RESIDUAL_SCALE
+        elif k == "model.norm.weight":
+            scale = LOGIT_SCALE
+        elif k == "lm_head.weight" and not tied:
+            scale = 3 ** 0.5
+        if scale != 1.0:
+            new[k] = v * scale
+    model.load_weights(list(new.items()), strict=False)
 
 
 def quick_greedy(model, prompt_ids, n):
@@ -226,42 +272,46 @@ def quick_greedy(model, prompt_ids, n):
     return out
 
 
-def seed_score(model, tokenizer):
-    """Distinct greedy tokens over the check prompts, or -1 when one would hit EOS.
+def distinct_or_eos(token_lists):
+    """Fewest distinct tokens over the check prompts' greedy outputs, -1 on any EOS."""
+    if any(t in GENERATION_EOS for tokens in token_lists for t in tokens):
+        return -1
+    return min(len(set(tokens)) for tokens in token_lists)
 
-    With MLX-LM's init a tied-embedding model tends to repeat one token under greedy
-    decoding (the residual keeps the current token's embedding, which then scores
-    itself highest). The seed with the most varied output makes the parity tests
-    more telling; the weights are still MLX-LM's init, untouched.
-    """
+
+def seed_score(model, tokenizer):
     chat = tokenizer.apply_chat_template(CHECK_MESSAGES, add_generation_prompt=True)
-    score = 0
-    for ids in (tokenizer.encode(CHECK_PROMPT), chat):
-        tokens = quick_greedy(model, ids, CHECK_TOKENS)
-        if any(t in GENERATION_EOS for t in tokens):
-            return -1
-        score += len(set(tokens))
-    return score
+    return distinct_or_eos([quick_greedy(model, ids, CHECK_TOKENS)
+                            for ids in (tokenizer.encode(CHECK_PROMPT), chat)])
+
+
+def check_varied(name, check):
+    """The recorded MLX-LM greedy outputs must be long and varied (see rescale())."""
+    if any(v["finishReason"] != "length" for v in check.values()):
+        raise RuntimeError(f"{name}: MLX-LM greedy generation hits EOS")
+    distinct = distinct_or_eos([v["tokens"] for v in check.values()])
+    if distinct < MIN_DISTINCT:
+        raise RuntimeError(f"{name}: greedy output has only {distinct} distinct tokens of "
+                           f"{CHECK_TOKENS} (want {MIN_DISTINCT})")
+    return distinct
 
 
 def make_random_fixture(out, name, config, seed0, tok_dir, tokenizer):
-    best = None
+    # The first seed whose greedy output is varied (the first one, so far, everywhere).
     for seed in range(seed0, seed0 + 100 * SEED_TRIES, 100):
-        score = seed_score(build_model(config, seed), tokenizer)
-        if best is None or score > best[1]:
-            best = (seed, score)
-    log(f"{name}: seed {best[0]} ({best[1]} distinct greedy tokens of {2 * CHECK_TOKENS})")
-    seed, score = best
-    if score < 0:
-        raise RuntimeError(f"{name}: every seed tried stops at once under greedy decoding")
-    weights = build_weights(config, seed)
+        model = build_model(config, seed)
+        if seed_score(model, tokenizer) >= MIN_DISTINCT:
+            break
+    else:
+        raise RuntimeError(f"{name}: no seed tried gives {MIN_DISTINCT} distinct greedy tokens")
+    weights = dict(tree_flatten(model.parameters()))
     dst = out / name
     dst.mkdir(parents=True)
     save_weights(dst / "model.safetensors", weights)
     write_common(dst, config, tok_dir)
     check = greedy_check(dst, tokenizer)
-    if any(v["finishReason"] != "length" for v in check.values()):
-        raise RuntimeError(f"{name}: seed {seed} hits EOS under MLX-LM greedy generation")
+    distinct = check_varied(name, check)
+    log(f"{name}: seed {seed}, greedy output has {distinct}+ distinct tokens of {CHECK_TOKENS} per prompt")
     return weights, seed, check
 
 
@@ -391,6 +441,7 @@ def main():
         t = time.perf_counter()
         make()
         check = greedy_check(out / name, tokenizer)
+        check_varied(name, check)
         entries[name] = fixture_entry(out, name, seed=entries["qwen3-f32"]["seed"], source="qwen3-f32",
                                       check=check)
         log(f"{name}: {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")

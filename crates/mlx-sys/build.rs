@@ -29,6 +29,8 @@ fn main() {
 
     let include = prefix.join("include");
     let lib = prefix.join("lib");
+    // A build that linked an MLX which has since moved or gone must run again.
+    println!("cargo:rerun-if-changed={}", include.join("mlx/mlx.h").display());
 
     let mut build = cc::Build::new();
     build

@@ -294,11 +294,17 @@ impl NativeModel {
         self.forget(id);
     }
 
-    /// Lets queued work finish, then frees the model. Later calls fail with DISPOSED.
+    /// Stops running and queued generations at their next token (they finish with
+    /// 'abort'), then frees the model. Later calls fail with DISPOSED.
     #[napi]
     pub async fn dispose(&self) -> napi::Result<()> {
         if self.disposed.swap(true, Ordering::SeqCst) {
             return Ok(());
+        }
+        if let Ok(jobs) = self.jobs.lock() {
+            for j in jobs.values() {
+                j.abort.store(true, Ordering::SeqCst);
+            }
         }
         let _ = self.engine.shutdown().await;
         Ok(())
