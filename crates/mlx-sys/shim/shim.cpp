@@ -201,9 +201,13 @@ int mlxn_read(mlxn_array h, int dtype, void* dst, size_t len) {
   return guard([&] {
     auto dt = dtype_of(dtype);
     auto a = A(h);
-    if (a.dtype() != dt) a = mx::astype(a, dt);
-    a = mx::contiguous(a);
+    // Wait for this array alone first: a new op (astype, contiguous) would queue
+    // behind whatever was scheduled since, such as the next decode step.
     a.eval();
+    if (a.dtype() != dt || !a.flags().row_contiguous) {
+      a = mx::contiguous(mx::astype(a, dt));
+      a.eval();
+    }
     if (a.size() * dt.size() != len) {
       throw std::invalid_argument("read of " + std::to_string(len) + " bytes from an array of " +
                                   std::to_string(a.size() * dt.size()));

@@ -1,0 +1,160 @@
+"""Long-lived MLX-LM worker for benchmark/run.js.
+
+Reads one JSON request per line on stdin and answers each with one JSON line on
+stdout (anything the libraries print goes to stderr). Requests:
+
+  {"cmd": "info"}
+      -> {"mlx", "mlxLm", "blas", "python"}
+  {"cmd": "load", "model": folder}
+      -> {"seconds"}; as mlx_lm.load (load_model, then the tokenizer with the
+      config's EOS ids). Replaces the model loaded before.
+  {"cmd": "generate", "input": str | [ids], "options": {...}, "timestamps": bool}
+      -> {"tokens", "text", "finishReason", "promptTokens", "generationTokens",
+          "promptTps", "generationTps", "peakMemory", "wallSeconds", ["tokenTimes"]}
+      Exactly mlx_lm.stream_generate with make_sampler / make_logits_processors
+      built from the camelCase options as __test__/ref/mlx_lm_ref.py maps them.
+      promptTps, generationTps and peakMemory (bytes) are MLX-LM's own figures from
+      the final GenerationResponse; the peak is reset before each request, as the
+      addon resets it per generation. tokenTimes: seconds from the call to each
+      response, one per generated token.
+
+Errors answer {"error": message}; the worker keeps running.
+"""
+
+import json
+import sys
+import time
+import traceback
+from importlib.metadata import version
+from pathlib import Path
+
+_stdout = sys.stdout
+sys.stdout = sys.stderr
+
+import mlx.core as mx  # noqa: E402
+from mlx_lm.generate import stream_generate  # noqa: E402
+from mlx_lm.sample_utils import make_logits_processors, make_sampler  # noqa: E402
+from mlx_lm.utils import load_config, load_model, load_tokenizer  # noqa: E402
+
+# The option mapping is the parity reference's own, so both runs mean the same thing.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "__test__" / "ref"))
+from mlx_lm_ref import KNOWN_OPTIONS, PROCESSOR_OPTIONS, SAMPLER_OPTIONS, option  # noqa: E402
+
+state = {"model": None, "tokenizer": None}
+
+
+def blas_in_use():
+    if sys.platform != "linux":
+        return "n/a"
+    with open("/proc/self/maps") as f:
+        maps = f.read()
+    if "openblas" in maps:
+        return "openblas"
+    return "reference (libblas from the mlx-cpu wheel)" if "libblas" in maps else "unknown"
+
+
+def cmd_info(_req):
+    return {
+        "mlx": mx.__version__,
+        "mlxLm": version("mlx-lm"),
+        "blas": blas_in_use(),
+        "python": sys.version.split()[0],
+        "device": str(mx.default_device()),
+    }
+
+
+def cmd_load(req):
+    path = Path(req["model"]).resolve()
+    t0 = time.perf_counter()
+    state["model"] = state["tokenizer"] = None
+    mx.clear_cache()
+    model, _ = load_model(path)
+    config = load_config(path)
+    tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
+    mx.eval(model.parameters())
+    state["model"], state["tokenizer"] = model, tokenizer
+    return {"seconds": time.perf_counter() - t0}
+
+
+def cmd_generate(req):
+    model, tokenizer = state["model"], state["tokenizer"]
+    if model is None:
+        raise RuntimeError("no model loaded")
+    options = req.get("options") or {}
+    unknown = set(options) - KNOWN_OPTIONS
+    if unknown:
+        raise ValueError(f"unknown options: {sorted(unknown)}")
+    prompt = req["input"]
+    sampler = make_sampler(
+        **{name: option(options, key, default) for key, (name, default) in SAMPLER_OPTIONS.items()},
+        xtc_special_tokens=tokenizer.encode("\n") + list(tokenizer.eos_token_ids),
+    )
+    logit_bias = options.get("logitBias")
+    if logit_bias:
+        logit_bias = {int(k): float(v) for k, v in logit_bias.items()}
+    processors = make_logits_processors(
+        logit_bias=logit_bias or None,
+        **{name: option(options, key, default) for key, (name, default) in PROCESSOR_OPTIONS.items()},
+    )
+    if options.get("seed") is not None:
+        mx.random.seed(int(options["seed"]))
+    want_times = bool(req.get("timestamps"))
+
+    mx.reset_peak_memory()
+    tokens, chunks, times, last = [], [], [], None
+    t0 = time.perf_counter()
+    for response in stream_generate(
+        model,
+        tokenizer,
+        prompt,
+        max_tokens=int(option(options, "maxTokens", 256)),
+        sampler=sampler,
+        logits_processors=processors,
+    ):
+        if want_times:
+            times.append(time.perf_counter() - t0)
+        chunks.append(response.text)
+        last = response
+        if response.finish_reason != "stop":
+            tokens.append(response.token)
+    wall = time.perf_counter() - t0
+    out = {
+        "tokens": tokens,
+        "text": "".join(chunks),
+        "finishReason": last.finish_reason,
+        "promptTokens": last.prompt_tokens,
+        "generationTokens": last.generation_tokens,
+        "promptTps": last.prompt_tps,
+        "generationTps": last.generation_tps,
+        # GenerationResponse.peak_memory is mx.get_peak_memory() / 1e9.
+        "peakMemory": round(last.peak_memory * 1e9),
+        "wallSeconds": wall,
+    }
+    if want_times:
+        out["tokenTimes"] = times[: len(tokens)]
+    return out
+
+
+COMMANDS = {"info": cmd_info, "load": cmd_load, "generate": cmd_generate}
+
+
+def main():
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+            cmd = req.get("cmd")
+            if cmd not in COMMANDS:
+                raise ValueError(f"unknown cmd: {cmd}")
+            answer = COMMANDS[cmd](req)
+        except Exception as e:  # one bad request must not end the worker
+            traceback.print_exc(file=sys.stderr)
+            answer = {"error": str(e) or type(e).__name__}
+        _stdout.write(json.dumps(answer) + "\n")
+        _stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
