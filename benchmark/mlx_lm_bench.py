@@ -33,12 +33,11 @@ sys.stdout = sys.stderr
 
 import mlx.core as mx  # noqa: E402
 from mlx_lm.generate import stream_generate  # noqa: E402
-from mlx_lm.sample_utils import make_logits_processors, make_sampler  # noqa: E402
 from mlx_lm.utils import load_config, load_model, load_tokenizer  # noqa: E402
 
 # The option mapping is the parity reference's own, so both runs mean the same thing.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "__test__" / "ref"))
-from mlx_lm_ref import KNOWN_OPTIONS, PROCESSOR_OPTIONS, SAMPLER_OPTIONS, option  # noqa: E402
+from mlx_lm_ref import KNOWN_OPTIONS, build_sampling, option  # noqa: E402
 
 state = {"model": None, "tokenizer": None}
 
@@ -85,17 +84,7 @@ def cmd_generate(req):
     if unknown:
         raise ValueError(f"unknown options: {sorted(unknown)}")
     prompt = req["input"]
-    sampler = make_sampler(
-        **{name: option(options, key, default) for key, (name, default) in SAMPLER_OPTIONS.items()},
-        xtc_special_tokens=tokenizer.encode("\n") + list(tokenizer.eos_token_ids),
-    )
-    logit_bias = options.get("logitBias")
-    if logit_bias:
-        logit_bias = {int(k): float(v) for k, v in logit_bias.items()}
-    processors = make_logits_processors(
-        logit_bias=logit_bias or None,
-        **{name: option(options, key, default) for key, (name, default) in PROCESSOR_OPTIONS.items()},
-    )
+    sampler, processors = build_sampling(options, tokenizer)
     if options.get("seed") is not None:
         mx.random.seed(int(options["seed"]))
     want_times = bool(req.get("timestamps"))

@@ -114,6 +114,23 @@ def option(options, key, default):
     return default if value is None else value
 
 
+def build_sampling(options, tokenizer):
+    """The sampler and logits processors MLX-LM builds for these camelCase options."""
+    sampler = make_sampler(
+        **{name: option(options, key, default) for key, (name, default) in SAMPLER_OPTIONS.items()},
+        # As mlx_lm's generate CLI and server build them.
+        xtc_special_tokens=tokenizer.encode("\n") + list(tokenizer.eos_token_ids),
+    )
+    logit_bias = options.get("logitBias")
+    if logit_bias:
+        logit_bias = {int(k): float(v) for k, v in logit_bias.items()}
+    processors = make_logits_processors(
+        logit_bias=logit_bias or None,
+        **{name: option(options, key, default) for key, (name, default) in PROCESSOR_OPTIONS.items()},
+    )
+    return sampler, processors
+
+
 def run_generate(case):
     path = model_path(case.get("model"))
     model, tokenizer = get_model(path)
@@ -131,18 +148,7 @@ def run_generate(case):
     elif not isinstance(prompt, str):
         raise ValueError("input must be a string, a list of messages or a list of token ids")
 
-    sampler = make_sampler(
-        **{name: option(options, key, default) for key, (name, default) in SAMPLER_OPTIONS.items()},
-        # As mlx_lm's generate CLI and server build them.
-        xtc_special_tokens=tokenizer.encode("\n") + list(tokenizer.eos_token_ids),
-    )
-    logit_bias = options.get("logitBias")
-    if logit_bias:
-        logit_bias = {int(k): float(v) for k, v in logit_bias.items()}
-    processors = make_logits_processors(
-        logit_bias=logit_bias or None,
-        **{name: option(options, key, default) for key, (name, default) in PROCESSOR_OPTIONS.items()},
-    )
+    sampler, processors = build_sampling(options, tokenizer)
 
     if options.get("seed") is not None:
         mx.random.seed(int(options["seed"]))
