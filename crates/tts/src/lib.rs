@@ -1,1 +1,11 @@
-//! Chatterbox text-to-speech. Not implemented yet: see the speech issue.
+//! Chatterbox text-to-speech on MLX: T3 (text to speech tokens, on `lm`'s Llama
+//! blocks and samplers), S3Gen (speech tokens to mel by flow matching) and the
+//! HiFT vocoder (mel to 24 kHz audio).
+pub mod config;
+pub mod layers;
+pub mod t3;
+pub mod s3gen;
+pub mod hift;
+
+pub use lm::LmError as TtsError;
+pub type Result<T> = std::result::Result<T, TtsError>;

@@ -1,0 +1,1 @@
+//! Chatterbox config.json (filled in by the pipeline work).

@@ -1,0 +1,1 @@
+//! HiFT vocoder: mel to waveform (filled in by the HiFT work).

@@ -1,0 +1,1 @@
+//! T3: text tokens to speech tokens (filled in by the T3 work).
