@@ -124,3 +124,53 @@ export class LanguageModel {
   dispose(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
+
+export function loadTTS(path: string, options?: { signal?: AbortSignal }): Promise<TextToSpeech>;
+
+export interface SynthesizeOptions {
+  /** Sampling temperature of the speech tokens (default 0.8; 0 = greedy). */
+  temperature?: number;
+  /** Classifier-free guidance weight (default 0.5; 0 turns guidance off). */
+  cfgWeight?: number;
+  /** Emotion exaggeration (default 0.5). */
+  exaggeration?: number;
+  /** Default 1.2. */
+  repetitionPenalty?: number;
+  /** Default 0.05. */
+  minP?: number;
+  /** Default 1 (off). */
+  topP?: number;
+  /** Most speech tokens per piece of text (25 per second of audio; default 1000). */
+  maxTokens?: number;
+  seed?: number;
+  /** Path to another voice's conds.safetensors. */
+  voice?: string;
+  signal?: AbortSignal;
+}
+
+export class Audio {
+  private constructor();
+  readonly audio: Float32Array;
+  readonly sampleRate: number;
+  readonly speechTokens: number[];
+  /** Seconds. */
+  readonly duration: number;
+  toWav(options?: { format?: 'pcm16' | 'float32' }): Buffer;
+  save(path: string, options?: { format?: 'pcm16' | 'float32' }): Promise<void>;
+}
+
+export interface AudioChunk {
+  audio: Float32Array;
+  sampleRate: number;
+  index: number;
+}
+
+export class TextToSpeech {
+  private constructor();
+  readonly disposed: boolean;
+  readonly sampleRate: number;
+  synthesize(text: string, options?: SynthesizeOptions): Promise<Audio>;
+  stream(text: string | AsyncIterable<string>, options?: SynthesizeOptions): AsyncIterable<AudioChunk>;
+  dispose(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}

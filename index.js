@@ -5,6 +5,8 @@
 const { loadNative } = require('./lib/native-loader');
 const { MlxNodeError, invalid, fromNative, callNative } = require('./lib/errors');
 const { LanguageModel } = require('./lib/language-model');
+const { TextToSpeech } = require('./lib/text-to-speech');
+const { Audio } = require('./lib/audio');
 
 const native = loadNative();
 
@@ -45,4 +47,26 @@ async function loadModel(path, options = {}) {
   return new LanguageModel(handle);
 }
 
-module.exports = { mlxInfo, loadModel, LanguageModel, MlxNodeError };
+async function loadTTS(path, options = {}) {
+  if (typeof path !== 'string' || path.length === 0) throw invalid(`path must be a non-empty string, got ${typeof path}`);
+  if (options === null || typeof options !== 'object') throw invalid('options must be an object');
+  for (const k of Object.keys(options)) {
+    if (k !== 'signal') throw invalid(`unknown option "${k}"; known options: signal`);
+  }
+  const { signal } = options;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('option signal must be an AbortSignal');
+  signal?.throwIfAborted();
+  let handle;
+  try {
+    handle = await native.loadTtsNative(path);
+  } catch (e) {
+    throw fromNative(e);
+  }
+  if (signal?.aborted) {
+    await handle.dispose();
+    throw signal.reason;
+  }
+  return new TextToSpeech(handle, (text) => native.splitSentences(text));
+}
+
+module.exports = { mlxInfo, loadModel, loadTTS, LanguageModel, TextToSpeech, Audio, MlxNodeError };

@@ -39,4 +39,12 @@ function callNative(fn) {
   }
 }
 
-module.exports = { MlxNodeError, invalid, fromNative, callNative };
+// Non-finite numbers cannot cross to the native side as JSON; name them here.
+function checkFinite(value, where) {
+  if (typeof value === 'number' && !Number.isFinite(value)) throw invalid(`${where} must be a finite number, got ${value}`);
+  if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) checkFinite(v, Array.isArray(value) ? `${where}[${k}]` : `${where === 'options' ? 'option' : where} ${k}`);
+  }
+}
+
+module.exports = { MlxNodeError, invalid, fromNative, callNative, checkFinite };

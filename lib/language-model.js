@@ -1,5 +1,6 @@
 'use strict';
-const { MlxNodeError, invalid, fromNative, callNative } = require('./errors');
+const { MlxNodeError, invalid, fromNative, callNative, checkFinite } = require('./errors');
+const { eventStream } = require('./event-stream');
 
 function splitOptions(options) {
   if (options === undefined || options === null) return { nativeOptions: {}, signal: undefined };
@@ -11,14 +12,6 @@ function splitOptions(options) {
   }
   if (onTextChunk !== undefined && typeof onTextChunk !== 'function') throw invalid('option onTextChunk must be a function');
   return { nativeOptions, signal, stopOnAbortSignal: !!stopOnAbortSignal, onTextChunk };
-}
-
-// Non-finite numbers cannot cross to the native side as JSON; name them here.
-function checkFinite(value, where) {
-  if (typeof value === 'number' && !Number.isFinite(value)) throw invalid(`${where} must be a finite number, got ${value}`);
-  if (value !== null && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) checkFinite(v, Array.isArray(value) ? `${where}[${k}]` : `${where === 'options' ? 'option' : where} ${k}`);
-  }
 }
 
 function isMessageArray(input) {
@@ -129,74 +122,7 @@ class LanguageModel {
   }
 
   stream(input, options) {
-    const queue = [];
-    let wake = null;
-    let finished = false;
-    let failure = null;
-    let run;
-    let result;
-    const notify = () => {
-      if (wake) {
-        const w = wake;
-        wake = null;
-        w();
-      }
-    };
-    try {
-      run = this.#run(input, options, (chunk) => {
-        if (!finished) queue.push(chunk);
-        notify();
-      });
-      result = run.result;
-    } catch (e) {
-      result = Promise.reject(e);
-    }
-    // The iterator reports failures; keep an unawaited .result from crashing the process.
-    result.catch(() => {});
-    result.then(
-      () => {
-        finished = true;
-        notify();
-      },
-      (e) => {
-        failure = e;
-        finished = true;
-        notify();
-      }
-    );
-    let closed = false;
-    const iterator = {
-      async next() {
-        for (;;) {
-          if (queue.length > 0 && !closed) return { value: queue.shift(), done: false };
-          if (finished || closed) {
-            if (failure && !closed) {
-              closed = true;
-              throw failure;
-            }
-            closed = true;
-            return { value: undefined, done: true };
-          }
-          await new Promise((resolve) => {
-            wake = resolve;
-          });
-        }
-      },
-      // Leaving a for-await early stops the native work at the next token.
-      async return() {
-        closed = true;
-        queue.length = 0;
-        run?.abort();
-        return { value: undefined, done: true };
-      },
-      [Symbol.asyncIterator]() {
-        return this;
-      },
-    };
-    return {
-      [Symbol.asyncIterator]: () => iterator,
-      result,
-    };
+    return eventStream((onChunk) => this.#run(input, options, onChunk));
   }
 
   async dispose() {

@@ -3,7 +3,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ROOT, log } = require('./mlx');
+const { ROOT, log, aptInstall } = require('./mlx');
 
 function ensureNpmDeps() {
   const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
@@ -17,4 +17,15 @@ function ensureNpmDeps() {
   if (r.status !== 0) throw new Error('npm install failed');
 }
 
-module.exports = { ensureNpmDeps };
+function hasSox() {
+  return spawnSync('sox', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+// The speech tests check that our WAV files are readable by sox.
+function ensureSox() {
+  if (hasSox()) return;
+  if (aptInstall('sox', 'sox') && hasSox()) return;
+  throw new Error('sox is missing: the speech tests read WAV files with it. Install it (`sudo apt-get install sox`, macOS: `brew install sox`).');
+}
+
+module.exports = { ensureNpmDeps, ensureSox };

@@ -84,19 +84,30 @@ function findOpenBlas() {
   return OPENBLAS_CANDIDATES.find((p) => fs.existsSync(p)) || null;
 }
 
+let aptUpdated = false;
+// Installs a Debian package when running as root on a system with apt-get;
+// false when that is not possible (the caller then names the prerequisite).
+function aptInstall(pkg, what) {
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const hasApt = spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status === 0;
+  if (!isRoot || !hasApt) return false;
+  log(`installing ${what} (${pkg}) with apt-get`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  if (!aptUpdated) {
+    execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+    aptUpdated = true;
+  }
+  execFileSync('apt-get', ['install', '-y', '-qq', pkg], { stdio: 'inherit', env });
+  return true;
+}
+
 // Linux CPU only: the addon links OpenBLAS ahead of libmlx so cblas_* resolve to it.
 function ensureOpenBlas() {
   if (process.platform !== 'linux' || backend() !== 'cpu') return null;
   if (process.env.MLX_NODE_OPENBLAS === 'none') return null;
   let found = findOpenBlas();
   if (found) return found;
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-  const hasApt = spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status === 0;
-  if (isRoot && hasApt) {
-    log('installing OpenBLAS (libopenblas0-pthread) with apt-get');
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
-    execFileSync('apt-get', ['install', '-y', '-qq', 'libopenblas0-pthread'], { stdio: 'inherit', env });
+  if (aptInstall('libopenblas0-pthread', 'OpenBLAS')) {
     found = findOpenBlas();
     if (found) return found;
   }
@@ -107,7 +118,7 @@ function ensureOpenBlas() {
   );
 }
 
-module.exports = { MLX_VERSION, ROOT, backend, ensureMlx, ensureOpenBlas, log };
+module.exports = { MLX_VERSION, ROOT, backend, ensureMlx, ensureOpenBlas, aptInstall, log };
 
 if (require.main === module) {
   try {

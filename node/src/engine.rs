@@ -1,10 +1,8 @@
-//! One engine thread per model: it owns the model and every MLX call for it,
-//! runs jobs in arrival order (concurrent calls queue), and reports through
-//! channels, so the JS thread never waits on MLX.
-use std::panic::{catch_unwind, AssertUnwindSafe};
+//! Text generation jobs on a model's worker thread, reporting chunks and the
+//! result through a channel.
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
 use lm::generate::{generate, Next};
 use lm::models::LanguageModel;
@@ -15,6 +13,7 @@ use tokio::sync::{mpsc as tmpsc, oneshot};
 
 use crate::options::ParsedOptions;
 use crate::stop::{Feed, StopMatcher};
+use crate::worker::{guarded, Worker};
 
 pub struct Summary {
     pub text: String,
@@ -42,67 +41,45 @@ pub struct Loaded {
     pub quantization: Option<(i32, i32)>,
 }
 
-enum Job {
-    Generate { prompt: Vec<u32>, opts: ParsedOptions, abort: Arc<AtomicBool>, events: tmpsc::UnboundedSender<Event> },
-    Shutdown { done: oneshot::Sender<()> },
-}
-
-#[derive(Clone)]
 pub struct Engine {
-    tx: mpsc::Sender<Job>,
-}
-
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "unknown panic".into())
+    worker: Worker<Box<dyn LanguageModel>>,
+    tokenizer: Option<Arc<Tokenizer>>,
 }
 
 impl Engine {
     /// Starts the thread, which loads the model and tokenizer and then serves jobs.
     pub fn start(dir: PathBuf, dtype: Option<Dtype>) -> (Engine, oneshot::Receiver<Result<Loaded, LmError>>) {
-        let (reply_tx, reply_rx) = oneshot::channel();
-        let (tx, rx) = mpsc::channel::<Job>();
-        let spawned = std::thread::Builder::new().name("mlx-node-engine".into()).spawn(move || {
-            let load = catch_unwind(AssertUnwindSafe(|| load_model(&dir, dtype)))
-                .unwrap_or_else(|p| Err(LmError::Mlx(format!("loading panicked: {}", panic_message(p)))));
-            match load {
-                Ok((model, loaded)) => {
-                    let tok = loaded.tokenizer.clone();
-                    if reply_tx.send(Ok(loaded)).is_ok() {
-                        run_jobs(model.as_ref(), &tok, rx);
-                    }
-                }
-                Err(e) => {
-                    let _ = reply_tx.send(Err(e));
-                }
-            }
-        });
-        if let Err(e) = spawned {
-            let (t, r) = oneshot::channel();
-            let _ = t.send(Err(LmError::Mlx(format!("cannot start the engine thread: {e}"))));
-            return (Engine { tx }, r);
-        }
-        (Engine { tx }, reply_rx)
+        let (worker, reply) = Worker::start(move || load_model(&dir, dtype));
+        (Engine { worker, tokenizer: None }, reply)
+    }
+
+    /// Called once loading succeeded: generation jobs need the tokenizer.
+    pub fn with_tokenizer(self, tokenizer: Arc<Tokenizer>) -> Engine {
+        Engine { tokenizer: Some(tokenizer), ..self }
     }
 
     pub fn generate(&self, prompt: Vec<u32>, opts: ParsedOptions, abort: Arc<AtomicBool>) -> tmpsc::UnboundedReceiver<Event> {
         let (etx, erx) = tmpsc::unbounded_channel();
-        let job = Job::Generate { prompt, opts, abort, events: etx.clone() };
-        if self.tx.send(job).is_err() {
+        let Some(tok) = self.tokenizer.clone() else {
+            let _ = etx.send(Event::Failed(LmError::Mlx("the model is not loaded".into())));
+            return erx;
+        };
+        let events = etx.clone();
+        let queued = self.worker.run(move |model: &mut Box<dyn LanguageModel>| {
+            let result = guarded("generation", || run_generation(model.as_ref(), &tok, &prompt, opts, &abort, &events));
+            let _ = events.send(match result {
+                Ok(summary) => Event::Done(summary),
+                Err(e) => Event::Failed(e),
+            });
+        });
+        if !queued {
             let _ = etx.send(Event::Failed(LmError::Disposed("the model has been disposed".into())));
         }
         erx
     }
 
-    /// Asks the thread to finish queued work, free the model and exit.
     pub fn shutdown(&self) -> oneshot::Receiver<()> {
-        let (t, r) = oneshot::channel();
-        if let Err(mpsc::SendError(Job::Shutdown { done })) = self.tx.send(Job::Shutdown { done: t }) {
-            let _ = done.send(());
-        }
-        r
+        self.worker.shutdown()
     }
 }
 
@@ -110,8 +87,6 @@ fn load_model(dir: &std::path::Path, dtype: Option<Dtype>) -> Result<(Box<dyn La
     if !dir.is_dir() {
         return Err(LmError::ModelNotFound(format!("model folder {} does not exist", dir.display())));
     }
-    // A dedicated stream for this model's work, as MLX-LM's generation_stream.
-    mlx::transforms::use_new_default_stream()?;
     let model = lm::models::load(dir, dtype)?;
     let tokenizer = Arc::new(Tokenizer::from_model_dir(dir)?);
     let c = model.config();
@@ -124,26 +99,6 @@ fn load_model(dir: &std::path::Path, dtype: Option<Dtype>) -> Result<(Box<dyn La
         quantization: model.quantization(),
     };
     Ok((model, loaded))
-}
-
-fn run_jobs(model: &dyn LanguageModel, tok: &Tokenizer, rx: mpsc::Receiver<Job>) {
-    while let Ok(job) = rx.recv() {
-        match job {
-            Job::Shutdown { done } => {
-                let _ = done.send(());
-                return;
-            }
-            Job::Generate { prompt, opts, abort, events } => {
-                let result = catch_unwind(AssertUnwindSafe(|| run_generation(model, tok, &prompt, opts, &abort, &events)))
-                    .unwrap_or_else(|p| Err(LmError::Mlx(format!("generation panicked: {}", panic_message(p)))));
-                let _ = events.send(match result {
-                    Ok(summary) => Event::Done(summary),
-                    Err(e) => Event::Failed(e),
-                });
-                let _ = mlx::memory::clear_cache();
-            }
-        }
-    }
 }
 
 fn run_generation(

@@ -92,7 +92,7 @@ async fn load(path: String, dtype: Option<String>) -> Result<NativeModel> {
         .map_err(|_| js_error(Code::MlxError, "the engine thread stopped while loading"))?
         .map_err(lm_error)?;
     Ok(NativeModel {
-        engine,
+        engine: engine.with_tokenizer(loaded.tokenizer.clone()),
         info: (loaded.model_type, loaded.num_layers, loaded.vocab_size, loaded.dtype, loaded.quantization),
         tokenizer: loaded.tokenizer,
         jobs: Mutex::new(HashMap::new()),

@@ -15,14 +15,14 @@ const KNOWN: &[&str] = &[
     "prefillStepSize",
 ];
 
-fn invalid(msg: String) -> napi::Error<String> {
+pub(crate) fn invalid(msg: String) -> napi::Error<String> {
     js_error(Code::InvalidArgument, msg)
 }
 
-struct Opts<'a>(&'a Map<String, Value>);
+pub(crate) struct Opts<'a>(pub(crate) &'a Map<String, Value>);
 
 impl Opts<'_> {
-    fn num(&self, key: &str, lo: f64, hi: f64, lo_open: bool) -> R<Option<f64>> {
+    pub(crate) fn num(&self, key: &str, lo: f64, hi: f64, lo_open: bool) -> R<Option<f64>> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) => {
@@ -39,7 +39,7 @@ impl Opts<'_> {
         }
     }
 
-    fn int(&self, key: &str, lo: i64, hi: i64) -> R<Option<i64>> {
+    pub(crate) fn int(&self, key: &str, lo: i64, hi: i64) -> R<Option<i64>> {
         match self.num(key, lo as f64, hi as f64, false)? {
             None => Ok(None),
             Some(v) if v.fract() != 0.0 => Err(invalid(format!("option {key} must be an integer, got {v}"))),

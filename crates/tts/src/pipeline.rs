@@ -1,0 +1,232 @@
+//! Chatterbox end to end: text -> normalised pieces -> T3 speech tokens ->
+//! S3Gen mel -> HiFT audio, on the caller's (worker) thread.
+use std::path::{Path, PathBuf};
+
+use lm::generate::Next;
+use lm::weights::Weights;
+use mlx::random::KeySequence;
+
+use crate::config::ChatterboxConfig;
+use crate::hift::{self, Hift, HiftConfig};
+use crate::s3gen::{FlowConfig, GenConds, S3GenFlow};
+use crate::t3::{T3Cond, T3Config, T3Options, T3};
+use crate::text::{punc_norm, split_pieces, MAX_PIECE_CHARS};
+use crate::tokenizer::TextTokenizer;
+use crate::{Result, TtsError};
+
+pub const SAMPLE_RATE: u32 = 24_000;
+/// Speech token ids at or above this are special (start/stop speech and padding).
+const SPEECH_VOCAB: u32 = 6561;
+
+/// `SynthesizeOptions` of the public API; defaults are Resemble AI's.
+#[derive(Debug, Clone)]
+pub struct SynthesisOptions {
+    pub temperature: f32,
+    pub cfg_weight: f32,
+    pub exaggeration: f32,
+    pub repetition_penalty: f32,
+    pub min_p: f32,
+    pub top_p: f32,
+    pub max_tokens: usize,
+    pub seed: Option<u64>,
+    pub voice: Option<PathBuf>,
+}
+
+impl Default for SynthesisOptions {
+    fn default() -> Self {
+        SynthesisOptions {
+            temperature: 0.8,
+            cfg_weight: 0.5,
+            exaggeration: 0.5,
+            repetition_penalty: 1.2,
+            min_p: 0.05,
+            top_p: 1.0,
+            max_tokens: 1000,
+            seed: None,
+            voice: None,
+        }
+    }
+}
+
+/// A voice: the conditioning T3 and S3Gen read (a `conds.safetensors`).
+pub struct Voice {
+    pub t3: T3Cond,
+    pub gen: GenConds,
+}
+
+impl Voice {
+    pub fn load(path: &Path) -> Result<Voice> {
+        if !path.is_file() {
+            return Err(TtsError::ModelNotFound(format!("voice file {} does not exist", path.display())));
+        }
+        Ok(Voice { t3: T3Cond::load(path)?, gen: GenConds::load(path)? })
+    }
+}
+
+/// What one synthesis produced besides the audio chunks.
+#[derive(Debug, Clone, Default)]
+pub struct SynthesisSummary {
+    /// Speech tokens of every piece, special tokens removed.
+    pub speech_tokens: Vec<u32>,
+    pub samples: usize,
+    pub aborted: bool,
+}
+
+pub struct Chatterbox {
+    tokenizer: TextTokenizer,
+    t3: T3,
+    flow: S3GenFlow,
+    hift: Hift,
+    voice: Option<Voice>,
+    start_text: u32,
+    stop_text: u32,
+    text_vocab: u32,
+    max_speech_tokens: usize,
+}
+
+impl Chatterbox {
+    pub fn load(dir: &Path) -> Result<Chatterbox> {
+        let config = ChatterboxConfig::from_dir(dir)?;
+        let t3_cfg = T3Config::from_json(config.section("t3_config"))?;
+        let flow_cfg = FlowConfig::from_json(config.section("s3gen_config"))?;
+        let hift_cfg = HiftConfig::from_json(config.section("s3gen_config"))?;
+        let tokenizer = TextTokenizer::from_file(&dir.join("tokenizer.json"))?;
+        let mut w = Weights::load(dir, None, config.quantization())?;
+        let t3 = T3::load(&mut w, &t3_cfg)?;
+        let flow = S3GenFlow::load(&mut w, &flow_cfg)?;
+        let hift = Hift::load(&mut w, &hift_cfg)?;
+        // Voice cloning from reference audio (voice encoder, speaker encoder) is
+        // not supported: those weights are present but unused.
+        w.discard(|k| k.starts_with("ve.") || k.starts_with("s3gen.speaker_encoder."));
+        w.finish()?;
+        let conds = dir.join("conds.safetensors");
+        let voice = if conds.exists() { Some(Voice::load(&conds)?) } else { None };
+        Ok(Chatterbox {
+            tokenizer,
+            t3,
+            flow,
+            hift,
+            voice,
+            start_text: t3_cfg.start_text_token,
+            stop_text: t3_cfg.stop_text_token,
+            text_vocab: t3_cfg.text_tokens_dict_size,
+            max_speech_tokens: t3_cfg.max_speech_tokens,
+        })
+    }
+
+    /// The most speech tokens T3 can produce for one piece (its position table's size).
+    pub fn max_tokens(&self) -> usize {
+        self.max_speech_tokens
+    }
+
+    /// Text token ids for one piece: normalised, tokenised, wrapped in start/stop.
+    pub fn text_tokens(&self, piece: &str) -> Result<Vec<u32>> {
+        let ids = self.tokenizer.encode(&punc_norm(piece))?;
+        if let Some(bad) = ids.iter().find(|&&t| t >= self.text_vocab) {
+            return Err(TtsError::InvalidWeights(format!(
+                "tokenizer.json produced id {bad}, outside T3's text vocabulary ({})",
+                self.text_vocab
+            )));
+        }
+        let mut out = Vec::with_capacity(ids.len() + 2);
+        out.push(self.start_text);
+        out.extend(ids);
+        out.push(self.stop_text);
+        Ok(out)
+    }
+
+    /// Synthesises `text`, handing each piece's audio to `on_audio` as soon as it
+    /// is ready; `on_audio` or `keep_going` returning false stops the work.
+    pub fn synthesize(
+        &self,
+        text: &str,
+        opts: &SynthesisOptions,
+        keep_going: &dyn Fn() -> bool,
+        on_audio: &mut dyn FnMut(Vec<f32>) -> bool,
+    ) -> Result<SynthesisSummary> {
+        if text.trim().is_empty() {
+            return Err(TtsError::InvalidArgument("text is empty: there is nothing to say".into()));
+        }
+        let custom;
+        let voice = match &opts.voice {
+            Some(p) => {
+                custom = Voice::load(p)?;
+                &custom
+            }
+            None => self.voice.as_ref().ok_or_else(|| {
+                TtsError::InvalidArgument(
+                    "the model folder has no conds.safetensors: pass a voice (a conds.safetensors path)".into(),
+                )
+            })?,
+        };
+        // One random sequence for the whole call: T3's draws, then the vocoder's, as mlx-audio.
+        let mut keys = match opts.seed {
+            Some(s) => KeySequence::new(s)?,
+            None => KeySequence::from_time()?,
+        };
+        let t3_opts = T3Options {
+            temperature: opts.temperature,
+            cfg_weight: opts.cfg_weight,
+            exaggeration: opts.exaggeration,
+            repetition_penalty: opts.repetition_penalty,
+            min_p: opts.min_p,
+            top_p: opts.top_p,
+            max_tokens: opts.max_tokens,
+        };
+        let mut summary = SynthesisSummary::default();
+        for piece in split_pieces(text, MAX_PIECE_CHARS) {
+            let tokens = self.text_tokens(&piece)?;
+            let mut stopped = false;
+            let raw = self.t3.generate(&voice.t3, &tokens, &t3_opts, &mut keys, |_| {
+                if keep_going() {
+                    Ok(Next::Continue)
+                } else {
+                    stopped = true;
+                    Ok(Next::Stop)
+                }
+            })?;
+            if stopped {
+                summary.aborted = true;
+                return Ok(summary);
+            }
+            let speech = clean_speech_tokens(&raw);
+            if speech.is_empty() {
+                continue;
+            }
+            let mel = self.flow.mel(&speech, &voice.gen, true)?;
+            let (wav, _source) = self.hift.inference(&mel, None, &mut keys)?;
+            let wav = hift::fade_in(&wav)?;
+            let samples: Vec<f32> = wav.flatten()?.to_vec::<f32>()?;
+            summary.speech_tokens.extend_from_slice(&speech);
+            summary.samples += samples.len();
+            if !on_audio(samples) || !keep_going() {
+                summary.aborted = true;
+                return Ok(summary);
+            }
+        }
+        Ok(summary)
+    }
+}
+
+/// mlx-audio's `drop_invalid_tokens` then the `< 6561` filter: the ids between
+/// the first start-speech and the first stop-speech token, specials removed.
+pub fn clean_speech_tokens(raw: &[u32]) -> Vec<u32> {
+    let start = raw.iter().position(|&t| t == SPEECH_VOCAB).map_or(0, |i| i + 1);
+    let end = raw.iter().position(|&t| t == SPEECH_VOCAB + 1).unwrap_or(raw.len());
+    if start >= end {
+        return Vec::new();
+    }
+    raw[start..end].iter().copied().filter(|&t| t < SPEECH_VOCAB).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clean_speech_tokens;
+
+    #[test]
+    fn clean_keeps_what_lies_between_start_and_stop() {
+        assert_eq!(clean_speech_tokens(&[6561, 5, 7, 6563, 9, 6562, 11]), vec![5, 7, 9]);
+        assert_eq!(clean_speech_tokens(&[6561, 6562]), Vec::<u32>::new());
+        assert_eq!(clean_speech_tokens(&[1, 2]), vec![1, 2]);
+    }
+}

@@ -1,0 +1,211 @@
+//! The `NativeTts` class behind index.js's TextToSpeech: speech jobs on the
+//! model's worker thread, audio reported through a channel per job.
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use lm::LmError;
+use napi::bindgen_prelude::Float32Array;
+use napi_derive::napi;
+use serde_json::Value;
+use tokio::sync::mpsc as tmpsc;
+use tts::pipeline::{Chatterbox, SynthesisOptions, SAMPLE_RATE};
+
+use crate::errors::{js_error, lm_error, plain, Code};
+use crate::tts_options;
+use crate::worker::{guarded, Worker};
+
+type Result<T> = napi::Result<T, String>;
+
+enum Event {
+    Audio(Vec<f32>),
+    Done { speech_tokens: Vec<u32>, samples: usize, aborted: bool },
+    Failed(LmError),
+}
+
+#[napi(object)]
+pub struct NativeSpeechResult {
+    pub speech_tokens: Vec<u32>,
+    pub samples: f64,
+    pub aborted: bool,
+}
+
+/// One streamed item: a chunk of audio or, last, the result.
+#[napi(object)]
+pub struct NativeSpeechEvent {
+    pub audio: Option<Float32Array>,
+    pub result: Option<NativeSpeechResult>,
+}
+
+struct Job {
+    events: Arc<tokio::sync::Mutex<tmpsc::UnboundedReceiver<Event>>>,
+    abort: Arc<AtomicBool>,
+}
+
+#[napi]
+pub struct NativeTts {
+    worker: Worker<Chatterbox>,
+    max_tokens: usize,
+    jobs: Mutex<HashMap<u32, Job>>,
+    next_id: AtomicU32,
+    disposed: AtomicBool,
+}
+
+#[napi]
+pub async fn load_tts_native(path: String) -> napi::Result<NativeTts> {
+    let (worker, reply) = Worker::start(move || {
+        let model = Chatterbox::load(&PathBuf::from(&path))?;
+        let max = model.max_tokens();
+        Ok((model, max))
+    });
+    let max_tokens = reply
+        .await
+        .map_err(|_| plain(js_error(Code::MlxError, "the engine thread stopped while loading")))?
+        .map_err(|e| plain(lm_error(e)))?;
+    Ok(NativeTts { worker, max_tokens, jobs: Mutex::new(HashMap::new()), next_id: AtomicU32::new(1), disposed: AtomicBool::new(false) })
+}
+
+/// Sentences of `text`, as the speech pipeline cuts long text.
+#[napi]
+pub fn split_sentences(text: String) -> Vec<String> {
+    tts::text::sentences(&text)
+}
+
+fn run(model: &Chatterbox, text: &str, opts: &SynthesisOptions, abort: &AtomicBool, events: &tmpsc::UnboundedSender<Event>) -> Event {
+    if abort.load(Ordering::Relaxed) {
+        return Event::Done { speech_tokens: Vec::new(), samples: 0, aborted: true };
+    }
+    // A closed receiver means JS stopped listening (it broke out of for-await).
+    let keep_going = || !abort.load(Ordering::Relaxed) && !events.is_closed();
+    let result = guarded("speech synthesis", || {
+        model.synthesize(text, opts, &keep_going, &mut |samples| events.send(Event::Audio(samples)).is_ok())
+    });
+    match result {
+        Ok(s) => Event::Done { speech_tokens: s.speech_tokens, samples: s.samples, aborted: s.aborted },
+        Err(e) => Event::Failed(e),
+    }
+}
+
+#[napi]
+impl NativeTts {
+    #[napi(getter)]
+    pub fn disposed(&self) -> bool {
+        self.disposed.load(Ordering::SeqCst)
+    }
+
+    #[napi(getter)]
+    pub fn sample_rate(&self) -> u32 {
+        SAMPLE_RATE
+    }
+
+    /// Validates and queues a synthesis; events are read with `nextEvents`.
+    #[napi]
+    pub fn start(&self, text: String, options: Value) -> Result<u32> {
+        if self.disposed.load(Ordering::SeqCst) {
+            return Err(js_error(Code::Disposed, "the speech model has been disposed"));
+        }
+        if text.trim().is_empty() {
+            return Err(js_error(Code::InvalidArgument, "text is empty: there is nothing to say"));
+        }
+        let opts = tts_options::parse(&options, self.max_tokens)?;
+        if let Some(v) = &opts.voice {
+            if !v.is_file() {
+                return Err(js_error(Code::ModelNotFound, format!("voice file {} does not exist", v.display())));
+            }
+        }
+        let abort = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = tmpsc::unbounded_channel();
+        let (a, events) = (abort.clone(), tx.clone());
+        let queued = self.worker.run(move |model: &mut Chatterbox| {
+            let _ = events.send(run(model, &text, &opts, &a, &events));
+        });
+        if !queued {
+            let _ = tx.send(Event::Failed(LmError::Disposed("the speech model has been disposed".into())));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let job = Job { events: Arc::new(tokio::sync::Mutex::new(rx)), abort };
+        self.jobs.lock().map_err(|_| js_error(Code::MlxError, "job table poisoned"))?.insert(id, job);
+        Ok(id)
+    }
+
+    /// Waits for at least one event of job `id` and returns all that are ready.
+    #[napi]
+    pub async fn next_events(&self, id: u32) -> napi::Result<Vec<NativeSpeechEvent>> {
+        self.events_of(id).await.map_err(plain)
+    }
+
+    async fn events_of(&self, id: u32) -> Result<Vec<NativeSpeechEvent>> {
+        let events = {
+            let jobs = self.jobs.lock().map_err(|_| js_error(Code::MlxError, "job table poisoned"))?;
+            jobs.get(&id).map(|j| j.events.clone())
+        }
+        .ok_or_else(|| js_error(Code::InvalidArgument, format!("no synthesis with id {id}")))?;
+        let mut rx = events.lock().await;
+        let mut out = Vec::new();
+        let mut next = rx.recv().await;
+        loop {
+            match next {
+                None => {
+                    self.forget(id);
+                    return Err(js_error(Code::MlxError, "the engine stopped before finishing"));
+                }
+                Some(Event::Audio(samples)) => out.push(NativeSpeechEvent { audio: Some(Float32Array::new(samples)), result: None }),
+                Some(Event::Done { speech_tokens, samples, aborted }) => {
+                    self.forget(id);
+                    let result = NativeSpeechResult { speech_tokens, samples: samples as f64, aborted };
+                    out.push(NativeSpeechEvent { audio: None, result: Some(result) });
+                    return Ok(out);
+                }
+                Some(Event::Failed(e)) => {
+                    self.forget(id);
+                    return Err(lm_error(e));
+                }
+            }
+            match rx.try_recv() {
+                Ok(ev) => next = Some(ev),
+                Err(_) => return Ok(out),
+            }
+        }
+    }
+
+    /// Stops job `id` at the next speech token (its result then says aborted).
+    #[napi]
+    pub fn abort(&self, id: u32) {
+        if let Ok(jobs) = self.jobs.lock() {
+            if let Some(j) = jobs.get(&id) {
+                j.abort.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Stops listening to job `id` and aborts it.
+    #[napi]
+    pub fn cancel(&self, id: u32) {
+        self.abort(id);
+        self.forget(id);
+    }
+
+    /// Aborts running and queued work, then frees the model. Later calls fail with DISPOSED.
+    #[napi]
+    pub async fn dispose(&self) -> napi::Result<()> {
+        if self.disposed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        if let Ok(jobs) = self.jobs.lock() {
+            for j in jobs.values() {
+                j.abort.store(true, Ordering::SeqCst);
+            }
+        }
+        let _ = self.worker.shutdown().await;
+        Ok(())
+    }
+}
+
+impl NativeTts {
+    fn forget(&self, id: u32) {
+        if let Ok(mut jobs) = self.jobs.lock() {
+            jobs.remove(&id);
+        }
+    }
+}
