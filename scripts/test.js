@@ -19,9 +19,11 @@ function run(cmd, args, opts = {}) {
 function main() {
   const t0 = Date.now();
   require('./deps').ensureNpmDeps();
+  require('./deps').ensureSox();
   require('./build').build();
   const { env } = require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
+  require('./fixtures-tts').ensureTtsFixtures();
   log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   // Release profile: shares the dependency builds with the addon.
   run('cargo', ['test', '--release', '--workspace'], { env: { ...process.env, MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' } });

@@ -1,9 +1,12 @@
-//! The one generation loop, for every model family: chunked prefill, then one
-//! step ahead of the host through async_eval, one host sync per token.
+//! The one generation loop, for every model (text models and Chatterbox's T3):
+//! prefill, then one step ahead of the host through async_eval, one host sync
+//! per token. What turns a token into logits and how a token is picked are
+//! pluggable (`LogitsSource`, `TokenSampler`); the loop itself is not.
 use std::time::Instant;
 
 use mlx::{memory, random, Array, Result as MlxResult};
 
+use crate::cache::KvCache;
 use crate::error::{LmError, Result};
 use crate::models::LanguageModel;
 use crate::sampling::{LogitsProcessors, Sampler, SamplingOptions};
@@ -39,98 +42,89 @@ pub struct GenerationStats {
     pub peak_memory: usize,
 }
 
-struct Stepper<'a> {
-    model: &'a dyn LanguageModel,
-    caches: Vec<crate::cache::KvCache>,
-    processors: LogitsProcessors,
-    sampler: Sampler,
-    /// Every token so far, on device; kept only when a processor reads it.
-    history: Option<Array>,
-    keys: random::KeySequence,
+/// The model side of the loop: feeds what it is given and returns lazy logits
+/// `[1, vocab]` for the next token. Nothing here may read a value on the host.
+pub trait LogitsSource {
+    /// Feeds the whole prompt (the source owns it); may evaluate its caches
+    /// along the way, as chunked prefill does.
+    fn prefill(&mut self) -> Result<Array>;
+    /// Feeds the token just sampled (lazy, shape `[1]`).
+    fn step(&mut self, token: &Array) -> MlxResult<Array>;
 }
 
-impl Stepper<'_> {
-    fn record(&mut self, ids: &Array) -> MlxResult<()> {
-        if self.processors.is_empty() {
-            return Ok(());
-        }
-        self.history = Some(match &self.history {
-            Some(h) => Array::concatenate(&[h, ids], 0)?,
-            None => ids.clone(),
-        });
-        Ok(())
-    }
+/// Picks the next token (lazy, shape `[1]`) from processed `[1, vocab]` logits.
+pub trait TokenSampler {
+    fn sample(&self, logits: &Array, keys: &mut random::KeySequence) -> MlxResult<Array>;
+}
 
-    /// Feeds `ids` (1-d) and returns the sampled next token (lazy, shape [1]).
-    fn step(&mut self, ids: &Array) -> MlxResult<Array> {
-        let logits = self.model.forward(&ids.reshape(&[1, -1])?, &mut self.caches, true)?;
-        let v = logits.dim(-1);
-        let mut logits = logits.reshape(&[1, v])?;
-        if !self.processors.is_empty() {
-            self.record(ids)?;
-            let h = self.history.as_ref().expect("recorded above");
-            logits = self.processors.apply(h, logits)?;
-        }
-        let logprobs = logits.subtract(&logits.logsumexp(&[], true)?)?;
-        self.sampler.sample(&logprobs, &mut self.keys)
+impl TokenSampler for Sampler {
+    fn sample(&self, logits: &Array, keys: &mut random::KeySequence) -> MlxResult<Array> {
+        Sampler::sample(self, logits, keys)
     }
 }
 
-/// Runs generation; `on_token` sees each sampled id in order and may stop it.
-/// EOS handling belongs to the caller (it sees the EOS id and returns Stop).
-pub fn generate(
-    model: &dyn LanguageModel,
-    prompt: &[u32],
-    params: &GenerateParams,
+/// How tokens are chosen, for one run of `run_loop`.
+pub struct Decoding<'a> {
+    pub processors: &'a LogitsProcessors,
+    pub sampler: &'a dyn TokenSampler,
+    /// The token ids the processors see before the first new one (1-d);
+    /// ignored when there are no processors.
+    pub history: Option<Array>,
+    /// Log-softmax the processed logits before sampling, as MLX-LM does.
+    /// mlx-audio's T3 samples the raw logits, which changes what top-p keeps.
+    pub normalize: bool,
+    pub max_tokens: usize,
+}
+
+/// Runs `source` until `on_token` says stop or `max_tokens` ids were handed
+/// out (at least one is). Stop tokens are the caller's business: it sees
+/// every id and returns `Next::Stop`. No step past the last token is computed.
+pub fn run_loop(
+    source: &mut dyn LogitsSource,
+    decoding: Decoding,
+    keys: &mut random::KeySequence,
     mut on_token: impl FnMut(u32) -> Result<Next>,
 ) -> Result<GenerationStats> {
-    if prompt.is_empty() {
-        return Err(LmError::InvalidArgument("the prompt is empty: at least one token is needed".into()));
-    }
-    let vocab = model.config().vocab_size as u32;
-    if let Some(&bad) = prompt.iter().find(|&&t| t >= vocab) {
-        return Err(LmError::InvalidArgument(format!("token id {bad} is outside the vocabulary (size {vocab})")));
-    }
     memory::reset_peak()?;
-    let mut stats = GenerationStats { prompt_tokens: prompt.len(), ..Default::default() };
+    let mut stats = GenerationStats::default();
     let t0 = Instant::now();
-    let mut s = Stepper {
-        model,
-        caches: model.new_caches(),
-        processors: LogitsProcessors::new(&params.sampling)?,
-        sampler: Sampler::new(&params.sampling)?,
-        history: None,
-        // Same seed, same draws in the same order as MLX-LM after mx.random.seed(seed).
-        keys: match params.seed {
-            Some(seed) => random::KeySequence::new(seed)?,
-            None => random::KeySequence::from_time()?,
-        },
+    let Decoding { processors, sampler, history, normalize, max_tokens } = decoding;
+    let mut history = if processors.is_empty() { None } else { history };
+
+    // The processors see each new token appended to the history before they
+    // run on the logits it produced.
+    let mut pick = |logits: Array, fed: Option<&Array>, keys: &mut random::KeySequence| -> MlxResult<Array> {
+        let mut logits = logits;
+        if !processors.is_empty() {
+            if let Some(t) = fed {
+                history = Some(match &history {
+                    Some(h) => Array::concatenate(&[h, t], 0)?,
+                    None => t.clone(),
+                });
+            }
+            if let Some(h) = &history {
+                logits = processors.apply(h, logits)?;
+            }
+        }
+        if normalize {
+            logits = logits.subtract(&logits.logsumexp(&[], true)?)?;
+        }
+        sampler.sample(&logits, keys)
     };
-    let ids: Vec<i32> = prompt.iter().map(|&t| t as i32).collect();
-    let all = Array::from_slice(&ids, &[ids.len() as i32])?;
 
-    // Prefill all but the last prompt token in chunks; only the caches are evaluated.
-    let step_size = params.prefill_step_size.max(1);
-    let mut done = 0usize;
-    while prompt.len() - done > 1 {
-        let n = (prompt.len() - done - 1).min(step_size);
-        let chunk = all.slice_axis(0, done as i32, (done + n) as i32)?;
-        model.forward(&chunk.reshape(&[1, -1])?, &mut s.caches, true)?;
-        let state: Vec<&Array> = s.caches.iter().flat_map(|c| c.state()).collect();
-        mlx::eval(&state)?;
-        s.record(&chunk)?;
-        done += n;
-        memory::clear_cache()?;
-    }
-
-    let rest = all.slice_axis(0, done as i32, prompt.len() as i32)?;
-    let mut y = s.step(&rest)?;
+    let first = source.prefill()?;
+    let mut y = pick(first, None, keys)?;
     mlx::async_eval(&[&y])?;
     let mut n = 0usize;
     let mut t_gen = Instant::now();
     loop {
         // Schedule the next step before waiting on this one, unless this is the last.
-        let next = if n + 1 < params.max_tokens { Some(s.step(&y)?) } else { None };
+        let next = if n + 1 < max_tokens {
+            let logits = source.step(&y)?;
+            Some(pick(logits, Some(&y), keys)?)
+        } else {
+            None
+        };
         if let Some(nx) = &next {
             mlx::async_eval(&[nx])?;
         }
@@ -155,5 +149,88 @@ pub fn generate(
     }
     stats.generation_seconds = t_gen.elapsed().as_secs_f64();
     stats.peak_memory = memory::stats()?.peak;
+    Ok(stats)
+}
+
+/// A text model fed token ids: chunked prefill of all but the last prompt
+/// token (only the caches are evaluated), then one token at a time.
+struct TextSource<'a> {
+    model: &'a dyn LanguageModel,
+    caches: Vec<KvCache>,
+    prompt: Array,
+    prefill_step_size: usize,
+}
+
+impl TextSource<'_> {
+    fn logits(&mut self, ids: &Array) -> MlxResult<Array> {
+        let logits = self.model.forward(&ids.reshape(&[1, -1])?, &mut self.caches, true)?;
+        let v = logits.dim(-1);
+        logits.reshape(&[1, v])
+    }
+}
+
+impl LogitsSource for TextSource<'_> {
+    fn prefill(&mut self) -> Result<Array> {
+        let len = self.prompt.dim(0) as usize;
+        let step_size = self.prefill_step_size.max(1);
+        let mut done = 0usize;
+        while len - done > 1 {
+            let n = (len - done - 1).min(step_size);
+            let chunk = self.prompt.slice_axis(0, done as i32, (done + n) as i32)?;
+            self.model.forward(&chunk.reshape(&[1, -1])?, &mut self.caches, true)?;
+            let state: Vec<&Array> = self.caches.iter().flat_map(|c| c.state()).collect();
+            mlx::eval(&state)?;
+            done += n;
+            memory::clear_cache()?;
+        }
+        let rest = self.prompt.slice_axis(0, done as i32, len as i32)?;
+        Ok(self.logits(&rest)?)
+    }
+
+    fn step(&mut self, token: &Array) -> MlxResult<Array> {
+        self.logits(token)
+    }
+}
+
+/// Runs a text model on `prompt` ids with MLX-LM's semantics; `on_token`
+/// sees each sampled id in order and may stop it. EOS handling belongs to
+/// the caller (it sees the EOS id and returns Stop).
+pub fn generate(
+    model: &dyn LanguageModel,
+    prompt: &[u32],
+    params: &GenerateParams,
+    on_token: impl FnMut(u32) -> Result<Next>,
+) -> Result<GenerationStats> {
+    if prompt.is_empty() {
+        return Err(LmError::InvalidArgument("the prompt is empty: at least one token is needed".into()));
+    }
+    let vocab = model.config().vocab_size as u32;
+    if let Some(&bad) = prompt.iter().find(|&&t| t >= vocab) {
+        return Err(LmError::InvalidArgument(format!("token id {bad} is outside the vocabulary (size {vocab})")));
+    }
+    let processors = LogitsProcessors::new(&params.sampling)?;
+    let sampler = Sampler::new(&params.sampling)?;
+    // Same seed, same draws in the same order as MLX-LM after mx.random.seed(seed).
+    let mut keys = match params.seed {
+        Some(seed) => random::KeySequence::new(seed)?,
+        None => random::KeySequence::from_time()?,
+    };
+    let ids: Vec<i32> = prompt.iter().map(|&t| t as i32).collect();
+    let all = Array::from_slice(&ids, &[ids.len() as i32])?;
+    let mut source = TextSource {
+        model,
+        caches: model.new_caches(),
+        prompt: all.clone(),
+        prefill_step_size: params.prefill_step_size,
+    };
+    let decoding = Decoding {
+        processors: &processors,
+        sampler: &sampler,
+        history: Some(all),
+        normalize: true,
+        max_tokens: params.max_tokens,
+    };
+    let mut stats = run_loop(&mut source, decoding, &mut keys, on_token)?;
+    stats.prompt_tokens = prompt.len();
     Ok(stats)
 }

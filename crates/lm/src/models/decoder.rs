@@ -1,6 +1,10 @@
 //! The pre-norm decoder shared by Llama, Mistral, Qwen2 and Qwen3: RMSNorm,
 //! GQA attention with RoPE (Qwen3 adds per-head q/k RMSNorm, Qwen2 q/k/v bias),
 //! SwiGLU MLP, tied or separate LM head. Weight names follow Hugging Face.
+//!
+//! `DecoderStack` is the layer stack plus final norm on its own, loadable under
+//! any name prefix and fed embeddings, so other models (Chatterbox's T3) run
+//! their own inputs and heads on the same blocks.
 use std::path::Path;
 
 use mlx::fast::{scaled_dot_product_attention, AttentionMask};
@@ -36,14 +40,20 @@ struct Block {
     post_attention_layernorm: RmsNorm,
 }
 
-pub struct Decoder {
+/// `{prefix}.layers.N.*` and `{prefix}.norm`: hidden states in, final-normed hidden states out.
+pub struct DecoderStack {
     config: ModelConfig,
-    embed_tokens: Embedding,
     layers: Vec<Block>,
     norm: RmsNorm,
-    lm_head: Option<Linear>,
     rope: Rope,
     scale: f32,
+}
+
+/// A text model: token embeddings, the stack, and the LM head (or the tied embeddings).
+pub struct Decoder {
+    embed_tokens: Embedding,
+    stack: DecoderStack,
+    lm_head: Option<Linear>,
     dtype: Dtype,
     quantization: Option<(i32, i32)>,
 }
@@ -73,23 +83,16 @@ fn build_rope(c: &ModelConfig) -> Result<Rope> {
     })
 }
 
-impl Decoder {
-    pub fn load(dir: &Path, config: ModelConfig, dtype: Option<Dtype>) -> Result<Decoder> {
-        let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
-        let mut w = Weights::load(dir, dtype, quant_cfg.clone())?;
-        let native = w.native_dtype().unwrap_or(Dtype::Float32);
-        let dtype = dtype.unwrap_or(native);
-        // As MLX-LM's sanitize: tied models ignore a stored lm_head; rotary tables are recomputed.
-        let tied = config.tie_word_embeddings;
-        w.discard(|k| k.contains("self_attn.rotary_emb.inv_freq") || (tied && k == "lm_head.weight"));
-
-        let c = &config;
+impl DecoderStack {
+    /// Takes `{prefix}.layers.{0..n}.*` and `{prefix}.norm.weight` out of `w`
+    /// (`prefix` is `model` for Hugging Face checkpoints).
+    pub fn load(w: &mut Weights, prefix: &str, config: &ModelConfig) -> Result<DecoderStack> {
+        let c = config;
         let (h, hd) = (c.hidden_size, c.head_dim);
         let (nq, nkv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
-        let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, h)?;
         let mut layers = Vec::with_capacity(c.num_hidden_layers as usize);
         for i in 0..c.num_hidden_layers {
-            let p = format!("model.layers.{i}");
+            let p = format!("{prefix}.layers.{i}");
             let qk_norm = |w: &mut Weights, name: &str| -> Result<Option<RmsNorm>> {
                 if c.qk_norm {
                     Ok(Some(w.rms_norm(&format!("{p}.self_attn.{name}.weight"), hd, c.rms_norm_eps)?))
@@ -102,8 +105,8 @@ impl Decoder {
                 k_proj: w.linear(&format!("{p}.self_attn.k_proj"), h, nkv, c.qkv_bias)?,
                 v_proj: w.linear(&format!("{p}.self_attn.v_proj"), h, nkv, c.qkv_bias)?,
                 o_proj: w.linear(&format!("{p}.self_attn.o_proj"), nq, h, c.o_bias)?,
-                q_norm: qk_norm(&mut w, "q_norm")?,
-                k_norm: qk_norm(&mut w, "k_norm")?,
+                q_norm: qk_norm(w, "q_norm")?,
+                k_norm: qk_norm(w, "k_norm")?,
             };
             let mlp = Mlp {
                 gate_proj: w.linear(&format!("{p}.mlp.gate_proj"), h, c.intermediate_size, c.mlp_bias)?,
@@ -117,16 +120,40 @@ impl Decoder {
                 post_attention_layernorm: w.rms_norm(&format!("{p}.post_attention_layernorm.weight"), h, c.rms_norm_eps)?,
             });
         }
-        let norm = w.rms_norm("model.norm.weight", h, c.rms_norm_eps)?;
-        let lm_head = if tied { None } else { Some(w.linear("lm_head", h, c.vocab_size, false)?) };
-        w.finish()?;
-
-        let quantization = quant_cfg.as_ref().and_then(|q| {
-            Some((q.get("bits")?.as_i64()? as i32, q.get("group_size")?.as_i64()? as i32))
-        });
+        let norm = w.rms_norm(&format!("{prefix}.norm.weight"), h, c.rms_norm_eps)?;
         let rope = build_rope(c)?;
         let scale = (hd as f32).powf(-0.5);
-        Ok(Decoder { embed_tokens, layers, norm, lm_head, rope, scale, dtype, quantization, config })
+        Ok(DecoderStack { config: config.clone(), layers, norm, rope, scale })
+    }
+
+    /// Runs `h` `[B, L, hidden]` through every layer (appending to `caches`)
+    /// and the final norm; only the last position when `last_only`.
+    pub fn forward(&self, h: Array, caches: &mut [KvCache], last_only: bool) -> mlx::Result<Array> {
+        let mut h = h;
+        let l = h.dim(1);
+        for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
+            // MLX-LM: no mask for one query, the fused causal mode otherwise.
+            let mask = if l > 1 { AttentionMask::Causal } else { AttentionMask::None };
+            let r = self.attention(&layer.attn, &layer.input_layernorm.forward(&h)?, cache, mask)?;
+            let hh = h.add(&r)?;
+            let x = layer.post_attention_layernorm.forward(&hh)?;
+            let m = &layer.mlp;
+            let r = m.down_proj.forward(&nn::swiglu(&m.gate_proj.forward(&x)?, &m.up_proj.forward(&x)?)?)?;
+            h = hh.add(&r)?;
+        }
+        // The norm is per position, so slicing first gives the same values for less work.
+        if last_only && l > 1 {
+            h = h.slice_axis(1, l - 1, l)?;
+        }
+        self.norm.forward(&h)
+    }
+
+    pub fn new_caches(&self) -> Vec<KvCache> {
+        (0..self.layers.len()).map(|_| KvCache::default()).collect()
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
     }
 
     fn attention(&self, a: &Attention, x: &Array, cache: &mut KvCache, mask: AttentionMask) -> mlx::Result<Array> {
@@ -152,24 +179,32 @@ impl Decoder {
     }
 }
 
+impl Decoder {
+    pub fn load(dir: &Path, config: ModelConfig, dtype: Option<Dtype>) -> Result<Decoder> {
+        let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
+        let mut w = Weights::load(dir, dtype, quant_cfg.clone())?;
+        let native = w.native_dtype().unwrap_or(Dtype::Float32);
+        let dtype = dtype.unwrap_or(native);
+        // As MLX-LM's sanitize: tied models ignore a stored lm_head; rotary tables are recomputed.
+        let tied = config.tie_word_embeddings;
+        w.discard(|k| k.contains("self_attn.rotary_emb.inv_freq") || (tied && k == "lm_head.weight"));
+
+        let c = &config;
+        let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, c.hidden_size)?;
+        let stack = DecoderStack::load(&mut w, "model", c)?;
+        let lm_head = if tied { None } else { Some(w.linear("lm_head", c.hidden_size, c.vocab_size, false)?) };
+        w.finish()?;
+
+        let quantization = quant_cfg.as_ref().and_then(|q| {
+            Some((q.get("bits")?.as_i64()? as i32, q.get("group_size")?.as_i64()? as i32))
+        });
+        Ok(Decoder { embed_tokens, stack, lm_head, dtype, quantization })
+    }
+}
+
 impl LanguageModel for Decoder {
     fn forward(&self, ids: &Array, caches: &mut [KvCache], last_only: bool) -> mlx::Result<Array> {
-        let mut h = self.embed_tokens.forward(ids)?;
-        let l = ids.dim(1);
-        for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
-            // MLX-LM: no mask for one query, the fused causal mode otherwise.
-            let mask = if l > 1 { AttentionMask::Causal } else { AttentionMask::None };
-            let r = self.attention(&layer.attn, &layer.input_layernorm.forward(&h)?, cache, mask)?;
-            let hh = h.add(&r)?;
-            let x = layer.post_attention_layernorm.forward(&hh)?;
-            let m = &layer.mlp;
-            let r = m.down_proj.forward(&nn::swiglu(&m.gate_proj.forward(&x)?, &m.up_proj.forward(&x)?)?)?;
-            h = hh.add(&r)?;
-        }
-        if last_only && l > 1 {
-            h = h.slice_axis(1, l - 1, l)?;
-        }
-        let h = self.norm.forward(&h)?;
+        let h = self.stack.forward(self.embed_tokens.forward(ids)?, caches, last_only)?;
         match &self.lm_head {
             Some(head) => head.forward(&h),
             None => self.embed_tokens.as_linear(&h),
@@ -177,11 +212,11 @@ impl LanguageModel for Decoder {
     }
 
     fn new_caches(&self) -> Vec<KvCache> {
-        (0..self.layers.len()).map(|_| KvCache::default()).collect()
+        self.stack.new_caches()
     }
 
     fn config(&self) -> &ModelConfig {
-        &self.config
+        self.stack.config()
     }
 
     fn dtype(&self) -> Dtype {

@@ -2,7 +2,7 @@
 //! each family file only maps its config and weight names onto it.
 mod decoder;
 
-pub use decoder::Decoder;
+pub use decoder::{Decoder, DecoderStack};
 
 use std::path::Path;
 

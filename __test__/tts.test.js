@@ -1,0 +1,149 @@
+'use strict';
+// Chatterbox speech against mlx-audio 0.6.2 run live by the test setup
+// (__test__/ref/chatterbox_ref.py): speech tokens identical, audio within 1e-3,
+// for the float and the 4-bit T3 fixture; WAV output readable by sox; streaming.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { loadTTS } = require('..');
+const { ensureTtsFixtures, TTS_FIXTURES_DIR } = require('../scripts/fixtures-tts');
+const { readSafetensors, maxAbsDiff } = require('./safetensors');
+
+const AUDIO_TOLERANCE = 1e-3;
+const loaded = new Map();
+
+function fixtureDir(name) {
+  return path.join(TTS_FIXTURES_DIR, name);
+}
+
+function tts(name) {
+  if (!loaded.has(name)) loaded.set(name, loadTTS(fixtureDir(name)));
+  return loaded.get(name);
+}
+
+function refCase(fixture, name) {
+  const dir = path.join(fixtureDir(fixture), 'ref');
+  return { meta: JSON.parse(fs.readFileSync(path.join(dir, `${name}.json`), 'utf8')), arrays: readSafetensors(path.join(dir, `${name}.safetensors`)) };
+}
+
+// mlx-audio's generate() keyword arguments as our SynthesizeOptions.
+function optionsOf(meta) {
+  const o = meta.options;
+  return {
+    temperature: o.temperature,
+    cfgWeight: o.cfg_weight,
+    exaggeration: o.exaggeration,
+    repetitionPenalty: o.repetition_penalty,
+    minP: o.min_p,
+    topP: o.top_p,
+    maxTokens: o.max_new_tokens,
+    seed: meta.seed,
+  };
+}
+
+test.before(() => ensureTtsFixtures());
+test.after(async () => {
+  for (const p of loaded.values()) await (await p).dispose();
+});
+
+for (const fixture of ['chatterbox', 'chatterbox-q4']) {
+  for (const name of ['greedy', 'sampled', 'nocfg']) {
+    test(`${fixture} ${name}: speech tokens identical to mlx-audio, audio within ${AUDIO_TOLERANCE}`, async () => {
+      const { meta, arrays } = refCase(fixture, name);
+      const model = await tts(fixture);
+      const audio = await model.synthesize(meta.text, optionsOf(meta));
+      assert.deepEqual(audio.speechTokens, meta.speech_tokens_clean, 'speech tokens');
+      assert.equal(audio.sampleRate, 24000);
+      const ref = arrays.wav.data;
+      assert.equal(audio.audio.length, ref.length, 'sample count');
+      const diff = maxAbsDiff(audio.audio, ref);
+      assert.ok(diff < AUDIO_TOLERANCE, `max abs audio difference ${diff}`);
+    });
+  }
+}
+
+test('the same seed gives the same audio; another seed other tokens', async () => {
+  const model = await tts('chatterbox');
+  const opts = { temperature: 0.8, maxTokens: 24, seed: 5 };
+  const a = await model.synthesize('Testing one two.', opts);
+  const b = await model.synthesize('Testing one two.', opts);
+  assert.deepEqual(a.speechTokens, b.speechTokens);
+  assert.deepEqual(Array.from(a.audio), Array.from(b.audio));
+  const c = await model.synthesize('Testing one two.', { ...opts, seed: 6 });
+  assert.notDeepEqual(c.speechTokens, a.speechTokens);
+});
+
+test('toWav writes 16-bit PCM and float WAV files that sox reads back', async () => {
+  const model = await tts('chatterbox');
+  const audio = await model.synthesize('Hello world, this is a test.', { temperature: 0, maxTokens: 24, seed: 0 });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-wav-'));
+  try {
+    for (const [format, bits, encoding] of [['pcm16', '16', /Signed Integer PCM/], ['float32', '32', /Floating Point PCM/]]) {
+      const file = path.join(dir, `${format}.wav`);
+      await audio.save(file, { format });
+      const info = spawnSync('soxi', [file], { encoding: 'utf8' });
+      assert.equal(info.status, 0, `soxi failed on ${format}: ${info.stderr}`);
+      assert.match(info.stdout, /Sample Rate\s*: 24000/);
+      assert.match(info.stdout, /Channels\s*: 1/);
+      assert.match(info.stdout, new RegExp(`Precision\\s*: ${bits === '16' ? '16' : '25'}-bit`));
+      assert.match(info.stdout, encoding);
+      // sox decodes the samples back: compare with what we wrote.
+      const raw = spawnSync('sox', [file, '-t', 'f32', '-e', 'floating-point', '-'], { maxBuffer: 1 << 26 });
+      assert.equal(raw.status, 0, `sox could not decode ${format}`);
+      const back = new Float32Array(raw.stdout.buffer.slice(raw.stdout.byteOffset, raw.stdout.byteOffset + raw.stdout.length));
+      assert.equal(back.length, audio.audio.length);
+      const clipped = Array.from(audio.audio, (x) => Math.max(-1, Math.min(1, x)));
+      const tol = format === 'pcm16' ? 1 / 32767 + 1e-6 : 0;
+      assert.ok(maxAbsDiff(back, format === 'pcm16' ? clipped : audio.audio) <= tol, `${format} round trip`);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('stream() yields the audio synthesize() returns, with increasing indices', async () => {
+  const model = await tts('chatterbox');
+  const opts = { temperature: 0, maxTokens: 24, seed: 0 };
+  const text = 'Hello world, this is a test.';
+  const whole = await model.synthesize(text, opts);
+  const chunks = [];
+  for await (const c of model.stream(text, opts)) chunks.push(c);
+  assert.ok(chunks.length >= 1);
+  assert.deepEqual(chunks.map((c) => c.index), chunks.map((_, i) => i));
+  assert.ok(chunks.every((c) => c.sampleRate === 24000));
+  const joined = Float32Array.from(chunks.flatMap((c) => Array.from(c.audio)));
+  assert.equal(joined.length, whole.audio.length);
+  assert.ok(maxAbsDiff(joined, whole.audio) < AUDIO_TOLERANCE);
+});
+
+test('stream() speaks an AsyncIterable of text sentence by sentence', async () => {
+  const model = await tts('chatterbox');
+  const opts = { temperature: 0, maxTokens: 16, seed: 0 };
+  async function* llm() {
+    for (const piece of ['Hello ', 'there. How', ' are you', '? Fine']) yield piece;
+  }
+  const chunks = [];
+  for await (const c of model.stream(llm(), opts)) chunks.push(c);
+  // Each sentence on its own gives the same audio as synthesize() of that sentence.
+  const expected = [];
+  for (const s of ['Hello there.', 'How are you?', 'Fine']) expected.push(await model.synthesize(s, opts));
+  assert.deepEqual(chunks.map((c) => c.index), [0, 1, 2]);
+  for (let i = 0; i < 3; i++) {
+    assert.equal(chunks[i].audio.length, expected[i].audio.length, `sentence ${i} length`);
+    assert.ok(maxAbsDiff(chunks[i].audio, expected[i].audio) < AUDIO_TOLERANCE, `sentence ${i}`);
+  }
+});
+
+test('punc_norm matches mlx-audio except for curly quotes, which become straight as in the original', async () => {
+  const cases = JSON.parse(fs.readFileSync(path.join(fixtureDir('chatterbox'), 'ref', 'punc_norm.json'), 'utf8'));
+  const { puncNorm } = require('../lib/native-loader').loadNative();
+  for (const { input, output } of cases) {
+    // mlx-audio's curly-quote entries lost their curly characters; the original maps
+    // them to straight quotes, so compare with mlx-audio's output after that mapping.
+    const expected = output.replace(/[\u201C\u201D]/g, '"').replace(/[\u2018\u2019]/g, "'");
+    assert.equal(puncNorm(input), expected, `punc_norm(${JSON.stringify(input)})`);
+  }
+});

@@ -1,0 +1,76 @@
+//! The T3 half of a voice (`t3.*` in `conds.safetensors`): the speaker
+//! embedding, the reference clip's speech tokens and its emotion setting.
+use std::collections::HashMap;
+use std::path::Path;
+
+use mlx::{Array, Dtype};
+
+use crate::{Result, TtsError};
+
+pub struct T3Cond {
+    /// `t3.speaker_emb`, flattened to `[1, N]` (the voice encoder's embedding).
+    pub speaker_emb: Array,
+    /// `t3.cond_prompt_speech_tokens` `(1, T)`: the reference clip as speech tokens.
+    pub prompt_speech_tokens: Option<Vec<u32>>,
+    /// `t3.emotion_adv` (mlx-audio's default 0.5 when absent). Generation
+    /// replaces it with the requested exaggeration, as mlx-audio does.
+    pub emotion_adv: f32,
+}
+
+impl T3Cond {
+    /// Reads the `t3.*` tensors of a `conds.safetensors`; other keys are left for S3Gen.
+    pub fn load(path: &Path) -> Result<T3Cond> {
+        if !path.is_file() {
+            return Err(TtsError::ModelNotFound(format!("voice conditionals {} do not exist", path.display())));
+        }
+        let (tensors, _) = mlx::io::load_safetensors(path)
+            .map_err(|e| TtsError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
+        T3Cond::from_tensors(tensors, path)
+    }
+
+    /// From already loaded tensors; `path` only names the file in errors.
+    pub fn from_tensors(mut tensors: HashMap<String, Array>, path: &Path) -> Result<T3Cond> {
+        let file = path.display().to_string();
+        let bad = |key: &str, msg: String| TtsError::InvalidWeights(format!("{file}: \"{key}\" {msg}"));
+
+        // mlx-audio would fall back to a zero speaker; Resemble AI's original
+        // requires one, and a voice without it is not a voice.
+        let key = "t3.speaker_emb";
+        let speaker = tensors.remove(key).ok_or_else(|| bad(key, "is missing".into()))?;
+        if !speaker.dtype().is_float() || speaker.size() == 0 || speaker.shape().first() != Some(&1) {
+            return Err(bad(key, format!("must be a float tensor (1, N), got {:?} {:?}", speaker.dtype(), speaker.shape())));
+        }
+        let speaker_emb = speaker
+            .reshape(&[1, -1])
+            .and_then(|a| a.astype(Dtype::Float32))
+            .map_err(|e| bad(key, e.message))?;
+        // Read it now, so a truncated file fails here rather than mid-synthesis.
+        speaker_emb.eval().map_err(|e| bad(key, e.message))?;
+
+        let key = "t3.cond_prompt_speech_tokens";
+        let prompt_speech_tokens = match tensors.remove(key) {
+            None => None,
+            Some(t) => {
+                let shape = t.shape();
+                if shape.len() != 2 || shape[0] != 1 || t.dtype().is_float() {
+                    return Err(bad(key, format!("must be integer ids of shape (1, T), got {:?} {shape:?}", t.dtype())));
+                }
+                let ids: Vec<i64> = t.astype(Dtype::Int64).and_then(|a| a.to_vec::<i64>()).map_err(|e| bad(key, e.message))?;
+                if let Some(v) = ids.iter().find(|&&v| v < 0 || v > u32::MAX as i64) {
+                    return Err(bad(key, format!("holds an invalid token id {v}")));
+                }
+                Some(ids.into_iter().map(|v| v as u32).collect())
+            }
+        };
+
+        let key = "t3.emotion_adv";
+        let emotion_adv = match tensors.remove(key) {
+            None => 0.5,
+            Some(t) if t.dtype().is_float() && t.size() == 1 => {
+                t.astype(Dtype::Float32).and_then(|a| a.reshape(&[])).and_then(|a| a.item::<f32>()).map_err(|e| bad(key, e.message))?
+            }
+            Some(t) => return Err(bad(key, format!("must be one float, got {:?} {:?}", t.dtype(), t.shape()))),
+        };
+        Ok(T3Cond { speaker_emb, prompt_speech_tokens, emotion_adv })
+    }
+}

@@ -1,0 +1,260 @@
+//! T3 generation on `lm`'s one loop, with mlx-audio's `T3.inference`
+//! semantics: classifier-free guidance over a batch of two, repetition
+//! penalty over every token so far (start-of-speech included), and
+//! mlx-audio's sampler on the raw guided logits.
+use lm::cache::KvCache;
+use lm::generate::{run_loop, Decoding, LogitsSource, Next, TokenSampler};
+use lm::sampling::{LogitsProcessors, Sampler, SamplingOptions};
+use mlx::random::KeySequence;
+use mlx::{Array, Result as MlxResult};
+
+use super::{T3Cond, T3};
+use crate::{Result, TtsError};
+
+/// What `T3::generate` takes; defaults are Resemble AI's.
+#[derive(Debug, Clone)]
+pub struct T3Options {
+    pub temperature: f32,
+    /// Classifier-free guidance weight; 0 turns guidance (and the second batch row) off.
+    pub cfg_weight: f32,
+    /// Emotion exaggeration; replaces the voice's own `emotion_adv`, as mlx-audio does.
+    pub exaggeration: f32,
+    pub repetition_penalty: f32,
+    pub min_p: f32,
+    pub top_p: f32,
+    /// The most speech tokens to sample (the stop token included).
+    pub max_tokens: usize,
+}
+
+impl Default for T3Options {
+    fn default() -> Self {
+        T3Options {
+            temperature: 0.8,
+            cfg_weight: 0.5,
+            exaggeration: 0.5,
+            repetition_penalty: 1.2,
+            min_p: 0.05,
+            top_p: 1.0,
+            max_tokens: 1000,
+        }
+    }
+}
+
+impl T3Options {
+    fn check(&self, max_tokens: usize) -> Result<()> {
+        let bad = |name: &str, v: f32, want: &str| {
+            TtsError::InvalidArgument(format!("{name} must be {want}, got {v}"))
+        };
+        let o = self;
+        if !(o.temperature.is_finite() && o.temperature >= 0.0) {
+            return Err(bad("temperature", o.temperature, "a number >= 0"));
+        }
+        if !o.cfg_weight.is_finite() {
+            return Err(bad("cfgWeight", o.cfg_weight, "a finite number"));
+        }
+        if !o.exaggeration.is_finite() {
+            return Err(bad("exaggeration", o.exaggeration, "a finite number"));
+        }
+        if !(o.repetition_penalty.is_finite() && o.repetition_penalty >= 0.0) {
+            return Err(bad("repetitionPenalty", o.repetition_penalty, "a number >= 0"));
+        }
+        if !(0.0..=1.0).contains(&o.min_p) {
+            return Err(bad("minP", o.min_p, "between 0 and 1"));
+        }
+        if !(0.0..=1.0).contains(&o.top_p) {
+            return Err(bad("topP", o.top_p, "between 0 and 1"));
+        }
+        if o.max_tokens > max_tokens {
+            return Err(TtsError::InvalidArgument(format!(
+                "maxTokens must be at most {max_tokens} (T3's speech positions), got {}",
+                o.max_tokens
+            )));
+        }
+        Ok(())
+    }
+
+    fn guided(&self) -> bool {
+        self.cfg_weight > 0.0
+    }
+}
+
+/// The f64 a user most likely typed for `v`: its shortest decimal form.
+/// Options reach us as f32, while mlx-audio computes `1 - top_p` on the
+/// Python float; `0.9f32 as f64` would give a different f32 threshold.
+fn typed(v: f32) -> f64 {
+    v.to_string().parse().unwrap_or(v as f64)
+}
+
+/// mlx-audio's sampler: its vendored `apply_top_p` is the older MLX-LM one,
+/// which exponentiates the logits as given (here raw, not normalised) and
+/// keeps tokens whose ascending cumulative mass exceeds `1 - top_p`; min-p,
+/// temperature and the categorical draw are `lm`'s.
+struct T3Sampler {
+    /// `1 - top_p` when top-p filtering is on.
+    top_p_floor: Option<f64>,
+    inner: Sampler,
+}
+
+impl TokenSampler for T3Sampler {
+    fn sample(&self, logits: &Array, keys: &mut KeySequence) -> MlxResult<Array> {
+        match self.top_p_floor {
+            None => self.inner.sample(logits, keys),
+            Some(floor) => {
+                let probs = logits.exp()?;
+                let order = logits.argsort(-1)?;
+                let mass = probs.take_along_axis(&order, -1)?.cumsum(-1, false, true)?;
+                let mass = Array::zeros(&probs.shape(), probs.dtype())?.put_along_axis(&order, &mass, -1)?;
+                let keep = mass.greater_scalar(floor)?;
+                let filtered = Array::where_(&keep, logits, &logits.scalar_like(f64::NEG_INFINITY)?)?;
+                self.inner.sample(&filtered, keys)
+            }
+        }
+    }
+}
+
+/// The model side of T3's loop: one full-prompt prefill, then one speech
+/// token at a time (duplicated over the guidance batch).
+struct T3Steps<'a> {
+    t3: &'a T3,
+    caches: Vec<KvCache>,
+    prompt: Option<Array>,
+    cfg_weight: Option<f32>,
+    /// Speech position of the next token fed (the prompt's start token is at 0).
+    position: i32,
+}
+
+impl T3Steps<'_> {
+    fn logits(&mut self, embeds: Array) -> MlxResult<Array> {
+        let logits = self.t3.speech_logits(embeds, &mut self.caches)?;
+        match self.cfg_weight {
+            // cond + w * (cond - uncond)
+            Some(w) => {
+                let cond = logits.slice_axis(0, 0, 1)?;
+                let uncond = logits.slice_axis(0, 1, 2)?;
+                cond.add(&cond.subtract(&uncond)?.multiply_scalar(w as f64)?)
+            }
+            None => Ok(logits),
+        }
+    }
+}
+
+impl LogitsSource for T3Steps<'_> {
+    fn prefill(&mut self) -> lm::error::Result<Array> {
+        let prompt = self
+            .prompt
+            .take()
+            .ok_or_else(|| TtsError::Mlx("T3 prefill ran twice".into()))?;
+        Ok(self.logits(prompt)?)
+    }
+
+    fn step(&mut self, token: &Array) -> MlxResult<Array> {
+        let mut e = self.t3.speech_embedding(token, self.position)?;
+        self.position += 1;
+        if self.cfg_weight.is_some() {
+            e = Array::concatenate(&[&e, &e], 0)?;
+        }
+        self.logits(e)
+    }
+}
+
+impl T3 {
+    fn steps(&self, cond: &T3Cond, text: &[u32], opts: &T3Options) -> Result<T3Steps<'_>> {
+        opts.check(self.cfg.max_speech_tokens)?;
+        let prompt = self.prompt_embeddings(cond, text, opts.exaggeration, opts.guided())?;
+        Ok(T3Steps {
+            t3: self,
+            caches: self.stack.new_caches(),
+            prompt: Some(prompt),
+            cfg_weight: opts.guided().then_some(opts.cfg_weight),
+            position: 1,
+        })
+    }
+
+    /// The guided logits `[1, vocab]` for the first speech token, before any
+    /// processing: for checks against mlx-audio.
+    pub fn first_logits(&self, cond: &T3Cond, text: &[u32], opts: &T3Options) -> Result<Array> {
+        self.steps(cond, text, opts)?.prefill()
+    }
+
+    /// Samples speech tokens for `text` (ids already wrapped in the start and
+    /// stop text tokens) until the stop-speech token or `max_tokens`.
+    /// Returns what mlx-audio's `T3.inference` does: the start-speech token,
+    /// then every sampled id (the stop token included when sampled).
+    /// `on_token` sees each sampled id and may stop early; draws come from
+    /// `keys` in mlx-audio's order (one per sampled token unless greedy).
+    pub fn generate(
+        &self,
+        cond: &T3Cond,
+        text: &[u32],
+        opts: &T3Options,
+        keys: &mut KeySequence,
+        mut on_token: impl FnMut(u32) -> Result<Next>,
+    ) -> Result<Vec<u32>> {
+        let start = self.cfg.start_speech_token;
+        let stop = self.cfg.stop_speech_token;
+        let mut steps = self.steps(cond, text, opts)?;
+        let mut out = vec![start];
+        if opts.max_tokens == 0 {
+            return Ok(out);
+        }
+        let sampling = SamplingOptions {
+            temperature: opts.temperature,
+            min_p: opts.min_p,
+            repetition_penalty: Some(opts.repetition_penalty),
+            // Every token generated so far counts, as mlx-audio sets it.
+            repetition_context_size: opts.max_tokens.min(i32::MAX as usize) as i32,
+            ..SamplingOptions::default()
+        };
+        let top_p_on = opts.temperature != 0.0 && opts.top_p > 0.0 && opts.top_p < 1.0;
+        let sampler = T3Sampler {
+            top_p_floor: top_p_on.then(|| 1.0 - typed(opts.top_p)),
+            inner: Sampler::new(&sampling)?,
+        };
+        let processors = LogitsProcessors::new(&sampling)?;
+        let decoding = Decoding {
+            processors: &processors,
+            sampler: &sampler,
+            history: Some(Array::from_slice(&[start], &[1])?),
+            normalize: false,
+            max_tokens: opts.max_tokens,
+        };
+        run_loop(&mut steps, decoding, keys, |t| {
+            out.push(t);
+            let verdict = on_token(t)?;
+            Ok(if t == stop { Next::Stop } else { verdict })
+        })?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every id `T3Sampler` draws from `logits` over a few keys, at temperature 1.
+    fn drawn(logits: &[f32], top_p: f32) -> Vec<u32> {
+        let sampling = SamplingOptions { temperature: 1.0, ..SamplingOptions::default() };
+        let sampler = T3Sampler { top_p_floor: Some(1.0 - typed(top_p)), inner: Sampler::new(&sampling).unwrap() };
+        let x = Array::from_slice(logits, &[1, logits.len() as i32]).unwrap();
+        let mut keys = KeySequence::new(3).unwrap();
+        let mut ids: Vec<u32> = (0..64).map(|_| sampler.sample(&x, &mut keys).unwrap().item::<u32>().unwrap()).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    // Expected sets from mlx-audio's `apply_top_p` on the same logits. On raw
+    // logits whose exponentials sum below one, it keeps far less than a
+    // normalised top-p would (which keeps ids 1, 2 and 3 in the first case).
+    #[test]
+    fn top_p_is_mlx_audio_s_on_raw_logits() {
+        assert_eq!(drawn(&[-5.0, -4.0, -3.0, -2.0], 0.9), vec![3]);
+        assert_eq!(drawn(&[1.0, 2.0, 0.5, -6.0], 0.9), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn typed_recovers_the_decimal() {
+        assert_eq!(typed(0.9), 0.9);
+        assert_eq!((1.0 - typed(0.9)) as f32, (1.0f64 - 0.9) as f32);
+    }
+}

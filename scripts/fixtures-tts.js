@@ -1,0 +1,100 @@
+'use strict';
+// Seeded random-weight Chatterbox fixtures under .cache/fixtures-tts (float32 and 4-bit T3),
+// written by scripts/fixtures_tts.py with mlx-audio's own model classes, plus the live
+// mlx-audio reference dumps (<fixture>/ref/) written by __test__/ref/chatterbox_ref.py.
+// Regenerated only when either script or the reference package spec changes.
+
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { ensureVenv, withLock, ROOT, VENV_SPEC } = require('./venv');
+
+const TTS_FIXTURES_DIR = path.join(ROOT, '.cache', 'fixtures-tts');
+const MODEL_SCRIPT = path.join(__dirname, 'fixtures_tts.py');
+const REF_SCRIPT = path.join(ROOT, '__test__', 'ref', 'chatterbox_ref.py');
+const FIXTURES = ['chatterbox', 'chatterbox-q4'];
+const STAMP_NAME = '.stamp';
+
+function log(msg) {
+  process.stderr.write(`[fixtures-tts] ${msg}\n`);
+}
+
+function stampOf() {
+  const h = crypto.createHash('sha256');
+  h.update(fs.readFileSync(MODEL_SCRIPT));
+  h.update(fs.readFileSync(REF_SCRIPT));
+  h.update(VENV_SPEC);
+  return h.digest('hex');
+}
+
+function isFresh(stamp) {
+  try {
+    return (
+      fs.readFileSync(path.join(TTS_FIXTURES_DIR, STAMP_NAME), 'utf8') === stamp &&
+      FIXTURES.every((f) => fs.existsSync(path.join(TTS_FIXTURES_DIR, f, 'ref', 'meta.json')))
+    );
+  } catch {
+    return false;
+  }
+}
+
+function runPython(python, env, script, args) {
+  const r = spawnSync(python, [script, ...args], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
+  if (r.error) throw new Error(`could not run ${script}: ${r.error.message}`);
+  if (r.status !== 0) {
+    throw new Error(`${path.relative(ROOT, script)} failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''})`);
+  }
+}
+
+function folderSize(dir) {
+  let total = 0;
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    total += entry.isDirectory() ? folderSize(p) : fs.statSync(p).size;
+  }
+  return total;
+}
+
+function mib(bytes) {
+  return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}
+
+function generate(python, env, stamp) {
+  const tmp = `${TTS_FIXTURES_DIR}.partial`;
+  fs.rmSync(tmp, { recursive: true, force: true });
+  log(`writing Chatterbox fixtures to ${path.relative(ROOT, TTS_FIXTURES_DIR)}`);
+  const t0 = Date.now();
+  runPython(python, env, MODEL_SCRIPT, [tmp]);
+  runPython(python, env, REF_SCRIPT, FIXTURES.map((f) => path.join(tmp, f)));
+  fs.writeFileSync(path.join(tmp, STAMP_NAME), stamp);
+  const old = `${TTS_FIXTURES_DIR}.old`;
+  fs.rmSync(old, { recursive: true, force: true });
+  if (fs.existsSync(TTS_FIXTURES_DIR)) fs.renameSync(TTS_FIXTURES_DIR, old);
+  fs.renameSync(tmp, TTS_FIXTURES_DIR);
+  fs.rmSync(old, { recursive: true, force: true });
+  const sizes = FIXTURES.map((f) => `${f} ${mib(folderSize(path.join(TTS_FIXTURES_DIR, f)))}`).join(', ');
+  log(`fixtures ready in ${((Date.now() - t0) / 1000).toFixed(1)} s (${sizes})`);
+}
+
+// Returns the absolute path of .cache/fixtures-tts, writing the fixtures first if needed.
+function ensureTtsFixtures() {
+  const { python, env } = ensureVenv();
+  const stamp = stampOf();
+  if (isFresh(stamp)) return TTS_FIXTURES_DIR;
+  withLock(path.join(ROOT, '.cache', 'fixtures-tts.lock'), 'TTS fixture generation', () => {
+    if (!isFresh(stamp)) generate(python, env, stamp);
+  });
+  return TTS_FIXTURES_DIR;
+}
+
+module.exports = { ensureTtsFixtures, TTS_FIXTURES_DIR };
+
+if (require.main === module) {
+  try {
+    process.stdout.write(`${ensureTtsFixtures()}\n`);
+  } catch (err) {
+    process.stderr.write(`[fixtures-tts] error: ${err.message}\n`);
+    process.exit(1);
+  }
+}
