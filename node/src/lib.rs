@@ -7,6 +7,6 @@ mod info;
 mod model;
 mod options;
 mod stop;
-// mod tts;
-// mod tts_options;
+mod tts;
+mod tts_options;
 mod worker;

@@ -209,3 +209,9 @@ impl NativeTts {
         }
     }
 }
+
+/// Chatterbox's text clean-up, as applied before tokenising (exposed for tests and tools).
+#[napi]
+pub fn punc_norm(text: String) -> String {
+    tts::text::punc_norm(&text)
+}

@@ -119,6 +119,10 @@ pub fn run_loop(
     let mut t_gen = Instant::now();
     loop {
         // Schedule the next step before waiting on this one, unless this is the last.
+        // If this token ends the generation, that step is dropped and so are its
+        // random draws: whoever continues the sequence (the vocoder after T3) sees
+        // it as the reference, which never took that step, leaves it.
+        let keys_before = keys.clone();
         let next = if n + 1 < max_tokens {
             let logits = source.step(&y)?;
             Some(pick(logits, Some(&y), keys)?)
@@ -136,6 +140,7 @@ pub fn run_loop(
         stats.generated += 1;
         let verdict = on_token(token)?;
         if verdict == Next::Stop {
+            *keys = keys_before;
             break;
         }
         match next {

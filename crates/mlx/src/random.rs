@@ -20,6 +20,7 @@ pub fn key(seed: u64) -> Result<Array> {
 /// next -> split, keep the first half, hand out the second), held by its owner
 /// rather than in MLX's per-thread global, whose inline accessor cannot be
 /// shared reliably across the library boundary.
+#[derive(Clone)]
 pub struct KeySequence {
     key: Array,
 }

@@ -6,6 +6,9 @@ pub mod layers;
 pub mod t3;
 pub mod s3gen;
 pub mod hift;
+pub mod pipeline;
+pub mod text;
+pub mod tokenizer;
 
 pub use lm::LmError as TtsError;
 pub type Result<T> = std::result::Result<T, TtsError>;

@@ -8,7 +8,7 @@ use mlx::random::KeySequence;
 
 use crate::config::ChatterboxConfig;
 use crate::hift::{self, Hift, HiftConfig};
-use crate::s3gen::{FlowConfig, GenConds, S3GenFlow};
+use crate::s3gen::{GenConds, S3GenConfig, S3GenFlow};
 use crate::t3::{T3Cond, T3Config, T3Options, T3};
 use crate::text::{punc_norm, split_pieces, MAX_PIECE_CHARS};
 use crate::tokenizer::TextTokenizer;
@@ -59,7 +59,11 @@ impl Voice {
         if !path.is_file() {
             return Err(TtsError::ModelNotFound(format!("voice file {} does not exist", path.display())));
         }
-        Ok(Voice { t3: T3Cond::load(path)?, gen: GenConds::load(path)? })
+        // One read of the file: S3Gen takes its `gen.*` tensors, T3 the `t3.*` ones.
+        let (mut tensors, _) = mlx::io::load_safetensors(path)
+            .map_err(|e| TtsError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
+        let gen = GenConds::from_tensors(&mut tensors, &path.display().to_string())?;
+        Ok(Voice { t3: T3Cond::from_tensors(tensors, path)?, gen })
     }
 }
 
@@ -88,8 +92,9 @@ impl Chatterbox {
     pub fn load(dir: &Path) -> Result<Chatterbox> {
         let config = ChatterboxConfig::from_dir(dir)?;
         let t3_cfg = T3Config::from_json(config.section("t3_config"))?;
-        let flow_cfg = FlowConfig::from_json(config.section("s3gen_config"))?;
-        let hift_cfg = HiftConfig::from_json(config.section("s3gen_config"))?;
+        let source = dir.join("config.json").display().to_string();
+        let flow_cfg = S3GenConfig::from_config(&config.raw, &source)?;
+        let hift_cfg = HiftConfig::from_config_json(&config.raw)?;
         let tokenizer = TextTokenizer::from_file(&dir.join("tokenizer.json"))?;
         let mut w = Weights::load(dir, None, config.quantization())?;
         let t3 = T3::load(&mut w, &t3_cfg)?;

@@ -1,0 +1,218 @@
+//! The flow-matching vector field (Matcha-TTS / CosyVoice `ConditionalDecoder`,
+//! causal variant): a one-level U-Net of causal ResNet blocks, each followed by
+//! transformer blocks, conditioned on the time step. Activations are
+//! channels-last `(B, T, C)` here; mlx-audio keeps `(B, C, T)` between layers,
+//! which changes no arithmetic. The inference path has no padding and no
+//! streaming chunk mask, so attention sees every frame (the mask mlx-audio adds
+//! is all zeros and is left out).
+use lm::weights::Weights;
+use mlx::nn::{LayerNorm, Linear};
+use mlx::{Array, Dtype};
+
+use super::activations::{gelu, mish, silu};
+use crate::layers::{layer_norm, linear, Conv1d};
+use crate::Result;
+
+/// Input: noisy mel, mu, speaker embedding and prompt mel, 80 channels each.
+pub const IN_CHANNELS: i32 = 320;
+pub const OUT_CHANNELS: i32 = 80;
+const CHANNELS: i32 = 256;
+const TIME_EMBED_DIMS: i32 = 4 * CHANNELS;
+const HEADS: i32 = 8;
+const HEAD_DIM: i32 = 64;
+
+/// A kernel-3 convolution padded on the left only (`CausalConv1d`).
+struct CausalConv {
+    conv: Conv1d,
+}
+
+impl CausalConv {
+    fn load(w: &mut Weights, prefix: &str, in_ch: i32, out_ch: i32) -> Result<Self> {
+        Ok(CausalConv { conv: Conv1d::load(w, prefix, in_ch, out_ch, 3, true, 1, 0, 1, 1)? })
+    }
+
+    fn forward(&self, x: &Array) -> mlx::Result<Array> {
+        self.conv.forward(&x.pad(&[1], &[2], &[0], 0.0)?)
+    }
+}
+
+/// `mish(layer_norm(causal_conv(x)))` (`CausalBlock1D`).
+struct CausalBlock {
+    conv: CausalConv,
+    norm: LayerNorm,
+}
+
+impl CausalBlock {
+    fn load(w: &mut Weights, prefix: &str, in_ch: i32, out_ch: i32) -> Result<Self> {
+        Ok(CausalBlock {
+            conv: CausalConv::load(w, &format!("{prefix}.conv.conv"), in_ch, out_ch)?,
+            norm: layer_norm(w, &format!("{prefix}.norm"), out_ch, 1e-5)?,
+        })
+    }
+
+    fn forward(&self, x: &Array) -> mlx::Result<Array> {
+        mish(&self.norm.forward(&self.conv.forward(x)?)?)
+    }
+}
+
+/// Two causal blocks with the time embedding added between them, plus a 1x1
+/// convolution on the skip path (`CausalResnetBlock1D`).
+struct ResnetBlock {
+    block1: CausalBlock,
+    time_proj: Linear,
+    block2: CausalBlock,
+    res_conv: Conv1d,
+}
+
+impl ResnetBlock {
+    fn load(w: &mut Weights, prefix: &str, in_ch: i32, out_ch: i32) -> Result<Self> {
+        Ok(ResnetBlock {
+            block1: CausalBlock::load(w, &format!("{prefix}.block1"), in_ch, out_ch)?,
+            time_proj: linear(w, &format!("{prefix}.mlp_linear"), TIME_EMBED_DIMS, out_ch, true)?,
+            block2: CausalBlock::load(w, &format!("{prefix}.block2"), out_ch, out_ch)?,
+            res_conv: Conv1d::load(w, &format!("{prefix}.res_conv"), in_ch, out_ch, 1, true, 1, 0, 1, 1)?,
+        })
+    }
+
+    /// `time_emb` is `(B, TIME_EMBED_DIMS)`.
+    fn forward(&self, x: &Array, time_emb: &Array) -> mlx::Result<Array> {
+        let t = self.time_proj.forward(&mish(time_emb)?)?.expand_dims(&[1])?;
+        let h = self.block2.forward(&self.block1.forward(x)?.add(&t)?)?;
+        h.add(&self.res_conv.forward(x)?)
+    }
+}
+
+/// Pre-norm self-attention (8 heads of 64, no q/k/v bias) and a GELU
+/// feed-forward (`BasicTransformerBlock` with diffusers' attention).
+struct TransformerBlock {
+    norm1: LayerNorm,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    out: Linear,
+    norm3: LayerNorm,
+    ff_in: Linear,
+    ff_out: Linear,
+}
+
+impl TransformerBlock {
+    fn load(w: &mut Weights, prefix: &str) -> Result<Self> {
+        let inner = HEADS * HEAD_DIM;
+        Ok(TransformerBlock {
+            norm1: layer_norm(w, &format!("{prefix}.norm1"), CHANNELS, 1e-5)?,
+            q: linear(w, &format!("{prefix}.attn.query_proj"), CHANNELS, inner, false)?,
+            k: linear(w, &format!("{prefix}.attn.key_proj"), CHANNELS, inner, false)?,
+            v: linear(w, &format!("{prefix}.attn.value_proj"), CHANNELS, inner, false)?,
+            out: linear(w, &format!("{prefix}.attn.out_proj"), inner, CHANNELS, true)?,
+            norm3: layer_norm(w, &format!("{prefix}.norm3"), CHANNELS, 1e-5)?,
+            ff_in: linear(w, &format!("{prefix}.ff.layers.0"), CHANNELS, 4 * CHANNELS, true)?,
+            ff_out: linear(w, &format!("{prefix}.ff.layers.1"), 4 * CHANNELS, CHANNELS, true)?,
+        })
+    }
+
+    fn forward(&self, x: &Array) -> mlx::Result<Array> {
+        let x = x.add(&self.attention(&self.norm1.forward(x)?)?)?;
+        let h = gelu(&self.ff_in.forward(&self.norm3.forward(&x)?)?)?;
+        x.add(&self.ff_out.forward(&h)?)
+    }
+
+    /// Written out (scores, softmax, weighted sum) as mlx-audio does when it is
+    /// given a mask, rather than the fused kernel, to match it to the last bit.
+    fn attention(&self, x: &Array) -> mlx::Result<Array> {
+        let (b, t) = (x.dim(0), x.dim(1));
+        let heads_first = |a: Array| a.reshape(&[b, t, HEADS, HEAD_DIM])?.transpose(&[0, 2, 1, 3]);
+        let q = heads_first(self.q.forward(x)?)?;
+        let k = heads_first(self.k.forward(x)?)?;
+        let v = heads_first(self.v.forward(x)?)?;
+        let scale = (HEAD_DIM as f64).powf(-0.5);
+        let scores = q.matmul(&k.transpose(&[0, 1, 3, 2])?)?.multiply_scalar(scale)?;
+        let y = scores.softmax(&[-1], false)?.matmul(&v)?;
+        self.out.forward(&y.transpose(&[0, 2, 1, 3])?.reshape(&[b, t, HEADS * HEAD_DIM])?)
+    }
+}
+
+struct Stage {
+    resnet: ResnetBlock,
+    transformers: Vec<TransformerBlock>,
+}
+
+impl Stage {
+    fn load(w: &mut Weights, prefix: &str, in_ch: i32, n_blocks: i32) -> Result<Self> {
+        Ok(Stage {
+            resnet: ResnetBlock::load(w, &format!("{prefix}.resnet"), in_ch, CHANNELS)?,
+            transformers: (0..n_blocks)
+                .map(|i| TransformerBlock::load(w, &format!("{prefix}.transformer_{i}")))
+                .collect::<Result<Vec<_>>>()?,
+        })
+    }
+
+    fn forward(&self, x: &Array, time_emb: &Array) -> mlx::Result<Array> {
+        let mut x = self.resnet.forward(x, time_emb)?;
+        for block in &self.transformers {
+            x = block.forward(&x)?;
+        }
+        Ok(x)
+    }
+}
+
+pub struct Estimator {
+    time_in: Linear,
+    time_out: Linear,
+    down: Stage,
+    /// With a single channel level the "downsample" is a causal conv at full rate.
+    down_conv: CausalConv,
+    mid: Vec<Stage>,
+    up: Stage,
+    up_conv: CausalConv,
+    final_block: CausalBlock,
+    final_proj: Conv1d,
+}
+
+impl Estimator {
+    /// `prefix` is the estimator's (`s3gen.flow.decoder.estimator`).
+    pub fn load(w: &mut Weights, prefix: &str, n_blocks: i32, num_mid_blocks: i32) -> Result<Self> {
+        Ok(Estimator {
+            time_in: linear(w, &format!("{prefix}.time_mlp.linear_1"), IN_CHANNELS, TIME_EMBED_DIMS, true)?,
+            time_out: linear(w, &format!("{prefix}.time_mlp.linear_2"), TIME_EMBED_DIMS, TIME_EMBED_DIMS, true)?,
+            down: Stage::load(w, &format!("{prefix}.down_blocks_0"), IN_CHANNELS, n_blocks)?,
+            down_conv: CausalConv::load(w, &format!("{prefix}.down_blocks_0.downsample.conv"), CHANNELS, CHANNELS)?,
+            mid: (0..num_mid_blocks)
+                .map(|i| Stage::load(w, &format!("{prefix}.mid_blocks_{i}"), CHANNELS, n_blocks))
+                .collect::<Result<Vec<_>>>()?,
+            up: Stage::load(w, &format!("{prefix}.up_blocks_0"), 2 * CHANNELS, n_blocks)?,
+            up_conv: CausalConv::load(w, &format!("{prefix}.up_blocks_0.upsample.conv"), CHANNELS, CHANNELS)?,
+            final_block: CausalBlock::load(w, &format!("{prefix}.final_block"), CHANNELS, CHANNELS)?,
+            final_proj: Conv1d::load(w, &format!("{prefix}.final_proj"), CHANNELS, OUT_CHANNELS, 1, true, 1, 0, 1, 1)?,
+        })
+    }
+
+    /// The velocity at time `t` `(B,)` for the state `x`, given `mu`, the
+    /// speaker embedding `spks` `(B, 80)` and the prompt mel `cond`; `x`, `mu`
+    /// and `cond` are `(B, T, 80)`; returns `(B, T, 80)`.
+    pub fn forward(&self, x: &Array, mu: &Array, t: &Array, spks: &Array, cond: &Array) -> mlx::Result<Array> {
+        let time_emb = self.time_out.forward(&silu(&self.time_in.forward(&timestep_embedding(t)?)?)?)?;
+
+        let (b, frames) = (x.dim(0), x.dim(1));
+        let spks = spks.expand_dims(&[1])?.broadcast_to(&[b, frames, spks.dim(1)])?;
+        let h = Array::concatenate(&[x, mu, &spks, cond], -1)?;
+
+        let skip = self.down.forward(&h, &time_emb)?;
+        let mut h = self.down_conv.forward(&skip)?;
+        for stage in &self.mid {
+            h = stage.forward(&h, &time_emb)?;
+        }
+        let h = Array::concatenate(&[&h.slice_axis(1, 0, skip.dim(1))?, &skip], -1)?;
+        let h = self.up_conv.forward(&self.up.forward(&h, &time_emb)?)?;
+        self.final_proj.forward(&self.final_block.forward(&h)?)
+    }
+}
+
+/// `[sin(1000 t f), cos(1000 t f)]` over `IN_CHANNELS / 2` geometric
+/// frequencies from 1 to 1e-4 (`SinusoidalPosEmb`): `(B, IN_CHANNELS)`.
+fn timestep_embedding(t: &Array) -> mlx::Result<Array> {
+    let half = IN_CHANNELS / 2;
+    let step = 10000f64.ln() / (half - 1) as f64;
+    let freqs = Array::arange(0.0, half as f64, 1.0, Dtype::Float32)?.multiply_scalar(-step)?.exp()?;
+    let angles = t.multiply_scalar(1000.0)?.expand_dims(&[1])?.multiply(&freqs.expand_dims(&[0])?)?;
+    Array::concatenate(&[&angles.sin()?, &angles.cos()?], -1)
+}

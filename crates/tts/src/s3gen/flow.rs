@@ -1,0 +1,186 @@
+//! Speech tokens to mel (`CausalMaskedDiffWithXvec.inference` with
+//! `CausalConditionalCFM`): the encoder turns prompt + new tokens into `mu`, and
+//! an Euler solver with classifier-free guidance integrates the estimator's
+//! vector field from fixed noise, conditioned on the prompt mel and speaker.
+use lm::weights::Weights;
+use mlx::nn::{Embedding, Linear};
+use mlx::random::{normal, KeySequence};
+use mlx::{Array, Dtype};
+
+use super::conds::GenConds;
+use super::config::S3GenConfig;
+use super::encoder::{UpsampleEncoder, ENCODER_DIMS, PRE_LOOKAHEAD, UPSAMPLE};
+use super::estimator::{Estimator, OUT_CHANNELS};
+use crate::layers::linear;
+use crate::{Result, TtsError};
+
+/// S3 speech-token vocabulary (ids past it are clipped, as mlx-audio does).
+pub const SPEECH_VOCAB: i32 = 6561;
+pub const MEL_BINS: i32 = OUT_CHANNELS;
+const XVECTOR_DIM: i32 = 192;
+/// Frames of fixed noise: mlx-audio's `50 * 300` (five minutes of mel).
+pub const MAX_FRAMES: i32 = 15000;
+/// Guidance strength: `v = (1 + r) v_cond - r v_uncond`.
+const CFG_RATE: f64 = 0.7;
+
+pub struct S3GenFlow {
+    token_embedding: Embedding,
+    speaker_proj: Linear,
+    encoder: UpsampleEncoder,
+    encoder_proj: Linear,
+    estimator: Estimator,
+    /// The solver's starting point, `(1, MAX_FRAMES, 80)` channels-last: the
+    /// first draw after `mx.random.seed(0)`, which mlx-audio makes when it builds
+    /// the model. A constant of the model, not part of any request's randomness.
+    noise: Array,
+    n_timesteps: i32,
+}
+
+impl S3GenFlow {
+    /// Takes the `s3gen.flow.*` tensors out of `w` (the speaker encoder and the
+    /// vocoder's stay there for their owners).
+    pub fn load(w: &mut Weights, cfg: &S3GenConfig) -> Result<S3GenFlow> {
+        let p = "s3gen.flow";
+        let token_embedding = w.embedding(&format!("{p}.input_embedding"), SPEECH_VOCAB, ENCODER_DIMS)?;
+        let speaker_proj = linear(w, &format!("{p}.spk_embed_affine_layer"), XVECTOR_DIM, MEL_BINS, true)?;
+        let encoder =
+            UpsampleEncoder::load(w, &format!("{p}.encoder"), cfg.encoder_num_blocks, cfg.encoder_num_up_blocks)?;
+        let encoder_proj = linear(w, &format!("{p}.encoder_proj"), ENCODER_DIMS, MEL_BINS, true)?;
+        let estimator =
+            Estimator::load(w, &format!("{p}.decoder.estimator"), cfg.decoder_n_blocks, cfg.decoder_num_mid_blocks)?;
+
+        // mlx-audio regenerates these at construction; a checkpoint that carries
+        // them anyway (a dump of all parameters) would override the noise on
+        // load, and holds the very same position table.
+        let noise_name = format!("{p}.decoder.rand_noise");
+        let noise = if w.contains(&noise_name) {
+            w.take(&noise_name, &[1, MEL_BINS, MAX_FRAMES])?
+        } else {
+            let key = KeySequence::new(0)?.next()?;
+            normal(&[1, MEL_BINS, MAX_FRAMES], Dtype::Float32, 0.0, 1.0, Some(&key))?
+        };
+        let noise = noise.swapaxes(1, 2)?.contiguous()?;
+        noise.eval()?;
+        let tables = [format!("{p}.encoder.embed.pos_enc.pe"), format!("{p}.encoder.up_embed.pos_enc.pe")];
+        w.discard(|k| tables.iter().any(|t| t == k));
+
+        Ok(S3GenFlow {
+            token_embedding,
+            speaker_proj,
+            encoder,
+            encoder_proj,
+            estimator,
+            noise,
+            n_timesteps: cfg.n_timesteps,
+        })
+    }
+
+    /// Mel frames `mel` returns for `tokens` new tokens, when the voice's prompt
+    /// mel has two frames per prompt token (as every mlx-audio voice has).
+    pub fn frames_for(tokens: usize, finalize: bool) -> usize {
+        let frames = tokens * UPSAMPLE as usize;
+        if finalize {
+            frames
+        } else {
+            frames.saturating_sub((PRE_LOOKAHEAD * UPSAMPLE) as usize)
+        }
+    }
+
+    /// The mel `(1, 80, 2 N)` for `speech_tokens` (N of them) spoken in the voice
+    /// of `conds`, evaluated. The prompt's tokens and mel lead the sequence and
+    /// its frames are cut from the result. Without `finalize` the last
+    /// `PRE_LOOKAHEAD` tokens only serve as lookahead: their frames are dropped
+    /// (before the solver runs), giving `2 (N - 3)` frames. Ids past the speech
+    /// vocabulary are clipped to its last id, as mlx-audio does.
+    pub fn mel(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool) -> Result<Array> {
+        let mel = self.mel_graph(speech_tokens, conds, finalize)?;
+        mel.eval()?;
+        Ok(mel)
+    }
+
+    /// [`Self::mel`] without the evaluation, for callers that chain more work
+    /// (the vocoder) onto the same graph.
+    pub fn mel_graph(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool) -> Result<Array> {
+        let prompt_frames = conds.prompt_feat.dim(1);
+        let prompt_tokens = conds.prompt_tokens.len();
+        let total_tokens = prompt_tokens + speech_tokens.len();
+        let mut frames = total_tokens as i64 * UPSAMPLE as i64;
+        if !finalize {
+            frames -= (PRE_LOOKAHEAD * UPSAMPLE) as i64;
+        }
+        let new_frames = frames - prompt_frames as i64;
+        if new_frames <= 0 {
+            return Err(TtsError::InvalidArgument(format!(
+                "{} speech tokens (finalize: {finalize}) give no mel frames after the voice's {prompt_frames} prompt frames",
+                speech_tokens.len()
+            )));
+        }
+        if frames > MAX_FRAMES as i64 {
+            return Err(TtsError::InvalidArgument(format!(
+                "{} speech tokens need {frames} mel frames with the voice prompt; the flow's noise covers {MAX_FRAMES}",
+                speech_tokens.len()
+            )));
+        }
+        let frames = frames as i32;
+
+        let max_id = (SPEECH_VOCAB - 1) as u32;
+        let ids: Vec<i32> = conds
+            .prompt_tokens
+            .iter()
+            .chain(speech_tokens)
+            .map(|&t| t.min(max_id) as i32)
+            .collect();
+        let ids = Array::from_slice(&ids, &[1, total_tokens as i32])?;
+
+        let emb = &conds.embedding;
+        let norm = emb.square()?.sum(&[1], true)?.sqrt()?;
+        let spks = self.speaker_proj.forward(&emb.divide(&norm.add_scalar(1e-8)?)?)?;
+
+        let h = self.encoder.forward(&self.token_embedding.forward(&ids)?)?;
+        let mu = self.encoder_proj.forward(&h.slice_axis(1, 0, frames)?)?;
+
+        let prompt_feat = conds.prompt_feat.astype(mu.dtype())?;
+        let tail = Array::zeros(&[1, frames - prompt_frames, MEL_BINS], mu.dtype())?;
+        let cond = Array::concatenate(&[&prompt_feat, &tail], 1)?;
+
+        let noise = self.noise.slice_axis(1, 0, frames)?;
+        let mel = self.solve(noise, &mu, &spks, &cond)?;
+        Ok(mel.slice_axis(1, prompt_frames, frames)?.swapaxes(1, 2)?)
+    }
+
+    /// Euler steps on a cosine schedule `t = 1 - cos(pi/2 s)`, `s` uniform in
+    /// [0, 1]; each step runs the conditional and the unconditional (zeroed
+    /// `mu`, speaker and prompt) estimates as one batch of two. The time
+    /// arithmetic stays on the device, as in mlx-audio, so no host sync.
+    fn solve(&self, mut x: Array, mu: &Array, spks: &Array, cond: &Array) -> Result<Array> {
+        let n = self.n_timesteps;
+        let s = Array::arange(0.0, (n + 1) as f64, 1.0, Dtype::Float32)?.divide_scalar(n as f64)?;
+        let schedule = s.multiply_scalar(0.5)?.multiply_scalar(std::f64::consts::PI)?.cos()?;
+        let schedule = schedule.scalar_like(1.0)?.subtract(&schedule)?;
+        let at = |i: i32| schedule.slice_axis(0, i, i + 1);
+
+        let pair = |a: &Array| -> mlx::Result<Array> { Array::concatenate(&[a, &Array::zeros(&a.shape(), a.dtype())?], 0) };
+        let (mu2, spks2, cond2) = (pair(mu)?, pair(spks)?, pair(cond)?);
+
+        let mut t = at(0)?;
+        let mut dt = at(1)?.subtract(&at(0)?)?;
+        for step in 1..=n {
+            let v = self.estimator.forward(
+                &Array::concatenate(&[&x, &x], 0)?,
+                &mu2,
+                &Array::concatenate(&[&t, &t], 0)?,
+                &spks2,
+                &cond2,
+            )?;
+            let v_cond = v.slice_axis(0, 0, 1)?;
+            let v_uncond = v.slice_axis(0, 1, 2)?;
+            let v = v_cond.multiply_scalar(1.0 + CFG_RATE)?.subtract(&v_uncond.multiply_scalar(CFG_RATE)?)?;
+            x = x.add(&dt.multiply(&v)?)?;
+            t = t.add(&dt)?;
+            if step < n {
+                dt = at(step + 1)?.subtract(&t)?;
+            }
+        }
+        Ok(x)
+    }
+}

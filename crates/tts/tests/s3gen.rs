@@ -1,0 +1,142 @@
+//! S3Gen flow (speech tokens to mel) against mlx-audio, run live on the TTS
+//! fixtures by `__test__/ref/chatterbox_ref.py` (written by `node scripts/fixtures-tts.js`).
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use lm::weights::Weights;
+use mlx::Array;
+use tts::s3gen::{GenConds, S3GenConfig, S3GenFlow};
+
+/// Largest allowed |ours - mlx-audio| over a mel (log-mel units).
+const TOLERANCE: f32 = 1e-3;
+
+/// MLX work from one test at a time (the runner uses threads).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn fixture(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/fixtures-tts").join(name);
+    for file in ["config.json", "model.safetensors", "conds.safetensors", "ref/flow.safetensors"] {
+        assert!(
+            dir.join(file).is_file(),
+            "missing TTS fixture {}: run `node scripts/fixtures-tts.js`",
+            dir.join(file).display()
+        );
+    }
+    dir
+}
+
+fn load_flow(dir: &Path) -> S3GenFlow {
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let cfg = S3GenConfig::from_config(&config, "config.json").unwrap();
+    let mut w = Weights::load(dir, None, config.get("quantization").cloned()).unwrap();
+    let flow = S3GenFlow::load(&mut w, &cfg).unwrap();
+    // Everything under s3gen.flow. must have been used; the rest is other parts'.
+    w.discard(|k| !k.starts_with("s3gen.flow."));
+    w.finish().unwrap();
+    flow
+}
+
+fn reference(dir: &Path, case: &str) -> std::collections::HashMap<String, Array> {
+    let path = dir.join("ref").join(format!("{case}.safetensors"));
+    assert!(path.is_file(), "missing reference {}: run `node scripts/fixtures-tts.js`", path.display());
+    mlx::io::load_safetensors(&path).unwrap().0
+}
+
+fn tokens(a: &Array) -> Vec<u32> {
+    a.to_vec::<i32>().unwrap().into_iter().map(|t| u32::try_from(t).unwrap()).collect()
+}
+
+fn max_abs_diff(got: &Array, want: &Array) -> f32 {
+    assert_eq!(got.shape(), want.shape(), "mel shape");
+    got.subtract(want).unwrap().abs().unwrap().max(&[], false).unwrap().item::<f32>().unwrap()
+}
+
+fn check(flow: &S3GenFlow, conds: &GenConds, ids: &[u32], finalize: bool, want: &Array, label: &str) {
+    let start = std::time::Instant::now();
+    let mel = flow.mel(ids, conds, finalize).unwrap();
+    let diff = max_abs_diff(&mel, want);
+    println!("{label}: {} tokens -> mel {:?}, max |diff| {diff:e} ({:.2?})", ids.len(), mel.shape(), start.elapsed());
+    assert!(diff < TOLERANCE, "{label}: mel differs from mlx-audio by {diff}");
+    assert_eq!(mel.dim(2) as usize, S3GenFlow::frames_for(ids.len(), finalize));
+}
+
+#[test]
+fn flow_matches_mlx_audio() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Naming the BLAS also keeps this binary linked to OpenBLAS, as the addon is
+    // (the reference ran on it; the wheel's reference BLAS is ~15x slower here).
+    println!("BLAS: {}", mlx::info::blas_name().unwrap());
+    for name in ["chatterbox", "chatterbox-q4"] {
+        let dir = fixture(name);
+        let flow = load_flow(&dir);
+        let conds = GenConds::load(&dir.join("conds.safetensors")).unwrap();
+        let r = reference(&dir, "flow");
+        let ids = tokens(&r["speech_tokens"]);
+        check(&flow, &conds, &ids, true, &r["mel"], &format!("{name} flow"));
+        check(&flow, &conds, &ids, false, &r["mel_not_final"], &format!("{name} flow, finalize=false"));
+        for case in ["greedy", "sampled", "nocfg"] {
+            let r = reference(&dir, case);
+            check(&flow, &conds, &tokens(&r["speech_tokens_clean"]), true, &r["mel"], &format!("{name} {case}"));
+        }
+    }
+}
+
+#[test]
+fn too_few_tokens_is_an_argument_error() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = fixture("chatterbox");
+    let flow = load_flow(&dir);
+    let conds = GenConds::load(&dir.join("conds.safetensors")).unwrap();
+    // Without finalize the last 3 tokens are lookahead only: 3 tokens give no frames.
+    let err = flow.mel(&[1, 2, 3], &conds, false).expect_err("no frames must be an error");
+    assert_eq!(err.code(), "INVALID_ARGUMENT", "{err}");
+    // Ids past the vocabulary are clipped to its last entry, as mlx-audio does.
+    let clipped = flow.mel(&[6560, 7, 9000], &conds, true).unwrap();
+    let same = flow.mel(&[6560, 7, 6560], &conds, true).unwrap();
+    assert_eq!(max_abs_diff(&clipped, &same), 0.0);
+}
+
+#[test]
+fn conds_errors_name_file_and_key() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = fixture("chatterbox");
+    let missing = dir.join("no-such-voice.safetensors");
+    let err = GenConds::load(&missing).err().expect("missing file");
+    assert_eq!(err.code(), "MODEL_NOT_FOUND");
+    assert!(err.message().contains("no-such-voice.safetensors"), "{err}");
+
+    let (all, _) = mlx::io::load_safetensors(&dir.join("conds.safetensors")).unwrap();
+    let tmp = std::env::temp_dir().join(format!("s3gen-conds-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    for (drop, reshape) in [("gen.embedding", false), ("gen.prompt_feat", true)] {
+        let path = tmp.join("conds.safetensors");
+        let bad_feat = all["gen.prompt_feat"].reshape(&[1, -1, 40]).unwrap();
+        let kept: Vec<(&str, &Array)> = all
+            .iter()
+            .filter(|(k, _)| reshape || k.as_str() != drop)
+            .map(|(k, v)| (k.as_str(), if reshape && k.as_str() == drop { &bad_feat } else { v }))
+            .collect();
+        mlx::io::save_safetensors(&path, &kept, &[]).unwrap();
+        let err = GenConds::load(&path).err().expect("bad conds must fail");
+        assert_eq!(err.code(), "INVALID_WEIGHTS", "{err}");
+        assert!(err.message().contains(drop) && err.message().contains("conds.safetensors"), "{err}");
+    }
+    std::fs::remove_dir_all(&tmp).ok();
+}
+
+#[test]
+fn config_reads_shrink_keys() {
+    let v: serde_json::Value = serde_json::json!({ "s3gen_config": { "decoder_num_mid_blocks": 2, "n_timesteps": 3 } });
+    let cfg = S3GenConfig::from_config(&v, "config.json").unwrap();
+    assert_eq!(
+        cfg,
+        S3GenConfig { decoder_num_mid_blocks: 2, n_timesteps: 3, ..S3GenConfig::default() }
+    );
+    assert_eq!(S3GenConfig::from_config(&serde_json::json!({}), "c").unwrap(), S3GenConfig::default());
+    let err = S3GenConfig::from_config(&serde_json::json!({ "s3gen_config": { "n_timesteps": 0 } }), "config.json")
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), "INVALID_WEIGHTS");
+    assert!(err.message().contains("s3gen_config.n_timesteps"), "{err}");
+}
