@@ -106,37 +106,65 @@ test('toWav writes 16-bit PCM and float WAV files that sox reads back', async ()
   }
 });
 
-test('stream() yields the audio synthesize() returns, with increasing indices', async () => {
+// Streaming renders each chunk with its own vocoder excitation (random phases
+// drawn per chunk), so it cannot equal synthesize() sample for sample: it must
+// give the same length and the same loudness contour, within what two seeds'
+// excitations differ by (the mean 20 ms level difference measured here: 1.1 to
+// 1.6 dB between seeds, 1.1 to 1.6 dB between stream and synthesize).
+const ENVELOPE_DB = 2.5;
+
+// Mean absolute difference of 20 ms RMS levels, in dB.
+function envelopeDb(a, b, win = 480) {
+  let sum = 0;
+  let windows = 0;
+  for (let i = 0; i + win <= Math.min(a.length, b.length); i += win) {
+    let ea = 0;
+    let eb = 0;
+    for (let j = i; j < i + win; j++) {
+      ea += a[j] * a[j];
+      eb += b[j] * b[j];
+    }
+    sum += Math.abs(10 * Math.log10((ea + 1e-9) / (eb + 1e-9)));
+    windows++;
+  }
+  return sum / windows;
+}
+
+test('stream() starts before T3 finishes and matches synthesize() in length and loudness contour', async () => {
   const model = await tts('chatterbox');
-  const opts = { temperature: 0, maxTokens: 24, seed: 0 };
-  const text = 'Hello world, this is a test.';
-  const whole = await model.synthesize(text, opts);
+  const { meta } = refCase('chatterbox', 'sampled');
+  const opts = optionsOf(meta);
+  const whole = await model.synthesize(meta.text, opts);
   const chunks = [];
-  for await (const c of model.stream(text, opts)) chunks.push(c);
-  assert.ok(chunks.length >= 1);
+  for await (const c of model.stream(meta.text, opts)) chunks.push(c);
+  assert.ok(chunks.length >= 2, `expected audio in several chunks, got ${chunks.length}`);
   assert.deepEqual(chunks.map((c) => c.index), chunks.map((_, i) => i));
-  assert.ok(chunks.every((c) => c.sampleRate === 24000));
+  assert.ok(chunks.every((c) => c.sampleRate === 24000 && c.audio.length > 0));
   const joined = Float32Array.from(chunks.flatMap((c) => Array.from(c.audio)));
   assert.equal(joined.length, whole.audio.length);
-  assert.ok(maxAbsDiff(joined, whole.audio) < AUDIO_TOLERANCE);
+  assert.ok(joined.every(Number.isFinite));
+  const db = envelopeDb(joined, whole.audio);
+  assert.ok(db < ENVELOPE_DB, `20 ms loudness differs by ${db.toFixed(2)} dB on average`);
 });
 
 test('stream() speaks an AsyncIterable of text sentence by sentence', async () => {
   const model = await tts('chatterbox');
   const opts = { temperature: 0, maxTokens: 16, seed: 0 };
+  const seen = [];
   async function* llm() {
-    for (const piece of ['Hello ', 'there. How', ' are you', '? Fine']) yield piece;
+    for (const piece of ['Hello ', 'there. How', ' are you', '? Fine']) {
+      seen.push(piece);
+      yield piece;
+    }
   }
   const chunks = [];
-  for await (const c of model.stream(llm(), opts)) chunks.push(c);
-  // Each sentence on its own gives the same audio as synthesize() of that sentence.
-  const expected = [];
-  for (const s of ['Hello there.', 'How are you?', 'Fine']) expected.push(await model.synthesize(s, opts));
-  assert.deepEqual(chunks.map((c) => c.index), [0, 1, 2]);
-  for (let i = 0; i < 3; i++) {
-    assert.equal(chunks[i].audio.length, expected[i].audio.length, `sentence ${i} length`);
-    assert.ok(maxAbsDiff(chunks[i].audio, expected[i].audio) < AUDIO_TOLERANCE, `sentence ${i}`);
-  }
+  for await (const c of model.stream(llm(), opts)) chunks.push({ ...c, after: seen.length });
+  assert.deepEqual(chunks.map((c) => c.index), chunks.map((_, i) => i));
+  // "Hello there." is spoken once the text after it has arrived, before the stream ends.
+  assert.ok(chunks[0].after < 4, 'the first sentence waited for the whole text');
+  let expected = 0;
+  for (const s of ['Hello there.', 'How are you?', 'Fine']) expected += (await model.synthesize(s, opts)).audio.length;
+  assert.equal(chunks.reduce((n, c) => n + c.audio.length, 0), expected);
 });
 
 test('punc_norm matches mlx-audio except for curly quotes, which become straight as in the original', async () => {

@@ -43,13 +43,13 @@ class TextToSpeech {
   }
 
   // Starts one synthesis and pumps its native events; onAudio sees each chunk.
-  #run(text, options, onAudio) {
+  #run(text, options, onAudio, stream = false) {
     this.#live();
     checkText(text);
     const { nativeOptions, signal } = splitOptions(options);
     signal?.throwIfAborted();
     const native = this.#native;
-    const id = callNative(() => native.start(text, nativeOptions));
+    const id = callNative(() => native.start(text, nativeOptions, stream));
     const abort = () => native.abort(id);
     signal?.addEventListener('abort', abort, { once: true });
     const result = (async () => {
@@ -86,7 +86,7 @@ class TextToSpeech {
     if (typeof text === 'string') {
       let index = 0;
       return eventStream((push) =>
-        this.#run(text, options, (audio) => push({ audio, sampleRate: this.sampleRate, index: index++ }))
+        this.#run(text, options, (audio) => push({ audio, sampleRate: this.sampleRate, index: index++ }), true)
       );
     }
     if (isAsyncIterable(text)) return this.#streamText(text, options);

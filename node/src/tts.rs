@@ -11,6 +11,7 @@ use napi_derive::napi;
 use serde_json::Value;
 use tokio::sync::mpsc as tmpsc;
 use tts::pipeline::{Chatterbox, SynthesisOptions, SAMPLE_RATE};
+use tts::streaming::StreamSchedule;
 
 use crate::errors::{js_error, lm_error, plain, Code};
 use crate::tts_options;
@@ -72,14 +73,21 @@ pub fn split_sentences(text: String) -> Vec<String> {
     tts::text::sentences(&text)
 }
 
-fn run(model: &Chatterbox, text: &str, opts: &SynthesisOptions, abort: &AtomicBool, events: &tmpsc::UnboundedSender<Event>) -> Event {
+fn run(
+    model: &Chatterbox,
+    text: &str,
+    opts: &SynthesisOptions,
+    stream: Option<StreamSchedule>,
+    abort: &AtomicBool,
+    events: &tmpsc::UnboundedSender<Event>,
+) -> Event {
     if abort.load(Ordering::Relaxed) {
         return Event::Done { speech_tokens: Vec::new(), samples: 0, aborted: true };
     }
     // A closed receiver means JS stopped listening (it broke out of for-await).
     let keep_going = || !abort.load(Ordering::Relaxed) && !events.is_closed();
     let result = guarded("speech synthesis", || {
-        model.synthesize(text, opts, &keep_going, &mut |samples| events.send(Event::Audio(samples)).is_ok())
+        model.synthesize(text, opts, stream, &keep_going, &mut |samples| events.send(Event::Audio(samples)).is_ok())
     });
     match result {
         Ok(s) => Event::Done { speech_tokens: s.speech_tokens, samples: s.samples, aborted: s.aborted },
@@ -100,8 +108,9 @@ impl NativeTts {
     }
 
     /// Validates and queues a synthesis; events are read with `nextEvents`.
+    /// `stream`: audio in chunks while speech tokens are still generated.
     #[napi]
-    pub fn start(&self, text: String, options: Value) -> Result<u32> {
+    pub fn start(&self, text: String, options: Value, stream: bool) -> Result<u32> {
         if self.disposed.load(Ordering::SeqCst) {
             return Err(js_error(Code::Disposed, "the speech model has been disposed"));
         }
@@ -118,7 +127,8 @@ impl NativeTts {
         let (tx, rx) = tmpsc::unbounded_channel();
         let (a, events) = (abort.clone(), tx.clone());
         let queued = self.worker.run(move |model: &mut Chatterbox| {
-            let _ = events.send(run(model, &text, &opts, &a, &events));
+            let schedule = stream.then(StreamSchedule::default);
+            let _ = events.send(run(model, &text, &opts, schedule, &a, &events));
         });
         if !queued {
             let _ = tx.send(Event::Failed(LmError::Disposed("the speech model has been disposed".into())));

@@ -7,6 +7,7 @@ pub mod t3;
 pub mod s3gen;
 pub mod hift;
 pub mod pipeline;
+pub mod streaming;
 pub mod text;
 pub mod tokenizer;
 

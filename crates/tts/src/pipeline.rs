@@ -9,6 +9,7 @@ use mlx::random::KeySequence;
 use crate::config::ChatterboxConfig;
 use crate::hift::{self, Hift, HiftConfig};
 use crate::s3gen::{GenConds, S3GenConfig, S3GenFlow};
+use crate::streaming::{ChunkVocoder, StreamSchedule};
 use crate::t3::{T3Cond, T3Config, T3Options, T3};
 use crate::text::{punc_norm, split_pieces, MAX_PIECE_CHARS};
 use crate::tokenizer::TextTokenizer;
@@ -140,12 +141,14 @@ impl Chatterbox {
         Ok(out)
     }
 
-    /// Synthesises `text`, handing each piece's audio to `on_audio` as soon as it
-    /// is ready; `on_audio` or `keep_going` returning false stops the work.
+    /// Synthesises `text`, handing audio to `on_audio` as soon as it is ready:
+    /// per piece of text, or with `stream`, in chunks while T3 still runs.
+    /// `on_audio` or `keep_going` returning false stops the work.
     pub fn synthesize(
         &self,
         text: &str,
         opts: &SynthesisOptions,
+        stream: Option<StreamSchedule>,
         keep_going: &dyn Fn() -> bool,
         on_audio: &mut dyn FnMut(Vec<f32>) -> bool,
     ) -> Result<SynthesisSummary> {
@@ -181,35 +184,123 @@ impl Chatterbox {
         let mut summary = SynthesisSummary::default();
         for piece in split_pieces(text, MAX_PIECE_CHARS) {
             let tokens = self.text_tokens(&piece)?;
-            let mut stopped = false;
-            let raw = self.t3.generate(&voice.t3, &tokens, &t3_opts, &mut keys, |_| {
-                if keep_going() {
-                    Ok(Next::Continue)
-                } else {
-                    stopped = true;
-                    Ok(Next::Stop)
-                }
-            })?;
-            if stopped {
-                summary.aborted = true;
-                return Ok(summary);
-            }
-            let speech = clean_speech_tokens(&raw);
-            if speech.is_empty() {
-                continue;
-            }
-            let mel = self.flow.mel(&speech, &voice.gen, true)?;
-            let (wav, _source) = self.hift.inference(&mel, None, &mut keys)?;
-            let wav = hift::fade_in(&wav)?;
-            let samples: Vec<f32> = wav.flatten()?.to_vec::<f32>()?;
-            summary.speech_tokens.extend_from_slice(&speech);
-            summary.samples += samples.len();
-            if !on_audio(samples) || !keep_going() {
+            let done = match stream {
+                Some(schedule) => self.piece_streamed(voice, &tokens, &t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?,
+                None => self.piece_whole(voice, &tokens, &t3_opts, &mut keys, keep_going, on_audio, &mut summary)?,
+            };
+            if !done {
                 summary.aborted = true;
                 return Ok(summary);
             }
         }
         Ok(summary)
+    }
+
+    /// One piece as mlx-audio renders it: all speech tokens, then mel, then audio.
+    /// False when stopped.
+    #[allow(clippy::too_many_arguments)]
+    fn piece_whole(
+        &self,
+        voice: &Voice,
+        tokens: &[u32],
+        t3_opts: &T3Options,
+        keys: &mut KeySequence,
+        keep_going: &dyn Fn() -> bool,
+        on_audio: &mut dyn FnMut(Vec<f32>) -> bool,
+        summary: &mut SynthesisSummary,
+    ) -> Result<bool> {
+        let mut stopped = false;
+        let raw = self.t3.generate(&voice.t3, tokens, t3_opts, keys, |_| {
+            if keep_going() {
+                Ok(Next::Continue)
+            } else {
+                stopped = true;
+                Ok(Next::Stop)
+            }
+        })?;
+        if stopped {
+            return Ok(false);
+        }
+        let speech = clean_speech_tokens(&raw);
+        if speech.is_empty() {
+            return Ok(true);
+        }
+        let mel = self.flow.mel(&speech, &voice.gen, true)?;
+        let (wav, _source) = self.hift.inference(&mel, None, keys)?;
+        let wav = hift::fade_in(&wav)?;
+        let samples: Vec<f32> = wav.flatten()?.to_vec::<f32>()?;
+        summary.speech_tokens.extend_from_slice(&speech);
+        summary.samples += samples.len();
+        Ok(on_audio(samples) && keep_going())
+    }
+
+    /// One piece with audio handed out while T3 still runs (see `streaming`).
+    /// The vocoder's random draws come from a second sequence (seed + 1), as
+    /// chunks draw at other sizes than a whole-piece render anyway.
+    #[allow(clippy::too_many_arguments)]
+    fn piece_streamed(
+        &self,
+        voice: &Voice,
+        tokens: &[u32],
+        t3_opts: &T3Options,
+        keys: &mut KeySequence,
+        schedule: StreamSchedule,
+        seed: Option<u64>,
+        keep_going: &dyn Fn() -> bool,
+        on_audio: &mut dyn FnMut(Vec<f32>) -> bool,
+        summary: &mut SynthesisSummary,
+    ) -> Result<bool> {
+        let vocoder_keys = match seed {
+            Some(s) => KeySequence::new(s.wrapping_add(1))?,
+            None => KeySequence::from_time()?,
+        };
+        let mut vocoder = ChunkVocoder::new(&self.flow, &self.hift, &voice.gen, schedule, vocoder_keys);
+        let mut speech: Vec<u32> = Vec::new();
+        let mut ended = false;
+        let mut stopped = false;
+        let mut failure = None;
+        let mut emit = |samples: Vec<f32>, summary: &mut SynthesisSummary| -> bool {
+            summary.samples += samples.len();
+            samples.is_empty() || on_audio(samples)
+        };
+        self.t3.generate(&voice.t3, tokens, t3_opts, keys, |t| {
+            if !keep_going() {
+                stopped = true;
+                return Ok(Next::Stop);
+            }
+            if t == SPEECH_VOCAB + 1 {
+                ended = true;
+                return Ok(Next::Continue);
+            }
+            if ended || t >= SPEECH_VOCAB {
+                return Ok(Next::Continue);
+            }
+            speech.push(t);
+            if vocoder.ready(speech.len()) {
+                match vocoder.chunk(&speech, false) {
+                    Ok(samples) => {
+                        if !emit(samples, summary) {
+                            stopped = true;
+                            return Ok(Next::Stop);
+                        }
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        return Ok(Next::Stop);
+                    }
+                }
+            }
+            Ok(Next::Continue)
+        })?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if stopped {
+            return Ok(false);
+        }
+        let samples = vocoder.chunk(&speech, true)?;
+        summary.speech_tokens.extend_from_slice(&speech);
+        Ok(emit(samples, summary) && keep_going())
     }
 }
 

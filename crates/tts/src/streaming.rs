@@ -1,0 +1,139 @@
+//! Audio while T3 is still generating: every few speech tokens, the new
+//! tokens are turned into mel (with some earlier tokens as context) and
+//! vocoded, overlapping the previous chunk by a few mel frames whose audio is
+//! cross-faded (the scheme of CosyVoice's streaming token2wav, which
+//! Chatterbox's S3Gen comes from, with a bounded token window so a chunk costs
+//! the same at any point of a long utterance).
+use mlx::random::KeySequence;
+use mlx::{Array, Dtype};
+
+use crate::hift::{self, Hift};
+use crate::s3gen::{GenConds, S3GenFlow};
+use crate::Result;
+
+/// Mel frames per speech token, audio samples per mel frame.
+const FRAMES_PER_TOKEN: usize = 2;
+const SAMPLES_PER_FRAME: i32 = 480;
+/// Tokens S3Gen's encoder looks ahead; their frames wait for the next chunk.
+const LOOKAHEAD_TOKENS: usize = 3;
+/// Mel frames re-rendered at the start of each chunk and cross-faded.
+const OVERLAP_FRAMES: i32 = 8;
+
+#[derive(Debug, Clone, Copy)]
+pub struct StreamSchedule {
+    /// Tokens before the first chunk (25 tokens = 1 s of audio).
+    pub first_chunk: usize,
+    /// Tokens per later chunk.
+    pub chunk: usize,
+    /// Earlier tokens given to S3Gen as context for a chunk.
+    pub context: usize,
+}
+
+impl Default for StreamSchedule {
+    fn default() -> Self {
+        StreamSchedule { first_chunk: 15, chunk: 50, context: 50 }
+    }
+}
+
+/// The tail of the previous chunk: its last mel frames, excitation and audio.
+struct Overlap {
+    mel: Array,
+    source: Array,
+    audio: Array,
+}
+
+pub struct ChunkVocoder<'a> {
+    flow: &'a S3GenFlow,
+    hift: &'a Hift,
+    conds: &'a GenConds,
+    schedule: StreamSchedule,
+    keys: KeySequence,
+    /// Tokens whose audio has been handed out (up to the overlap).
+    done: usize,
+    overlap: Option<Overlap>,
+    started: bool,
+}
+
+impl<'a> ChunkVocoder<'a> {
+    pub fn new(flow: &'a S3GenFlow, hift: &'a Hift, conds: &'a GenConds, schedule: StreamSchedule, keys: KeySequence) -> Self {
+        ChunkVocoder { flow, hift, conds, schedule, keys, done: 0, overlap: None, started: false }
+    }
+
+    /// Whether `tokens` clean speech tokens are enough for the next chunk.
+    pub fn ready(&self, tokens: usize) -> bool {
+        let want = if self.started { self.schedule.chunk } else { self.schedule.first_chunk };
+        tokens >= self.done + want + LOOKAHEAD_TOKENS
+    }
+
+    /// Audio for the tokens not yet vocoded (all of them when `last`).
+    pub fn chunk(&mut self, tokens: &[u32], last: bool) -> Result<Vec<f32>> {
+        let end = if last { tokens.len() } else { tokens.len().saturating_sub(LOOKAHEAD_TOKENS) };
+        if end <= self.done || (last && tokens.is_empty()) {
+            return self.flush(last);
+        }
+        let from = self.done.saturating_sub(self.schedule.context);
+        let mel = self.flow.mel(&tokens[from..], self.conds, last)?;
+        let start = ((self.done - from) * FRAMES_PER_TOKEN) as i32;
+        let stop = ((end - from) * FRAMES_PER_TOKEN) as i32;
+        let mut mel = mel.slice_axis(2, start, stop.min(mel.dim(2)))?;
+        let mut cache_source = None;
+        if let Some(o) = &self.overlap {
+            mel = Array::concatenate(&[&o.mel, &mel], 2)?;
+            cache_source = Some(o.source.clone());
+        }
+        let (audio, source) = self.hift.inference(&mel, cache_source.as_ref(), &mut self.keys)?;
+        let mut audio = match &self.overlap {
+            Some(o) => crossfade(&audio, &o.audio)?,
+            None => audio,
+        };
+        if !self.started {
+            audio = hift::fade_in(&audio)?;
+            self.started = true;
+        }
+        self.done = end;
+        let n = audio.dim(1);
+        let keep = OVERLAP_FRAMES * SAMPLES_PER_FRAME;
+        if last || n <= keep || mel.dim(2) <= OVERLAP_FRAMES {
+            self.overlap = None;
+            return Ok(audio.flatten()?.to_vec::<f32>()?);
+        }
+        let frames = mel.dim(2);
+        self.overlap = Some(Overlap {
+            mel: mel.slice_axis(2, frames - OVERLAP_FRAMES, frames)?,
+            source: source.slice_axis(2, source.dim(2) - keep, source.dim(2))?,
+            audio: audio.slice_axis(1, n - keep, n)?,
+        });
+        Ok(audio.slice_axis(1, 0, n - keep)?.flatten()?.to_vec::<f32>()?)
+    }
+
+    /// At the end with nothing new: the held-back overlap audio, as it is.
+    fn flush(&mut self, last: bool) -> Result<Vec<f32>> {
+        if !last {
+            return Ok(Vec::new());
+        }
+        match self.overlap.take() {
+            Some(o) => Ok(o.audio.flatten()?.to_vec::<f32>()?),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// The first `len(prev)` samples of `audio` faded in over `prev` faded out,
+/// with the two halves of a Hamming window (CosyVoice's `fade_in_out`).
+fn crossfade(audio: &Array, prev: &Array) -> mlx::Result<Array> {
+    let n = prev.dim(1);
+    if audio.dim(1) < n {
+        return Ok(audio.clone());
+    }
+    let m = 2 * n;
+    let k = Array::arange(0.0, m as f64, 1.0, Dtype::Float32)?;
+    let window = k
+        .multiply_scalar(2.0 * std::f64::consts::PI / (m - 1) as f64)?
+        .cos()?
+        .multiply_scalar(-0.46)?
+        .add_scalar(0.54)?;
+    let rising = window.slice_axis(0, 0, n)?;
+    let falling = window.slice_axis(0, n, m)?;
+    let head = audio.slice_axis(1, 0, n)?.multiply(&rising)?.add(&prev.multiply(&falling)?)?;
+    Array::concatenate(&[&head, &audio.slice_axis(1, n, audio.dim(1))?], 1)
+}
