@@ -1,14 +1,27 @@
 'use strict';
-// `npm run demo [-- --model <folder>] [--prompt <text>] [--max-tokens N] [--temperature T]`
-// Streams a chat completion with live tokens per second. Without --model it uses
-// the embedded demo model: a small Qwen3 with seeded random weights and the real
-// Qwen3 tokenizer, so its text is noise; point --model at a real MLX model folder
-// (e.g. an mlx-community Qwen3-0.6B-4bit download) for real text.
+// `npm run demo [-- --model <folder>] [--prompt <text>] [--max-tokens N] [--temperature T]
+//                [--tts <folder>] [--say <text>] [--wav <file>] [--no-speech]`
+// Streams a chat completion with live tokens per second, then streams speech.
+// Without --model it uses the embedded demo model: a small Qwen3 with seeded
+// random weights and the real Qwen3 tokenizer, so its text is noise; point
+// --model at a real MLX model folder (e.g. an mlx-community Qwen3-0.6B-4bit
+// download) for real text. Likewise the embedded speech model is a shrunk
+// Chatterbox with random weights (its audio is noise); --tts takes a real
+// MLX-community Chatterbox folder.
 const path = require('node:path');
 const { ROOT, log } = require('./mlx');
 
 function parseArgs(argv) {
-  const args = { model: null, prompt: 'Write a haiku about the sea.', maxTokens: 64, temperature: 0.7 };
+  const args = {
+    model: null,
+    prompt: 'Write a haiku about the sea.',
+    maxTokens: 64,
+    temperature: 0.7,
+    tts: null,
+    say: 'Hello from mlx-node. This sentence is spoken while it is still being generated.',
+    wav: path.join(ROOT, '.cache', 'demo-speech.wav'),
+    speech: true,
+  };
   for (let i = 0; i < argv.length; i++) {
     const next = () => {
       if (i + 1 >= argv.length) throw new Error(`${argv[i]} needs a value`);
@@ -18,6 +31,10 @@ function parseArgs(argv) {
     else if (argv[i] === '--prompt') args.prompt = next();
     else if (argv[i] === '--max-tokens') args.maxTokens = Number(next());
     else if (argv[i] === '--temperature') args.temperature = Number(next());
+    else if (argv[i] === '--tts') args.tts = path.resolve(next());
+    else if (argv[i] === '--say') args.say = next();
+    else if (argv[i] === '--wav') args.wav = path.resolve(next());
+    else if (argv[i] === '--no-speech') args.speech = false;
     else throw new Error(`unknown argument ${argv[i]}`);
   }
   return args;
@@ -61,6 +78,37 @@ async function main() {
       `generation ${r.generationTps.toFixed(1)} tok/s, peak memory ${(r.peakMemory / 1e6).toFixed(0)} MB`
   );
   await model.dispose();
+  if (args.speech) await speak(args);
+}
+
+// Streams speech, reporting when the first audio arrived and the real-time factor.
+async function speak(args) {
+  const { loadTTS, Audio } = require(ROOT);
+  if (!args.tts) {
+    require('./fixtures-tts').ensureTtsFixtures();
+    args.tts = path.join(require('./fixtures-tts').TTS_FIXTURES_DIR, 'chatterbox');
+    log('speech: the embedded demo Chatterbox (random weights: its audio is noise; use --tts <folder> for a real one)');
+  }
+  const tts = await loadTTS(args.tts);
+  console.log(`\n> say: ${args.say}`);
+  const t0 = performance.now();
+  let first = 0;
+  const chunks = [];
+  for await (const chunk of tts.stream(args.say, { seed: 0 })) {
+    if (chunks.length === 0) first = performance.now() - t0;
+    chunks.push(chunk.audio);
+    console.log(`  audio chunk ${chunk.index}: ${(chunk.audio.length / chunk.sampleRate).toFixed(2)} s at ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+  }
+  const total = (performance.now() - t0) / 1000;
+  const samples = Float32Array.from(chunks.flatMap((c) => Array.from(c)));
+  const seconds = samples.length / tts.sampleRate;
+  const audio = new Audio(samples, tts.sampleRate, []);
+  await audio.save(args.wav);
+  console.log(
+    `${seconds.toFixed(2)} s of audio in ${total.toFixed(2)} s (real-time factor ${(total / seconds).toFixed(2)}), ` +
+      `first audio after ${(first / 1000).toFixed(2)} s; written to ${path.relative(process.cwd(), args.wav)}`
+  );
+  await tts.dispose();
 }
 
 main().catch((e) => {
