@@ -1,3 +1,4 @@
+/// <reference types="node" />
 // Public API of mlx-node (see DESIGN.md). Every failure is an MlxNodeError with a stable `code`.
 
 export type ErrorCode =

@@ -63,7 +63,7 @@ test('npm pack, install into an empty project, require/import/tsc work', { timeo
     const tsOpts = ['--noEmit', '--strict', '--target', 'es2022', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--lib', 'es2022,esnext.disposable,dom'];
     fs.writeFileSync(
       path.join(proj, 'ok.mts'),
-      `import { loadModel, mlxInfo, type GenerationResult, type MlxNodeError } from 'mlx-node';
+      `import { loadModel, loadTTS, mlxInfo, type Audio, type GenerationResult, type MlxNodeError } from 'mlx-node';
 const info: 'cpu' | 'metal' | 'cuda' = mlxInfo().backend;
 const model = await loadModel('x', { dtype: 'bfloat16', onLoadProgress: (f: number) => void f });
 const r: GenerationResult = await model.generate([{ role: 'user', content: 'hi' }], { maxTokens: 8, temperature: 0.7, topP: 0.9, stop: ['\\n'], logitBias: { 1: -5 } });
@@ -73,17 +73,27 @@ const fr: 'stop' | 'length' | 'abort' = (await s.result).finishReason;
 const q = model.info.quantization?.bits;
 void info; void r; void fr; void q; void (null as unknown as MlxNodeError).code;
 await model.dispose();
+const tts = await loadTTS('y', { signal: AbortSignal.timeout(1000) });
+const a: Audio = await tts.synthesize('Hello.', { temperature: 0.8, cfgWeight: 0.5, exaggeration: 0.5, seed: 1, voice: 'v.safetensors' });
+const wav: Buffer = a.toWav({ format: 'float32' }); const sr: number = a.sampleRate; const st: number[] = a.speechTokens;
+for await (const c of tts.stream('Hi.', { maxTokens: 100 })) { const x: Float32Array = c.audio; const i: number = c.index; void x; void i; }
+async function* words() { yield 'Hello '; yield 'there.'; }
+for await (const c of tts.stream(words())) void c.audio;
+void wav; void sr; void st;
+await tts.dispose();
 `
     );
     const ok = sh(process.execPath, [tsc, ...tsOpts, 'ok.mts'], { cwd: proj });
     assert.equal(ok.code, 0, ok.out);
     fs.writeFileSync(
       path.join(proj, 'bad.mts'),
-      `import { loadModel } from 'mlx-node';\nconst m = await loadModel('x');\nawait m.generate('hi', { temprature: 0.5 });\n`
+      `import { loadModel, loadTTS } from 'mlx-node';\nconst m = await loadModel('x');\nawait m.generate('hi', { temprature: 0.5 });\n` +
+        `const t = await loadTTS('y');\nawait t.synthesize('hi', { exageration: 0.5 });\n`
     );
     const bad = sh(process.execPath, [tsc, ...tsOpts, 'bad.mts'], { cwd: proj });
     assert.notEqual(bad.code, 0, 'a misspelled option must fail to type-check');
     assert.match(bad.out, /temprature/);
+    assert.match(bad.out, /exageration/);
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }
