@@ -1,4 +1,33 @@
 'use strict';
+const { fromNative } = require('./errors');
+
+// Drains native job `id` (a generation or a synthesis): `onEvent` sees each
+// event before the result, `finish` maps the result (or throws); an abort of
+// `signal` aborts the job. Returns `{ result, abort }`.
+function runJob(native, id, signal, onEvent, finish) {
+  const abort = () => native.abort(id);
+  signal?.addEventListener('abort', abort, { once: true });
+  const result = (async () => {
+    try {
+      for (;;) {
+        let events;
+        try {
+          events = await native.nextEvents(id);
+        } catch (e) {
+          throw fromNative(e);
+        }
+        for (const ev of events) {
+          if (ev.result) return finish(ev.result);
+          onEvent(ev);
+        }
+      }
+    } finally {
+      signal?.removeEventListener('abort', abort);
+    }
+  })();
+  return { result, abort };
+}
+
 // Turns a native job into an AsyncIterable: `start(onItem)` must return
 // `{ result, abort }`; items pushed through onItem are yielded in order, the
 // iterator throws the job's failure, and leaving a for-await early calls abort.
@@ -70,4 +99,4 @@ function eventStream(start) {
   return { [Symbol.asyncIterator]: () => iterator, result };
 }
 
-module.exports = { eventStream };
+module.exports = { eventStream, runJob };

@@ -1,6 +1,6 @@
 'use strict';
 const { MlxNodeError, invalid, fromNative, callNative, checkFinite } = require('./errors');
-const { eventStream } = require('./event-stream');
+const { eventStream, runJob } = require('./event-stream');
 
 function splitOptions(options) {
   if (options === undefined || options === null) return { nativeOptions: {}, signal: undefined };
@@ -87,34 +87,20 @@ class LanguageModel {
     checkFinite(ids, 'token ids');
     const native = this.#native;
     const id = callNative(() => native.start(ids, nativeOptions));
-    const onAbort = () => native.abort(id);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    const abort = () => native.abort(id);
-    const result = (async () => {
-      try {
-        for (;;) {
-          let events;
-          try {
-            events = await native.nextEvents(id);
-          } catch (e) {
-            throw fromNative(e);
-          }
-          for (const ev of events) {
-            if (ev.result) {
-              const r = ev.result;
-              if (r.finishReason === 'abort' && signal?.aborted && !stopOnAbortSignal) throw signal.reason;
-              return r;
-            }
-            const chunk = { text: ev.text, token: ev.token };
-            if (onTextChunk && chunk.text) onTextChunk(chunk.text);
-            onChunk?.(chunk);
-          }
-        }
-      } finally {
-        signal?.removeEventListener('abort', onAbort);
+    return runJob(
+      native,
+      id,
+      signal,
+      (ev) => {
+        const chunk = { text: ev.text, token: ev.token };
+        if (onTextChunk && chunk.text) onTextChunk(chunk.text);
+        onChunk?.(chunk);
+      },
+      (r) => {
+        if (r.finishReason === 'abort' && signal?.aborted && !stopOnAbortSignal) throw signal.reason;
+        return r;
       }
-    })();
-    return { result, abort };
+    );
   }
 
   async generate(input, options) {

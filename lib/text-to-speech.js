@@ -1,6 +1,6 @@
 'use strict';
 const { MlxNodeError, invalid, fromNative, callNative, checkFinite } = require('./errors');
-const { eventStream } = require('./event-stream');
+const { eventStream, runJob } = require('./event-stream');
 const { Audio, concatAudio } = require('./audio');
 
 function splitOptions(options) {
@@ -50,30 +50,16 @@ class TextToSpeech {
     signal?.throwIfAborted();
     const native = this.#native;
     const id = callNative(() => native.start(text, nativeOptions, stream));
-    const abort = () => native.abort(id);
-    signal?.addEventListener('abort', abort, { once: true });
-    const result = (async () => {
-      try {
-        for (;;) {
-          let events;
-          try {
-            events = await native.nextEvents(id);
-          } catch (e) {
-            throw fromNative(e);
-          }
-          for (const ev of events) {
-            if (ev.result) {
-              if (ev.result.aborted && signal?.aborted) throw signal.reason;
-              return ev.result;
-            }
-            onAudio?.(ev.audio);
-          }
-        }
-      } finally {
-        signal?.removeEventListener('abort', abort);
+    return runJob(
+      native,
+      id,
+      signal,
+      (ev) => onAudio?.(ev.audio),
+      (r) => {
+        if (r.aborted && signal?.aborted) throw signal.reason;
+        return r;
       }
-    })();
-    return { result, abort };
+    );
   }
 
   async synthesize(text, options) {

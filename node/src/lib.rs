@@ -4,6 +4,7 @@
 mod engine;
 mod errors;
 mod info;
+mod jobs;
 mod model;
 mod options;
 mod stop;

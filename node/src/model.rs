@@ -1,17 +1,16 @@
 //! The `NativeModel` class behind index.js's LanguageModel.
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use lm::tokenizer::Tokenizer;
 use mlx::Dtype;
 use napi_derive::napi;
 use serde_json::Value;
-use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::engine::{Engine, Event};
 use crate::errors::{js_error, lm_error, plain, Code};
+use crate::jobs::Jobs;
 use crate::options;
 
 type Result<T> = napi::Result<T, String>;
@@ -51,18 +50,12 @@ pub struct NativeEvent {
     pub result: Option<NativeResult>,
 }
 
-struct Job {
-    events: Arc<tokio::sync::Mutex<UnboundedReceiver<Event>>>,
-    abort: Arc<AtomicBool>,
-}
-
 #[napi]
 pub struct NativeModel {
     engine: Engine,
     tokenizer: Arc<Tokenizer>,
     info: (String, i32, i32, Dtype, Option<(i32, i32)>),
-    jobs: Mutex<HashMap<u32, Job>>,
-    next_id: AtomicU32,
+    jobs: Jobs<Event>,
     disposed: AtomicBool,
 }
 
@@ -95,8 +88,7 @@ async fn load(path: String, dtype: Option<String>) -> Result<NativeModel> {
         engine: engine.with_tokenizer(loaded.tokenizer.clone()),
         info: (loaded.model_type, loaded.num_layers, loaded.vocab_size, loaded.dtype, loaded.quantization),
         tokenizer: loaded.tokenizer,
-        jobs: Mutex::new(HashMap::new()),
-        next_id: AtomicU32::new(1),
+        jobs: Jobs::new(),
         disposed: AtomicBool::new(false),
     })
 }
@@ -217,10 +209,7 @@ impl NativeModel {
         let parsed = options::parse(&options, self.vocab(), self.xtc_special_tokens()?)?;
         let abort = Arc::new(AtomicBool::new(false));
         let rx = self.engine.generate(prompt, parsed, abort.clone());
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let job = Job { events: Arc::new(tokio::sync::Mutex::new(rx)), abort };
-        self.jobs.lock().map_err(|_| js_error(Code::MlxError, "job table poisoned"))?.insert(id, job);
-        Ok(id)
+        self.jobs.add(rx, abort)
     }
 
     /// Waits for at least one event of job `id` and returns all that are ready.
@@ -230,68 +219,40 @@ impl NativeModel {
     }
 
     async fn events_of(&self, id: u32) -> Result<Vec<NativeEvent>> {
-        let events = {
-            let jobs = self.jobs.lock().map_err(|_| js_error(Code::MlxError, "job table poisoned"))?;
-            jobs.get(&id).map(|j| j.events.clone())
-        }
-        .ok_or_else(|| js_error(Code::InvalidArgument, format!("no generation with id {id}")))?;
-        let mut rx = events.lock().await;
-        let mut out = Vec::new();
-        let mut next = rx.recv().await;
-        loop {
-            match next {
-                None => {
-                    self.forget(id);
-                    return Err(js_error(Code::MlxError, "the engine stopped before finishing"));
-                }
-                Some(Event::Chunk { text, token }) => {
-                    out.push(NativeEvent { text: Some(text), token: Some(token), result: None });
-                }
-                Some(Event::Done(s)) => {
-                    self.forget(id);
-                    out.push(NativeEvent {
-                        text: None,
-                        token: None,
-                        result: Some(NativeResult {
-                            text: s.text,
-                            tokens: s.tokens,
-                            finish_reason: s.finish_reason.into(),
-                            prompt_tokens: s.prompt_tokens as u32,
-                            generation_tokens: s.generation_tokens as u32,
-                            prompt_tps: s.prompt_tps,
-                            generation_tps: s.generation_tps,
-                            peak_memory: s.peak_memory as f64,
-                        }),
-                    });
-                    return Ok(out);
-                }
-                Some(Event::Failed(e)) => {
-                    self.forget(id);
-                    return Err(lm_error(e));
-                }
-            }
-            match rx.try_recv() {
-                Ok(ev) => next = Some(ev),
-                Err(_) => return Ok(out),
-            }
-        }
+        let events = self.jobs.next(id, |e| !matches!(e, Event::Chunk { .. })).await?;
+        events
+            .into_iter()
+            .map(|e| match e {
+                Event::Chunk { text, token } => Ok(NativeEvent { text: Some(text), token: Some(token), result: None }),
+                Event::Done(s) => Ok(NativeEvent {
+                    text: None,
+                    token: None,
+                    result: Some(NativeResult {
+                        text: s.text,
+                        tokens: s.tokens,
+                        finish_reason: s.finish_reason.into(),
+                        prompt_tokens: s.prompt_tokens as u32,
+                        generation_tokens: s.generation_tokens as u32,
+                        prompt_tps: s.prompt_tps,
+                        generation_tps: s.generation_tps,
+                        peak_memory: s.peak_memory as f64,
+                    }),
+                }),
+                Event::Failed(e) => Err(lm_error(e)),
+            })
+            .collect()
     }
 
     /// Stops job `id` at the next token (its result then says 'abort').
     #[napi]
     pub fn abort(&self, id: u32) {
-        if let Ok(jobs) = self.jobs.lock() {
-            if let Some(j) = jobs.get(&id) {
-                j.abort.store(true, Ordering::SeqCst);
-            }
-        }
+        self.jobs.abort(id);
     }
 
     /// Stops listening to job `id` and aborts it; its events are dropped.
     #[napi]
     pub fn cancel(&self, id: u32) {
-        self.abort(id);
-        self.forget(id);
+        self.jobs.cancel(id);
     }
 
     /// Stops running and queued generations at their next token (they finish with
@@ -301,20 +262,8 @@ impl NativeModel {
         if self.disposed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        if let Ok(jobs) = self.jobs.lock() {
-            for j in jobs.values() {
-                j.abort.store(true, Ordering::SeqCst);
-            }
-        }
+        self.jobs.abort_all();
         let _ = self.engine.shutdown().await;
         Ok(())
-    }
-}
-
-impl NativeModel {
-    fn forget(&self, id: u32) {
-        if let Ok(mut jobs) = self.jobs.lock() {
-            jobs.remove(&id);
-        }
     }
 }

@@ -48,6 +48,19 @@ impl Opts<'_> {
     }
 }
 
+/// The options object (null: none), every key one of `known`.
+pub(crate) fn options_object(value: &Value, known: &[&str]) -> R<Map<String, Value>> {
+    let map = match value {
+        Value::Null => Map::new(),
+        Value::Object(m) => m.clone(),
+        other => return Err(invalid(format!("options must be an object, got {other}"))),
+    };
+    if let Some(k) = map.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(invalid(format!("unknown option \"{k}\"; known options: {}", known.join(", "))));
+    }
+    Ok(map)
+}
+
 pub struct ParsedOptions {
     pub params: GenerateParams,
     pub stop: Vec<String>,
@@ -55,15 +68,7 @@ pub struct ParsedOptions {
 
 /// `vocab`: model vocabulary size (top-k and logit-bias ids are checked against it).
 pub fn parse(value: &Value, vocab: u32, xtc_special_tokens: Vec<u32>) -> R<ParsedOptions> {
-    let empty = Map::new();
-    let map = match value {
-        Value::Null => &empty,
-        Value::Object(m) => m,
-        other => return Err(invalid(format!("options must be an object, got {other}"))),
-    };
-    if let Some(k) = map.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-        return Err(invalid(format!("unknown option \"{k}\"; known options: {}", KNOWN.join(", "))));
-    }
+    let map = &options_object(value, KNOWN)?;
     let o = Opts(map);
     let f32_of = |v: Option<f64>, d: f32| v.map(|x| x as f32).unwrap_or(d);
     let mut s = SamplingOptions {

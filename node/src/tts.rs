@@ -1,9 +1,8 @@
 //! The `NativeTts` class behind index.js's TextToSpeech: speech jobs on the
 //! model's worker thread, audio reported through a channel per job.
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use lm::LmError;
 use napi::bindgen_prelude::Float32Array;
@@ -14,6 +13,7 @@ use tts::pipeline::{Chatterbox, SynthesisOptions, SAMPLE_RATE};
 use tts::streaming::StreamSchedule;
 
 use crate::errors::{js_error, lm_error, plain, Code};
+use crate::jobs::Jobs;
 use crate::tts_options;
 use crate::worker::{guarded, Worker};
 
@@ -39,17 +39,11 @@ pub struct NativeSpeechEvent {
     pub result: Option<NativeSpeechResult>,
 }
 
-struct Job {
-    events: Arc<tokio::sync::Mutex<tmpsc::UnboundedReceiver<Event>>>,
-    abort: Arc<AtomicBool>,
-}
-
 #[napi]
 pub struct NativeTts {
     worker: Worker<Chatterbox>,
     max_tokens: usize,
-    jobs: Mutex<HashMap<u32, Job>>,
-    next_id: AtomicU32,
+    jobs: Jobs<Event>,
     disposed: AtomicBool,
 }
 
@@ -64,7 +58,7 @@ pub async fn load_tts_native(path: String) -> napi::Result<NativeTts> {
         .await
         .map_err(|_| plain(js_error(Code::MlxError, "the engine thread stopped while loading")))?
         .map_err(|e| plain(lm_error(e)))?;
-    Ok(NativeTts { worker, max_tokens, jobs: Mutex::new(HashMap::new()), next_id: AtomicU32::new(1), disposed: AtomicBool::new(false) })
+    Ok(NativeTts { worker, max_tokens, jobs: Jobs::new(), disposed: AtomicBool::new(false) })
 }
 
 /// Sentences of `text`, as the speech pipeline cuts long text.
@@ -133,10 +127,7 @@ impl NativeTts {
         if !queued {
             let _ = tx.send(Event::Failed(LmError::Disposed("the speech model has been disposed".into())));
         }
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let job = Job { events: Arc::new(tokio::sync::Mutex::new(rx)), abort };
-        self.jobs.lock().map_err(|_| js_error(Code::MlxError, "job table poisoned"))?.insert(id, job);
-        Ok(id)
+        self.jobs.add(rx, abort)
     }
 
     /// Waits for at least one event of job `id` and returns all that are ready.
@@ -146,54 +137,30 @@ impl NativeTts {
     }
 
     async fn events_of(&self, id: u32) -> Result<Vec<NativeSpeechEvent>> {
-        let events = {
-            let jobs = self.jobs.lock().map_err(|_| js_error(Code::MlxError, "job table poisoned"))?;
-            jobs.get(&id).map(|j| j.events.clone())
-        }
-        .ok_or_else(|| js_error(Code::InvalidArgument, format!("no synthesis with id {id}")))?;
-        let mut rx = events.lock().await;
-        let mut out = Vec::new();
-        let mut next = rx.recv().await;
-        loop {
-            match next {
-                None => {
-                    self.forget(id);
-                    return Err(js_error(Code::MlxError, "the engine stopped before finishing"));
-                }
-                Some(Event::Audio(samples)) => out.push(NativeSpeechEvent { audio: Some(Float32Array::new(samples)), result: None }),
-                Some(Event::Done { speech_tokens, samples, aborted }) => {
-                    self.forget(id);
+        let events = self.jobs.next(id, |e| !matches!(e, Event::Audio(_))).await?;
+        events
+            .into_iter()
+            .map(|e| match e {
+                Event::Audio(samples) => Ok(NativeSpeechEvent { audio: Some(Float32Array::new(samples)), result: None }),
+                Event::Done { speech_tokens, samples, aborted } => {
                     let result = NativeSpeechResult { speech_tokens, samples: samples as f64, aborted };
-                    out.push(NativeSpeechEvent { audio: None, result: Some(result) });
-                    return Ok(out);
+                    Ok(NativeSpeechEvent { audio: None, result: Some(result) })
                 }
-                Some(Event::Failed(e)) => {
-                    self.forget(id);
-                    return Err(lm_error(e));
-                }
-            }
-            match rx.try_recv() {
-                Ok(ev) => next = Some(ev),
-                Err(_) => return Ok(out),
-            }
-        }
+                Event::Failed(e) => Err(lm_error(e)),
+            })
+            .collect()
     }
 
     /// Stops job `id` at the next speech token (its result then says aborted).
     #[napi]
     pub fn abort(&self, id: u32) {
-        if let Ok(jobs) = self.jobs.lock() {
-            if let Some(j) = jobs.get(&id) {
-                j.abort.store(true, Ordering::SeqCst);
-            }
-        }
+        self.jobs.abort(id);
     }
 
     /// Stops listening to job `id` and aborts it.
     #[napi]
     pub fn cancel(&self, id: u32) {
-        self.abort(id);
-        self.forget(id);
+        self.jobs.cancel(id);
     }
 
     /// Aborts running and queued work, then frees the model. Later calls fail with DISPOSED.
@@ -202,21 +169,9 @@ impl NativeTts {
         if self.disposed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        if let Ok(jobs) = self.jobs.lock() {
-            for j in jobs.values() {
-                j.abort.store(true, Ordering::SeqCst);
-            }
-        }
+        self.jobs.abort_all();
         let _ = self.worker.shutdown().await;
         Ok(())
-    }
-}
-
-impl NativeTts {
-    fn forget(&self, id: u32) {
-        if let Ok(mut jobs) = self.jobs.lock() {
-            jobs.remove(&id);
-        }
     }
 }
 

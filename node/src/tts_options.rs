@@ -2,10 +2,11 @@
 //! the option), mapped onto the pipeline's `SynthesisOptions`.
 use std::path::PathBuf;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tts::pipeline::SynthesisOptions;
+use tts::t3::T3Options;
 
-use crate::options::{invalid, Opts};
+use crate::options::{invalid, options_object, Opts};
 
 type R<T> = napi::Result<T, String>;
 
@@ -14,15 +15,7 @@ const KNOWN: &[&str] =
 
 /// `max_tokens`: the model's longest speech-token sequence.
 pub fn parse(value: &Value, max_tokens: usize) -> R<SynthesisOptions> {
-    let empty = Map::new();
-    let map = match value {
-        Value::Null => &empty,
-        Value::Object(m) => m,
-        other => return Err(invalid(format!("options must be an object, got {other}"))),
-    };
-    if let Some(k) = map.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-        return Err(invalid(format!("unknown option \"{k}\"; known options: {}", KNOWN.join(", "))));
-    }
+    let map = &options_object(value, KNOWN)?;
     let o = Opts(map);
     let d = SynthesisOptions::default();
     let f = |v: Option<f64>, d: f32| v.map(|x| x as f32).unwrap_or(d);
@@ -31,14 +24,17 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<SynthesisOptions> {
         Some(Value::String(s)) if !s.is_empty() => Some(PathBuf::from(s)),
         Some(other) => return Err(invalid(format!("option voice must be a path to a conds.safetensors file, got {other}"))),
     };
+    let t = &d.t3;
     Ok(SynthesisOptions {
-        temperature: f(o.num("temperature", 0.0, 1e6, false)?, d.temperature),
-        cfg_weight: f(o.num("cfgWeight", 0.0, 1e6, false)?, d.cfg_weight),
-        exaggeration: f(o.num("exaggeration", 0.0, 1e6, false)?, d.exaggeration),
-        repetition_penalty: f(o.num("repetitionPenalty", 0.0, 1e6, true)?, d.repetition_penalty),
-        min_p: f(o.num("minP", 0.0, 1.0, false)?, d.min_p),
-        top_p: f(o.num("topP", 0.0, 1.0, false)?, d.top_p),
-        max_tokens: o.int("maxTokens", 1, max_tokens as i64)?.map_or(d.max_tokens.min(max_tokens), |v| v as usize),
+        t3: T3Options {
+            temperature: f(o.num("temperature", 0.0, 1e6, false)?, t.temperature),
+            cfg_weight: f(o.num("cfgWeight", 0.0, 1e6, false)?, t.cfg_weight),
+            exaggeration: f(o.num("exaggeration", 0.0, 1e6, false)?, t.exaggeration),
+            repetition_penalty: f(o.num("repetitionPenalty", 0.0, 1e6, true)?, t.repetition_penalty),
+            min_p: f(o.num("minP", 0.0, 1.0, false)?, t.min_p),
+            top_p: f(o.num("topP", 0.0, 1.0, false)?, t.top_p),
+            max_tokens: o.int("maxTokens", 1, max_tokens as i64)?.map_or(t.max_tokens.min(max_tokens), |v| v as usize),
+        },
         seed: o.int("seed", 0, u32::MAX as i64)?.map(|v| v as u64),
         voice,
     })

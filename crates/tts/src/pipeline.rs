@@ -19,34 +19,13 @@ pub const SAMPLE_RATE: u32 = 24_000;
 /// Speech token ids at or above this are special (start/stop speech and padding).
 const SPEECH_VOCAB: u32 = 6561;
 
-/// `SynthesizeOptions` of the public API; defaults are Resemble AI's.
-#[derive(Debug, Clone)]
+/// `SynthesizeOptions` of the public API: T3's sampling options (Resemble
+/// AI's defaults), the seed of the whole call and another voice.
+#[derive(Debug, Clone, Default)]
 pub struct SynthesisOptions {
-    pub temperature: f32,
-    pub cfg_weight: f32,
-    pub exaggeration: f32,
-    pub repetition_penalty: f32,
-    pub min_p: f32,
-    pub top_p: f32,
-    pub max_tokens: usize,
+    pub t3: T3Options,
     pub seed: Option<u64>,
     pub voice: Option<PathBuf>,
-}
-
-impl Default for SynthesisOptions {
-    fn default() -> Self {
-        SynthesisOptions {
-            temperature: 0.8,
-            cfg_weight: 0.5,
-            exaggeration: 0.5,
-            repetition_penalty: 1.2,
-            min_p: 0.05,
-            top_p: 1.0,
-            max_tokens: 1000,
-            seed: None,
-            voice: None,
-        }
-    }
 }
 
 /// A voice: the conditioning T3 and S3Gen read (a `conds.safetensors`).
@@ -172,21 +151,13 @@ impl Chatterbox {
             Some(s) => KeySequence::new(s)?,
             None => KeySequence::from_time()?,
         };
-        let t3_opts = T3Options {
-            temperature: opts.temperature,
-            cfg_weight: opts.cfg_weight,
-            exaggeration: opts.exaggeration,
-            repetition_penalty: opts.repetition_penalty,
-            min_p: opts.min_p,
-            top_p: opts.top_p,
-            max_tokens: opts.max_tokens,
-        };
+        let t3_opts = &opts.t3;
         let mut summary = SynthesisSummary::default();
         for piece in split_pieces(text, MAX_PIECE_CHARS) {
             let tokens = self.text_tokens(&piece)?;
             let done = match stream {
-                Some(schedule) => self.piece_streamed(voice, &tokens, &t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?,
-                None => self.piece_whole(voice, &tokens, &t3_opts, &mut keys, keep_going, on_audio, &mut summary)?,
+                Some(schedule) => self.piece_streamed(voice, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?,
+                None => self.piece_whole(voice, &tokens, t3_opts, &mut keys, keep_going, on_audio, &mut summary)?,
             };
             if !done {
                 summary.aborted = true;
