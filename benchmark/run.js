@@ -607,7 +607,14 @@ async function main() {
   const isDefault = !quick && !args.models.length && !args.configs.length && args.rounds === null && args.maxTokens === null;
   const out = args.out ?? (isDefault ? RESULTS : null);
   if (out) {
-    fs.writeFileSync(out, md);
+    // The speech section belongs to `npm run bench:tts`: keep it.
+    let speech = '';
+    if (out === RESULTS && fs.existsSync(RESULTS)) {
+      const prev = fs.readFileSync(RESULTS, 'utf8');
+      const at = prev.indexOf('\n## Speech (Chatterbox)');
+      if (at >= 0) speech = prev.slice(at);
+    }
+    fs.writeFileSync(out, md.trimEnd() + '\n' + speech);
     log(`wrote ${path.relative(ROOT, out)}`);
   } else {
     log('not a full default run: RESULTS.md left as it is (use --out FILE to write this report)');

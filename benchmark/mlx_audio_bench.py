@@ -1,0 +1,159 @@
+"""Long-lived mlx-audio (Chatterbox) worker for benchmark/tts.js.
+
+Reads one JSON request per line on stdin and answers each with one JSON line on
+stdout (anything the libraries print goes to stderr). Requests:
+
+  {"cmd": "info"}
+      -> {"mlx", "mlxAudio", "blas", "python", "device"}
+  {"cmd": "load", "model": folder}
+      -> {"seconds"}; loads the folder as the parity reference does
+      (__test__/ref/chatterbox_ref.py load_fixture: mlx-audio's loading steps with
+      fixtures_tts.build_model, which honours the shrink keys and is plain mlx-audio
+      without them). Replaces the model loaded before.
+  {"cmd": "synthesize", "text": str, "options": {...}}
+      -> {"seconds", "t3Seconds", "samples", "sampleRate", "speechTokens", "t3Tokens",
+          "peakMemory"}
+      One Model.generate call with the camelCase options mapped onto its keyword
+      arguments, after mx.random.seed(seed). The clock runs from the call to the
+      evaluated waveform (generate returns it unevaluated). t3Seconds: until T3
+      returned its tokens (it evaluates every step); speechTokens: the cleaned ids
+      S3Gen was given, as a list; t3Tokens: what T3 returned, start/stop included.
+
+Errors answer {"error": message}; the worker keeps running.
+"""
+
+import json
+import sys
+import time
+import traceback
+from importlib.metadata import version
+from pathlib import Path
+
+_stdout = sys.stdout
+sys.stdout = sys.stderr
+
+import mlx.core as mx  # noqa: E402
+
+# Loading is the parity reference's own, so both benchmarks and tests load the same model.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "__test__" / "ref"))
+from chatterbox_ref import load_fixture  # noqa: E402
+
+# camelCase option of SynthesizeOptions -> Model.generate keyword argument.
+OPTION_NAMES = {
+    "temperature": "temperature",
+    "cfgWeight": "cfg_weight",
+    "exaggeration": "exaggeration",
+    "repetitionPenalty": "repetition_penalty",
+    "minP": "min_p",
+    "topP": "top_p",
+    "maxTokens": "max_new_tokens",
+}
+
+state = {"model": None}
+
+
+def blas_in_use():
+    if sys.platform != "linux":
+        return "n/a"
+    with open("/proc/self/maps") as f:
+        maps = f.read()
+    if "openblas" in maps:
+        return "openblas"
+    return "reference (libblas from the mlx-cpu wheel)" if "libblas" in maps else "unknown"
+
+
+def cmd_info(_req):
+    return {
+        "mlx": mx.__version__,
+        "mlxAudio": version("mlx-audio"),
+        "blas": blas_in_use(),
+        "python": sys.version.split()[0],
+        "device": str(mx.default_device()),
+    }
+
+
+def cmd_load(req):
+    path = Path(req["model"]).resolve()
+    state["model"] = None
+    mx.clear_cache()
+    t0 = time.perf_counter()
+    state["model"] = load_fixture(path)
+    return {"seconds": time.perf_counter() - t0}
+
+
+def cmd_synthesize(req):
+    model = state["model"]
+    if model is None:
+        raise RuntimeError("no model loaded")
+    options = dict(req.get("options") or {})
+    seed = options.pop("seed", None)
+    unknown = set(options) - set(OPTION_NAMES)
+    if unknown:
+        raise ValueError(f"unknown options: {sorted(unknown)}")
+    kwargs = {OPTION_NAMES[k]: v for k, v in options.items()}
+
+    # Observe T3's end and S3Gen's input through instance attributes (removed afterwards);
+    # the wrappers only read what passes by.
+    seen = {}
+    t3_inference = model.t3.inference
+    flow_inference = model.s3gen.flow.inference
+
+    def t3_timed(*args, **kw):
+        out = t3_inference(*args, **kw)
+        mx.eval(out)
+        seen["t3_end"] = time.perf_counter()
+        seen["t3_tokens"] = out.shape[1]
+        return out
+
+    def flow_seen(*args, **kw):
+        seen["tokens"] = kw["token"]
+        return flow_inference(*args, **kw)
+
+    model.t3.inference = t3_timed
+    model.s3gen.flow.inference = flow_seen
+    mx.reset_peak_memory()
+    try:
+        if seed is not None:
+            mx.random.seed(int(seed))
+        t0 = time.perf_counter()
+        result = next(model.generate(req["text"], verbose=False, **kwargs))
+        mx.eval(result.audio)
+        seconds = time.perf_counter() - t0
+    finally:
+        del model.t3.inference
+        del model.s3gen.flow.inference
+    tokens = seen["tokens"].reshape(-1).tolist() if "tokens" in seen else []
+    return {
+        "seconds": seconds,
+        "t3Seconds": seen["t3_end"] - t0,
+        "samples": int(result.audio.shape[0]),
+        "sampleRate": model.sample_rate,
+        "speechTokens": tokens,
+        "t3Tokens": seen["t3_tokens"],
+        "peakMemory": mx.get_peak_memory(),
+    }
+
+
+COMMANDS = {"info": cmd_info, "load": cmd_load, "synthesize": cmd_synthesize}
+
+
+def main():
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+            cmd = req.get("cmd")
+            if cmd not in COMMANDS:
+                raise ValueError(f"unknown cmd: {cmd}")
+            answer = COMMANDS[cmd](req)
+        except Exception as e:  # one bad request must not end the worker
+            traceback.print_exc(file=sys.stderr)
+            answer = {"error": str(e) or type(e).__name__}
+        _stdout.write(json.dumps(answer) + "\n")
+        _stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

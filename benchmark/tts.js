@@ -1,0 +1,530 @@
+#!/usr/bin/env node
+'use strict';
+// `npm run bench:tts`: mlx-node's Chatterbox against mlx-audio's on the same machine, the
+// same libmlx and the same BLAS, interleaved (ours, mlx-audio, ours, ...) after a warm-up,
+// on the same model folders, text, options and seed. Prints markdown tables; a full
+// default run also writes them into benchmark/RESULTS.md as the "Speech (Chatterbox)"
+// section (the rest of that file is left as it is).
+//
+// Models: the shrunk test fixtures (.cache/fixtures-tts: chatterbox fp32, chatterbox-q4)
+// and a full-size Chatterbox with random weights (.cache/bench-models/chatterbox-full,
+// written by scripts/fixtures_tts.py --full), so the speech is noise but the work per
+// token is the real model's.
+
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const readline = require('node:readline');
+const { spawn, spawnSync } = require('node:child_process');
+
+const ROOT = path.resolve(__dirname, '..');
+const RESULTS = path.join(__dirname, 'RESULTS.md');
+const RAW_DIR = path.join(ROOT, '.cache', 'bench-results');
+const FULL_DIR = path.join(ROOT, '.cache', 'bench-models', 'chatterbox-full');
+const FIXTURES_SCRIPT = path.join(ROOT, 'scripts', 'fixtures_tts.py');
+const SECTION = '## Speech (Chatterbox)';
+
+const SEED = 42;
+// Resemble AI's defaults (exaggeration 0.5 as their demo, not mlx-audio's 0.1).
+const OPTIONS = { temperature: 0.8, cfgWeight: 0.5, exaggeration: 0.5, repetitionPenalty: 1.2, minP: 0.05, topP: 1.0 };
+// Two sentences, one piece for our pipeline (under its 300-character split limit).
+const FIXTURE_TEXT = 'Hello there, this is a short test of speech synthesis. The weather today is calm and clear.';
+const FULL_TEXT = 'The quick brown fox jumps over the lazy dog.';
+
+// Fixtures: the shrunk T3 stops itself after about 40 tokens, well before maxTokens.
+// Full size: 100 tokens = 4 s of audio at most; a run takes minutes on 2 CPU cores, so its
+// rounds stop early when the next one would end after FULL_BUDGET_S.
+const PLAN = {
+  fixtures: { models: ['chatterbox', 'chatterbox-q4'], text: FIXTURE_TEXT, maxTokens: 200, rounds: 3 },
+  full: { models: ['chatterbox-full'], text: FULL_TEXT, maxTokens: 100, rounds: 2 },
+};
+const FULL_BUDGET_S = 15 * 60;
+
+const USAGE = `usage: npm run bench:tts -- [options]
+  --quick            smoke run: the fixtures only, 1 round (about 2 minutes)
+  --only WHAT        fixtures | full
+  --rounds N         timed rounds per fixture model (default ${PLAN.fixtures.rounds}; --quick: 1)
+  --full-rounds N    timed rounds for the full-size model, however long they take (default:
+                     ${PLAN.full.rounds}, fewer if they would end after ${FULL_BUDGET_S / 60} minutes of full-size work)
+  --write            write the section into benchmark/RESULTS.md even if this is not a full default run
+  --no-build         use the addon as built (default: npm run build first)`;
+
+function log(msg) {
+  process.stderr.write(`[bench:tts] ${msg}\n`);
+}
+
+function fail(msg, code = 1) {
+  log(msg);
+  process.exit(code);
+}
+
+function parseArgs(argv) {
+  const a = { quick: false, only: null, rounds: null, fullRounds: null, write: false, build: true };
+  const value = (i, flag) => {
+    if (i + 1 >= argv.length || argv[i + 1].startsWith('--')) fail(`${flag} needs a value\n${USAGE}`);
+    return argv[i + 1];
+  };
+  const positive = (s, flag) => {
+    const n = Number(s);
+    if (!Number.isInteger(n) || n < 1) fail(`${flag} must be a positive integer, got ${s}`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const f = argv[i];
+    if (f === '--quick') a.quick = true;
+    else if (f === '--write') a.write = true;
+    else if (f === '--no-build') a.build = false;
+    else if (f === '--help' || f === '-h') {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    } else if (f === '--only') {
+      a.only = value(i++, f);
+      if (!PLAN[a.only]) fail(`--only takes ${Object.keys(PLAN).join(' or ')}, got ${a.only}`);
+    } else if (f === '--rounds') a.rounds = positive(value(i++, f), f);
+    else if (f === '--full-rounds') a.fullRounds = positive(value(i++, f), f);
+    else fail(`unknown argument ${f}\n${USAGE}`);
+  }
+  if (a.quick && a.only === 'full') fail('--quick runs the fixtures only');
+  return a;
+}
+
+// ---------------------------------------------------------------- mlx-audio worker
+
+// benchmark/mlx_audio_bench.py: one JSON request per line, one JSON answer per line.
+class MlxAudioWorker {
+  constructor(python, env) {
+    this.child = spawn(python, [path.join(__dirname, 'mlx_audio_bench.py')], { env, cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    this.pending = [];
+    this.stderr = '';
+    this.exited = null;
+    this.child.stderr.on('data', (d) => {
+      this.stderr = (this.stderr + d.toString('utf8')).slice(-20000);
+    });
+    readline.createInterface({ input: this.child.stdout }).on('line', (line) => {
+      const p = this.pending.shift();
+      if (!p) return;
+      let msg;
+      try {
+        msg = JSON.parse(line);
+      } catch {
+        p.reject(new Error(`mlx-audio worker sent unreadable output: ${line.slice(0, 200)}`));
+        return;
+      }
+      if (msg.error) p.reject(new Error(`mlx-audio worker: ${msg.error}\n${this.stderr.slice(-4000)}`));
+      else p.resolve(msg);
+    });
+    this.child.on('exit', (code, signal) => {
+      this.exited = `exit ${code}${signal ? `, ${signal}` : ''}`;
+      for (const p of this.pending.splice(0)) p.reject(new Error(`mlx-audio worker stopped (${this.exited})\n${this.stderr.slice(-4000)}`));
+    });
+    this.child.on('error', (e) => {
+      for (const p of this.pending.splice(0)) p.reject(new Error(`could not start the mlx-audio worker: ${e.message}`));
+    });
+    this.child.stdin.on('error', () => {});
+  }
+
+  request(req) {
+    if (this.exited) return Promise.reject(new Error(`mlx-audio worker stopped (${this.exited})\n${this.stderr.slice(-4000)}`));
+    return new Promise((resolve, reject) => {
+      this.pending.push({ resolve, reject });
+      this.child.stdin.write(`${JSON.stringify(req)}\n`);
+    });
+  }
+
+  close() {
+    this.child.stdin.end();
+  }
+}
+
+// ---------------------------------------------------------------- helpers
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
+const spread = (xs, d = 2) => (xs.length > 1 ? `${fmt(median(xs), d)} (${fmt(Math.min(...xs), d)}-${fmt(Math.max(...xs), d)})` : fmt(xs[0], d));
+const sameTokens = (a, b) => a.length === b.length && a.every((t, i) => t === b[i]);
+
+function sh(cmd, args) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : '';
+}
+
+function machineInfo() {
+  const lscpu = sh('lscpu', []);
+  const field = (name) => (lscpu.match(new RegExp(`^${name}:\\s*(.+)$`, 'm')) || [])[1] || '';
+  return {
+    cpu: field('Model name') || os.cpus()[0]?.model || 'unknown',
+    cpus: Number(field('CPU\\(s\\)')) || os.cpus().length,
+    memoryGB: os.totalmem() / 2 ** 30,
+    kernel: `${os.type()} ${os.release()} ${os.arch()}`,
+    node: process.version,
+  };
+}
+
+function sourceInfo() {
+  const commit = sh('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD']);
+  const dirty = sh('git', ['-C', ROOT, 'status', '--porcelain', '--', 'crates', 'node', 'lib', 'index.js']);
+  let addon = '';
+  try {
+    const f = fs.readdirSync(ROOT).find((x) => x.endsWith('.node'));
+    if (f) addon = `${f}, built ${fs.statSync(path.join(ROOT, f)).mtime.toISOString().replace(/\.\d+Z$/, 'Z')}`;
+  } catch {}
+  return { commit, dirty: dirty ? dirty.split('\n').length : 0, addon };
+}
+
+const loadavg = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
+
+// ---------------------------------------------------------------- model folders
+
+// The full-size folder is rewritten whenever the script that writes it (or the venv) changes.
+function ensureFullModel(python, env) {
+  const { withLock, VENV_SPEC } = require('../scripts/venv');
+  const stamp = crypto.createHash('sha256').update(fs.readFileSync(FIXTURES_SCRIPT)).update(VENV_SPEC).digest('hex');
+  const stampFile = path.join(FULL_DIR, '.stamp');
+  const fresh = () => {
+    try {
+      return fs.readFileSync(stampFile, 'utf8') === stamp;
+    } catch {
+      return false;
+    }
+  };
+  if (fresh()) return FULL_DIR;
+  withLock(`${FULL_DIR}.lock`, 'full-size Chatterbox', () => {
+    if (fresh()) return;
+    const tmp = `${FULL_DIR}.partial`;
+    fs.rmSync(tmp, { recursive: true, force: true });
+    log(`writing the full-size random-weight Chatterbox to ${path.relative(ROOT, FULL_DIR)} (~2.6 GB)`);
+    const r = spawnSync(python, [FIXTURES_SCRIPT, '--full', tmp], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
+    if (r.status !== 0) throw new Error(`scripts/fixtures_tts.py --full failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''})`);
+    fs.writeFileSync(path.join(tmp, '.stamp'), stamp);
+    fs.rmSync(FULL_DIR, { recursive: true, force: true });
+    fs.renameSync(tmp, FULL_DIR);
+  });
+  return FULL_DIR;
+}
+
+// ---------------------------------------------------------------- runs
+
+async function synthesizeOurs(tts, text, options) {
+  const t0 = performance.now();
+  const a = await tts.synthesize(text, options);
+  const seconds = (performance.now() - t0) / 1000;
+  return { seconds, samples: a.audio.length, sampleRate: a.sampleRate, speechTokens: a.speechTokens };
+}
+
+// Time to the first chunk and to the end of the iteration; no speech tokens in chunks.
+async function streamOurs(tts, text, options) {
+  const t0 = performance.now();
+  let first = null;
+  let samples = 0;
+  let chunks = 0;
+  let sampleRate = 0;
+  for await (const c of tts.stream(text, options)) {
+    if (first === null) first = (performance.now() - t0) / 1000;
+    samples += c.audio.length;
+    sampleRate = c.sampleRate;
+    chunks += 1;
+  }
+  return { seconds: (performance.now() - t0) / 1000, firstChunk: first, chunks, samples, sampleRate };
+}
+
+function synthesizeTheirs(worker, text, options) {
+  return worker.request({ cmd: 'synthesize', text, options });
+}
+
+async function loadOurs(dir) {
+  const { loadTTS } = require('..');
+  const t0 = performance.now();
+  const tts = await loadTTS(dir);
+  return { tts, seconds: (performance.now() - t0) / 1000 };
+}
+
+// One model: warm-up on both sides, then rounds of ours / mlx-audio / ours streaming.
+// Ours total from synthesize(), first chunk from a separate stream() run (streaming redoes
+// part of S3Gen per chunk, so its total is not synthesize()'s). Full size (streamOnce): the
+// stream() run is made once, after the rounds, to keep each round to two runs of minutes.
+async function benchModel(name, dir, plan, { rounds, budgetS, streamOnce }, worker, entry) {
+  const options = { ...OPTIONS, maxTokens: plan.maxTokens, seed: SEED };
+  log(`${name}: loading (${path.relative(ROOT, dir)})`);
+  entry.theirsLoad = (await worker.request({ cmd: 'load', model: dir })).seconds;
+  let ours = null;
+  try {
+    ours = await loadOurs(dir);
+    entry.oursLoad = ours.seconds;
+  } catch (e) {
+    entry.oursError = `${e.code ? `${e.code}: ` : ''}${e.message.split('\n')[0]}`;
+    log(`${name}: our loadTTS failed, timing mlx-audio alone (${entry.oursError})`);
+  }
+  const started = performance.now();
+  try {
+    log(`${name}: warm-up`);
+    if (ours) entry.warmOurs = await synthesizeOurs(ours.tts, plan.text, options);
+    entry.warmTheirs = await synthesizeTheirs(worker, plan.text, options);
+    log(`${name}: warm-up ours ${fmt(entry.warmOurs?.seconds)} s, mlx-audio ${fmt(entry.warmTheirs.seconds)} s`);
+    for (let r = 0; r < rounds; r++) {
+      const roundStart = performance.now();
+      const row = {};
+      if (ours) row.ours = await synthesizeOurs(ours.tts, plan.text, options);
+      row.theirs = await synthesizeTheirs(worker, plan.text, options);
+      if (ours && !streamOnce) row.oursStream = await streamOurs(ours.tts, plan.text, options);
+      entry.rounds.push(row);
+      log(
+        `${name} | round ${r + 1}/${rounds}: ours ${fmt(row.ours?.seconds)} s` +
+          `${row.oursStream ? ` (stream: first chunk ${fmt(row.oursStream.firstChunk)} s of ${fmt(row.oursStream.seconds)} s)` : ''}, ` +
+          `mlx-audio ${fmt(row.theirs.seconds)} s (T3 ${fmt(row.theirs.t3Seconds)} s) (load ${loadavg()})`,
+      );
+      const elapsed = (performance.now() - started) / 1000;
+      const roundS = (performance.now() - roundStart) / 1000;
+      // The one stream() run still to come costs about twice a synthesize() at full size.
+      const reserve = streamOnce && row.ours ? 2 * row.ours.seconds : 0;
+      if (budgetS && r + 1 < rounds && elapsed + roundS + reserve > budgetS) {
+        log(`${name}: stopping after ${r + 1} round(s): another would end after the ${fmt(budgetS / 60, 0)}-minute budget`);
+        entry.budgetStop = true;
+        break;
+      }
+    }
+    if (ours && streamOnce) {
+      entry.streamRun = await streamOurs(ours.tts, plan.text, options);
+      log(`${name} | stream: first chunk ${fmt(entry.streamRun.firstChunk)} s of ${fmt(entry.streamRun.seconds)} s (load ${loadavg()})`);
+    }
+  } finally {
+    if (ours) await ours.tts.dispose();
+  }
+}
+
+function summarize(entry) {
+  const rs = entry.rounds;
+  const theirs = rs.map((r) => r.theirs);
+  const ours = rs.map((r) => r.ours).filter(Boolean);
+  const streams = [...rs.map((r) => r.oursStream), entry.streamRun].filter(Boolean);
+  const s = {
+    theirs: {
+      seconds: theirs.map((x) => x.seconds),
+      t3Seconds: theirs.map((x) => x.t3Seconds),
+      audioSeconds: theirs[0].samples / theirs[0].sampleRate,
+      speechTokens: theirs[0].speechTokens.length,
+      t3Tokens: theirs[0].t3Tokens,
+      peakMemory: median(theirs.map((x) => x.peakMemory)),
+      stable: theirs.every((x) => sameTokens(x.speechTokens, theirs[0].speechTokens)),
+    },
+    ours: null,
+  };
+  if (ours.length) {
+    const tokensRun = ours[0];
+    s.ours = {
+      seconds: ours.map((x) => x.seconds),
+      firstChunk: streams.map((x) => x.firstChunk),
+      streamSeconds: streams.map((x) => x.seconds),
+      chunks: streams.length ? streams[0].chunks : null,
+      chunksStable: streams.every((x) => x.chunks === streams[0].chunks),
+      audioSeconds: ours[0].samples / ours[0].sampleRate,
+      speechTokens: tokensRun.speechTokens.length,
+      stable: ours.every((x) => sameTokens(x.speechTokens, tokensRun.speechTokens)),
+    };
+    s.sameTokens = sameTokens(tokensRun.speechTokens, theirs[0].speechTokens);
+    s.ratio = rs.filter((r) => r.ours).map((r) => r.ours.seconds / r.theirs.seconds);
+    // Time to first audio against waiting for synthesize(): per round where both ran in it,
+    // else (the full-size model's single stream run) against the median synthesize().
+    s.firstShare = rs.some((r) => r.oursStream)
+      ? rs.filter((r) => r.ours && r.oursStream).map((r) => r.oursStream.firstChunk / r.ours.seconds)
+      : streams.map((x) => x.firstChunk / median(s.ours.seconds));
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------- report
+
+function sideTable(report) {
+  const lines = [
+    '| model | side | total s, median (min-max) | audio s | real-time factor | speech tokens | T3 s | stream: first audio s of total s |',
+    '|---|---|--:|--:|--:|--:|--:|--:|',
+  ];
+  for (const m of report.models) {
+    const s = m.summary;
+    if (!s) continue;
+    if (s.ours) {
+      const rtf = s.ours.seconds.map((x) => x / s.ours.audioSeconds);
+      const chunks = s.ours.chunks ? `, ${s.ours.chunks} chunk${s.ours.chunks > 1 ? 's' : ''}` : '';
+      const first = s.ours.firstChunk.length ? `${spread(s.ours.firstChunk)} of ${spread(s.ours.streamSeconds)}${chunks}` : '-';
+      lines.push(`| ${m.name} | mlx-node | ${spread(s.ours.seconds)} | ${fmt(s.ours.audioSeconds)} | ${spread(rtf, 1)} | ${s.ours.speechTokens} | - | ${first} |`);
+    } else {
+      lines.push(`| ${m.name} | mlx-node | not run: ${m.oursError} | | | | | |`);
+    }
+    const t = s.theirs;
+    const rtf = t.seconds.map((x) => x / t.audioSeconds);
+    lines.push(`| ${m.name} | mlx-audio | ${spread(t.seconds)} | ${fmt(t.audioSeconds)} | ${spread(rtf, 1)} | ${t.speechTokens} | ${spread(t.t3Seconds)} | = total (no streaming) |`);
+  }
+  return lines.join('\n');
+}
+
+function targetTable(report) {
+  const lines = [
+    '| model | mlx-node / mlx-audio total, median (min-max) | target <= 0.80 | ours: stream first chunk / synthesize total | target < 0.25 | same speech tokens |',
+    '|---|--:|:-:|--:|:-:|:-:|',
+  ];
+  let any = false;
+  for (const m of report.models) {
+    const s = m.summary;
+    if (!s?.ours) continue;
+    any = true;
+    const r = median(s.ratio);
+    const f = median(s.firstShare);
+    lines.push(`| ${m.name} | ${spread(s.ratio)} | ${r <= 0.8 ? 'met' : '**missed**'} | ${spread(s.firstShare)} | ${f < 0.25 ? 'met' : '**missed**'} | ${s.sameTokens ? 'yes' : '**no**'} |`);
+  }
+  return any ? lines.join('\n') : null;
+}
+
+function renderSection(report) {
+  const { machine: mc, ours, theirs } = report;
+  const plan = report.models
+    .map((m) => `${m.name}: ${m.rounds.length} round(s)${m.budgetStop ? ' (stopped by the time budget)' : ''}, maxTokens ${m.maxTokens}, text "${m.text}"`)
+    .join('\n- ');
+  const parts = [
+    SECTION,
+    '',
+    `Made by \`${report.command}\` on ${report.date}, in ${fmt(report.seconds / 60, 1)} minutes.`,
+    '',
+    '### Machine and builds',
+    '',
+    `- CPU: ${mc.cpu}, ${mc.cpus} CPUs, ${fmt(mc.memoryGB, 0)} GiB memory; ${mc.kernel}; Node ${mc.node}`,
+    `- Load average (1, 5, 15 min) before the run: ${report.loadBefore}; after: ${report.loadAfter}`,
+    `- mlx-node at commit ${report.source.commit}${report.source.dirty ? ` with ${report.source.dirty} uncommitted file(s) in crates/, node/, lib/, index.js` : ''}; addon ${report.source.addon}`,
+    `- mlx-node: \`mlxInfo()\` = \`${JSON.stringify(ours)}\``,
+    `- mlx-audio ${theirs.mlxAudio} on MLX ${theirs.mlx} (Python ${theirs.python}, ${theirs.device}), BLAS: ${theirs.blas} (LD_PRELOAD=${report.ldPreload || 'none'})`,
+    '',
+    '### Method',
+    '',
+    `- Same model folder, text, options and seed on both sides: ${Object.entries(OPTIONS).map(([k, v]) => `${k} ${v}`).join(', ')}, seed ${SEED}.`,
+    '- Models: the shrunk test fixtures (`.cache/fixtures-tts/chatterbox`, float32, and `chatterbox-q4`, T3 4-bit; 2 T3 layers, small S3Gen/HiFT, 20-token voice prompt) ' +
+      'and `.cache/bench-models/chatterbox-full`, the real architecture in float32 with seeded random weights ' +
+      '(`scripts/fixtures_tts.py --full`: T3 30 layers, full S3Gen with 10 Euler steps, HiFT 512 channels, a 250-token (10 s) S3Gen voice prompt). ' +
+      'The random speech head is built to emit the stop token at about speech position 40, so T3 ends there on every model.',
+    '- Per model: one warm-up run on each side with the timed text and options, then interleaved rounds: ours, mlx-audio, ours streaming, ... ' +
+      '(full size: ours, mlx-audio, ..., and our one streaming run after the rounds).',
+    `- ${plan}`,
+    '- mlx-audio: one `Model.generate(text, max_new_tokens=, temperature=, cfg_weight=, exaggeration=, repetition_penalty=, min_p=, top_p=)` after `mx.random.seed(seed)`, ' +
+      'timed in its worker from the call to the evaluated waveform (`mx.eval(result.audio)`); T3 s: until `t3.inference` returned. It has no streaming, so its first audio is its total. ' +
+      'Loaded as the parity tests load it (`__test__/ref/chatterbox_ref.py`).',
+    '- mlx-node: total = `await tts.synthesize(text, options)` in JS (call to resolved promise). Streaming: a separate `for await (const c of tts.stream(text, options))` run; ' +
+      'first audio = time to its first chunk, shown with that run\'s own total (streaming redoes part of S3Gen for every chunk, so it can take longer than `synthesize()`). ' +
+      'In the targets, first chunk / total divides it by our `synthesize()` total of the same round (full size: by the median).',
+    '- audio s = samples / 24000; real-time factor = total s / audio s (below 1 is faster than real time); speech tokens: the ids S3Gen gets (start/stop and specials removed).',
+    '- Ratios are per round, then median (min-max). "same speech tokens": our tokens equal mlx-audio\'s for the same seed.',
+    '',
+    '### Side by side',
+    '',
+    sideTable(report),
+  ];
+  const tt = targetTable(report);
+  if (tt) parts.push('', '### Targets', '', tt);
+  const notes = [];
+  for (const m of report.models) {
+    const s = m.summary;
+    if (!s) continue;
+    if (!s.theirs.stable) notes.push(`${m.name}: mlx-audio's speech tokens changed between rounds.`);
+    if (s.ours && !s.ours.stable) notes.push(`${m.name}: our speech tokens changed between rounds.`);
+    if (s.ours && !s.ours.chunksStable) notes.push(`${m.name}: our stream gave a different number of chunks between rounds.`);
+    if (s.theirs.t3Tokens >= m.maxTokens) notes.push(`${m.name}: mlx-audio's T3 ran to maxTokens (${m.maxTokens}) without stopping.`);
+  }
+  if (notes.length) parts.push('', '### Anomalies', '', ...notes.map((n) => `- ${n}`));
+  parts.push('');
+  return parts.join('\n');
+}
+
+// Replaces the section (from its heading to the next "## " heading or the end) or appends it.
+function writeSection(file, section) {
+  const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+  const start = text.indexOf(`\n${SECTION}\n`);
+  let out;
+  if (start === -1) {
+    out = `${text.replace(/\s*$/, '')}\n\n${section}`;
+  } else {
+    const next = text.indexOf('\n## ', start + SECTION.length + 1);
+    const tail = next === -1 ? '' : `\n${text.slice(next + 1)}`;
+    out = `${text.slice(0, start)}\n${section}${tail}`;
+  }
+  fs.writeFileSync(file, out.endsWith('\n') ? out : `${out}\n`);
+}
+
+// ---------------------------------------------------------------- main
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const groups = args.quick ? ['fixtures'] : args.only ? [args.only] : ['fixtures', 'full'];
+  const started = Date.now();
+  const loadBefore = loadavg();
+  if (os.loadavg()[0] > os.cpus().length * 0.5) {
+    log(`warning: load average is ${loadBefore} on ${os.cpus().length} CPUs; other work will slow both sides`);
+  }
+  if (args.build) require('../scripts/build').build({ quiet: true });
+  const { ensureVenv } = require('../scripts/venv');
+  const { python, env } = ensureVenv();
+  const targets = [];
+  if (groups.includes('fixtures')) {
+    const dir = require('../scripts/fixtures-tts').ensureTtsFixtures();
+    const rounds = args.rounds ?? (args.quick ? 1 : PLAN.fixtures.rounds);
+    for (const name of PLAN.fixtures.models) targets.push({ name, dir: path.join(dir, name), plan: PLAN.fixtures, run: { rounds } });
+  }
+  if (groups.includes('full')) {
+    const dir = ensureFullModel(python, env);
+    targets.push({ name: 'chatterbox-full', dir, plan: PLAN.full, run: { rounds: args.fullRounds ?? PLAN.full.rounds, budgetS: args.fullRounds ? null : FULL_BUDGET_S, streamOnce: true } });
+  }
+
+  const { mlxInfo } = require('..');
+  const worker = new MlxAudioWorker(python, env);
+  const report = {
+    command: `npm run bench:tts${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    machine: machineInfo(),
+    source: sourceInfo(),
+    ours: mlxInfo(),
+    theirs: null,
+    ldPreload: env.LD_PRELOAD || '',
+    loadBefore,
+    loadAfter: null,
+    models: [],
+  };
+  try {
+    report.theirs = await worker.request({ cmd: 'info' });
+    if (report.theirs.mlx !== report.ours.mlxVersion) log(`warning: MLX versions differ (ours ${report.ours.mlxVersion}, mlx-audio's ${report.theirs.mlx})`);
+    if (report.theirs.blas !== report.ours.blas) log(`warning: BLAS differs (ours ${report.ours.blas}, mlx-audio's ${report.theirs.blas})`);
+    for (const t of targets) {
+      const entry = { name: t.name, dir: t.dir, text: t.plan.text, maxTokens: t.plan.maxTokens, rounds: [] };
+      report.models.push(entry);
+      await benchModel(t.name, t.dir, t.plan, t.run, worker, entry);
+      if (entry.rounds.length) entry.summary = summarize(entry);
+    }
+  } finally {
+    worker.close();
+  }
+  report.loadAfter = loadavg();
+  report.seconds = (Date.now() - started) / 1000;
+
+  const md = renderSection(report);
+  process.stdout.write(`${md}\n`);
+  fs.mkdirSync(RAW_DIR, { recursive: true });
+  const raw = path.join(RAW_DIR, `tts-${report.date.replace(/[:]/g, '-')}.json`);
+  fs.writeFileSync(raw, JSON.stringify(report, null, 1));
+  log(`raw results: ${path.relative(ROOT, raw)}`);
+  const complete = report.models.every((m) => m.summary?.ours);
+  const isDefault = !args.quick && !args.only && args.rounds === null && args.fullRounds === null;
+  if (args.write || (isDefault && complete)) {
+    writeSection(RESULTS, md);
+    log(`wrote the "${SECTION.slice(3)}" section of ${path.relative(ROOT, RESULTS)}`);
+  } else {
+    log(`not a full default run${complete ? '' : ' with both sides'}: RESULTS.md left as it is (--write writes the section anyway)`);
+  }
+}
+
+if (require.main === module) {
+  main().catch((e) => {
+    process.stderr.write(`[bench:tts] ${e.stack || e}\n`);
+    process.exit(1);
+  });
+}
+
+module.exports = { renderSection, writeSection };
