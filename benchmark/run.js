@@ -8,8 +8,8 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const readline = require('node:readline');
-const { spawn, spawnSync } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
+const { PythonWorker } = require('./python-worker');
 
 const ROOT = path.resolve(__dirname, '..');
 const MODELS_DIR = path.join(ROOT, '.cache', 'bench-models');
@@ -110,55 +110,6 @@ function parseArgs(argv) {
   }
   for (const c of a.configs) if (!CONFIGS[c]) fail(`unknown configuration ${c}; known: ${ALL_CONFIGS.join(', ')}`);
   return a;
-}
-
-// ---------------------------------------------------------------- MLX-LM worker
-
-class MlxLmWorker {
-  constructor(python, env) {
-    this.child = spawn(python, [path.join(__dirname, 'mlx_lm_bench.py')], { env, cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-    this.pending = [];
-    this.stderr = '';
-    this.exited = null;
-    this.child.stderr.on('data', (d) => {
-      this.stderr = (this.stderr + d.toString('utf8')).slice(-20000);
-    });
-    readline.createInterface({ input: this.child.stdout }).on('line', (line) => {
-      const p = this.pending.shift();
-      if (!p) return;
-      let msg;
-      try {
-        msg = JSON.parse(line);
-      } catch (e) {
-        p.reject(new Error(`MLX-LM worker sent unreadable output: ${line.slice(0, 200)}`));
-        return;
-      }
-      if (msg.error) p.reject(new Error(`MLX-LM worker: ${msg.error}\n${this.stderr.slice(-4000)}`));
-      else p.resolve(msg);
-    });
-    this.child.on('exit', (code, signal) => {
-      this.exited = `exit ${code}${signal ? `, ${signal}` : ''}`;
-      for (const p of this.pending.splice(0)) {
-        p.reject(new Error(`MLX-LM worker stopped (${this.exited})\n${this.stderr.slice(-4000)}`));
-      }
-    });
-    this.child.on('error', (e) => {
-      for (const p of this.pending.splice(0)) p.reject(new Error(`could not start the MLX-LM worker: ${e.message}`));
-    });
-    this.child.stdin.on('error', () => {});
-  }
-
-  request(req) {
-    if (this.exited) return Promise.reject(new Error(`MLX-LM worker stopped (${this.exited})\n${this.stderr.slice(-4000)}`));
-    return new Promise((resolve, reject) => {
-      this.pending.push({ resolve, reject });
-      this.child.stdin.write(`${JSON.stringify(req)}\n`);
-    });
-  }
-
-  close() {
-    this.child.stdin.end();
-  }
 }
 
 // ---------------------------------------------------------------- helpers
@@ -565,7 +516,7 @@ async function main() {
   }
 
   const { loadModel, mlxInfo } = require('..');
-  const worker = new MlxLmWorker(python, env);
+  const worker = new PythonWorker(python, env, 'mlx_lm_bench.py', 'MLX-LM');
   const report = {
     command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
     date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),

@@ -15,8 +15,8 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const readline = require('node:readline');
-const { spawn, spawnSync } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
+const { PythonWorker } = require('./python-worker');
 
 const ROOT = path.resolve(__dirname, '..');
 const RESULTS = path.join(__dirname, 'RESULTS.md');
@@ -87,54 +87,6 @@ function parseArgs(argv) {
   }
   if (a.quick && a.only === 'full') fail('--quick runs the fixtures only');
   return a;
-}
-
-// ---------------------------------------------------------------- mlx-audio worker
-
-// benchmark/mlx_audio_bench.py: one JSON request per line, one JSON answer per line.
-class MlxAudioWorker {
-  constructor(python, env) {
-    this.child = spawn(python, [path.join(__dirname, 'mlx_audio_bench.py')], { env, cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-    this.pending = [];
-    this.stderr = '';
-    this.exited = null;
-    this.child.stderr.on('data', (d) => {
-      this.stderr = (this.stderr + d.toString('utf8')).slice(-20000);
-    });
-    readline.createInterface({ input: this.child.stdout }).on('line', (line) => {
-      const p = this.pending.shift();
-      if (!p) return;
-      let msg;
-      try {
-        msg = JSON.parse(line);
-      } catch {
-        p.reject(new Error(`mlx-audio worker sent unreadable output: ${line.slice(0, 200)}`));
-        return;
-      }
-      if (msg.error) p.reject(new Error(`mlx-audio worker: ${msg.error}\n${this.stderr.slice(-4000)}`));
-      else p.resolve(msg);
-    });
-    this.child.on('exit', (code, signal) => {
-      this.exited = `exit ${code}${signal ? `, ${signal}` : ''}`;
-      for (const p of this.pending.splice(0)) p.reject(new Error(`mlx-audio worker stopped (${this.exited})\n${this.stderr.slice(-4000)}`));
-    });
-    this.child.on('error', (e) => {
-      for (const p of this.pending.splice(0)) p.reject(new Error(`could not start the mlx-audio worker: ${e.message}`));
-    });
-    this.child.stdin.on('error', () => {});
-  }
-
-  request(req) {
-    if (this.exited) return Promise.reject(new Error(`mlx-audio worker stopped (${this.exited})\n${this.stderr.slice(-4000)}`));
-    return new Promise((resolve, reject) => {
-      this.pending.push({ resolve, reject });
-      this.child.stdin.write(`${JSON.stringify(req)}\n`);
-    });
-  }
-
-  close() {
-    this.child.stdin.end();
-  }
 }
 
 // ---------------------------------------------------------------- helpers
@@ -475,7 +427,7 @@ async function main() {
   }
 
   const { mlxInfo } = require('..');
-  const worker = new MlxAudioWorker(python, env);
+  const worker = new PythonWorker(python, env, 'mlx_audio_bench.py', 'mlx-audio');
   const report = {
     command: `npm run bench:tts${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
     date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
