@@ -90,27 +90,33 @@ fn repetition_penalty() {
     });
 }
 
-fn top_p() {
-    println!("\n### Top-p 0.9 mask\n\n| method | mean us | sd us |\n|---|---|---|");
-    let x = logits();
-    let lp = x.subtract(&x.logsumexp(&[], true).unwrap()).unwrap();
-    lp.eval().unwrap();
-    let opts = SamplingOptions { temperature: 1.0, top_p: 0.9, ..Default::default() };
-    let sampler = Sampler::new(&opts).unwrap();
-    // The kept set through the whole sampler is checked by drawing with the same key.
-    let device = || {
-        let mut keys = KeySequence::new(3).unwrap();
-        sampler.sample(&lp, &mut keys).unwrap()
-    };
-    let want = device().item::<u32>().unwrap();
+fn top_p_rows() {
+    // normal(0, 2) logits: top-p 0.9 keeps most of the vocabulary (the long sum);
+    // normal(0, 20): a peaked row where a handful of tokens hold the mass.
+    for (label, scale) in [("flat row, normal(0, 2) logits", 2.0f32), ("peaked row, normal(0, 20) logits", 20.0)] {
+        let x = random::normal(&[1, VOCAB], Dtype::Float32, 0.0, scale, Some(&random::key(7).unwrap())).unwrap();
+        let lp = x.subtract(&x.logsumexp(&[], true).unwrap()).unwrap();
+        lp.eval().unwrap();
+        top_p(label, &lp);
+    }
+}
+
+fn bits(a: &Array) -> Vec<u32> {
+    a.to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect()
+}
+
+fn top_p(label: &str, lp: &Array) {
+    let want = bits(&lm::top_p::top_p_sorted(lp, 0.9).unwrap());
+    let kept = want.iter().filter(|&&b| f32::from_bits(b).is_finite()).count();
+    println!("\n### Top-p 0.9 mask, {label}: keeps {kept} tokens\n\n| method | mean us | sd us |\n|---|---|---|");
     // Host baseline: copy, sort, cumulative mass in MLX-LM's order, threshold, copy back.
     let host = || {
         let v = lp.to_vec::<f32>().unwrap();
         let mut s = v.clone();
         s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        let probs: Vec<f32> = s.iter().map(|l| l.exp()).collect();
-        let mut above = vec![0f32; probs.len()];
+        let probs = Array::from_slice(&s, &[1, VOCAB]).unwrap().exp().unwrap().to_vec::<f32>().unwrap();
         let mut acc = 0f32;
+        let mut above = vec![0f32; probs.len()];
         for i in (0..probs.len()).rev() {
             above[i] = acc;
             acc += probs[i];
@@ -121,23 +127,60 @@ fn top_p() {
         let masked: Vec<f32> = v.iter().map(|&l| if l < thr { f32::NEG_INFINITY } else { l }).collect();
         Array::from_slice(&masked, &[1, VOCAB]).unwrap()
     };
-    let draw = |a: &Array| {
-        let mut keys = KeySequence::new(3).unwrap();
-        random::categorical(a, -1, Some(&keys.next().unwrap())).unwrap().item::<u32>().unwrap()
-    };
-    assert_eq!(draw(&host()), want, "host top-p must keep the same set as the device chain");
+    // Every variant must give the same mask bit for bit before it is timed.
+    assert_eq!(bits(&host()), want, "host top-p");
     stats("host sort (copy out, sort, mask, copy back)", || {
         host().eval().unwrap();
     });
-    stats("device full sort (MLX-LM's method, mlx-node today)", || {
-        device().eval().unwrap();
+    stats("device full sort + cumsum (MLX-LM's method)", || {
+        lm::top_p::top_p_sorted(lp, 0.9).unwrap().eval().unwrap();
+    });
+    assert_eq!(bits(&lm::top_p::top_p(lp, 0.9, true).unwrap()), want, "kernel top-p");
+    stats("CPU-stream kernel: drop absorbed terms, radix sort, same sums (mlx-node)", || {
+        lm::top_p::top_p(lp, 0.9, true).unwrap().eval().unwrap();
     });
     stats("device sort alone", || {
         lp.sort(-1).unwrap().eval().unwrap();
     });
-    stats("device argpartition for top-2048 (a partial method's first step)", || {
-        lp.argpartition(VOCAB - 2048, -1).unwrap().eval().unwrap();
+    stats("device exp alone (the kernel's input)", || {
+        lp.exp().unwrap().eval().unwrap();
     });
+}
+
+fn chains() {
+    println!("\n### Sampler chains on the flat row (log-probabilities in, token id out)\n\n| method | mean us | sd us |\n|---|---|---|");
+    let x = logits();
+    let lp = x.subtract(&x.logsumexp(&[], true).unwrap()).unwrap();
+    lp.eval().unwrap();
+    let base = SamplingOptions { temperature: 0.7, ..Default::default() };
+    let configs = [
+        ("greedy (argmax)", SamplingOptions::default()),
+        ("temperature 0.7 (categorical only)", base.clone()),
+        ("+ top-p 0.9", SamplingOptions { top_p: 0.9, ..base.clone() }),
+        ("+ min-p 0.05", SamplingOptions { min_p: 0.05, ..base.clone() }),
+        ("+ top-k 40", SamplingOptions { top_k: 40, ..base.clone() }),
+        ("full: top-p 0.9, min-p 0.05, top-k 40", SamplingOptions { top_p: 0.9, min_p: 0.05, top_k: 40, ..base.clone() }),
+    ];
+    for (name, o) in configs {
+        let draw = |kernels: bool| {
+            let sampler = Sampler::with_kernels(&o, kernels).unwrap();
+            let lp = lp.clone();
+            move || {
+                let mut keys = KeySequence::new(3).unwrap();
+                sampler.sample(&lp, &mut keys).unwrap().item::<u32>().unwrap()
+            }
+        };
+        let (ops, kernels) = (draw(false), draw(true));
+        assert_eq!(ops(), kernels(), "{name}: the kernels must draw MLX's token");
+        stats(&format!("{name}: MLX ops (as MLX-LM)"), || {
+            ops();
+        });
+        if o.temperature != 0.0 {
+            stats(&format!("{name}: CPU kernels (mlx-node)"), || {
+                kernels();
+            });
+        }
+    }
 }
 
 fn argmax() {
@@ -166,6 +209,7 @@ fn main() {
     mlx::transforms::use_new_default_stream().unwrap();
     println!("MLX {} on {}, BLAS {}; vocabulary {VOCAB}, {RUNS} runs after {WARMUP} warm-up", mlx::info::version(), mlx::info::device().unwrap(), mlx::info::blas_name().unwrap());
     repetition_penalty();
-    top_p();
+    top_p_rows();
+    chains();
     argmax();
 }

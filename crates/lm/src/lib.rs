@@ -6,4 +6,6 @@ pub mod models;
 pub mod weights;
 pub mod generate;
 pub mod sampling;
+pub mod categorical;
+pub mod top_p;
 pub use error::LmError;

@@ -129,21 +129,35 @@ fn add_at(logits: &Array, ids: &Array, vals: &Array) -> Result<Array> {
     logits.scatter_add(&[ids], &vals.reshape(&[n, 1, 1])?, &[1])
 }
 
+/// The kernels on the CPU backend, unless `MLX_NODE_SAMPLING_KERNELS=0` asks
+/// for MLX's own ops (for the benchmark's before/after rows).
+fn use_kernels() -> bool {
+    mlx::kernel::cpu_default() && std::env::var("MLX_NODE_SAMPLING_KERNELS").map_or(true, |v| v != "0")
+}
+
 /// Samples one token id from `[1, vocab]` log-probabilities.
 pub struct Sampler {
     o: SamplingOptions,
     xtc_special: Option<Array>,
+    /// Top-p and the categorical draw through CPU kernels (same results,
+    /// without full-vocabulary sorts and passes).
+    kernels: bool,
 }
 
 impl Sampler {
     pub fn new(o: &SamplingOptions) -> Result<Sampler> {
+        Sampler::with_kernels(o, use_kernels())
+    }
+
+    /// `kernels` false: MLX's own ops throughout (the benchmark's baseline).
+    pub fn with_kernels(o: &SamplingOptions, kernels: bool) -> Result<Sampler> {
         let xtc_special = if o.xtc_special_tokens.is_empty() {
             None
         } else {
             let ids: Vec<i32> = o.xtc_special_tokens.iter().map(|&t| t as i32).collect();
             Some(Array::from_slice(&ids, &[ids.len() as i32])?)
         };
-        Ok(Sampler { o: o.clone(), xtc_special })
+        Ok(Sampler { o: o.clone(), xtc_special, kernels })
     }
 
     /// Random draws come from `keys` in MLX-LM's order (XTC's coin, then the categorical).
@@ -154,7 +168,7 @@ impl Sampler {
         }
         let mut x = logprobs.clone();
         if 0.0 < o.top_p && o.top_p < 1.0 {
-            x = top_p(&x, o.top_p)?;
+            x = crate::top_p::top_p(&x, o.top_p, self.kernels)?;
         }
         if o.min_p != 0.0 {
             x = min_p(&x, o.min_p, o.min_tokens_to_keep)?;
@@ -167,7 +181,7 @@ impl Sampler {
         }
         let scaled = x.multiply_scalar(1.0 / o.temperature as f64)?;
         let key = keys.next()?;
-        random::categorical(&scaled, -1, Some(&key))
+        crate::categorical::categorical(&scaled, &key, self.kernels)
     }
 
     fn xtc(&self, logits: &Array, keys: &mut random::KeySequence) -> Result<Array> {
@@ -190,19 +204,6 @@ impl Sampler {
     }
 }
 
-fn top_p(logprobs: &Array, p: f32) -> Result<Array> {
-    let sorted = logprobs.sort(-1)?;
-    let probs = sorted.astype(Dtype::Float32)?.exp()?;
-    let mass_above = probs.cumsum(-1, true, false)?;
-    let total = mass_above.slice_axis(-1, 0, 1)?.add(&probs.slice_axis(-1, 0, 1)?)?;
-    let dropped = mass_above
-        .greater_equal(&total.multiply_scalar(p as f64)?)?
-        .sum(&[-1], true)?;
-    let threshold = sorted.take_along_axis(&dropped, -1)?;
-    let neg_inf = logprobs.scalar_like(f64::NEG_INFINITY)?;
-    Array::where_(&logprobs.less(&threshold)?, &neg_inf, logprobs)
-}
-
 fn min_p(logprobs: &Array, min_p: f32, keep: i32) -> Result<Array> {
     let top = logprobs.max(&[-1], true)?;
     let scaled = top.add_scalar((min_p as f64).ln())?;
@@ -217,9 +218,13 @@ fn min_p(logprobs: &Array, min_p: f32, keep: i32) -> Result<Array> {
     Array::where_(&remove, &neg_inf, logprobs)
 }
 
+/// MLX-LM puts -inf at the indices `argpartition(-x, k - 1)[k:]`. The same
+/// partition's first k indices are the complement, so writing their values
+/// into a -inf array gives the identical result with a k-element scatter
+/// instead of a vocabulary-sized one.
 fn top_k(logprobs: &Array, k: i32) -> Result<Array> {
-    let v = logprobs.dim(-1);
-    let idx = logprobs.negative()?.argpartition(k - 1, -1)?.slice_axis(-1, k, v)?;
-    let neg_inf = Array::scalar(f64::NEG_INFINITY, logprobs.dtype())?.broadcast_to(&idx.shape())?;
-    logprobs.put_along_axis(&idx, &neg_inf, -1)
+    let idx = logprobs.negative()?.argpartition(k - 1, -1)?.slice_axis(-1, 0, k)?;
+    let kept = logprobs.take_along_axis(&idx, -1)?;
+    let neg_inf = Array::full(&logprobs.shape(), f64::NEG_INFINITY, logprobs.dtype())?;
+    neg_inf.put_along_axis(&idx, &kept, -1)
 }

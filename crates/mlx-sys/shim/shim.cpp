@@ -13,6 +13,8 @@
 #include <vector>
 
 #include <mlx/mlx.h>
+#include <mlx/backend/cpu/encoder.h>
+#include <mlx/primitives.h>
 
 namespace mx = mlx::core;
 
@@ -615,6 +617,72 @@ void mlxn_closure_free(mlxn_closure c) {
     delete c;
   } catch (...) {
   }
+}
+
+namespace {
+
+// The primitive behind mlxn_cpu_kernel_f32. Its inputs are made float32 and
+// row-contiguous when the node is built, so eval only hands over pointers.
+class CpuKernelF32 : public mx::Primitive {
+ public:
+  CpuKernelF32(mx::Stream s, std::string name, mlxn_cpu_kernel_fn fn, const void* ctx, std::vector<float> params)
+      : mx::Primitive(s), name_(std::move(name)), fn_(fn), ctx_(ctx), params_(std::move(params)) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
+    for (auto& in : inputs) {
+      if (in.dtype() != mx::float32 || !in.flags().row_contiguous)
+        throw std::runtime_error(name_ + ": inputs must be row-contiguous float32");
+    }
+    auto& out = outputs[0];
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& in : inputs) enc.set_input_array(in);
+    enc.set_output_array(out);
+    // The lambda holds the arrays so their buffers outlive the task.
+    enc.dispatch([fn = fn_, ctx = ctx_, params = params_, ins = inputs, out]() mutable {
+      std::vector<const float*> ptrs;
+      std::vector<size_t> sizes;
+      for (auto& in : ins) {
+        ptrs.push_back(in.data<float>());
+        sizes.push_back(in.size());
+      }
+      fn(ctx, params.data(), params.size(), ptrs.data(), sizes.data(), ptrs.size(), out.data<float>(), out.size());
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error(name_ + " runs on the CPU only");
+  }
+
+  const char* name() const override { return name_.c_str(); }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const CpuKernelF32*>(&other);
+    return o && o->fn_ == fn_ && o->ctx_ == ctx_ && o->params_ == params_ && o->name_ == name_;
+  }
+
+ private:
+  std::string name_;
+  mlxn_cpu_kernel_fn fn_;
+  const void* ctx_;
+  std::vector<float> params_;
+};
+
+}  // namespace
+
+int mlxn_cpu_kernel_f32(const char* name, mlxn_cpu_kernel_fn fn, const void* ctx, const float* params,
+                        size_t n_params, const mlxn_array* inputs, size_t n_inputs, const int32_t* out_shape,
+                        size_t out_ndim, mlxn_array* out) {
+  return guard([&] {
+    if (!fn) throw std::invalid_argument("null kernel function");
+    auto s = mx::default_stream(mx::default_device());
+    if (s.device != mx::Device::cpu) throw std::invalid_argument("CPU kernels need the CPU device");
+    std::vector<mx::array> ins;
+    for (auto& a : unwrap_all(inputs, n_inputs)) ins.push_back(mx::contiguous(mx::astype(a, mx::float32)));
+    auto prim = std::make_shared<CpuKernelF32>(s, name ? name : "CpuKernelF32", fn, ctx,
+                                               std::vector<float>(params, params + n_params));
+    *out = wrap(mx::array(shape_of(out_shape, out_ndim), mx::float32, std::move(prim), std::move(ins)));
+  });
 }
 
 int mlxn_memory(size_t* active, size_t* peak, size_t* cache) {

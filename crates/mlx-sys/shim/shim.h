@@ -123,6 +123,18 @@ int mlxn_compile(mlxn_fn fn, void* ctx, void (*drop_ctx)(void*), int shapeless, 
 int mlxn_closure_call(mlxn_closure c, const mlxn_array* inputs, size_t n_inputs, mlxn_array* outputs, size_t max_outputs, size_t* n_outputs);
 void mlxn_closure_free(mlxn_closure c);
 
+// A float32 kernel written by the caller, run as one node of the graph on MLX's
+// CPU stream (the caller's code, not a host round trip). `fn` gets the
+// caller's ctx and parameters, each input as one row-contiguous buffer, and the
+// output buffer to fill; it runs on MLX's stream thread and must not fail (it
+// writes what it can and returns). Throws on a GPU default device.
+typedef void (*mlxn_cpu_kernel_fn)(const void* ctx, const float* params, size_t n_params,
+                                   const float* const* inputs, const size_t* input_sizes, size_t n_inputs,
+                                   float* out, size_t out_size);
+int mlxn_cpu_kernel_f32(const char* name, mlxn_cpu_kernel_fn fn, const void* ctx, const float* params,
+                        size_t n_params, const mlxn_array* inputs, size_t n_inputs, const int32_t* out_shape,
+                        size_t out_ndim, mlxn_array* out);
+
 // Memory
 int mlxn_memory(size_t* active, size_t* peak, size_t* cache);
 int mlxn_reset_peak_memory(void);

@@ -24,6 +24,16 @@ pub type mlxn_fn = unsafe extern "C" fn(
     n_outputs: *mut usize,
     max_outputs: usize,
 ) -> c_int;
+pub type mlxn_cpu_kernel_fn = unsafe extern "C" fn(
+    ctx: *const c_void,
+    params: *const f32,
+    n_params: usize,
+    inputs: *const *const f32,
+    input_sizes: *const usize,
+    n_inputs: usize,
+    out: *mut f32,
+    out_size: usize,
+);
 pub type mlxn_tensor_cb = unsafe extern "C" fn(ctx: *mut c_void, name: *const c_char, a: mlxn_array) -> c_int;
 pub type mlxn_meta_cb = unsafe extern "C" fn(ctx: *mut c_void, key: *const c_char, value: *const c_char) -> c_int;
 
@@ -116,6 +126,7 @@ extern "C" {
     pub fn mlxn_compile(f: mlxn_fn, ctx: *mut c_void, drop_ctx: Option<unsafe extern "C" fn(*mut c_void)>, shapeless: c_int, out: *mut mlxn_closure) -> c_int;
     pub fn mlxn_closure_call(c: mlxn_closure, inputs: *const mlxn_array, n_inputs: usize, outputs: *mut mlxn_array, max_outputs: usize, n_outputs: *mut usize) -> c_int;
     pub fn mlxn_closure_free(c: mlxn_closure);
+    pub fn mlxn_cpu_kernel_f32(name: *const c_char, f: mlxn_cpu_kernel_fn, ctx: *const c_void, params: *const f32, n_params: usize, inputs: *const mlxn_array, n_inputs: usize, out_shape: *const i32, out_ndim: usize, out: *mut mlxn_array) -> c_int;
 
     pub fn mlxn_memory(active: *mut usize, peak: *mut usize, cache: *mut usize) -> c_int;
     pub fn mlxn_reset_peak_memory() -> c_int;

@@ -6,6 +6,7 @@ mod error;
 pub mod fast;
 pub mod info;
 pub mod io;
+pub mod kernel;
 pub mod memory;
 pub mod nn;
 mod ops;

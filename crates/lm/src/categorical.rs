@@ -1,0 +1,94 @@
+//! MLX's `random.categorical` for one row of logits, as a CPU kernel that only
+//! does work for tokens that can be drawn.
+//!
+//! For a single row MLX 0.32 draws by inverse CDF (`categorical_inverse_cdf`):
+//! `w = exp(x - max x)`, `cdf` = exclusive cumulative sum of `w` in index
+//! order, `v = uniform() * sum(w)`, answer `searchsorted(cdf, v, right) - 1`.
+//! On the CPU both the cumsum and the sum add in index order one float at a
+//! time, so every partial sum is determined by the nonzero weights alone:
+//! after top-p / min-p / top-k almost every logit is -inf and its weight 0,
+//! and the kernel sums a few dozen terms instead of making five passes over
+//! the vocabulary. `exp` is MLX's own formula (`mlx::kernel::cpu_exp`); the
+//! uniform draw stays an MLX op, so the random key is used exactly as MLX does.
+use std::cell::RefCell;
+
+use mlx::{kernel, random, Array, Dtype, Result};
+
+/// `random::categorical(logits, -1, key)`, identical token for token. The
+/// kernel serves `[1, vocab]` logits, the shape MLX draws by inverse CDF (a
+/// `[vocab]` row or several rows take MLX's Gumbel path, and MLX's own op).
+pub fn categorical(logits: &Array, key: &Array, use_kernel: bool) -> Result<Array> {
+    if !use_kernel || logits.ndim() != 2 || logits.dim(0) != 1 || logits.dim(1) == 0 {
+        return random::categorical(logits, -1, Some(key));
+    }
+    let u = random::uniform(0.0, 1.0, &[1], Dtype::Float32, Some(key))?;
+    let flat = logits.reshape(&[-1])?;
+    kernel::cpu_kernel_f32("Categorical", draw_kernel, &[], &[&flat, &u], &[1])?.astype(Dtype::Uint32)
+}
+
+thread_local! {
+    static WEIGHTS: RefCell<Vec<(u32, f32)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// inputs: the logits (one row) and the uniform draw; out: the index, as f32
+/// (exact: vocabularies are far below 2^24).
+fn draw_kernel(_: &[f32], inputs: &[&[f32]], out: &mut [f32]) {
+    let (x, u) = (inputs[0], inputs[1].first().copied().unwrap_or(0.0));
+    WEIGHTS.with(|w| {
+        let mut w = w.borrow_mut();
+        out[0] = draw(x, u, &mut w) as f32;
+    });
+}
+
+fn draw(x: &[f32], u: f32, w: &mut Vec<(u32, f32)>) -> usize {
+    let n = x.len();
+    let m = x.iter().copied().fold(f32::NEG_INFINITY, |a, b| if b > a || b.is_nan() { b } else { a });
+    w.clear();
+    if m.is_infinite() {
+        // MLX: with an infinite maximum the draw is uniform over the maximal entries.
+        w.extend(x.iter().enumerate().filter(|(_, &v)| v == m).map(|(i, _)| (i as u32, 1.0)));
+    } else {
+        // exp(y) is exactly 0 for y < -88 in MLX's formula; NaN weights are kept.
+        let floor = m - 88.0;
+        collect_weights(x, m, floor, w);
+    }
+    let total = w.iter().fold(0f32, |s, &(_, v)| s + v);
+    let target = u * total;
+    // The answer is the first index whose exclusive cumulative sum exceeds the
+    // target, minus one: the index of the nonzero weight whose partial sum
+    // first passes it. If none does, searchsorted returns n and MLX gives n - 1.
+    let mut above = 0f32;
+    for &(i, v) in w.iter() {
+        above += v;
+        if target < above {
+            return i as usize;
+        }
+    }
+    n.saturating_sub(1)
+}
+
+fn collect_weights(x: &[f32], m: f32, floor: f32, w: &mut Vec<(u32, f32)>) {
+    #[inline(always)]
+    fn body(x: &[f32], m: f32, floor: f32, w: &mut Vec<(u32, f32)>) {
+        for (i, &v) in x.iter().enumerate() {
+            if !(v < floor) {
+                let e = kernel::cpu_exp(v - m);
+                if e != 0.0 {
+                    w.push((i as u32, e));
+                }
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "fma")]
+        unsafe fn with_fma(x: &[f32], m: f32, floor: f32, w: &mut Vec<(u32, f32)>) {
+            body(x, m, floor, w)
+        }
+        if is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has FMA, checked just above.
+            return unsafe { with_fma(x, m, floor, w) };
+        }
+    }
+    body(x, m, floor, w)
+}
