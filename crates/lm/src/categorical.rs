@@ -8,11 +8,11 @@
 //! time, so every partial sum is determined by the nonzero weights alone:
 //! after top-p / min-p / top-k almost every logit is -inf and its weight 0,
 //! and the kernel sums a few dozen terms instead of making five passes over
-//! the vocabulary. `exp` is MLX's own formula (`mlx::kernel::cpu_exp`); the
+//! the vocabulary. `exp` is MLX's own formula (`mlx::cpu_math::cpu_exp`); the
 //! uniform draw stays an MLX op, so the random key is used exactly as MLX does.
 use std::cell::RefCell;
 
-use mlx::{kernel, random, Array, Dtype, Result};
+use mlx::{cpu_math, kernel, random, Array, Dtype, Result};
 
 /// `random::categorical(logits, -1, key)`, identical token for token. The
 /// kernel serves `[1, vocab]` logits, the shape MLX draws by inverse CDF (a
@@ -48,9 +48,7 @@ fn draw(x: &[f32], u: f32, w: &mut Vec<(u32, f32)>) -> usize {
         // MLX: with an infinite maximum the draw is uniform over the maximal entries.
         w.extend(x.iter().enumerate().filter(|(_, &v)| v == m).map(|(i, _)| (i as u32, 1.0)));
     } else {
-        // exp(y) is exactly 0 for y < -88 in MLX's formula; NaN weights are kept.
-        let floor = m - 88.0;
-        collect_weights(x, m, floor, w);
+        collect_weights(x, m, w);
     }
     let total = w.iter().fold(0f32, |s, &(_, v)| s + v);
     let target = u * total;
@@ -67,28 +65,18 @@ fn draw(x: &[f32], u: f32, w: &mut Vec<(u32, f32)>) -> usize {
     n.saturating_sub(1)
 }
 
-fn collect_weights(x: &[f32], m: f32, floor: f32, w: &mut Vec<(u32, f32)>) {
-    #[inline(always)]
-    fn body(x: &[f32], m: f32, floor: f32, w: &mut Vec<(u32, f32)>) {
+/// The nonzero weights `exp(x - m)` in index order. MLX's `exp` is exactly 0
+/// below -88, so those are skipped; NaN weights are kept (garbage in, garbage out).
+fn collect_weights(x: &[f32], m: f32, w: &mut Vec<(u32, f32)>) {
+    cpu_math::with_fma(|| {
         for (i, &v) in x.iter().enumerate() {
-            if !(v < floor) {
-                let e = kernel::cpu_exp(v - m);
+            let d = v - m;
+            if !(d < -88.0) {
+                let e = cpu_math::cpu_exp(d);
                 if e != 0.0 {
                     w.push((i as u32, e));
                 }
             }
         }
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "fma")]
-        unsafe fn with_fma(x: &[f32], m: f32, floor: f32, w: &mut Vec<(u32, f32)>) {
-            body(x, m, floor, w)
-        }
-        if is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has FMA, checked just above.
-            return unsafe { with_fma(x, m, floor, w) };
-        }
-    }
-    body(x, m, floor, w)
+    })
 }

@@ -55,11 +55,20 @@ pub trait LogitsSource {
 /// Picks the next token (lazy, shape `[1]`) from processed `[1, vocab]` logits.
 pub trait TokenSampler {
     fn sample(&self, logits: &Array, keys: &mut random::KeySequence) -> MlxResult<Array>;
+
+    /// `logits - logsumexp(logits)`, when the loop normalizes.
+    fn logprobs(&self, logits: &Array) -> MlxResult<Array> {
+        logits.subtract(&logits.logsumexp(&[], true)?)
+    }
 }
 
 impl TokenSampler for Sampler {
     fn sample(&self, logits: &Array, keys: &mut random::KeySequence) -> MlxResult<Array> {
         Sampler::sample(self, logits, keys)
+    }
+
+    fn logprobs(&self, logits: &Array) -> MlxResult<Array> {
+        Sampler::logprobs(self, logits)
     }
 }
 
@@ -107,7 +116,7 @@ pub fn run_loop(
             }
         }
         if normalize {
-            logits = logits.subtract(&logits.logsumexp(&[], true)?)?;
+            logits = sampler.logprobs(&logits)?;
         }
         sampler.sample(&logits, keys)
     };

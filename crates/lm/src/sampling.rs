@@ -160,6 +160,12 @@ impl Sampler {
         Ok(Sampler { o: o.clone(), xtc_special, kernels })
     }
 
+    /// MLX-LM's `logits - logsumexp(logits)`, the sampler's input.
+    pub fn logprobs(&self, logits: &Array) -> Result<Array> {
+        let lse = if self.kernels { mlx::cpu_math::logsumexp_last(logits)? } else { logits.logsumexp(&[], true)? };
+        logits.subtract(&lse)
+    }
+
     /// Random draws come from `keys` in MLX-LM's order (XTC's coin, then the categorical).
     pub fn sample(&self, logprobs: &Array, keys: &mut random::KeySequence) -> Result<Array> {
         let o = &self.o;

@@ -14,13 +14,13 @@
 //!   `top_p * total`, the next one is not), so it is never a dropped entry;
 //! - the rest is radix-sorted by value: equal log-probabilities have equal
 //!   probabilities, so the order among ties does not change a sum.
-//! `exp` is MLX's own CPU formula (`mlx::kernel::cpu_exp`), computed only for
+//! `exp` is MLX's own CPU formula (`mlx::cpu_math::cpu_exp`), computed only for
 //! terms that can count. The kernel runs as one node of the MLX graph on the
 //! CPU stream (`mlx::kernel`); on a GPU the device sort is cheap and
 //! `top_p_sorted` runs.
 use std::cell::RefCell;
 
-use mlx::{kernel, Array, Dtype, Result};
+use mlx::{cpu_math, kernel, Array, Dtype, Result};
 
 /// Keeps the log-probabilities of the top-p nucleus, -inf elsewhere.
 pub fn top_p(logprobs: &Array, p: f32, use_kernel: bool) -> Result<Array> {
@@ -90,7 +90,7 @@ const SURELY_ABSORBED: f32 = 17.5;
 fn row_threshold(lp: &[f32], p: f32, s: &mut (Vec<u64>, Vec<u64>)) -> f32 {
     // d0: the probability of the largest log-probability, the first term of the sum.
     let top = lp.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let d0 = kernel::cpu_exp(top);
+    let d0 = cpu_math::cpu_exp(top);
     let half_ulp = (f32::from_bits(d0.to_bits().wrapping_add(1)) - d0) * 0.5;
     let (items, tmp) = s;
     items.clear();
@@ -122,29 +122,16 @@ fn row_threshold(lp: &[f32], p: f32, s: &mut (Vec<u64>, Vec<u64>)) -> f32 {
 /// sum. Probabilities are exactly MLX's `exp`; `!(x < half_ulp)` also keeps
 /// NaN, so garbage in stays garbage out, as in MLX.
 fn collect_terms(lp: &[f32], cut: f32, half_ulp: f32, items: &mut Vec<u64>) {
-    #[inline(always)]
-    fn body(lp: &[f32], cut: f32, half_ulp: f32, items: &mut Vec<u64>) {
+    cpu_math::with_fma(|| {
         for &l in lp {
             if !(l < cut) {
-                let x = kernel::cpu_exp(l);
+                let x = cpu_math::cpu_exp(l);
                 if !(x < half_ulp) {
                     items.push(((descending_key(l) as u64) << 32) | x.to_bits() as u64);
                 }
             }
         }
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "fma")]
-        unsafe fn with_fma(lp: &[f32], cut: f32, half_ulp: f32, items: &mut Vec<u64>) {
-            body(lp, cut, half_ulp, items)
-        }
-        if is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has FMA, checked just above.
-            return unsafe { with_fma(lp, cut, half_ulp, items) };
-        }
-    }
-    body(lp, cut, half_ulp, items)
+    })
 }
 
 fn key_value(it: u64) -> f32 {

@@ -75,29 +75,3 @@ pub fn cpu_kernel_f32(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array
     })
 }
 
-/// MLX's CPU `exp` for float32, step for step (`backend/cpu/simd/math.h`: a
-/// degree-6 polynomial in fused multiply-adds times 2^n), so a kernel can
-/// compute exactly the probabilities MLX would without a device `exp` pass.
-/// Checked bit for bit against the device op in `tests/cpu_exp.rs`. Inlined so
-/// that a caller compiled with the `fma` target feature gets the instruction
-/// rather than a libm call per step.
-#[inline(always)]
-pub fn cpu_exp(x0: f32) -> f32 {
-    let x = x0 * 1.442695f32;
-    let ipart = (x + 0.5).floor();
-    let f = x - ipart;
-    let mut y = 1.535336188319500e-4f32;
-    for c in [1.339887440266574e-3f32, 9.618437357674640e-3, 5.550332471162809e-2, 2.402264791363012e-1, 6.931472028550421e-1, 1.0] {
-        y = y.mul_add(f, c);
-    }
-    let scale = f32::from_bits(((ipart as i32).wrapping_add(127) << 23) as u32);
-    if x0.is_nan() {
-        x0
-    } else if x0 > 88.0 {
-        f32::INFINITY
-    } else if x0 < -88.0 {
-        0.0
-    } else {
-        scale * y
-    }
-}
