@@ -30,7 +30,11 @@ export interface LoadModelOptions {
   /** Compute dtype; default: the weights' own. */
   dtype?: 'float32' | 'float16' | 'bfloat16';
   signal?: AbortSignal;
-  /** Called with 0 when loading starts and 1 when it is done. */
+  /**
+   * Called with the fraction of the weight bytes read: strictly increasing, below 1 while
+   * loading, then exactly 1 once the model is ready. If it throws, loadModel rejects with
+   * code 'ABORTED' (the thrown value as `cause`) and it is not called again.
+   */
   onLoadProgress?: (fraction: number) => void;
 }
 

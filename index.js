@@ -7,6 +7,7 @@ const { MlxNodeError, invalid, fromNative, callNative } = require('./lib/errors'
 const { LanguageModel } = require('./lib/language-model');
 const { TextToSpeech } = require('./lib/text-to-speech');
 const { Audio } = require('./lib/audio');
+const { loadProgress } = require('./lib/load-progress');
 
 const native = loadNative();
 
@@ -31,19 +32,24 @@ async function loadModel(path, options = {}) {
     throw invalid('option onLoadProgress must be a function');
   }
   signal?.throwIfAborted();
-  // Progress is coarse: loading is one native step (weights are read lazily by MLX).
-  onLoadProgress?.(0);
+  const progress = loadProgress(onLoadProgress);
   let handle;
   try {
-    handle = await native.loadModelNative(path, dtype);
+    handle = await native.loadModelNative(path, dtype, progress.onNative);
   } catch (e) {
     throw fromNative(e);
+  } finally {
+    progress.stop();
   }
   if (signal?.aborted) {
     await handle.dispose();
     throw signal.reason;
   }
-  onLoadProgress?.(1);
+  const failure = progress.complete();
+  if (failure) {
+    await handle.dispose();
+    throw failure;
+  }
   return new LanguageModel(handle);
 }
 

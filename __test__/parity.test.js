@@ -8,8 +8,10 @@
 // tokens are never removed by XTC. mlx-node must use the same list.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
 const { runReference } = require('./ref/ref');
-const { fixtures, model, disposeModels, assertSameGeneration, NO_EOS } = require('./helpers');
+const { fixtures, model, disposeModels, assertSameGeneration, copyFixture, NO_EOS } = require('./helpers');
 
 const STR = 'Hello, my name is';
 const STR2 = 'The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,';
@@ -26,7 +28,9 @@ const LONG = 'The history of the city begins with a small village by the river. 
 
 // Options that change the distribution; a case using some of them on qwen3-f32 also
 // runs in the reference without them (its "control"), and the test checks that they
-// changed the output, so that each case really exercises its option.
+// changed the output, so that each case really exercises its option. Cases on
+// llama-dynamic have a control too: the same options on a copy of the model without
+// rope_scaling (dynamic NTK RoPE only acts past max_position_embeddings, 16 there).
 const FILTERS = ['topP', 'minP', 'minTokensToKeep', 'topK', 'xtcProbability', 'xtcThreshold', 'repetitionPenalty',
   'repetitionContextSize', 'presencePenalty', 'presenceContextSize', 'frequencyPenalty', 'frequencyContextSize', 'logitBias'];
 
@@ -35,7 +39,8 @@ function add(name, model, input, options, control) {
   if (control === undefined && model === 'qwen3-f32' && FILTERS.some((k) => k in options)) {
     control = Object.fromEntries(Object.entries(options).filter(([k]) => !FILTERS.includes(k)));
   }
-  cases.push({ name, model, input, options, control: control || null });
+  const unscaled = control === undefined && model === 'llama-dynamic';
+  cases.push({ name, model, input, options, control: (unscaled ? options : control) || null, unscaled });
 }
 
 // qwen3-f32: every option, alone and combined.
@@ -105,7 +110,8 @@ add('EOS blocked by logitBias', 'qwen3-f32', STR2, { temperature: 1, topK: 50, s
 // Other families, dtypes, quantizations and layouts: greedy on two inputs and one
 // sampled case each (top-p/min-p or top-k/XTC/penalties, alternating; top-p sorts the
 // whole vocabulary every step, which is slow on a CPU on both sides).
-const OTHERS = ['llama-f32', 'qwen2-f32', 'qwen3-bf16', 'qwen3-q4', 'qwen3-q8', 'qwen3-q4-mixed', 'qwen3-sharded', 'mistral-f32', 'llama-linear'];
+const OTHERS = ['llama-f32', 'qwen2-f32', 'qwen3-bf16', 'qwen3-q4', 'qwen3-q8', 'qwen3-q4-mixed', 'qwen3-sharded', 'mistral-f32', 'llama-linear',
+  'llama-dynamic', 'qwen3-f16'];
 OTHERS.forEach((name, i) => {
   const seed = 31 + i;
   add('greedy, string', name, STR, { maxTokens: 32 });
@@ -130,21 +136,32 @@ OTHERS.forEach((name, i) => {
 });
 add('greedy, prompt longer than one prefill step', 'llama-linear', LONG, { maxTokens: 32 });
 add('greedy, prompt longer than one prefill step', 'qwen3-q4', LONG, { maxTokens: 32 });
+// Each prefill chunk has its own dynamic RoPE base (it depends on the chunk's end).
+add('greedy, prompt longer than one prefill step', 'llama-dynamic', LONG, { maxTokens: 32 });
 
 let refs;
+let unscaled;
 test.before(async () => {
   fixtures();
+  unscaled = copyFixture('llama-dynamic');
+  const configPath = path.join(unscaled, 'config.json');
+  const config = JSON.parse(fs.readFileSync(configPath, 'utf8'));
+  delete config.rope_scaling;
+  fs.writeFileSync(configPath, JSON.stringify(config));
   const withControls = cases.filter((c) => c.control);
   const all = await runReference([
     ...cases.map((c) => ({ model: c.model, input: c.input, options: c.options })),
-    ...withControls.map((c) => ({ model: c.model, input: c.input, options: c.control })),
+    ...withControls.map((c) => ({ model: c.unscaled ? unscaled : c.model, input: c.input, options: c.control })),
   ]);
   refs = all.slice(0, cases.length);
   withControls.forEach((c, i) => {
     c.controlRef = all[cases.length + i];
   });
 });
-test.after(disposeModels);
+test.after(async () => {
+  await disposeModels();
+  if (unscaled) fs.rmSync(unscaled, { recursive: true, force: true });
+});
 
 test('the reference run is itself meaningful (varied output, mostly no early EOS)', () => {
   const failed = refs.filter((r) => r.error);
@@ -157,12 +174,13 @@ test('the reference run is itself meaningful (varied output, mostly no early EOS
     }
     assert.ok(new Set(r.tokens).size >= Math.min(8, r.tokens.length), `${c.model} ${c.name}: degenerate reference output`);
   }
-  // Each option changed MLX-LM's output against the same case without it.
+  // Each option (or the rope scaling) changed MLX-LM's output against the same case without it.
   for (let i = 0; i < cases.length; i++) {
     const c = cases[i];
     if (!c.control) continue;
     assert.ok(!c.controlRef.error, `${c.name} control: ${c.controlRef.error}`);
-    assert.notDeepEqual(refs[i].tokens, c.controlRef.tokens, `${c.model} ${c.name}: same output as without ${JSON.stringify(c.options)} -> ${JSON.stringify(c.control)}`);
+    const without = c.unscaled ? 'rope_scaling' : `${JSON.stringify(c.options)} -> ${JSON.stringify(c.control)}`;
+    assert.notDeepEqual(refs[i].tokens, c.controlRef.tokens, `${c.model} ${c.name}: same output as without ${without}`);
   }
   // The biased case really ends on EOS.
   const eosCase = cases.findIndex((c) => c.name.startsWith('EOS reachable'));

@@ -11,8 +11,8 @@ const CODES = new Set([
 ]);
 
 class MlxNodeError extends Error {
-  constructor(code, message) {
-    super(message);
+  constructor(code, message, options) {
+    super(message, options);
     this.name = 'MlxNodeError';
     this.code = code;
   }

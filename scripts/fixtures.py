@@ -107,6 +107,11 @@ LLAMA_LINEAR = dict(LLAMA, rope_scaling={"type": "linear", "factor": 2.0}, rope_
 del LLAMA_LINEAR["head_dim"]
 del LLAMA_LINEAR["bos_token_id"]
 
+# Dynamic NTK RoPE: the base grows once the sequence passes max_position_embeddings,
+# so it is tiny here for the test prompts plus 32 generated tokens to go past it.
+LLAMA_DYNAMIC = dict(LLAMA, rope_scaling={"type": "dynamic", "factor": 2.0}, rope_theta=10000.0,
+                     max_position_embeddings=16)
+
 MISTRAL = dict(
     SMALL,
     model_type="mistral",
@@ -152,6 +157,7 @@ RANDOM_FIXTURES = [
     ("mistral-f32", MISTRAL, 4),
     ("qwen2-f32", QWEN2, 5),
     ("demo", DEMO, 6),
+    ("llama-dynamic", LLAMA_DYNAMIC, 7),
 ]
 
 
@@ -315,13 +321,15 @@ def make_random_fixture(out, name, config, seed0, tok_dir, tokenizer):
     return weights, seed, check
 
 
-def make_bf16(out, src_weights, tok_dir):
-    dst = out / "qwen3-bf16"
+def make_cast(out, name, src_weights, dtype_name, tok_dir):
+    """The Qwen3 weights cast to `dtype_name` ("bfloat16", "float16")."""
+    dst = out / name
     dst.mkdir(parents=True)
-    weights = {k: v.astype(mx.bfloat16) if mx.issubdtype(v.dtype, mx.floating) else v
+    dtype = getattr(mx, dtype_name)
+    weights = {k: v.astype(dtype) if mx.issubdtype(v.dtype, mx.floating) else v
                for k, v in src_weights.items()}
     save_weights(dst / "model.safetensors", weights)
-    write_common(dst, dict(QWEN3, torch_dtype="bfloat16"), tok_dir)
+    write_common(dst, dict(QWEN3, torch_dtype=dtype_name), tok_dir)
 
 
 def make_sharded(out, src_weights, tok_dir):
@@ -430,7 +438,8 @@ def main():
         log(f"{name}: seed {seed}, {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
 
     derived = [
-        ("qwen3-bf16", lambda: make_bf16(out, qwen3_weights, tok_dir)),
+        ("qwen3-bf16", lambda: make_cast(out, "qwen3-bf16", qwen3_weights, "bfloat16", tok_dir)),
+        ("qwen3-f16", lambda: make_cast(out, "qwen3-f16", qwen3_weights, "float16", tok_dir)),
         ("qwen3-sharded", lambda: make_sharded(out, qwen3_weights, tok_dir)),
         ("qwen3-q4", lambda: make_quantized(out, "qwen3-q4", out / "qwen3-f32", tok_dir, 4)),
         ("qwen3-q8", lambda: make_quantized(out, "qwen3-q8", out / "qwen3-f32", tok_dir, 8)),

@@ -48,8 +48,14 @@ pub struct Engine {
 
 impl Engine {
     /// Starts the thread, which loads the model and tokenizer and then serves jobs.
-    pub fn start(dir: PathBuf, dtype: Option<Dtype>) -> (Engine, oneshot::Receiver<Result<Loaded, LmError>>) {
-        let (worker, reply) = Worker::start(move || load_model(&dir, dtype));
+    /// `progress` hears the fraction of the weights read, on that thread; it is
+    /// dropped when loading ends.
+    pub fn start(
+        dir: PathBuf,
+        dtype: Option<Dtype>,
+        mut progress: impl FnMut(f64) + Send + 'static,
+    ) -> (Engine, oneshot::Receiver<Result<Loaded, LmError>>) {
+        let (worker, reply) = Worker::start(move || load_model(&dir, dtype, &mut progress));
         (Engine { worker, tokenizer: None }, reply)
     }
 
@@ -83,11 +89,15 @@ impl Engine {
     }
 }
 
-fn load_model(dir: &std::path::Path, dtype: Option<Dtype>) -> Result<(Box<dyn LanguageModel>, Loaded), LmError> {
+fn load_model(
+    dir: &std::path::Path,
+    dtype: Option<Dtype>,
+    progress: &mut dyn FnMut(f64),
+) -> Result<(Box<dyn LanguageModel>, Loaded), LmError> {
     if !dir.is_dir() {
         return Err(LmError::ModelNotFound(format!("model folder {} does not exist", dir.display())));
     }
-    let model = lm::models::load(dir, dtype)?;
+    let model = lm::models::load_with_progress(dir, dtype, progress)?;
     let tokenizer = Arc::new(Tokenizer::from_model_dir(dir)?);
     let c = model.config();
     let loaded = Loaded {

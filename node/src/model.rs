@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use lm::tokenizer::Tokenizer;
 use mlx::Dtype;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::Status;
 use napi_derive::napi;
 use serde_json::Value;
 
@@ -70,16 +72,28 @@ fn parse_dtype(s: Option<String>) -> Result<Option<Dtype>> {
     }
 }
 
+/// Called on the JS thread with the fraction of the weights read. It must not
+/// throw (a throw from a threadsafe call ends the process): index.js passes a
+/// wrapper that catches.
+type ProgressFn = ThreadsafeFunction<f64, (), f64, Status, false>;
+
 /// Async entry points return plain napi errors whose message starts with the
 /// code ("INVALID_WEIGHTS: ..."); index.js turns that prefix back into `err.code`.
 #[napi]
-pub async fn load_model_native(path: String, dtype: Option<String>) -> napi::Result<NativeModel> {
-    load(path, dtype).await.map_err(plain)
+pub async fn load_model_native(path: String, dtype: Option<String>, on_progress: Option<ProgressFn>) -> napi::Result<NativeModel> {
+    load(path, dtype, on_progress).await.map_err(plain)
 }
 
-async fn load(path: String, dtype: Option<String>) -> Result<NativeModel> {
+async fn load(path: String, dtype: Option<String>, on_progress: Option<ProgressFn>) -> Result<NativeModel> {
     let dtype = parse_dtype(dtype)?;
-    let (engine, reply) = Engine::start(PathBuf::from(&path), dtype);
+    // NonBlocking: the engine thread never waits for JS; the queue is unbounded
+    // and holds at most the ~100 reports of one load.
+    let progress = move |f: f64| {
+        if let Some(cb) = &on_progress {
+            cb.call(f, ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    };
+    let (engine, reply) = Engine::start(PathBuf::from(&path), dtype, progress);
     let loaded = reply
         .await
         .map_err(|_| js_error(Code::MlxError, "the engine thread stopped while loading"))?

@@ -197,6 +197,15 @@ impl Weights {
     /// MLX-LM loads strictly: anything left over is an error. Then every weight
     /// is read now (MLX loads lazily), so a truncated file fails at load time.
     pub fn finish(self) -> Result<()> {
+        self.finish_with_progress(&mut |_| {})
+    }
+
+    /// As `finish`, reading the weights in groups and reporting the fraction of
+    /// bytes read (reading is where loading spends its time) after each group:
+    /// increasing, the last exactly 1. A group ends at 1/PROGRESS_STEPS of the
+    /// bytes or of the tensors, so a large embedding does not hide the rest.
+    pub fn finish_with_progress(self, progress: &mut dyn FnMut(f64)) -> Result<()> {
+        const PROGRESS_STEPS: usize = 100;
         if let Some(name) = self.tensors.keys().min() {
             let file = self.origin.get(name).map(|p| p.display().to_string()).unwrap_or_default();
             return Err(LmError::InvalidWeights(format!(
@@ -204,8 +213,23 @@ impl Weights {
                 self.tensors.len()
             )));
         }
-        let all: Vec<&Array> = self.taken.iter().collect();
-        mlx::eval(&all).map_err(|e| LmError::InvalidWeights(format!("reading weights: {}", e.message)))
+        let bytes = |a: &Array| a.size() * a.dtype().size();
+        // Integers, so that the last fraction is exactly 1.
+        let total: usize = self.taken.iter().map(bytes).sum();
+        let n = self.taken.len();
+        let (mut done, mut group_bytes, mut group) = (0usize, 0usize, Vec::new());
+        for (i, a) in self.taken.iter().enumerate() {
+            group.push(a);
+            group_bytes += bytes(a);
+            if group_bytes * PROGRESS_STEPS >= total || group.len() * PROGRESS_STEPS >= n || i + 1 == n {
+                mlx::eval(&group).map_err(|e| LmError::InvalidWeights(format!("reading weights: {}", e.message)))?;
+                done += group_bytes;
+                group_bytes = 0;
+                group.clear();
+                progress(if total == 0 { 1.0 } else { done as f64 / total as f64 });
+            }
+        }
+        Ok(())
     }
 
     /// The dtype of the first floating tensor (the weights' own dtype).

@@ -180,7 +180,8 @@ impl DecoderStack {
 }
 
 impl Decoder {
-    pub fn load(dir: &Path, config: ModelConfig, dtype: Option<Dtype>) -> Result<Decoder> {
+    /// `progress` hears the fraction of weight bytes read (see `Weights::finish_with_progress`).
+    pub fn load(dir: &Path, config: ModelConfig, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Decoder> {
         let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
         let mut w = Weights::load(dir, dtype, quant_cfg.clone())?;
         let native = w.native_dtype().unwrap_or(Dtype::Float32);
@@ -193,7 +194,7 @@ impl Decoder {
         let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, c.hidden_size)?;
         let stack = DecoderStack::load(&mut w, "model", c)?;
         let lm_head = if tied { None } else { Some(w.linear("lm_head", c.hidden_size, c.vocab_size, false)?) };
-        w.finish()?;
+        w.finish_with_progress(progress)?;
 
         let quantization = quant_cfg.as_ref().and_then(|q| {
             Some((q.get("bits")?.as_i64()? as i32, q.get("group_size")?.as_i64()? as i32))

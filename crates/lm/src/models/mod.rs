@@ -24,6 +24,12 @@ pub trait LanguageModel: Send {
 }
 
 pub fn load(dir: &Path, dtype: Option<Dtype>) -> Result<Box<dyn LanguageModel>> {
+    load_with_progress(dir, dtype, &mut |_| {})
+}
+
+/// As `load`, telling `progress` the fraction of the weights read so far
+/// (increasing, the last exactly 1).
+pub fn load_with_progress(dir: &Path, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
     let config = ModelConfig::from_dir(dir)?;
-    Ok(Box::new(Decoder::load(dir, config, dtype)?))
+    Ok(Box::new(Decoder::load(dir, config, dtype, progress)?))
 }
