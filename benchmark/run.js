@@ -70,7 +70,8 @@ const USAGE = `usage: npm run bench -- [options]
   --out FILE         write the report there (a full default run writes benchmark/RESULTS.md)
   --no-build         use the addon as built (default: cargo build --release first)
   --sampling         sampling micro-benchmarks only (cargo run --release -p sampling-bench)
-  --profile          where a decode step's time goes (not implemented yet)`;
+  --profile          where a decode step's time goes: forward, sampling, id read, each timed
+                     alone, and the pipelined step (the 100M model unless --model; --max-tokens)`;
 
 function fail(msg, code = 1) {
   process.stderr.write(`[bench] ${msg}\n`);
@@ -459,7 +460,6 @@ function renderReport(report) {
     '## Not measured yet',
     '',
     '- Sampling micro-benchmarks are a separate command, `npm run bench -- --sampling`; what they cover and what is missing is in `benchmark/sampling.md`.',
-    '- `--profile` (forward / sampling / host wait per decode step): needs native hooks; the flag exits with status 2.',
     '- CUDA rows: no NVIDIA machine was used for this run.',
     '',
   );
@@ -470,13 +470,6 @@ function renderReport(report) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  if (args.profile) {
-    fail(
-      '--profile is not implemented yet: splitting a decode step into forward, sampling and host wait ' +
-        'needs timing hooks in the native generation loop, which do not exist yet (issue 6).',
-      2,
-    );
-  }
   if (args.sampling) {
     // benchmark/sampling: a Rust binary over the lm crate, timed without N-API in between.
     const mlx = require('../scripts/mlx');
@@ -487,7 +480,7 @@ async function main() {
   }
   const quick = args.quick;
   const plans = quick ? QUICK : PLAN;
-  let names = args.models.length ? args.models : quick ? ['qwen3-100m-f32'] : Object.keys(PLAN);
+  let names = args.models.length ? args.models : quick || args.profile ? ['qwen3-100m-f32'] : Object.keys(PLAN);
   const targetsOf = names.map((n) => {
     if (plans[n]) return { name: n, dir: path.join(MODELS_DIR, n), plan: plans[n], bench: true };
     const dir = path.resolve(n);
@@ -513,6 +506,18 @@ async function main() {
       stdio: ['ignore', 2, 2],
     });
     if (r.status !== 0) fail(`benchmark/models.py failed (exit ${r.status})`);
+  }
+  if (args.profile) {
+    // benchmark/sampling/src/profile.rs: each stage of a decode step timed on its own.
+    for (const t of targetsOf) {
+      const tokens = String(args.maxTokens || 32);
+      const r = spawnSync('cargo', ['run', '--release', '--quiet', '-p', 'sampling-bench', '--', '--profile', t.dir, tokens], {
+        cwd: ROOT,
+        stdio: 'inherit',
+      });
+      if (r.status !== 0) process.exit(r.status ?? 1);
+    }
+    process.exit(0);
   }
 
   const { loadModel, mlxInfo } = require('..');

@@ -4,6 +4,8 @@
 //! every variant gives the baseline's result.
 use std::time::Instant;
 
+mod profile;
+
 use lm::sampling::{LogitsProcessors, Sampler, SamplingOptions};
 use mlx::random::KeySequence;
 use mlx::{random, Array, Dtype};
@@ -207,6 +209,13 @@ fn argmax() {
 
 fn main() {
     mlx::transforms::use_new_default_stream().unwrap();
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--profile") {
+        let dir = args.get(2).expect("usage: sampling-bench --profile <model dir> [tokens]");
+        let tokens = args.get(3).and_then(|t| t.parse().ok()).unwrap_or(32);
+        println!("MLX {} on {}, BLAS {}", mlx::info::version(), mlx::info::device().unwrap(), mlx::info::blas_name().unwrap());
+        return profile::main(std::path::Path::new(dir), tokens);
+    }
     println!("MLX {} on {}, BLAS {}; vocabulary {VOCAB}, {RUNS} runs after {WARMUP} warm-up", mlx::info::version(), mlx::info::device().unwrap(), mlx::info::blas_name().unwrap());
     repetition_penalty();
     top_p_rows();

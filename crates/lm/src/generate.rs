@@ -127,10 +127,25 @@ pub fn run_loop(
     let mut n = 0usize;
     let mut t_gen = Instant::now();
     loop {
-        // Schedule the next step before waiting on this one, unless this is the last.
-        // If this token ends the generation, that step is dropped and so are its
-        // random draws: whoever continues the sequence (the vocoder after T3) sees
-        // it as the reference, which never took that step, leaves it.
+        // The first id is read and handed over before the next step is queued:
+        // MLX blocks an eval while about 100 ops are in flight, so queuing a
+        // whole decode step first would hold the first token back by most of
+        // that step (and a first token that stops would cost a step for nothing).
+        let first = n == 0;
+        if first {
+            let token = y.item::<u32>()?;
+            stats.prompt_seconds = t0.elapsed().as_secs_f64();
+            t_gen = Instant::now();
+            stats.generated += 1;
+            if on_token(token)? == Next::Stop {
+                break;
+            }
+        }
+        // Then each step is scheduled before waiting on the current one, unless
+        // this is the last. If the current token ends the generation, that step
+        // is dropped and so are its random draws: whoever continues the sequence
+        // (the vocoder after T3) sees it as the reference, which never took that
+        // step, leaves it.
         let keys_before = keys.clone();
         let next = if n + 1 < max_tokens {
             let logits = source.step(&y)?;
@@ -141,16 +156,13 @@ pub fn run_loop(
         if let Some(nx) = &next {
             mlx::async_eval(&[nx])?;
         }
-        let token = y.item::<u32>()?;
-        if n == 0 {
-            stats.prompt_seconds = t0.elapsed().as_secs_f64();
-            t_gen = Instant::now();
-        }
-        stats.generated += 1;
-        let verdict = on_token(token)?;
-        if verdict == Next::Stop {
-            *keys = keys_before;
-            break;
+        if !first {
+            let token = y.item::<u32>()?;
+            stats.generated += 1;
+            if on_token(token)? == Next::Stop {
+                *keys = keys_before;
+                break;
+            }
         }
         match next {
             Some(nx) => y = nx,

@@ -1,6 +1,6 @@
 //! Logits processors and the sampler chain with MLX-LM 0.32.2's semantics and
 //! order, all as device ops: no logits ever reach the host.
-use mlx::{random, Array, Dtype, Result};
+use mlx::{random, Array, Compiled, Dtype, Result};
 
 /// Options as MLX-LM's `make_sampler` / `make_logits_processors` take them.
 #[derive(Debug, Clone)]
@@ -135,13 +135,45 @@ fn use_kernels() -> bool {
     mlx::kernel::cpu_default() && std::env::var("MLX_NODE_SAMPLING_KERNELS").map_or(true, |v| v != "0")
 }
 
+type StepFn = Box<dyn Fn(&[&Array]) -> Result<Array> + Send>;
+
+/// One step of MLX-LM's chain (a filter, or the draw). MLX-LM `mx.compile`s
+/// each of them, and so do we where MLX's ops run them; on the CPU backend the
+/// kernels do the heavy part as one node already and the step runs as it is.
+enum Step {
+    Plain(StepFn),
+    Compiled(Compiled),
+}
+
+impl Step {
+    fn new(f: StepFn, compile: bool) -> Result<Step> {
+        if !compile {
+            return Ok(Step::Plain(f));
+        }
+        let traced = move |ins: &[Array]| {
+            let refs: Vec<&Array> = ins.iter().collect();
+            Ok(vec![f(&refs)?])
+        };
+        Ok(Step::Compiled(Compiled::new(traced, false)?))
+    }
+
+    fn call(&self, ins: &[&Array]) -> Result<Array> {
+        match self {
+            Step::Plain(f) => f(ins),
+            Step::Compiled(c) => Ok(c.call(ins)?.swap_remove(0)),
+        }
+    }
+}
+
 /// Samples one token id from `[1, vocab]` log-probabilities.
 pub struct Sampler {
-    o: SamplingOptions,
-    xtc_special: Option<Array>,
-    /// Top-p and the categorical draw through CPU kernels (same results,
-    /// without full-vocabulary sorts and passes).
+    /// Log-probabilities through the CPU kernels (same results, without
+    /// full-vocabulary sorts and passes).
     kernels: bool,
+    /// Filters in MLX-LM's order, each with whether it draws a random key.
+    filters: Vec<(Step, bool)>,
+    /// Temperature and the categorical draw; None for greedy.
+    draw: Option<Step>,
 }
 
 impl Sampler {
@@ -149,15 +181,40 @@ impl Sampler {
         Sampler::with_kernels(o, use_kernels())
     }
 
-    /// `kernels` false: MLX's own ops throughout (the benchmark's baseline).
+    /// `kernels` false: MLX's own ops throughout, compiled as MLX-LM compiles
+    /// them (the GPU path, and the benchmark's baseline).
     pub fn with_kernels(o: &SamplingOptions, kernels: bool) -> Result<Sampler> {
-        let xtc_special = if o.xtc_special_tokens.is_empty() {
-            None
-        } else {
-            let ids: Vec<i32> = o.xtc_special_tokens.iter().map(|&t| t as i32).collect();
-            Some(Array::from_slice(&ids, &[ids.len() as i32])?)
-        };
-        Ok(Sampler { o: o.clone(), xtc_special, kernels })
+        let compile = !kernels;
+        let mut filters = Vec::new();
+        if o.temperature == 0.0 {
+            return Ok(Sampler { kernels, filters, draw: None });
+        }
+        if 0.0 < o.top_p && o.top_p < 1.0 {
+            let p = o.top_p;
+            filters.push((Step::new(Box::new(move |x| crate::top_p::top_p(x[0], p, kernels)), compile)?, false));
+        }
+        if o.min_p != 0.0 {
+            let (m, keep) = (o.min_p, o.min_tokens_to_keep);
+            filters.push((Step::new(Box::new(move |x| min_p(x[0], m, keep)), compile)?, false));
+        }
+        if o.xtc_probability > 0.0 {
+            let special = if o.xtc_special_tokens.is_empty() {
+                None
+            } else {
+                let ids: Vec<i32> = o.xtc_special_tokens.iter().map(|&t| t as i32).collect();
+                Some(Array::from_slice(&ids, &[ids.len() as i32])?)
+            };
+            let (prob, threshold) = (o.xtc_probability, o.xtc_threshold);
+            let f: StepFn = Box::new(move |x| xtc(x[0], x[1], prob, threshold, special.as_ref()));
+            filters.push((Step::new(f, compile)?, true));
+        }
+        if o.top_k > 0 {
+            let k = o.top_k;
+            filters.push((Step::new(Box::new(move |x| top_k(x[0], k)), compile)?, false));
+        }
+        let inv_temp = 1.0 / o.temperature as f64;
+        let draw: StepFn = Box::new(move |x| crate::categorical::categorical(&x[0].multiply_scalar(inv_temp)?, x[1], kernels));
+        Ok(Sampler { kernels, filters, draw: Some(Step::new(draw, compile)?) })
     }
 
     /// MLX-LM's `logits - logsumexp(logits)`, the sampler's input.
@@ -168,46 +225,32 @@ impl Sampler {
 
     /// Random draws come from `keys` in MLX-LM's order (XTC's coin, then the categorical).
     pub fn sample(&self, logprobs: &Array, keys: &mut random::KeySequence) -> Result<Array> {
-        let o = &self.o;
-        if o.temperature == 0.0 {
+        let Some(draw) = &self.draw else {
             return logprobs.argmax(-1, false);
-        }
+        };
         let mut x = logprobs.clone();
-        if 0.0 < o.top_p && o.top_p < 1.0 {
-            x = crate::top_p::top_p(&x, o.top_p, self.kernels)?;
+        for (step, takes_key) in &self.filters {
+            x = if *takes_key { step.call(&[&x, &keys.next()?])? } else { step.call(&[&x])? };
         }
-        if o.min_p != 0.0 {
-            x = min_p(&x, o.min_p, o.min_tokens_to_keep)?;
-        }
-        if o.xtc_probability > 0.0 {
-            x = self.xtc(&x, keys)?;
-        }
-        if o.top_k > 0 {
-            x = top_k(&x, o.top_k)?;
-        }
-        let scaled = x.multiply_scalar(1.0 / o.temperature as f64)?;
-        let key = keys.next()?;
-        crate::categorical::categorical(&scaled, &key, self.kernels)
+        draw.call(&[&x, &keys.next()?])
     }
+}
 
-    fn xtc(&self, logits: &Array, keys: &mut random::KeySequence) -> Result<Array> {
-        let o = &self.o;
-        let probs = logits.softmax(&[-1], false)?;
-        let inf = probs.scalar_like(f64::INFINITY)?;
-        let above = probs.greater_scalar(o.xtc_threshold as f64)?;
-        let floor = Array::where_(&above, &probs, &inf)?.min(&[-1], true)?;
-        let mut mask = probs.greater(&floor)?;
-        if let Some(ids) = &self.xtc_special {
-            let n = ids.dim(0);
-            let f = Array::full(&[n, 1, 1], 0.0, Dtype::Bool)?;
-            mask = mask.scatter(&[ids], &f, &[1])?;
-        }
-        let key = keys.next()?;
-        let u = random::uniform(0.0, 1.0, &[], Dtype::Float32, Some(&key))?;
-        let neg_inf = logits.scalar_like(f64::NEG_INFINITY)?;
-        let filtered = Array::where_(&mask, &neg_inf, logits)?;
-        Array::where_(&u.greater_scalar(o.xtc_probability as f64)?, logits, &filtered)
+fn xtc(logits: &Array, key: &Array, probability: f32, threshold: f32, special: Option<&Array>) -> Result<Array> {
+    let probs = logits.softmax(&[-1], false)?;
+    let inf = probs.scalar_like(f64::INFINITY)?;
+    let above = probs.greater_scalar(threshold as f64)?;
+    let floor = Array::where_(&above, &probs, &inf)?.min(&[-1], true)?;
+    let mut mask = probs.greater(&floor)?;
+    if let Some(ids) = special {
+        let n = ids.dim(0);
+        let f = Array::full(&[n, 1, 1], 0.0, Dtype::Bool)?;
+        mask = mask.scatter(&[ids], &f, &[1])?;
     }
+    let u = random::uniform(0.0, 1.0, &[], Dtype::Float32, Some(key))?;
+    let neg_inf = logits.scalar_like(f64::NEG_INFINITY)?;
+    let filtered = Array::where_(&mask, &neg_inf, logits)?;
+    Array::where_(&u.greater_scalar(probability as f64)?, logits, &filtered)
 }
 
 fn min_p(logprobs: &Array, min_p: f32, keep: i32) -> Result<Array> {

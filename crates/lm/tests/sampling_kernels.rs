@@ -127,3 +127,33 @@ fn categorical_draws_equal_mlx() {
     assert_same_draws("1-d", &normal_row(50, 5000, 1.0).reshape(&[5000]).unwrap(), 0..20);
     assert_same_draws("bf16", &normal_row(51, VOCAB, 3.0).astype(Dtype::Bfloat16).unwrap(), 0..20);
 }
+
+/// Whole chains: the kernels against MLX's ops compiled as MLX-LM compiles
+/// them, the same token for every key.
+#[test]
+fn chains_with_kernels_equal_compiled_ops() {
+    use lm::sampling::{Sampler, SamplingOptions};
+    use mlx::random::KeySequence;
+    let base = SamplingOptions { temperature: 0.7, ..Default::default() };
+    let configs = [
+        base.clone(),
+        SamplingOptions { top_p: 0.9, ..base.clone() },
+        SamplingOptions { min_p: 0.05, min_tokens_to_keep: 3, ..base.clone() },
+        SamplingOptions { top_k: 40, ..base.clone() },
+        SamplingOptions { xtc_probability: 0.5, xtc_threshold: 0.05, xtc_special_tokens: vec![5, 9], ..base.clone() },
+        SamplingOptions { top_p: 0.9, min_p: 0.05, top_k: 40, ..base.clone() },
+        SamplingOptions { temperature: 1.3, top_p: 0.5, top_k: 5, ..base.clone() },
+    ];
+    let rows = [logprobs(&normal_row(60, VOCAB, 2.0)), logprobs(&normal_row(61, VOCAB, 8.0))];
+    for (c, o) in configs.iter().enumerate() {
+        let (fast, slow) = (Sampler::with_kernels(o, true).unwrap(), Sampler::with_kernels(o, false).unwrap());
+        for (r, lp) in rows.iter().enumerate() {
+            let (mut k1, mut k2) = (KeySequence::new(5).unwrap(), KeySequence::new(5).unwrap());
+            for i in 0..30 {
+                let a = fast.sample(lp, &mut k1).unwrap().item::<u32>().unwrap();
+                let b = slow.sample(lp, &mut k2).unwrap().item::<u32>().unwrap();
+                assert_eq!(a, b, "config {c}, row {r}, draw {i}");
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! `npm run bench -- --profile` (`sampling-bench --profile <model dir> [tokens]`):
+//! where a decode step's time goes. Each configuration runs twice:
+//! - serialized: every stage is evaluated on its own, so its time is its own:
+//!   building the forward graph, running it, building the sampling graph
+//!   (processors, log-probabilities, sampler), running it, reading the id;
+//! - pipelined, as the generation loop runs: the next step is queued before
+//!   the current id is read; the time per token and the part of it the host
+//!   spends blocked in the read (the device still busy) are reported.
+//! Same prompt ids, options and seed for every row; sampling with MLX's ops and
+//! with the CPU kernels both.
+use std::path::Path;
+use std::time::Instant;
+
+use lm::models::LanguageModel;
+use lm::sampling::{LogitsProcessors, Sampler, SamplingOptions};
+use mlx::random::KeySequence;
+use mlx::Array;
+
+const PROMPT_TOKENS: usize = 91;
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+struct Step<'a> {
+    model: &'a dyn LanguageModel,
+    procs: LogitsProcessors,
+    sampler: Sampler,
+    history: Option<Array>,
+}
+
+impl Step<'_> {
+    fn forward(&self, ids: &Array, caches: &mut [lm::cache::KvCache]) -> Array {
+        let logits = self.model.forward(&ids.reshape(&[1, -1]).unwrap(), caches, true).unwrap();
+        let v = logits.dim(-1);
+        logits.reshape(&[1, v]).unwrap()
+    }
+
+    fn sample(&mut self, logits: Array, fed: Option<&Array>, keys: &mut KeySequence) -> Array {
+        let mut logits = logits;
+        if !self.procs.is_empty() {
+            if let Some(t) = fed {
+                self.history = Some(match &self.history {
+                    Some(h) => Array::concatenate(&[h, t], 0).unwrap(),
+                    None => t.clone(),
+                });
+            }
+            if let Some(h) = &self.history {
+                logits = self.procs.apply(h, logits).unwrap();
+            }
+        }
+        let lp = self.sampler.logprobs(&logits).unwrap();
+        self.sampler.sample(&lp, keys).unwrap()
+    }
+}
+
+/// Prefill all but the last prompt id (caches only), as the generation loop does.
+fn prefill(step: &Step, prompt: &Array, caches: &mut [lm::cache::KvCache]) -> Array {
+    let n = prompt.dim(0);
+    step.forward(&prompt.slice_axis(0, 0, n - 1).unwrap(), caches);
+    let state: Vec<&Array> = caches.iter().flat_map(|c| c.state()).collect();
+    mlx::eval(&state).unwrap();
+    prompt.slice_axis(0, n - 1, n).unwrap()
+}
+
+fn run(model: &dyn LanguageModel, o: &SamplingOptions, kernels: bool, tokens: usize) -> [f64; 7] {
+    let vocab = model.config().vocab_size as usize;
+    let ids: Vec<i32> = (0..PROMPT_TOKENS).map(|i| ((i * 7919 + 13) % vocab) as i32).collect();
+    let prompt = Array::from_slice(&ids, &[ids.len() as i32]).unwrap();
+    let new_step = || Step {
+        model,
+        procs: LogitsProcessors::new(o).unwrap(),
+        sampler: Sampler::with_kernels(o, kernels).unwrap(),
+        history: Some(prompt.clone()),
+    };
+
+    // Serialized.
+    let mut step = new_step();
+    let mut caches = model.new_caches();
+    let mut keys = KeySequence::new(42).unwrap();
+    let last = prefill(&step, &prompt, &mut caches);
+    let logits = step.forward(&last, &mut caches);
+    let mut y = step.sample(logits, None, &mut keys);
+    y.eval().unwrap();
+    let mut t = [0f64; 5];
+    for _ in 0..tokens {
+        let s = Instant::now();
+        let logits = step.forward(&y, &mut caches);
+        t[0] += ms(s);
+        let s = Instant::now();
+        logits.eval().unwrap();
+        t[1] += ms(s);
+        let s = Instant::now();
+        let next = step.sample(logits, Some(&y), &mut keys);
+        t[2] += ms(s);
+        let s = Instant::now();
+        next.eval().unwrap();
+        t[3] += ms(s);
+        let s = Instant::now();
+        next.item::<u32>().unwrap();
+        t[4] += ms(s);
+        y = next;
+    }
+
+    // Pipelined, as `run_loop`.
+    let mut step = new_step();
+    let mut caches = model.new_caches();
+    let mut keys = KeySequence::new(42).unwrap();
+    let last = prefill(&step, &prompt, &mut caches);
+    let logits = step.forward(&last, &mut caches);
+    let mut y = step.sample(logits, None, &mut keys);
+    mlx::async_eval(&[&y]).unwrap();
+    y.item::<u32>().unwrap();
+    let (mut wait, start) = (0f64, Instant::now());
+    for _ in 0..tokens {
+        let logits = step.forward(&y, &mut caches);
+        let next = step.sample(logits, Some(&y), &mut keys);
+        mlx::async_eval(&[&next]).unwrap();
+        let s = Instant::now();
+        y.item::<u32>().unwrap();
+        wait += ms(s);
+        y = next;
+    }
+    y.item::<u32>().unwrap();
+    let total = ms(start);
+    let n = tokens as f64;
+    [t[0] / n, t[1] / n, t[2] / n, t[3] / n, t[4] / n, total / n, wait / n]
+}
+
+pub fn main(dir: &Path, tokens: usize) {
+    let model = lm::models::load(dir, None).unwrap();
+    println!("\n### Decode step profile: {} ({tokens} tokens per row, ms per token)\n", dir.display());
+    println!("| configuration | sampling | forward graph | forward run | sampling graph | sampling run | read id | serialized sum | pipelined per token | of it blocked in read |");
+    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    let full = SamplingOptions {
+        temperature: 0.7,
+        top_p: 0.9,
+        top_k: 40,
+        min_p: 0.05,
+        repetition_penalty: Some(1.1),
+        ..Default::default()
+    };
+    for (name, o) in [("greedy", SamplingOptions::default()), ("full sampling", full)] {
+        for kernels in [false, true] {
+            let r = run(model.as_ref(), &o, kernels, tokens);
+            let sum: f64 = r[..5].iter().sum();
+            let how = if kernels { "CPU kernels (mlx-node)" } else { "MLX ops (as MLX-LM)" };
+            println!(
+                "| {name} | {how} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {sum:.2} | {:.2} | {:.2} |",
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6]
+            );
+        }
+    }
+}
