@@ -4,8 +4,9 @@
 //!   building the forward graph, running it, building the sampling graph
 //!   (processors, log-probabilities, sampler), running it, reading the id;
 //! - pipelined, as the generation loop runs: the next step is queued before
-//!   the current id is read; the time per token and the part of it the host
-//!   spends blocked in the read (the device still busy) are reported.
+//!   the current id is read; the time per token and the parts of it the host
+//!   spends blocked queuing the next step (MLX's eval waits while about 100
+//!   ops are in flight) and reading the id are reported.
 //! Same prompt ids, options and seed for every row; sampling with MLX's ops and
 //! with the CPU kernels both.
 use std::path::Path;
@@ -63,7 +64,7 @@ fn prefill(step: &Step, prompt: &Array, caches: &mut [lm::cache::KvCache]) -> Ar
     prompt.slice_axis(0, n - 1, n).unwrap()
 }
 
-fn run(model: &dyn LanguageModel, o: &SamplingOptions, kernels: bool, tokens: usize) -> [f64; 7] {
+fn run(model: &dyn LanguageModel, o: &SamplingOptions, kernels: bool, tokens: usize) -> [f64; 8] {
     let vocab = model.config().vocab_size as usize;
     let ids: Vec<i32> = (0..PROMPT_TOKENS).map(|i| ((i * 7919 + 13) % vocab) as i32).collect();
     let prompt = Array::from_slice(&ids, &[ids.len() as i32]).unwrap();
@@ -111,11 +112,13 @@ fn run(model: &dyn LanguageModel, o: &SamplingOptions, kernels: bool, tokens: us
     let mut y = step.sample(logits, None, &mut keys);
     mlx::async_eval(&[&y]).unwrap();
     y.item::<u32>().unwrap();
-    let (mut wait, start) = (0f64, Instant::now());
+    let (mut queue, mut wait, start) = (0f64, 0f64, Instant::now());
     for _ in 0..tokens {
         let logits = step.forward(&y, &mut caches);
         let next = step.sample(logits, Some(&y), &mut keys);
+        let s = Instant::now();
         mlx::async_eval(&[&next]).unwrap();
+        queue += ms(s);
         let s = Instant::now();
         y.item::<u32>().unwrap();
         wait += ms(s);
@@ -124,14 +127,14 @@ fn run(model: &dyn LanguageModel, o: &SamplingOptions, kernels: bool, tokens: us
     y.item::<u32>().unwrap();
     let total = ms(start);
     let n = tokens as f64;
-    [t[0] / n, t[1] / n, t[2] / n, t[3] / n, t[4] / n, total / n, wait / n]
+    [t[0] / n, t[1] / n, t[2] / n, t[3] / n, t[4] / n, total / n, queue / n, wait / n]
 }
 
 pub fn main(dir: &Path, tokens: usize) {
     let model = lm::models::load(dir, None).unwrap();
     println!("\n### Decode step profile: {} ({tokens} tokens per row, ms per token)\n", dir.display());
-    println!("| configuration | sampling | forward graph | forward run | sampling graph | sampling run | read id | serialized sum | pipelined per token | of it blocked in read |");
-    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("| configuration | sampling | forward graph | forward run | sampling graph | sampling run | read id | serialized sum | pipelined per token | of it blocked queuing | of it blocked reading |");
+    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     let full = SamplingOptions {
         temperature: 0.7,
         top_p: 0.9,
@@ -146,8 +149,8 @@ pub fn main(dir: &Path, tokens: usize) {
             let sum: f64 = r[..5].iter().sum();
             let how = if kernels { "CPU kernels (mlx-node)" } else { "MLX ops (as MLX-LM)" };
             println!(
-                "| {name} | {how} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {sum:.2} | {:.2} | {:.2} |",
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6]
+                "| {name} | {how} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {sum:.2} | {:.2} | {:.2} | {:.2} |",
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]
             );
         }
     }
