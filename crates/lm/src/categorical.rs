@@ -10,8 +10,6 @@
 //! and the kernel sums a few dozen terms instead of making five passes over
 //! the vocabulary. `exp` is MLX's own formula (`mlx::cpu_math::cpu_exp`); the
 //! uniform draw stays an MLX op, so the random key is used exactly as MLX does.
-use std::cell::RefCell;
-
 use mlx::{cpu_math, kernel, random, Array, Dtype, Result};
 
 /// `random::categorical(logits, -1, key)`, identical token for token. The
@@ -26,18 +24,11 @@ pub fn categorical(logits: &Array, key: &Array, use_kernel: bool) -> Result<Arra
     kernel::cpu_kernel_f32("Categorical", draw_kernel, &[], &[&flat, &u], &[1])?.astype(Dtype::Uint32)
 }
 
-thread_local! {
-    static WEIGHTS: RefCell<Vec<(u32, f32)>> = const { RefCell::new(Vec::new()) };
-}
-
 /// inputs: the logits (one row) and the uniform draw; out: the index, as f32
 /// (exact: vocabularies are far below 2^24).
 fn draw_kernel(_: &[f32], inputs: &[&[f32]], out: &mut [f32]) {
     let (x, u) = (inputs[0], inputs[1].first().copied().unwrap_or(0.0));
-    WEIGHTS.with(|w| {
-        let mut w = w.borrow_mut();
-        out[0] = draw(x, u, &mut w) as f32;
-    });
+    out[0] = draw(x, u, &mut Vec::new()) as f32;
 }
 
 fn draw(x: &[f32], u: f32, w: &mut Vec<(u32, f32)>) -> usize {

@@ -18,8 +18,6 @@
 //! terms that can count. The kernel runs as one node of the MLX graph on the
 //! CPU stream (`mlx::kernel`); on a GPU the device sort is cheap and
 //! `top_p_sorted` runs.
-use std::cell::RefCell;
-
 use mlx::{cpu_math, kernel, Array, Dtype, Result};
 
 /// Keeps the log-probabilities of the top-p nucleus, -inf elsewhere.
@@ -63,16 +61,13 @@ fn threshold_kernel(params: &[f32], inputs: &[&[f32]], out: &mut [f32]) {
         return;
     }
     let v = lp.len() / rows;
-    SCRATCH.with(|s| {
-        let mut s = s.borrow_mut();
-        for (r, t) in out.iter_mut().enumerate() {
-            *t = row_threshold(&lp[r * v..(r + 1) * v], p, &mut s);
-        }
-    });
-}
-
-thread_local! {
-    static SCRATCH: RefCell<(Vec<u64>, Vec<u64>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    // Scratch per call, not thread-local: this runs on MLX's stream thread,
+    // which MLX tears down at process exit, and a thread-local with a
+    // destructor there is one more thing that exit would have to order.
+    let mut s = (Vec::new(), Vec::new());
+    for (r, t) in out.iter_mut().enumerate() {
+        *t = row_threshold(&lp[r * v..(r + 1) * v], p, &mut s);
+    }
 }
 
 /// Maps a float to a u32 whose unsigned order is the float's order, inverted so

@@ -638,15 +638,21 @@ class CpuKernelF32 : public mx::Primitive {
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& in : inputs) enc.set_input_array(in);
     enc.set_output_array(out);
-    // The lambda holds the arrays so their buffers outlive the task.
-    enc.dispatch([fn = fn_, ctx = ctx_, params = params_, ins = inputs, out]() mutable {
-      std::vector<const float*> ptrs;
-      std::vector<size_t> sizes;
-      for (auto& in : ins) {
-        ptrs.push_back(in.data<float>());
-        sizes.push_back(in.size());
-      }
-      fn(ctx, params.data(), params.size(), ptrs.data(), sizes.data(), ptrs.size(), out.data<float>(), out.size());
+    // The task holds the input and output buffers (not the arrays: releasing
+    // graph nodes on the stream thread would race with the calling thread
+    // detaching the same graph), so they outlive it whatever the caller drops.
+    std::vector<const float*> ptrs;
+    std::vector<size_t> sizes;
+    std::vector<std::shared_ptr<mx::array::Data>> keep;
+    for (auto& in : inputs) {
+      ptrs.push_back(in.data<float>());
+      sizes.push_back(in.size());
+      keep.push_back(in.data_shared_ptr());
+    }
+    keep.push_back(out.data_shared_ptr());
+    enc.dispatch([fn = fn_, ctx = ctx_, params = params_, ptrs = std::move(ptrs), sizes = std::move(sizes),
+                  keep = std::move(keep), out_ptr = out.data<float>(), out_size = out.size()]() {
+      fn(ctx, params.data(), params.size(), ptrs.data(), sizes.data(), ptrs.size(), out_ptr, out_size);
     });
   }
 
