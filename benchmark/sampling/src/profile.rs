@@ -68,21 +68,25 @@ fn run(model: &dyn LanguageModel, o: &SamplingOptions, kernels: bool, tokens: us
     let vocab = model.config().vocab_size as usize;
     let ids: Vec<i32> = (0..PROMPT_TOKENS).map(|i| ((i * 7919 + 13) % vocab) as i32).collect();
     let prompt = Array::from_slice(&ids, &[ids.len() as i32]).unwrap();
-    let new_step = || Step {
-        model,
-        procs: LogitsProcessors::new(o).unwrap(),
-        sampler: Sampler::with_kernels(o, kernels).unwrap(),
-        history: Some(prompt.clone()),
+    // A fresh run up to the first token (evaluated): step, caches, keys, token.
+    let start_run = || {
+        let mut step = Step {
+            model,
+            procs: LogitsProcessors::new(o).unwrap(),
+            sampler: Sampler::with_kernels(o, kernels).unwrap(),
+            history: Some(prompt.clone()),
+        };
+        let mut caches = model.new_caches();
+        let mut keys = KeySequence::new(42).unwrap();
+        let last = prefill(&step, &prompt, &mut caches);
+        let logits = step.forward(&last, &mut caches);
+        let y = step.sample(logits, None, &mut keys);
+        y.item::<u32>().unwrap();
+        (step, caches, keys, y)
     };
 
     // Serialized.
-    let mut step = new_step();
-    let mut caches = model.new_caches();
-    let mut keys = KeySequence::new(42).unwrap();
-    let last = prefill(&step, &prompt, &mut caches);
-    let logits = step.forward(&last, &mut caches);
-    let mut y = step.sample(logits, None, &mut keys);
-    y.eval().unwrap();
+    let (mut step, mut caches, mut keys, mut y) = start_run();
     let mut t = [0f64; 5];
     for _ in 0..tokens {
         let s = Instant::now();
@@ -104,14 +108,7 @@ fn run(model: &dyn LanguageModel, o: &SamplingOptions, kernels: bool, tokens: us
     }
 
     // Pipelined, as `run_loop`.
-    let mut step = new_step();
-    let mut caches = model.new_caches();
-    let mut keys = KeySequence::new(42).unwrap();
-    let last = prefill(&step, &prompt, &mut caches);
-    let logits = step.forward(&last, &mut caches);
-    let mut y = step.sample(logits, None, &mut keys);
-    mlx::async_eval(&[&y]).unwrap();
-    y.item::<u32>().unwrap();
+    let (mut step, mut caches, mut keys, mut y) = start_run();
     let (mut queue, mut wait, start) = (0f64, 0f64, Instant::now());
     for _ in 0..tokens {
         let logits = step.forward(&y, &mut caches);
