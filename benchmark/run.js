@@ -10,6 +10,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { PythonWorker } = require('./python-worker');
+const { median, sh, machineInfo, sourceInfo, loadavg } = require('./machine');
 
 const ROOT = path.resolve(__dirname, '..');
 const MODELS_DIR = path.join(ROOT, '.cache', 'bench-models');
@@ -115,11 +116,6 @@ function parseArgs(argv) {
 
 // ---------------------------------------------------------------- helpers
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 const min = (xs) => Math.min(...xs);
 const max = (xs) => Math.max(...xs);
 const fmt = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
@@ -129,40 +125,6 @@ function firstDiff(a, b) {
   const n = Math.max(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
   return -1;
-}
-
-function sh(cmd, args) {
-  const r = spawnSync(cmd, args, { encoding: 'utf8' });
-  return r.status === 0 ? r.stdout.trim() : '';
-}
-
-function machineInfo() {
-  const lscpu = sh('lscpu', []);
-  const field = (name) => (lscpu.match(new RegExp(`^${name}:\\s*(.+)$`, 'm')) || [])[1] || '';
-  return {
-    cpu: field('Model name') || os.cpus()[0]?.model || 'unknown',
-    cpus: Number(field('CPU\\(s\\)')) || os.cpus().length,
-    coresPerSocket: field('Core\\(s\\) per socket'),
-    threadsPerCore: field('Thread\\(s\\) per core'),
-    memoryGB: os.totalmem() / 2 ** 30,
-    kernel: `${os.type()} ${os.release()} ${os.arch()}`,
-    node: process.version,
-  };
-}
-
-function sourceInfo() {
-  const commit = sh('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD']);
-  const dirty = sh('git', ['-C', ROOT, 'status', '--porcelain', '--', 'crates', 'node', 'lib', 'index.js']);
-  let addon = '';
-  try {
-    const f = fs.readdirSync(ROOT).find((x) => x.endsWith('.node'));
-    if (f) addon = `${f}, built ${fs.statSync(path.join(ROOT, f)).mtime.toISOString().replace(/\.\d+Z$/, 'Z')}`;
-  } catch {}
-  return { commit, dirty: dirty ? dirty.split('\n').length : 0, addon };
-}
-
-function loadavg() {
-  return os.loadavg().map((x) => x.toFixed(2)).join(' ');
 }
 
 // ---------------------------------------------------------------- runs
