@@ -10,6 +10,8 @@ const { Audio } = require('./lib/audio');
 const { loadProgress } = require('./lib/load-progress');
 
 const native = loadNative();
+// Free every model before MLX's static destructors run at exit (node/src/worker.rs).
+process.once('exit', () => native.shutdownForExit());
 
 function mlxInfo() {
   return callNative(() => native.mlxInfo());

@@ -87,6 +87,10 @@ impl Engine {
     pub fn shutdown(&self) -> oneshot::Receiver<()> {
         self.worker.shutdown()
     }
+
+    pub fn shutdown_blocking(&self) {
+        self.worker.shutdown_blocking(crate::worker::DROP_WAIT)
+    }
 }
 
 fn load_model(
@@ -145,7 +149,7 @@ fn run_generation(
     }
     let stats = generate(model, prompt, &opts.params, |t| {
         // A closed receiver means JS stopped listening (it broke out of for-await).
-        if abort.load(Ordering::Relaxed) || events.is_closed() {
+        if abort.load(Ordering::Relaxed) || events.is_closed() || crate::worker::exiting() {
             finish = "abort";
             return Ok(Next::Stop);
         }

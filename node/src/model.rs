@@ -145,6 +145,16 @@ impl NativeModel {
     }
 }
 
+/// Dropped without dispose(): free the model before the process can exit (worker.rs).
+impl Drop for NativeModel {
+    fn drop(&mut self) {
+        if !self.disposed.swap(true, Ordering::SeqCst) {
+            self.jobs.abort_all();
+            self.engine.shutdown_blocking();
+        }
+    }
+}
+
 #[napi]
 impl NativeModel {
     #[napi(getter)]

@@ -79,7 +79,7 @@ fn run(
         return Event::Done { speech_tokens: Vec::new(), samples: 0, aborted: true };
     }
     // A closed receiver means JS stopped listening (it broke out of for-await).
-    let keep_going = || !abort.load(Ordering::Relaxed) && !events.is_closed();
+    let keep_going = || !abort.load(Ordering::Relaxed) && !events.is_closed() && !crate::worker::exiting();
     let result = guarded("speech synthesis", || {
         model.synthesize(text, opts, stream, &keep_going, &mut |samples| events.send(Event::Audio(samples)).is_ok())
     });
@@ -172,6 +172,16 @@ impl NativeTts {
         self.jobs.abort_all();
         let _ = self.worker.shutdown().await;
         Ok(())
+    }
+}
+
+/// Dropped without dispose(): free the model before the process can exit (worker.rs).
+impl Drop for NativeTts {
+    fn drop(&mut self) {
+        if !self.disposed.swap(true, Ordering::SeqCst) {
+            self.jobs.abort_all();
+            self.worker.shutdown_blocking(crate::worker::DROP_WAIT);
+        }
     }
 }
 

@@ -2,16 +2,23 @@
 //! MLX call for it, and runs jobs in arrival order (concurrent calls queue), so
 //! the JS thread never waits on MLX. Text and speech models both run on it.
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, Instant};
 
 use lm::LmError;
 use tokio::sync::oneshot;
 
 type Job<T> = Box<dyn FnOnce(&mut T) + Send>;
 
+/// How long a model dropped without dispose() waits for its engine thread (see
+/// `shutdown_blocking`); jobs are aborted first, so this is a cap, not a usual wait.
+pub const DROP_WAIT: Duration = Duration::from_secs(10);
+
 enum Msg<T> {
     Run(Job<T>),
-    Shutdown(oneshot::Sender<()>),
+    /// Called once the model is freed.
+    Shutdown(Box<dyn FnOnce() + Send>),
 }
 
 pub struct Worker<T> {
@@ -21,6 +28,50 @@ pub struct Worker<T> {
 impl<T> Clone for Worker<T> {
     fn clone(&self) -> Self {
         Worker { tx: self.tx.clone() }
+    }
+}
+
+/// Every engine thread alive, as a way to ask it to shut down (for `shutdown_all`).
+type Stopper = Box<dyn Fn(Box<dyn FnOnce() + Send>) -> bool + Send>;
+static LIVE: Mutex<Vec<(u64, Stopper)>> = Mutex::new(Vec::new());
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// True once the process is exiting: running jobs stop at their next step.
+pub fn exiting() -> bool {
+    EXITING.load(Ordering::Relaxed)
+}
+
+/// Called on the process's 'exit' event (lib/native-loader.js), which a process that
+/// returns from its event loop and one that calls process.exit() both emit. MLX's
+/// static destructors run right after; an engine thread still generating, or freeing
+/// a model, meanwhile would corrupt the heap. So: stop every job, then wait (at most
+/// `limit` in all) for every engine thread to free its model.
+pub fn shutdown_all(limit: Duration) {
+    EXITING.store(true, Ordering::SeqCst);
+    let (t, r) = mpsc::channel();
+    let mut asked = 0;
+    if let Ok(live) = LIVE.lock() {
+        for (_, stop) in live.iter() {
+            let t = t.clone();
+            if stop(Box::new(move || {
+                let _ = t.send(());
+            })) {
+                asked += 1;
+            }
+        }
+    }
+    let deadline = Instant::now() + limit;
+    for _ in 0..asked {
+        if r.recv_timeout(deadline.saturating_duration_since(Instant::now())).is_err() {
+            break;
+        }
+    }
+}
+
+fn forget(id: u64) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.retain(|(i, _)| *i != id);
     }
 }
 
@@ -45,23 +96,30 @@ impl<T: 'static> Worker<T> {
     ) -> (Worker<T>, oneshot::Receiver<Result<I, LmError>>) {
         let (reply_tx, reply_rx) = oneshot::channel();
         let (tx, rx) = mpsc::channel::<Msg<T>>();
+        let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
+        let stopper = tx.clone();
+        if let Ok(mut live) = LIVE.lock() {
+            live.push((id, Box::new(move |done| stopper.send(Msg::Shutdown(done)).is_ok())));
+        }
         let spawned = std::thread::Builder::new().name("mlx-node-engine".into()).spawn(move || {
             let loaded = guarded("loading", || {
                 mlx::transforms::use_new_default_stream()?;
                 load()
             });
             match loaded {
-                Ok((mut model, info)) => {
+                Ok((model, info)) => {
                     if reply_tx.send(Ok(info)).is_ok() {
-                        serve(&mut model, rx);
+                        serve(model, rx);
                     }
                 }
                 Err(e) => {
                     let _ = reply_tx.send(Err(e));
                 }
             }
+            forget(id);
         });
         if let Err(e) = spawned {
+            forget(id);
             let (t, r) = oneshot::channel();
             let _ = t.send(Err(LmError::Mlx(format!("cannot start the engine thread: {e}"))));
             return (Worker { tx }, r);
@@ -78,25 +136,55 @@ impl<T: 'static> Worker<T> {
     /// Asks the thread to finish queued work, free the model and exit.
     pub fn shutdown(&self) -> oneshot::Receiver<()> {
         let (t, r) = oneshot::channel();
-        if let Err(mpsc::SendError(Msg::Shutdown(done))) = self.tx.send(Msg::Shutdown(t)) {
-            let _ = done.send(());
+        if let Err(mpsc::SendError(Msg::Shutdown(done))) = self.tx.send(Msg::Shutdown(Box::new(move || {
+            let _ = t.send(());
+        }))) {
+            done();
         }
         r
     }
+
+    /// For a model dropped without dispose(): its JS object was collected, or Node-API
+    /// finalizes every object as the environment is torn down at exit. Shuts down as
+    /// dispose() does and waits, at most `limit` (a job in flight finishes first), for
+    /// the model to be freed, so that no MLX array is freed while the process runs
+    /// MLX's static destructors.
+    pub fn shutdown_blocking(&self, limit: Duration) {
+        let (t, r) = mpsc::channel();
+        let done = Box::new(move || {
+            let _ = t.send(());
+        });
+        if self.tx.send(Msg::Shutdown(done)).is_ok() {
+            let _ = r.recv_timeout(limit);
+        }
+    }
 }
 
-fn serve<T>(model: &mut T, rx: mpsc::Receiver<Msg<T>>) {
+fn serve<T>(mut model: T, rx: mpsc::Receiver<Msg<T>>) {
     while let Ok(msg) = rx.recv() {
         match msg {
             Msg::Shutdown(done) => {
-                let _ = done.send(());
+                // Free the model's arrays and MLX's cache before dispose() resolves: a
+                // process that exits right after it runs MLX's static destructors (its
+                // allocator among them), and arrays freed on this thread meanwhile
+                // corrupted the heap ("corrupted double-linked list" at exit, about one
+                // run in ten of the speech tests, whose models take long to free).
+                drop(model);
+                let _ = mlx::memory::clear_cache();
+                done();
                 return;
             }
             Msg::Run(job) => {
                 // A job reports its own errors; a panic only loses that job.
-                let _ = catch_unwind(AssertUnwindSafe(|| job(model)));
+                let _ = catch_unwind(AssertUnwindSafe(|| job(&mut model)));
                 let _ = mlx::memory::clear_cache();
             }
         }
     }
+}
+
+/// The process is exiting: stop and free every model first (see `shutdown_all`).
+#[napi_derive::napi]
+pub fn shutdown_for_exit() {
+    shutdown_all(DROP_WAIT);
 }
