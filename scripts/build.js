@@ -1,10 +1,10 @@
 'use strict';
-// Builds the native addon (release) after making sure MLX and OpenBLAS are present.
+// Builds the native addon (release) after making sure Rust, OpenBLAS and MLX are present.
 // Cargo decides what is stale, so calling this when nothing changed costs about a second.
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ensureMlx, ensureOpenBlas, ROOT, log } = require('./mlx');
+const { cargoEnv, ensureOpenBlas, ROOT, log } = require('./mlx');
 const { ADDON_PATH } = require('./native');
 
 function cargoLibName() {
@@ -21,11 +21,13 @@ function ensureCargo() {
 }
 
 function build({ quiet = false } = {}) {
-  ensureMlx();
-  ensureOpenBlas();
+  // Cheap prerequisite checks first, so a missing one fails before the MLX wheel download
+  // (ensureMlx looks for Python with pip before it fetches anything).
   ensureCargo();
+  ensureOpenBlas();
+  const env = cargoEnv();
   if (!quiet) log('building the native addon (cargo build --release)');
-  const r = spawnSync('cargo', ['build', '--release', '-p', 'mlx-node'], { cwd: ROOT, stdio: 'inherit' });
+  const r = spawnSync('cargo', ['build', '--release', '-p', 'mlx-node'], { cwd: ROOT, stdio: 'inherit', env });
   if (r.status !== 0) throw new Error('cargo build failed');
   const targetDir = process.env.CARGO_TARGET_DIR ? path.resolve(ROOT, process.env.CARGO_TARGET_DIR) : path.join(ROOT, 'target');
   const built = path.join(targetDir, 'release', cargoLibName());

@@ -7,20 +7,22 @@ const path = require('node:path');
 
 const ROOT = path.resolve(__dirname, '..');
 
-function prebuiltAvailable() {
-  try {
-    require('../lib/native-loader').loadNative();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 function main() {
   // In a git checkout the npm scripts build on demand (npm test, npm run demo, npm run build).
   if (fs.existsSync(path.join(ROOT, '.git'))) return;
   if (process.env.MLX_NODE_SKIP_BUILD === '1') return;
-  if (prebuiltAvailable()) return;
+  const { addonPath, loadNative } = require('../lib/native-loader');
+  if (addonPath()) {
+    // A prebuilt addon is there; if it cannot load, a source build would hit the same
+    // missing system library (OpenBLAS), so say what is missing instead of building.
+    try {
+      loadNative();
+      return;
+    } catch (e) {
+      process.stderr.write(`[mlx-node] install failed: ${e.message}\n`);
+      process.exit(1);
+    }
+  }
   process.stderr.write('[mlx-node] no prebuilt addon for this platform: building from source (a few minutes)\n');
   try {
     require('./build').build();

@@ -118,7 +118,14 @@ function ensureOpenBlas() {
   );
 }
 
-module.exports = { MLX_VERSION, ROOT, backend, ensureMlx, ensureOpenBlas, aptInstall, log };
+// The environment for every cargo command: MLX_DIR always set to the prefix found, so that
+// builds run with MLX_DIR given (the package test, a user's own MLX) and without it see the
+// same value, and cargo does not rebuild mlx-sys and all above it for a changed variable.
+function cargoEnv() {
+  return { ...process.env, MLX_DIR: ensureMlx() };
+}
+
+module.exports = { MLX_VERSION, ROOT, backend, wheelName, ensureMlx, cargoEnv, ensureOpenBlas, aptInstall, log };
 
 if (require.main === module) {
   try {

@@ -5,7 +5,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ROOT, log } = require('./mlx');
+const { ROOT, log, cargoEnv } = require('./mlx');
 
 function run(cmd, args, opts = {}) {
   log(`$ ${cmd} ${args.join(' ')}`);
@@ -26,7 +26,7 @@ function main() {
   require('./fixtures-tts').ensureTtsFixtures();
   log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   // Release profile: shares the dependency builds with the addon.
-  run('cargo', ['test', '--release', '--workspace'], { env: { ...process.env, MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' } });
+  run('cargo', ['test', '--release', '--workspace'], { env: { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' } });
   const files = fs
     .readdirSync(path.join(ROOT, '__test__'))
     .filter((f) => f.endsWith('.test.js'))
