@@ -46,4 +46,19 @@ function sourceInfo() {
 
 const loadavg = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
 
-module.exports = { median, sh, machineInfo, sourceInfo, loadavg };
+// The value and positive-integer readers of a benchmark's parseArgs; `fail` prints and exits.
+function argReaders(argv, fail, usage) {
+  return {
+    value(i, flag) {
+      if (i + 1 >= argv.length || argv[i + 1].startsWith('--')) fail(`${flag} needs a value\n${usage}`);
+      return argv[i + 1];
+    },
+    positive(s, flag) {
+      const n = Number(s);
+      if (!Number.isInteger(n) || n < 1) fail(`${flag} must be a positive integer, got ${s}`);
+      return n;
+    },
+  };
+}
+
+module.exports = { median, sh, machineInfo, sourceInfo, loadavg, argReaders };

@@ -21,15 +21,12 @@ stdout (anything the libraries print goes to stderr). Requests:
 Errors answer {"error": message}; the worker keeps running.
 """
 
-import json
 import sys
 import time
-import traceback
 from importlib.metadata import version
 from pathlib import Path
 
-_stdout = sys.stdout
-sys.stdout = sys.stderr
+import worker_protocol  # noqa: E402  (first: stdout is for answers only)
 
 import mlx.core as mx  # noqa: E402
 from mlx_lm.generate import stream_generate  # noqa: E402
@@ -128,21 +125,7 @@ COMMANDS = {"info": cmd_info, "load": cmd_load, "generate": cmd_generate}
 
 
 def main():
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            req = json.loads(line)
-            cmd = req.get("cmd")
-            if cmd not in COMMANDS:
-                raise ValueError(f"unknown cmd: {cmd}")
-            answer = COMMANDS[cmd](req)
-        except Exception as e:  # one bad request must not end the worker
-            traceback.print_exc(file=sys.stderr)
-            answer = {"error": str(e) or type(e).__name__}
-        _stdout.write(json.dumps(answer) + "\n")
-        _stdout.flush()
+    worker_protocol.serve(COMMANDS)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { PythonWorker } = require('./python-worker');
-const { median, sh, machineInfo, sourceInfo, loadavg } = require('./machine');
+const { median, sh, machineInfo, sourceInfo, loadavg, argReaders } = require('./machine');
+const { cargoEnv } = require('../scripts/mlx');
 
 const ROOT = path.resolve(__dirname, '..');
 const MODELS_DIR = path.join(ROOT, '.cache', 'bench-models');
@@ -85,15 +86,7 @@ function log(msg) {
 
 function parseArgs(argv) {
   const a = { quick: false, models: [], rounds: null, maxTokens: null, configs: [], out: null, build: true, profile: false, sampling: false };
-  const value = (i, flag) => {
-    if (i + 1 >= argv.length || argv[i + 1].startsWith('--')) fail(`${flag} needs a value\n${USAGE}`);
-    return argv[i + 1];
-  };
-  const positive = (s, flag) => {
-    const n = Number(s);
-    if (!Number.isInteger(n) || n < 1) fail(`${flag} must be a positive integer, got ${s}`);
-    return n;
-  };
+  const { value, positive } = argReaders(argv, fail, USAGE);
   for (let i = 0; i < argv.length; i++) {
     const f = argv[i];
     if (f === '--quick') a.quick = true;
@@ -369,7 +362,9 @@ function renderReport(report) {
     `- mlx-node at commit ${report.source.commit}${report.source.dirty ? ` with ${report.source.dirty} uncommitted file(s) in crates/, node/, lib/, index.js` : ''}; addon ${report.source.addon}`,
     `- mlx-node: \`mlxInfo()\` = \`${JSON.stringify(ours)}\``,
     `- MLX-LM ${theirs.mlxLm} on MLX ${theirs.mlx} (Python ${theirs.python}, ${theirs.device}), BLAS: ${theirs.blas} (LD_PRELOAD=${report.ldPreload || 'none'})`,
-    `- Both sides load the same libmlx build (${ours.mlxVersion} CPU wheel) and call the same OpenBLAS for \`cblas_sgemm\`.`,
+    ours.backend === 'cpu'
+      ? `- Both sides load the same libmlx build (${ours.mlxVersion} CPU wheel) and call the same OpenBLAS for \`cblas_sgemm\`.`
+      : `- Both sides load the same libmlx build (${ours.mlxVersion} ${ours.backend} wheel) and run on ${ours.device}.`,
     '',
     '## Method',
     '',
@@ -422,7 +417,7 @@ function renderReport(report) {
     '## Not measured yet',
     '',
     '- Sampling micro-benchmarks are a separate command, `npm run bench -- --sampling`; what they cover and what is missing is in `benchmark/sampling.md`.',
-    '- CUDA rows: no NVIDIA machine was used for this run.',
+    ours.backend === 'cuda' ? '- The CPU rows: see benchmark/RESULTS.md.' : '- CUDA rows: not in this run; see benchmark/RESULTS-cuda.md.',
     '',
   );
   return parts.join('\n');
@@ -434,11 +429,39 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   if (args.sampling) {
     // benchmark/sampling: a Rust binary over the lm crate, timed without N-API in between.
-    const mlx = require('../scripts/mlx');
-    mlx.ensureMlx();
-    mlx.ensureOpenBlas();
-    const r = spawnSync('cargo', ['run', '--release', '--quiet', '-p', 'sampling-bench'], { cwd: ROOT, stdio: 'inherit' });
-    process.exit(r.status ?? 1);
+    // Then MLX-LM's own functions on the same inputs (benchmark/sampling_ref.py), each first
+    // checked against the baseline outputs the Rust run wrote into checkDir.
+    require('../scripts/mlx').ensureOpenBlas();
+    const checkDir = path.join(ROOT, '.cache', 'sampling-check');
+    fs.rmSync(checkDir, { recursive: true, force: true });
+    const run = (cmd, argv, env, what) => {
+      const r = spawnSync(cmd, argv, { cwd: ROOT, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
+      process.stdout.write(r.stdout || '');
+      if (r.status !== 0) fail(`${what} failed (exit ${r.status})`);
+      return r.stdout;
+    };
+    const ours = run('cargo', ['run', '--release', '--quiet', '-p', 'sampling-bench', '--', '--check-dir', checkDir], cargoEnv(), 'benchmark/sampling');
+    const { python, env } = require('../scripts/venv').ensureVenv();
+    const ref = run(python, [path.join(__dirname, 'sampling_ref.py'), checkDir], env, 'benchmark/sampling_ref.py');
+    const mc = machineInfo();
+    const md = [
+      '# Sampling micro-benchmarks',
+      '',
+      `Made by \`npm run bench -- --sampling\` on ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}: ${mc.cpu}, ${mc.cpus} CPUs, ` +
+        `load average ${loadavg()}. What each row measures and the rules: benchmark/sampling.md.`,
+      '',
+      '## mlx-node (benchmark/sampling, Rust over the lm crate)',
+      '',
+      ours.trim(),
+      '',
+      '## MLX-LM reference rows (benchmark/sampling_ref.py, same inputs, outputs checked equal first)',
+      '',
+      ref.trim(),
+      '',
+    ].join('\n');
+    fs.writeFileSync(path.join(__dirname, 'RESULTS-sampling.md'), md);
+    log('wrote benchmark/RESULTS-sampling.md');
+    process.exit(0);
   }
   const quick = args.quick;
   const plans = quick ? QUICK : PLAN;
@@ -475,6 +498,7 @@ async function main() {
       const tokens = String(args.maxTokens || 32);
       const r = spawnSync('cargo', ['run', '--release', '--quiet', '-p', 'sampling-bench', '--', '--profile', t.dir, tokens], {
         cwd: ROOT,
+        env: cargoEnv(),
         stdio: 'inherit',
       });
       if (r.status !== 0) process.exit(r.status ?? 1);

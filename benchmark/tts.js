@@ -17,7 +17,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { PythonWorker } = require('./python-worker');
-const { median, sh, machineInfo, sourceInfo, loadavg } = require('./machine');
+const { median, sh, machineInfo, sourceInfo, loadavg, argReaders } = require('./machine');
 
 const ROOT = path.resolve(__dirname, '..');
 const RESULTS = path.join(__dirname, 'RESULTS.md');
@@ -62,15 +62,7 @@ function fail(msg, code = 1) {
 
 function parseArgs(argv) {
   const a = { quick: false, only: null, rounds: null, fullRounds: null, write: false, build: true };
-  const value = (i, flag) => {
-    if (i + 1 >= argv.length || argv[i + 1].startsWith('--')) fail(`${flag} needs a value\n${USAGE}`);
-    return argv[i + 1];
-  };
-  const positive = (s, flag) => {
-    const n = Number(s);
-    if (!Number.isInteger(n) || n < 1) fail(`${flag} must be a positive integer, got ${s}`);
-    return n;
-  };
+  const { value, positive } = argReaders(argv, fail, USAGE);
   for (let i = 0; i < argv.length; i++) {
     const f = argv[i];
     if (f === '--quick') a.quick = true;

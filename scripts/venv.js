@@ -5,6 +5,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
+const { backend, wheelName } = require('./mlx');
 
 const ROOT = path.resolve(__dirname, '..');
 const VENV_DIR = path.join(ROOT, '.cache', 'venv');
@@ -12,10 +13,10 @@ const STAMP = path.join(VENV_DIR, 'mlx-node-stamp.json');
 const OPENBLAS = '/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0';
 
 // Installed with dependencies. MLX-LM's wheel only requires mlx on macOS, so on Linux the
-// CPU build of MLX is pinned here explicitly.
+// build of MLX for the backend in use (scripts/mlx.js: CPU unless MLX_NODE_BACKEND) is pinned here.
 const REQUIREMENTS = [
   'mlx==0.32.4',
-  'mlx-cpu==0.32.4',
+  `${wheelName(backend())}==0.32.4`,
   'numpy',
   'transformers>=5.7.0',
   'sentencepiece',
@@ -47,7 +48,8 @@ function venvPython() {
 function referenceEnv() {
   const env = { ...process.env };
   const openblas = process.env.MLX_NODE_OPENBLAS || OPENBLAS;
-  if (process.platform === 'linux' && fs.existsSync(openblas)) {
+  // Only the CPU backend's matmuls go through BLAS; on CUDA the addon links none.
+  if (process.platform === 'linux' && backend() === 'cpu' && fs.existsSync(openblas)) {
     const rest = (process.env.LD_PRELOAD || '').split(/[:\s]+/).filter((p) => p && p !== openblas);
     env.LD_PRELOAD = [openblas, ...rest].join(':');
   }

@@ -1,7 +1,10 @@
 //! `cargo run --release -p sampling-bench` (or `npm run bench -- --sampling`):
 //! each sampling step measured in isolation over a full 151,936-token vocabulary,
 //! with warm-up, mean and standard deviation over repeated runs, and a check that
-//! every variant gives the baseline's result.
+//! every variant gives the baseline's result. With `--check-dir DIR` it also writes
+//! the baselines' outputs there, for benchmark/sampling_ref.py to check MLX-LM's own
+//! functions against before timing them as reference rows.
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 mod profile;
@@ -36,11 +39,19 @@ fn logits() -> Array {
     x
 }
 
+/// Writes a baseline output for sampling_ref.py: raw little-endian float32.
+fn save(dir: Option<&Path>, name: &str, a: &Array) {
+    if let Some(dir) = dir {
+        let bytes: Vec<u8> = a.to_vec::<f32>().unwrap().iter().flat_map(|x| x.to_le_bytes()).collect();
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+}
+
 fn history(n: usize) -> Vec<i32> {
     (0..n).map(|i| ((i * 7919 + 13) % VOCAB as usize) as i32).collect()
 }
 
-fn repetition_penalty() {
+fn repetition_penalty(check: Option<&Path>) {
     println!("\n### Repetition penalty 1.1 over a 20-token context\n\n| method | mean us | sd us |\n|---|---|---|");
     let x = logits();
     let ctx = history(20);
@@ -55,6 +66,7 @@ fn repetition_penalty() {
         Array::from_slice(&v, &[1, VOCAB]).unwrap()
     };
     let want = host().to_vec::<f32>().unwrap();
+    save(check, "repetition-penalty.f32", &host());
     stats("host round trip (copy per lookup, as the seed binding did)", || {
         host().eval().unwrap();
     });
@@ -92,13 +104,14 @@ fn repetition_penalty() {
     });
 }
 
-fn top_p_rows() {
+fn top_p_rows(check: Option<&Path>) {
     // normal(0, 2) logits: top-p 0.9 keeps most of the vocabulary (the long sum);
     // normal(0, 20): a peaked row where a handful of tokens hold the mass.
-    for (label, scale) in [("flat row, normal(0, 2) logits", 2.0f32), ("peaked row, normal(0, 20) logits", 20.0)] {
+    for (label, file, scale) in [("flat row, normal(0, 2) logits", "top-p-flat.f32", 2.0f32), ("peaked row, normal(0, 20) logits", "top-p-peaked.f32", 20.0)] {
         let x = random::normal(&[1, VOCAB], Dtype::Float32, 0.0, scale, Some(&random::key(7).unwrap())).unwrap();
         let lp = x.subtract(&x.logsumexp(&[], true).unwrap()).unwrap();
         lp.eval().unwrap();
+        save(check, file, &lm::top_p::top_p_sorted(&lp, 0.9).unwrap());
         top_p(label, &lp);
     }
 }
@@ -149,7 +162,7 @@ fn top_p(label: &str, lp: &Array) {
     });
 }
 
-fn chains() {
+fn chains(check: Option<&Path>) {
     println!("\n### Sampler chains on the flat row (log-probabilities in, token id out)\n\n| method | mean us | sd us |\n|---|---|---|");
     let x = logits();
     let lp = x.subtract(&x.logsumexp(&[], true).unwrap()).unwrap();
@@ -163,6 +176,7 @@ fn chains() {
         ("+ top-k 40", SamplingOptions { top_k: 40, ..base.clone() }),
         ("full: top-p 0.9, min-p 0.05, top-k 40", SamplingOptions { top_p: 0.9, min_p: 0.05, top_k: 40, ..base.clone() }),
     ];
+    let mut tokens = Vec::new();
     for (name, o) in configs {
         let draw = |kernels: bool| {
             let sampler = Sampler::with_kernels(&o, kernels).unwrap();
@@ -173,15 +187,29 @@ fn chains() {
             }
         };
         let (ops, kernels) = (draw(false), draw(true));
-        assert_eq!(ops(), kernels(), "{name}: the kernels must draw MLX's token");
-        stats(&format!("{name}: MLX ops (as MLX-LM)"), || {
+        // The same MLX ops with compilation off process-wide, as mx.disable_compile().
+        mlx::transforms::set_compile_enabled(false).unwrap();
+        let plain = draw(false);
+        mlx::transforms::set_compile_enabled(true).unwrap();
+        let token = ops();
+        assert_eq!(token, kernels(), "{name}: the kernels must draw MLX's token");
+        assert_eq!(token, plain(), "{name}: the uncompiled chain must draw the same token");
+        tokens.push(format!("{name:?}: {token}"));
+        stats(&format!("{name}: MLX ops, compiled (as MLX-LM)"), || {
             ops();
         });
         if o.temperature != 0.0 {
+            stats(&format!("{name}: MLX ops, not compiled"), || {
+                plain();
+            });
             stats(&format!("{name}: CPU kernels (mlx-node)"), || {
                 kernels();
             });
         }
+    }
+    if let Some(dir) = check {
+        // Seed 3, the first draw: `mx.random.seed(3)` then one sampler call in Python.
+        std::fs::write(dir.join("chain-tokens.json"), format!("{{{}}}\n", tokens.join(", "))).unwrap();
     }
 }
 
@@ -217,8 +245,14 @@ fn main() {
         return profile::main(std::path::Path::new(dir), tokens);
     }
     println!("MLX {} on {}, BLAS {}; vocabulary {VOCAB}, {RUNS} runs after {WARMUP} warm-up", mlx::info::version(), mlx::info::device().unwrap(), mlx::info::blas_name().unwrap());
-    repetition_penalty();
-    top_p_rows();
-    chains();
+    let check: Option<PathBuf> = args.iter().position(|a| a == "--check-dir").map(|i| {
+        let dir = PathBuf::from(args.get(i + 1).expect("--check-dir needs a folder"));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    });
+    let check = check.as_deref();
+    repetition_penalty(check);
+    top_p_rows(check);
+    chains(check);
     argmax();
 }

@@ -187,8 +187,21 @@ int mlxn_from_data(const void* data, const int32_t* shape, size_t ndim, int dtyp
   });
 }
 
+// Converted on the host, as MLX's Python binding converts a Python float (through a C
+// float) or int. A float64 array plus a cast op would fail on the GPU, which has no float64.
 int mlxn_from_f64(double v, int dtype, mlxn_array* out) {
-  return guard([&] { *out = wrap(mx::astype(mx::array(v, mx::float64), dtype_of(dtype))); });
+  return guard([&] {
+    auto dt = dtype_of(dtype);
+    if (dt == mx::float64) {
+      *out = wrap(mx::array(v, dt));
+    } else if (mx::issubdtype(dt, mx::inexact)) {
+      *out = wrap(mx::array(static_cast<float>(v), dt));
+    } else if (dt == mx::bool_) {
+      *out = wrap(mx::array(v != 0.0));
+    } else {
+      *out = wrap(mx::array(static_cast<int64_t>(v), dt));
+    }
+  });
 }
 
 int mlxn_full(const int32_t* shape, size_t ndim, mlxn_array v, int dtype, mlxn_array* out) {
@@ -570,6 +583,11 @@ int mlxn_new_stream(int* out_index) {
 
 int mlxn_set_default_stream(int index) {
   return guard([&] { mx::set_default_stream(mx::Stream(index, mx::default_device())); });
+}
+
+// Process-wide, as mx.disable_compile(): compile() made afterwards returns the plain function.
+int mlxn_set_compile_enabled(int enabled) {
+  return guard([&] { enabled ? mx::enable_compile() : mx::disable_compile(); });
 }
 
 int mlxn_synchronize(void) {

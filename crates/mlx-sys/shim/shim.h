@@ -119,6 +119,7 @@ int mlxn_async_eval(const mlxn_array* arrays, size_t n);
 int mlxn_new_stream(int* out_index);
 int mlxn_set_default_stream(int index);
 int mlxn_synchronize(void);
+int mlxn_set_compile_enabled(int enabled);
 int mlxn_compile(mlxn_fn fn, void* ctx, void (*drop_ctx)(void*), int shapeless, mlxn_closure* out);
 int mlxn_closure_call(mlxn_closure c, const mlxn_array* inputs, size_t n_inputs, mlxn_array* outputs, size_t max_outputs, size_t* n_outputs);
 void mlxn_closure_free(mlxn_closure c);

@@ -123,6 +123,7 @@ extern "C" {
     pub fn mlxn_new_stream(out_index: *mut c_int) -> c_int;
     pub fn mlxn_set_default_stream(index: c_int) -> c_int;
     pub fn mlxn_synchronize() -> c_int;
+    pub fn mlxn_set_compile_enabled(enabled: c_int) -> c_int;
     pub fn mlxn_compile(f: mlxn_fn, ctx: *mut c_void, drop_ctx: Option<unsafe extern "C" fn(*mut c_void)>, shapeless: c_int, out: *mut mlxn_closure) -> c_int;
     pub fn mlxn_closure_call(c: mlxn_closure, inputs: *const mlxn_array, n_inputs: usize, outputs: *mut mlxn_array, max_outputs: usize, n_outputs: *mut usize) -> c_int;
     pub fn mlxn_closure_free(c: mlxn_closure);

@@ -29,6 +29,12 @@ pub fn use_new_default_stream() -> Result<i32> {
     Ok(idx)
 }
 
+/// Turns compilation on or off for the whole process (`mx.disable_compile()`): a
+/// [`Compiled`] made while it is off runs its function as plain ops. For benchmarks.
+pub fn set_compile_enabled(enabled: bool) -> Result<()> {
+    check(unsafe { sys::mlxn_set_compile_enabled(enabled as c_int) })
+}
+
 pub fn synchronize() -> Result<()> {
     check(unsafe { sys::mlxn_synchronize() })
 }
