@@ -42,7 +42,7 @@ pub fn exiting() -> bool {
     EXITING.load(Ordering::Relaxed)
 }
 
-/// Called on the process's 'exit' event (lib/native-loader.js), which a process that
+/// Called on the process's 'exit' event (index.js), which a process that
 /// returns from its event loop and one that calls process.exit() both emit. MLX's
 /// static destructors run right after; an engine thread still generating, or freeing
 /// a model, meanwhile would corrupt the heap. So: stop every job, then wait (at most
