@@ -87,10 +87,6 @@ impl Engine {
     pub fn shutdown(&self) -> oneshot::Receiver<()> {
         self.worker.shutdown()
     }
-
-    pub fn shutdown_blocking(&self) {
-        self.worker.shutdown_blocking(crate::worker::DROP_WAIT)
-    }
 }
 
 fn load_model(

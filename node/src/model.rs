@@ -145,13 +145,11 @@ impl NativeModel {
     }
 }
 
-/// Dropped without dispose(): free the model before the process can exit (worker.rs).
+/// Dropped without dispose(): stop its jobs, so that the worker's drop, which waits
+/// for the model to be freed (worker.rs), does not wait for a whole generation.
 impl Drop for NativeModel {
     fn drop(&mut self) {
-        if !self.disposed.swap(true, Ordering::SeqCst) {
-            self.jobs.abort_all();
-            self.engine.shutdown_blocking();
-        }
+        self.jobs.abort_all();
     }
 }
 

@@ -175,13 +175,11 @@ impl NativeTts {
     }
 }
 
-/// Dropped without dispose(): free the model before the process can exit (worker.rs).
+/// Dropped without dispose(): stop its jobs, so that the worker's drop, which waits
+/// for the model to be freed (worker.rs), does not wait for a whole synthesis.
 impl Drop for NativeTts {
     fn drop(&mut self) {
-        if !self.disposed.swap(true, Ordering::SeqCst) {
-            self.jobs.abort_all();
-            self.worker.shutdown_blocking(crate::worker::DROP_WAIT);
-        }
+        self.jobs.abort_all();
     }
 }
 

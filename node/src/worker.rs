@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 type Job<T> = Box<dyn FnOnce(&mut T) + Send>;
 
 /// How long a model dropped without dispose() waits for its engine thread (see
-/// `shutdown_blocking`); jobs are aborted first, so this is a cap, not a usual wait.
+/// `Drop for Worker`); jobs are aborted first, so this is a cap, not a usual wait.
 pub const DROP_WAIT: Duration = Duration::from_secs(10);
 
 enum Msg<T> {
@@ -25,14 +25,16 @@ pub struct Worker<T> {
     tx: mpsc::Sender<Msg<T>>,
 }
 
-impl<T> Clone for Worker<T> {
-    fn clone(&self) -> Self {
-        Worker { tx: self.tx.clone() }
+/// Asks the thread behind `tx` to free its model; `done` runs once it has, or at
+/// once when the thread is already gone.
+fn send_shutdown<T>(tx: &mpsc::Sender<Msg<T>>, done: Box<dyn FnOnce() + Send>) {
+    if let Err(mpsc::SendError(Msg::Shutdown(done))) = tx.send(Msg::Shutdown(done)) {
+        done();
     }
 }
 
 /// Every engine thread alive, as a way to ask it to shut down (for `shutdown_all`).
-type Stopper = Box<dyn Fn(Box<dyn FnOnce() + Send>) -> bool + Send>;
+type Stopper = Box<dyn Fn(Box<dyn FnOnce() + Send>) + Send>;
 static LIVE: Mutex<Vec<(u64, Stopper)>> = Mutex::new(Vec::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 static EXITING: AtomicBool = AtomicBool::new(false);
@@ -54,11 +56,10 @@ pub fn shutdown_all(limit: Duration) {
     if let Ok(live) = LIVE.lock() {
         for (_, stop) in live.iter() {
             let t = t.clone();
-            if stop(Box::new(move || {
+            stop(Box::new(move || {
                 let _ = t.send(());
-            })) {
-                asked += 1;
-            }
+            }));
+            asked += 1;
         }
     }
     let deadline = Instant::now() + limit;
@@ -99,7 +100,7 @@ impl<T: 'static> Worker<T> {
         let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
         let stopper = tx.clone();
         if let Ok(mut live) = LIVE.lock() {
-            live.push((id, Box::new(move |done| stopper.send(Msg::Shutdown(done)).is_ok())));
+            live.push((id, Box::new(move |done| send_shutdown(&stopper, done))));
         }
         let spawned = std::thread::Builder::new().name("mlx-node-engine".into()).spawn(move || {
             let loaded = guarded("loading", || {
@@ -136,27 +137,32 @@ impl<T: 'static> Worker<T> {
     /// Asks the thread to finish queued work, free the model and exit.
     pub fn shutdown(&self) -> oneshot::Receiver<()> {
         let (t, r) = oneshot::channel();
-        if let Err(mpsc::SendError(Msg::Shutdown(done))) = self.tx.send(Msg::Shutdown(Box::new(move || {
-            let _ = t.send(());
-        }))) {
-            done();
-        }
+        send_shutdown(
+            &self.tx,
+            Box::new(move || {
+                let _ = t.send(());
+            }),
+        );
         r
     }
+}
 
-    /// For a model dropped without dispose(): its JS object was collected, or Node-API
-    /// finalizes every object as the environment is torn down at exit. Shuts down as
-    /// dispose() does and waits, at most `limit` (a job in flight finishes first), for
-    /// the model to be freed, so that no MLX array is freed while the process runs
-    /// MLX's static destructors.
-    pub fn shutdown_blocking(&self, limit: Duration) {
+/// The owner let go without dispose(): its JS object was collected, or Node-API
+/// finalizes every object as the environment is torn down at exit. Shut down as
+/// dispose() does and wait, at most DROP_WAIT (a job in flight finishes first; the
+/// owner aborts its jobs before), for the model to be freed, so that no MLX array is
+/// freed while the process runs MLX's static destructors. After dispose() the thread
+/// is gone and this returns at once.
+impl<T> Drop for Worker<T> {
+    fn drop(&mut self) {
         let (t, r) = mpsc::channel();
-        let done = Box::new(move || {
-            let _ = t.send(());
-        });
-        if self.tx.send(Msg::Shutdown(done)).is_ok() {
-            let _ = r.recv_timeout(limit);
-        }
+        send_shutdown(
+            &self.tx,
+            Box::new(move || {
+                let _ = t.send(());
+            }),
+        );
+        let _ = r.recv_timeout(DROP_WAIT);
     }
 }
 
