@@ -10,13 +10,16 @@ stdout (anything the libraries print goes to stderr). Requests:
       config's EOS ids). Replaces the model loaded before.
   {"cmd": "generate", "input": str | [ids], "options": {...}, "timestamps": bool}
       -> {"tokens", "text", "finishReason", "promptTokens", "generationTokens",
-          "promptTps", "generationTps", "peakMemory", "wallSeconds", ["tokenTimes"]}
+          "promptTps", "generationTps", "peakMemory", "wallSeconds", "tailSeconds",
+          ["tokenTimes"]}
       Exactly mlx_lm.stream_generate with make_sampler / make_logits_processors
       built from the camelCase options as __test__/ref/mlx_lm_ref.py maps them.
       promptTps, generationTps and peakMemory (bytes) are MLX-LM's own figures from
       the final GenerationResponse; the peak is reset before each request, as the
       addon resets it per generation. tokenTimes: seconds from the call to each
-      response, one per generated token.
+      response, one per generated token. tailSeconds: how long the decode step
+      stream_generate queues past the last token ran on after it returned
+      (waited for before answering, outside every figure).
 
 Errors answer {"error": message}; the worker keeps running.
 """
@@ -29,7 +32,7 @@ from pathlib import Path
 import worker_protocol  # noqa: E402  (first: stdout is for answers only)
 
 import mlx.core as mx  # noqa: E402
-from mlx_lm.generate import stream_generate  # noqa: E402
+from mlx_lm.generate import generation_stream, stream_generate  # noqa: E402
 from mlx_lm.utils import load_config, load_model, load_tokenizer  # noqa: E402
 
 # The option mapping is the parity reference's own, so both runs mean the same thing.
@@ -104,6 +107,13 @@ def cmd_generate(req):
         if response.finish_reason != "stop":
             tokens.append(response.token)
     wall = time.perf_counter() - t0
+    # stream_generate queues one decode step past the last token (async_eval
+    # before yielding) and returns while it still runs. Left running, it would
+    # compete with the other side's next timed run in the interleaved
+    # benchmark; it is waited for here, outside the timing.
+    t_tail = time.perf_counter()
+    mx.synchronize(generation_stream)
+    tail = time.perf_counter() - t_tail
     out = {
         "tokens": tokens,
         "text": "".join(chunks),
@@ -115,6 +125,7 @@ def cmd_generate(req):
         # GenerationResponse.peak_memory is mx.get_peak_memory() / 1e9.
         "peakMemory": round(last.peak_memory * 1e9),
         "wallSeconds": wall,
+        "tailSeconds": tail,
     }
     if want_times:
         out["tokenTimes"] = times[: len(tokens)]
