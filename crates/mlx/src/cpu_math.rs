@@ -14,7 +14,7 @@ use crate::{Array, Dtype, Result};
 #[inline(always)]
 pub fn cpu_exp(x0: f32) -> f32 {
     let x = x0 * 1.442695f32;
-    let ipart = (x + 0.5).floor();
+    let ipart = floor_half_up(x);
     let f = x - ipart;
     let mut y = 1.535336188319500e-4f32;
     for c in [1.339887440266574e-3f32, 9.618437357674640e-3, 5.550332471162809e-2, 2.402264791363012e-1, 6.931472028550421e-1, 1.0] {
@@ -32,19 +32,35 @@ pub fn cpu_exp(x0: f32) -> f32 {
     }
 }
 
-/// Runs `body` compiled with the `fma` target feature when the CPU has it, so
-/// the fused multiply-adds of `cpu_exp` are one instruction each instead of a
-/// libm call (both round once: the results are the same).
+/// MLX's `floor(x + 0.5)` in `exp`: the `0.5` there is a double, so the sum is
+/// exact and never rounds up to the next integer as a float sum can (for `x`
+/// just below `n + 0.5`). The same value in float arithmetic: `floor(x)`, plus
+/// one when the fraction (exact: `x - floor(x)`) is at least a half.
+#[inline(always)]
+fn floor_half_up(x: f32) -> f32 {
+    let f = x.floor();
+    if x - f >= 0.5 {
+        f + 1.0
+    } else {
+        f
+    }
+}
+
+/// Runs `body` compiled with the `avx2` and `fma` target features when the CPU
+/// has them: the fused multiply-adds of `cpu_exp` are then one instruction
+/// each instead of a libm call (both round once: the results are the same),
+/// and loops over `cpu_exp` vectorize (element-wise, so no result changes;
+/// float sums are never reordered).
 #[inline(always)]
 pub fn with_fma<R>(body: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
-        #[target_feature(enable = "fma")]
+        #[target_feature(enable = "avx2,fma")]
         unsafe fn fma<R>(body: impl FnOnce() -> R) -> R {
             body()
         }
-        if is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has FMA, checked just above.
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA, checked just above.
             return unsafe { fma(body) };
         }
     }
@@ -93,4 +109,119 @@ fn row_logsumexp(x: &[f32]) -> f32 {
         s
     });
     sum.ln() + max
+}
+
+/// MLX's softmax over the last axis. For float32 on the CPU backend it runs as
+/// one kernel that gives the same bits as MLX's CPU `Softmax` (whose `exp` is a
+/// scalar polynomial per element there, most of an attention's time at S3Gen's
+/// lengths), vectorized and spread over the cores; otherwise it is MLX's op.
+pub fn softmax_last(x: &Array) -> Result<Array> {
+    let shape = x.shape();
+    let m = shape.last().copied().unwrap_or(0);
+    // The row length travels as a float parameter: exact below 2^24.
+    if x.dtype() != Dtype::Float32 || m == 0 || m >= 1 << 24 || !crate::kernel::cpu_default() {
+        return x.softmax(&[-1], false);
+    }
+    cpu_kernel_f32("Softmax", SOFTMAX, &[m as f32], &[x], &shape)
+}
+
+/// Below this many elements one thread does it all (a thread costs tens of us).
+const PARALLEL_MIN: usize = 1 << 16;
+
+const SOFTMAX: KernelF32 = |params, inputs, out| {
+    let (x, m) = (inputs[0], params[0] as usize);
+    if m == 0 || out.is_empty() || x.len() != out.len() {
+        out.fill(f32::NAN);
+        return;
+    }
+    let rows = out.len() / m;
+    let threads = if out.len() < PARALLEL_MIN {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get()).min(rows)
+    };
+    if threads <= 1 {
+        return softmax_rows(x, out, m);
+    }
+    let per = rows.div_ceil(threads) * m;
+    std::thread::scope(|s| {
+        let mut parts = x.chunks(per).zip(out.chunks_mut(per));
+        let first = parts.next();
+        for (xc, oc) in parts {
+            s.spawn(move || softmax_rows(xc, oc, m));
+        }
+        if let Some((xc, oc)) = first {
+            softmax_rows(xc, oc, m);
+        }
+    });
+};
+
+/// `softmax_rows_body` compiled for AVX2 and FMA when the CPU has them.
+fn softmax_rows(x: &[f32], out: &mut [f32], m: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(x: &[f32], out: &mut [f32], m: usize) {
+            softmax_rows_body(x, out, m)
+        }
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA, checked just above.
+            return unsafe { avx2(x, out, m) };
+        }
+    }
+    softmax_rows_body(x, out, m)
+}
+
+/// Rows of `m` in groups of 8, each as MLX's loop: the maximum, `exp(x - max)`
+/// stored, the stored values summed one at a time in index order, then each
+/// times `1 / sum`. The 8 rows' sums run side by side (the same order within
+/// each row), so the adds do not wait on each other. Inlined into its
+/// dispatcher's feature-specific copies, which is what vectorizes the `exp`s.
+#[inline(always)]
+fn softmax_rows_body(x: &[f32], out: &mut [f32], m: usize) {
+    const G: usize = 8;
+    for (xg, og) in x.chunks(G * m).zip(out.chunks_mut(G * m)) {
+        let rows = og.len() / m;
+        for (xr, or) in xg.chunks_exact(m).zip(og.chunks_exact_mut(m)) {
+            let max = row_max(xr);
+            for (o, &v) in or.iter_mut().zip(xr) {
+                *o = cpu_exp(v - max);
+            }
+        }
+        let mut sums = [0f32; G];
+        if rows == G {
+            for i in 0..m {
+                for (r, s) in sums.iter_mut().enumerate() {
+                    *s += og[r * m + i];
+                }
+            }
+        } else {
+            for (r, s) in sums.iter_mut().enumerate().take(rows) {
+                *s = og[r * m..(r + 1) * m].iter().fold(0f32, |a, &v| a + v);
+            }
+        }
+        for (r, or) in og.chunks_exact_mut(m).enumerate() {
+            let k = 1.0 / sums[r];
+            for o in or.iter_mut() {
+                *o *= k;
+            }
+        }
+    }
+}
+
+/// The row's maximum, NaN if any element is (MLX's `maximum`). Eight lanes: the
+/// maximum does not depend on the order (a zero's sign may, which no
+/// `exp(x - max)` sees).
+#[inline(always)]
+fn row_max(x: &[f32]) -> f32 {
+    let pick = |m: f32, v: f32| if v.is_nan() || v > m { v } else { m };
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let mut chunks = x.chunks_exact(8);
+    for c in &mut chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l = pick(*l, v);
+        }
+    }
+    let tail = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &v| pick(m, v));
+    lanes.iter().fold(tail, |m, &v| pick(m, v))
 }

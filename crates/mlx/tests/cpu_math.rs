@@ -1,6 +1,6 @@
 //! `mlx::cpu_math` must equal MLX's own CPU `exp` bit for bit: the top-p
 //! kernel's probabilities (and so MLX-LM parity) rest on it.
-use mlx::cpu_math::{cpu_exp, logsumexp_last};
+use mlx::cpu_math::{cpu_exp, logsumexp_last, softmax_last};
 use mlx::{Array, Dtype};
 
 fn check(xs: &[f32]) {
@@ -30,6 +30,16 @@ fn equals_mlx_exp_bit_for_bit() {
         xs.push(v);
         v += 1.0 / 4096.0;
     }
+    // Around every x where x * log2(e) lies just below n + 0.5: MLX rounds
+    // there with a double sum, which a float sum would round up.
+    for n in -128i32..128 {
+        let c = (n as f32 + 0.5) / 1.442695;
+        let mut b = c.to_bits().wrapping_sub(64);
+        for _ in 0..128 {
+            xs.push(f32::from_bits(b));
+            b = b.wrapping_add(1);
+        }
+    }
     xs.extend([88.0, 88.000_01, -88.0, -88.000_01, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN, f32::MAX]);
     check(&xs);
 }
@@ -54,5 +64,39 @@ fn logsumexp_equals_mlx_bit_for_bit() {
         let a: Vec<u32> = ours.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect();
         let b: Vec<u32> = theirs.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect();
         assert_eq!(a, b, "case {i}");
+    }
+}
+
+#[test]
+fn softmax_equals_mlx_bit_for_bit() {
+    use mlx::random;
+    let normal = |shape: &[i32], mean: f32, std: f32, seed: u64| {
+        random::normal(shape, Dtype::Float32, mean, std, Some(&random::key(seed).unwrap())).unwrap()
+    };
+    // Attention scores with a causal mask: -inf above the diagonal.
+    let scores = normal(&[2, 3, 37, 37], 0.0, 4.0, 7);
+    let idx: Vec<i32> = (0..37).collect();
+    let i = Array::from_slice(&idx, &[37, 1]).unwrap();
+    let j = Array::from_slice(&idx, &[1, 37]).unwrap();
+    let masked = Array::where_(&j.greater(&i).unwrap(), &scores.scalar_like(f64::NEG_INFINITY).unwrap(), &scores).unwrap();
+    let cases: Vec<Array> = vec![
+        // S3Gen's flow decoder at a 10 s prompt: 8 heads, 566 frames, two threads.
+        normal(&[2, 8, 566, 566], 0.0, 3.0, 1),
+        normal(&[13, 5], -3.0, 50.0, 2),
+        normal(&[1, 151_936], 0.0, 3.0, 3),
+        normal(&[7, 1], 0.0, 1.0, 4),
+        masked,
+        Array::from_slice(&[f32::NEG_INFINITY, 0.0, -88.0, -88.000_01, 1e-30, 3.0], &[2, 3]).unwrap(),
+        Array::from_slice(&[f32::NEG_INFINITY; 4], &[2, 2]).unwrap(),
+        Array::from_slice(&[1.0, f32::INFINITY, 2.0, 1.0, f32::NAN, -1.0, 0.0, -0.0, 0.0], &[3, 3]).unwrap(),
+    ];
+    for (n, x) in cases.iter().enumerate() {
+        let ours = softmax_last(x).unwrap();
+        let theirs = x.softmax(&[-1], false).unwrap();
+        assert_eq!(ours.shape(), theirs.shape(), "case {n}");
+        let a: Vec<u32> = ours.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect();
+        let b: Vec<u32> = theirs.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect();
+        let same = a.iter().zip(&b).all(|(p, q)| p == q || (f32::from_bits(*p).is_nan() && f32::from_bits(*q).is_nan()));
+        assert!(same, "case {n}: first difference at {:?}", a.iter().zip(&b).position(|(p, q)| p != q));
     }
 }

@@ -126,7 +126,7 @@ impl TransformerBlock {
         let v = heads_first(self.v.forward(x)?)?;
         let scale = (HEAD_DIM as f64).powf(-0.5);
         let scores = q.matmul(&k.transpose(&[0, 1, 3, 2])?)?.multiply_scalar(scale)?;
-        let y = scores.softmax(&[-1], false)?.matmul(&v)?;
+        let y = mlx::cpu_math::softmax_last(&scores)?.matmul(&v)?;
         self.out.forward(&y.transpose(&[0, 2, 1, 3])?.reshape(&[b, t, HEADS * HEAD_DIM])?)
     }
 }

@@ -69,7 +69,7 @@ impl RelPositionAttention {
             position = rel_shift(&position)?;
         }
         let scores = content.add(&position)?.divide_scalar((d as f64).sqrt())?;
-        let attn = scores.softmax(&[-1], false)?;
+        let attn = mlx::cpu_math::softmax_last(&scores)?;
         let y = attn.matmul(&v)?.transpose(&[0, 2, 1, 3])?.reshape(&[b, t, h * d])?;
         self.out.forward(&y)
     }
