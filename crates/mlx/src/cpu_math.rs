@@ -128,55 +128,69 @@ pub fn softmax_last(x: &Array) -> Result<Array> {
 /// Below this many elements one thread does it all (a thread costs tens of us).
 const PARALLEL_MIN: usize = 1 << 16;
 
-const SOFTMAX: KernelF32 = |params, inputs, out| {
-    let (x, m) = (inputs[0], params[0] as usize);
-    if m == 0 || out.is_empty() || x.len() != out.len() {
-        out.fill(f32::NAN);
-        return;
-    }
-    let rows = out.len() / m;
+/// Runs `f` on matching pieces of `x` and `out`, split at multiples of `unit`
+/// elements, over the cores when there is enough work. Element-wise and
+/// row-wise kernels give the same bits however they are split.
+fn par_chunks(x: &[f32], out: &mut [f32], unit: usize, f: fn(&[f32], &mut [f32], usize)) {
+    let units = out.len() / unit;
     let threads = if out.len() < PARALLEL_MIN {
         1
     } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get()).min(rows)
+        std::thread::available_parallelism().map_or(1, |n| n.get()).min(units)
     };
     if threads <= 1 {
-        return softmax_rows(x, out, m);
+        return f(x, out, unit);
     }
-    let per = rows.div_ceil(threads) * m;
+    let per = units.div_ceil(threads) * unit;
     std::thread::scope(|s| {
         let mut parts = x.chunks(per).zip(out.chunks_mut(per));
         let first = parts.next();
         for (xc, oc) in parts {
-            s.spawn(move || softmax_rows(xc, oc, m));
+            s.spawn(move || f(xc, oc, unit));
         }
         if let Some((xc, oc)) = first {
-            softmax_rows(xc, oc, m);
+            f(xc, oc, unit);
         }
     });
+}
+
+/// Defines `fn $name(x, out, unit)` running the `#[inline(always)]` `$body`
+/// compiled for AVX2 and FMA when the CPU has them (where its `cpu_exp`s
+/// vectorize and its fused multiply-adds are instructions), else as it is.
+macro_rules! avx2_fma_dispatch {
+    ($name:ident => $body:ident) => {
+        fn $name(x: &[f32], out: &mut [f32], unit: usize) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2(x: &[f32], out: &mut [f32], unit: usize) {
+                    $body(x, out, unit)
+                }
+                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has AVX2 and FMA, checked just above.
+                    return unsafe { avx2(x, out, unit) };
+                }
+            }
+            $body(x, out, unit)
+        }
+    };
+}
+
+const SOFTMAX: KernelF32 = |params, inputs, out| {
+    let (x, m) = (inputs[0], params[0] as usize);
+    if m == 0 || x.len() != out.len() {
+        out.fill(f32::NAN);
+        return;
+    }
+    par_chunks(x, out, m, softmax_rows);
 };
 
-/// `softmax_rows_body` compiled for AVX2 and FMA when the CPU has them.
-fn softmax_rows(x: &[f32], out: &mut [f32], m: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2(x: &[f32], out: &mut [f32], m: usize) {
-            softmax_rows_body(x, out, m)
-        }
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has AVX2 and FMA, checked just above.
-            return unsafe { avx2(x, out, m) };
-        }
-    }
-    softmax_rows_body(x, out, m)
-}
+avx2_fma_dispatch!(softmax_rows => softmax_rows_body);
 
 /// Rows of `m` in groups of 8, each as MLX's loop: the maximum, `exp(x - max)`
 /// stored, the stored values summed one at a time in index order, then each
 /// times `1 / sum`. The 8 rows' sums run side by side (the same order within
-/// each row), so the adds do not wait on each other. Inlined into its
-/// dispatcher's feature-specific copies, which is what vectorizes the `exp`s.
+/// each row), so the adds do not wait on each other.
 #[inline(always)]
 fn softmax_rows_body(x: &[f32], out: &mut [f32], m: usize) {
     const G: usize = 8;
@@ -224,4 +238,50 @@ fn row_max(x: &[f32]) -> f32 {
     }
     let tail = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &v| pick(m, v));
     lanes.iter().fold(tail, |m, &v| pick(m, v))
+}
+
+/// `nn.gelu`'s `x * (1 + erf(x / sqrt(2))) / 2` as MLX's CPU ops compute it
+/// (the `erf` being MLX's polynomial around its `exp`), in one pass instead of
+/// five, vectorized and over the cores, for float32 on the CPU backend; the
+/// op chain otherwise. Same bits either way.
+pub fn gelu(x: &Array) -> Result<Array> {
+    if x.dtype() != Dtype::Float32 || !crate::kernel::cpu_default() {
+        let cdf = x.divide_scalar(std::f64::consts::SQRT_2)?.erf()?.add_scalar(1.0)?;
+        return x.multiply(&cdf)?.divide_scalar(2.0);
+    }
+    cpu_kernel_f32("Gelu", GELU, &[], &[x], &x.shape())
+}
+
+const GELU: KernelF32 = |_, inputs, out| {
+    if inputs[0].len() != out.len() {
+        out.fill(f32::NAN);
+        return;
+    }
+    par_chunks(inputs[0], out, 1, gelu_all);
+};
+
+avx2_fma_dispatch!(gelu_all => gelu_body);
+
+#[inline(always)]
+fn gelu_body(x: &[f32], out: &mut [f32], _unit: usize) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = v * (1.0 + cpu_erf(v / std::f32::consts::SQRT_2)) / 2.0;
+    }
+}
+
+/// MLX's CPU `erf` for float32, step for step (`backend/cpu/simd/math.h`).
+#[inline(always)]
+pub fn cpu_erf(v: f32) -> f32 {
+    let t = 1.0 / 0.3275911f32.mul_add(v.abs(), 1.0);
+    let mut r = 1.061405429f32.mul_add(t, -1.453152027);
+    for c in [1.421413741f32, -0.284496736, 0.254829592] {
+        r = r.mul_add(t, c);
+    }
+    let e = -cpu_exp(-v * v);
+    let result = (e * t).mul_add(r, 1.0);
+    if v > 0.0 {
+        result
+    } else {
+        -result
+    }
 }

@@ -1,6 +1,6 @@
 //! `mlx::cpu_math` must equal MLX's own CPU `exp` bit for bit: the top-p
 //! kernel's probabilities (and so MLX-LM parity) rest on it.
-use mlx::cpu_math::{cpu_exp, logsumexp_last, softmax_last};
+use mlx::cpu_math::{cpu_exp, gelu, logsumexp_last, softmax_last};
 use mlx::{Array, Dtype};
 
 fn check(xs: &[f32]) {
@@ -98,5 +98,35 @@ fn softmax_equals_mlx_bit_for_bit() {
         let b: Vec<u32> = theirs.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect();
         let same = a.iter().zip(&b).all(|(p, q)| p == q || (f32::from_bits(*p).is_nan() && f32::from_bits(*q).is_nan()));
         assert!(same, "case {n}: first difference at {:?}", a.iter().zip(&b).position(|(p, q)| p != q));
+    }
+}
+
+#[test]
+fn gelu_equals_mlx_ops_bit_for_bit() {
+    // Dense over where GELU bends, then one of 2^10 mantissa patterns over every exponent.
+    let mut xs: Vec<f32> = Vec::new();
+    let mut v = -12.0f32;
+    while v < 12.0 {
+        xs.push(v);
+        v += 1.0 / 2048.0;
+    }
+    for exp_bits in 0u32..256 {
+        for m in (0u32..(1 << 23)).step_by(1 << 13) {
+            for sign in [0u32, 1] {
+                xs.push(f32::from_bits(sign << 31 | exp_bits << 23 | m | (m >> 11)));
+            }
+        }
+    }
+    xs.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN, f32::MAX]);
+    // Past the threshold where the kernel runs on several threads.
+    while xs.len() < 1 << 17 || xs.len() % 2 == 1 {
+        xs.push(xs.len() as f32 * 1e-4 - 3.0);
+    }
+    let x = Array::from_slice(&xs, &[2, xs.len() as i32 / 2]).unwrap();
+    let cdf = x.divide_scalar(std::f64::consts::SQRT_2).unwrap().erf().unwrap().add_scalar(1.0).unwrap();
+    let theirs: Vec<f32> = x.multiply(&cdf).unwrap().divide_scalar(2.0).unwrap().to_vec().unwrap();
+    let ours: Vec<f32> = gelu(&x).unwrap().to_vec().unwrap();
+    for ((x, a), b) in xs.iter().zip(&ours).zip(&theirs) {
+        assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()), "gelu({x:e}) = {b:e} by MLX's ops, {a:e} here");
     }
 }
