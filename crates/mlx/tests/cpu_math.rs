@@ -130,3 +130,30 @@ fn gelu_equals_mlx_ops_bit_for_bit() {
         assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()), "gelu({x:e}) = {b:e} by MLX's ops, {a:e} here");
     }
 }
+
+#[test]
+fn attention_equals_mlx_bit_for_bit() {
+    use mlx::fast::{scaled_dot_product_attention as ours, scaled_dot_product_attention_mlx as theirs, AttentionMask};
+    use mlx::random;
+    let normal = |shape: &[i32], seed: u64| {
+        random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap()
+    };
+    // (batch, query heads, kv heads, queries, keys, head dim): prefill (queries =
+    // keys), a decode step, a chunk after cached keys, grouped and not.
+    for (n, &(b, hq, hkv, l, s, d)) in
+        [(1, 8, 4, 91, 91, 64), (2, 16, 16, 1, 300, 64), (1, 8, 2, 5, 40, 32), (2, 4, 4, 33, 33, 16)].iter().enumerate()
+    {
+        let q = normal(&[b, hq, l, d], 10 + n as u64);
+        let k = normal(&[b, hkv, s, d], 20 + n as u64);
+        let v = normal(&[b, hkv, s, d], 30 + n as u64);
+        let scale = (d as f32).powf(-0.5);
+        for causal in [false, true] {
+            let mask = || if causal { AttentionMask::Causal } else { AttentionMask::None };
+            let a: Vec<u32> = ours(&q, &k, &v, scale, mask()).unwrap().to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect();
+            let t = theirs(&q, &k, &v, scale, mask()).unwrap();
+            assert_eq!(t.shape(), vec![b, hq, l, d], "case {n}");
+            let b: Vec<u32> = t.to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect();
+            assert!(a == b, "case {n} causal {causal}: first difference at {:?}", a.iter().zip(&b).position(|(p, q)| p != q));
+        }
+    }
+}
