@@ -374,6 +374,8 @@ function renderReport(report) {
     '- prompt tok/s, decode tok/s and peak memory are each side\'s own figures: MLX-LM\'s from its final `GenerationResponse` ' +
       '(prompt tokens / time to the first token; generated tokens / time since the first token; `mx.get_peak_memory()`), ours from `GenerationResult` (same definitions). ' +
       'The peak is reset before every generation on both sides (MLX-LM\'s worker calls `mx.reset_peak_memory()`). MB = 10^6 bytes.',
+    '- MLX-LM\'s `stream_generate` returns with one more decode step queued past the last token (tens of ms on the CPU); its worker waits for that step ' +
+      'before answering, outside every figure, so it does not run into our next timed generation.',
     '- Each cell is the median over the rounds; a ratio is ours / MLX-LM, median over rounds with min-max (for memory lower is better).',
     '- "same tokens": every round\'s generated ids equal, ours against MLX-LM\'s.',
     '',
