@@ -59,12 +59,19 @@ pub fn with_fma<R>(body: impl FnOnce() -> R) -> R {
         unsafe fn fma<R>(body: impl FnOnce() -> R) -> R {
             body()
         }
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        if avx2_fma() {
             // SAFETY: the CPU has AVX2 and FMA, checked just above.
             return unsafe { fma(body) };
         }
     }
     body()
+}
+
+/// Whether the CPU has AVX2 and FMA (the feature-specific copies' condition).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn avx2_fma() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
 }
 
 /// `logsumexp` over the last axis, as MLX's CPU `LogSumExp` computes it: the
@@ -157,6 +164,9 @@ fn par_chunks(x: &[f32], out: &mut [f32], unit: usize, f: fn(&[f32], &mut [f32],
 /// Defines `fn $name(x, out, unit)` running the `#[inline(always)]` `$body`
 /// compiled for AVX2 and FMA when the CPU has them (where its `cpu_exp`s
 /// vectorize and its fused multiply-adds are instructions), else as it is.
+/// `with_fma` does the same for a closure, but a large closure may not be
+/// inlined into its copy and then runs without the features (the first
+/// softmax kernel did: libm `fmaf` calls, MLX's speed).
 macro_rules! avx2_fma_dispatch {
     ($name:ident => $body:ident) => {
         fn $name(x: &[f32], out: &mut [f32], unit: usize) {
@@ -166,7 +176,7 @@ macro_rules! avx2_fma_dispatch {
                 unsafe fn avx2(x: &[f32], out: &mut [f32], unit: usize) {
                     $body(x, out, unit)
                 }
-                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                if avx2_fma() {
                     // SAFETY: the CPU has AVX2 and FMA, checked just above.
                     return unsafe { avx2(x, out, unit) };
                 }
