@@ -306,6 +306,10 @@ int mlxn_astype(mlxn_array a, int dtype, mlxn_array* out) {
   return guard([&] { *out = wrap(mx::astype(A(a), dtype_of(dtype))); });
 }
 
+int mlxn_view(mlxn_array a, int dtype, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::view(A(a), dtype_of(dtype))); });
+}
+
 int mlxn_matmul(mlxn_array a, mlxn_array b, mlxn_array* out) {
   return guard([&] { *out = wrap(mx::matmul(A(a), A(b))); });
 }

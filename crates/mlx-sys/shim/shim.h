@@ -46,6 +46,8 @@ int mlxn_unary(int op, mlxn_array a, mlxn_array* out);
 int mlxn_binary(int op, mlxn_array a, mlxn_array b, mlxn_array* out);
 int mlxn_where(mlxn_array c, mlxn_array a, mlxn_array b, mlxn_array* out);
 int mlxn_astype(mlxn_array a, int dtype, mlxn_array* out);
+// The same bytes read as another dtype of the same size (no conversion).
+int mlxn_view(mlxn_array a, int dtype, mlxn_array* out);
 int mlxn_matmul(mlxn_array a, mlxn_array b, mlxn_array* out);
 int mlxn_addmm(mlxn_array c, mlxn_array a, mlxn_array b, float alpha, float beta, mlxn_array* out);
 int mlxn_clip(mlxn_array a, mlxn_array lo, mlxn_array hi, mlxn_array* out);

@@ -61,6 +61,7 @@ extern "C" {
     pub fn mlxn_binary(op: c_int, a: mlxn_array, b: mlxn_array, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_where(c: mlxn_array, a: mlxn_array, b: mlxn_array, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_astype(a: mlxn_array, dtype: c_int, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_view(a: mlxn_array, dtype: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_matmul(a: mlxn_array, b: mlxn_array, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_addmm(c: mlxn_array, a: mlxn_array, b: mlxn_array, alpha: f32, beta: f32, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_clip(a: mlxn_array, lo: mlxn_array, hi: mlxn_array, out: *mut mlxn_array) -> c_int;

@@ -12,6 +12,7 @@ pub mod memory;
 pub mod nn;
 mod ops;
 pub mod quant;
+mod qmm_cpu;
 pub mod random;
 pub mod signal;
 pub mod transforms;

@@ -101,6 +101,12 @@ impl Array {
         make(|out| unsafe { sys::mlxn_astype(self.raw, dtype as c_int, out) })
     }
 
+    /// The same bytes read as `dtype` (MLX's `view`): no conversion, and no
+    /// copy when the sizes match and the array is contiguous.
+    pub fn view(&self, dtype: Dtype) -> Result<Array> {
+        make(|out| unsafe { sys::mlxn_view(self.raw, dtype as c_int, out) })
+    }
+
     pub fn matmul(&self, other: &Array) -> Result<Array> {
         make(|out| unsafe { sys::mlxn_matmul(self.raw, other.raw, out) })
     }

@@ -17,7 +17,27 @@ pub fn dequantize(w: &Array, scales: &Array, biases: Option<&Array>, group_size:
     make(|out| unsafe { sys::mlxn_dequantize(w.raw, scales.raw, raw_or_null(biases), group_size, bits, out) })
 }
 
+/// `x @ dequantize(w).T` (or without the transpose). For float32 on the CPU
+/// backend it runs as a kernel with MLX's exact bits (`qmm_cpu`); otherwise,
+/// and for what that kernel does not cover, it is MLX's op.
 pub fn quantized_matmul(
+    x: &Array,
+    w: &Array,
+    scales: &Array,
+    biases: Option<&Array>,
+    transpose: bool,
+    group_size: i32,
+    bits: i32,
+) -> Result<Array> {
+    if let Some(y) = crate::qmm_cpu::quantized_matmul(x, w, scales, biases, transpose, group_size, bits)? {
+        return Ok(y);
+    }
+    quantized_matmul_mlx(x, w, scales, biases, transpose, group_size, bits)
+}
+
+/// MLX's own `quantized_matmul` on any device (the reference the CPU kernel is
+/// checked against).
+pub fn quantized_matmul_mlx(
     x: &Array,
     w: &Array,
     scales: &Array,

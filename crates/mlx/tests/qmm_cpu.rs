@@ -1,0 +1,72 @@
+//! The CPU quantized-matmul kernel behind `quant::quantized_matmul` must give
+//! MLX's own op's bits (4-bit models' parity with MLX-LM rests on it).
+use mlx::quant::{quantize, quantized_matmul, quantized_matmul_mlx};
+use mlx::{random, Array, Dtype};
+
+fn normal(shape: &[i32], std: f32, seed: u64) -> Array {
+    random::normal(shape, Dtype::Float32, 0.0, std, Some(&random::key(seed).unwrap())).unwrap()
+}
+
+fn assert_same_bits(ours: &Array, mlx: &Array, what: &str) {
+    assert_eq!(ours.shape(), mlx.shape(), "{what}: shape");
+    assert_eq!(ours.dtype(), mlx.dtype(), "{what}: dtype");
+    let (a, b) = (ours.to_vec::<f32>().unwrap(), mlx.to_vec::<f32>().unwrap());
+    let differ = a.iter().zip(&b).filter(|(x, y)| x.to_bits() != y.to_bits() && !(x.is_nan() && y.is_nan())).count();
+    assert_eq!(differ, 0, "{what}: {differ} of {} outputs differ from MLX's op (first: {:?})", a.len(),
+        a.iter().zip(&b).find(|(x, y)| x.to_bits() != y.to_bits()));
+}
+
+#[test]
+fn equals_mlx_op_bit_for_bit() {
+    // Shapes: decode (one row), prefill (odd and even rows), batched rows,
+    // output counts that are not a multiple of the 32-column block, and an
+    // LM-head-like wide output; every supported width and group size.
+    let cases: &[(&[i32], i32, i32, i32)] = &[
+        (&[1, 256], 96, 64, 4),
+        (&[1, 1, 512], 1000, 64, 4),
+        (&[7, 256], 40, 32, 4),
+        (&[2, 3, 128], 33, 128, 4),
+        (&[5, 384], 70, 64, 8),
+        (&[4, 256], 64, 32, 2),
+        (&[1, 1024], 3000, 128, 8),
+        (&[9, 64], 1, 64, 2),
+        (&[64, 256], 130, 64, 4),
+    ];
+    for (i, &(x_shape, n, group_size, bits)) in cases.iter().enumerate() {
+        let k = *x_shape.last().unwrap();
+        let x = normal(x_shape, 1.0, 10 + i as u64);
+        let w = normal(&[n, k], 0.05, 100 + i as u64);
+        let (wq, s, b) = quantize(&w, group_size, bits).unwrap();
+        let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap();
+        let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap();
+        assert_same_bits(&ours, &mlx, &format!("case {i}: x {x_shape:?}, n {n}, group {group_size}, {bits} bits"));
+    }
+}
+
+#[test]
+fn special_values_propagate_as_in_mlx() {
+    let (k, n) = (64i32, 40);
+    let mut xs: Vec<f32> = (0..3 * k).map(|i| (i as f32 * 0.37).sin()).collect();
+    xs[5] = f32::NAN;
+    xs[k as usize + 7] = f32::INFINITY;
+    xs[2 * k as usize + 9] = 1e30;
+    let x = Array::from_slice(&xs, &[3, k]).unwrap();
+    let (wq, s, b) = quantize(&normal(&[n, k], 1.0, 7), 64, 4).unwrap();
+    let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, 64, 4).unwrap();
+    let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, 64, 4).unwrap();
+    assert_same_bits(&ours, &mlx, "NaN, inf and huge inputs");
+}
+
+#[test]
+fn other_dtypes_and_bad_shapes_go_to_mlx() {
+    // bfloat16 activations are MLX's op (same result by definition), and a
+    // shape MLX rejects is MLX's error, not a kernel's NaNs.
+    let w = normal(&[32, 64], 0.1, 3);
+    let (wq, s, b) = quantize(&w, 64, 4).unwrap();
+    let x16 = normal(&[2, 64], 1.0, 4).astype(Dtype::Bfloat16).unwrap();
+    let ours = quantized_matmul(&x16, &wq, &s, Some(&b), true, 64, 4).unwrap();
+    assert_eq!(ours.dtype(), Dtype::Float32);
+    let bad = normal(&[2, 48], 1.0, 5);
+    let err = quantized_matmul(&bad, &wq, &s, Some(&b), true, 64, 4).and_then(|y| y.to_vec::<f32>().map(|_| ()));
+    assert!(err.is_err(), "a 48-wide x against a 64-wide w must fail");
+}
