@@ -1,15 +1,17 @@
-//! MLX's affine `quantized_matmul` (`x @ dequantize(w).T`) for float32 on the
-//! CPU backend, as one kernel with MLX's exact bits.
+//! MLX's affine `quantized_matmul` (`x @ dequantize(w).T`) on the CPU backend,
+//! for float32 and bfloat16, as one kernel with MLX's exact bits.
 //!
 //! MLX's CPU op (`_qmm_t` in `backend/cpu/quantized.cpp`) computes each output
-//! as one float sum in index order, `sum += x[k] * (scale * q[k] + bias)`,
-//! rounding after every operation (no fused multiply-add). On x86 the CPU
-//! wheel's SIMD width is 1, so that is a scalar loop on one thread, the whole
-//! time of a 4-bit model there. Here eight outputs sit in the eight lanes of a
-//! vector, each lane still summing its own row in index order with the same
-//! roundings, so every output keeps MLX's value; each group's dequantized
-//! weights are computed once and used for every row of `x`, and the output
-//! columns are split over the cores.
+//! as one sum in index order, `sum += x[k] * (scale * q[k] + bias)`, rounding
+//! after every operation (no fused multiply-add) to the compute type: float32,
+//! or for bfloat16 MLX's `_MLX_BFloat16`, whose every operation is a float
+//! operation rounded back to bfloat16. On x86 the CPU wheel's SIMD width is 1,
+//! so that is a scalar loop on one thread, the whole time of a 4-bit model
+//! there. Here eight outputs sit in the eight lanes of a vector, each lane
+//! still summing its own row in index order with the same roundings, so every
+//! output keeps MLX's value; each group's dequantized weights are computed
+//! once and used for every row of `x`, and the output columns are split over
+//! the cores.
 use std::ops::Range;
 
 use crate::kernel::{cpu_default, cpu_kernel_f32, KernelF32};
@@ -29,17 +31,14 @@ pub(crate) fn quantized_matmul(
     bits: i32,
 ) -> Result<Option<Array>> {
     let Some(biases) = biases else { return Ok(None) };
-    if !transpose
-        || !matches!(bits, 2 | 4 | 8)
-        || !matches!(group_size, 32 | 64 | 128)
-        || x.dtype() != Dtype::Float32
-        || scales.dtype() != Dtype::Float32
-        || biases.dtype() != Dtype::Float32
-        || w.dtype() != Dtype::Uint32
-        || w.ndim() != 2
-        || x.ndim() == 0
-        || !enabled()
-    {
+    // The compute type is MLX's promotion of x's and the scales' dtypes; the
+    // kernel is fed float32 copies (exact) and, for bfloat16, rounds as MLX.
+    let bf16 = match compute_dtype(x.dtype(), scales.dtype()) {
+        Some(Dtype::Float32) => false,
+        Some(Dtype::Bfloat16) if biases.dtype() == Dtype::Bfloat16 => true,
+        _ => return Ok(None),
+    };
+    if !transpose || !matches!(bits, 2 | 4 | 8) || !matches!(group_size, 32 | 64 | 128) || w.dtype() != Dtype::Uint32 || w.ndim() != 2 || x.ndim() == 0 || !enabled() {
         return Ok(None);
     }
     let (n, k) = (w.dim(0), x.dim(-1));
@@ -57,8 +56,22 @@ pub(crate) fn quantized_matmul(
     // The packed words reach the kernel as float32 bit patterns: `view` shares
     // the buffer, and the kernel only ever reads their bits.
     let w_bits = w.view(Dtype::Float32)?;
-    let params = [k as f32, n as f32, group_size as f32, bits as f32];
-    cpu_kernel_f32("QuantizedMatmul", QMM, &params, &[x, &w_bits, scales, biases], &out_shape).map(Some)
+    let params = [k as f32, n as f32, group_size as f32, bits as f32, bf16 as u8 as f32];
+    let y = cpu_kernel_f32("QuantizedMatmul", QMM, &params, &[x, &w_bits, scales, biases], &out_shape)?;
+    // bfloat16 results are exact in float32: the cast back loses nothing.
+    Ok(Some(if bf16 { y.astype(Dtype::Bfloat16)? } else { y }))
+}
+
+/// MLX's type promotion for the floating pairs the kernel covers (float32 with
+/// anything, bfloat16 with itself; bfloat16 with float16 is float32).
+fn compute_dtype(a: Dtype, b: Dtype) -> Option<Dtype> {
+    use Dtype::*;
+    match (a, b) {
+        (Float32, Float32 | Float16 | Bfloat16) | (Float16 | Bfloat16, Float32) => Some(Float32),
+        (Bfloat16, Float16) | (Float16, Bfloat16) => Some(Float32),
+        (Bfloat16, Bfloat16) => Some(Bfloat16),
+        _ => None,
+    }
 }
 
 fn enabled() -> bool {
@@ -76,6 +89,8 @@ struct Problem<'a> {
     k: usize,
     group_size: usize,
     bits: usize,
+    /// Round every operation to bfloat16 (MLX's `_MLX_BFloat16` arithmetic).
+    bf16: bool,
 }
 
 impl Problem<'_> {
@@ -92,7 +107,7 @@ impl Problem<'_> {
 const BLOCK: usize = 32;
 
 const QMM: KernelF32 = |params, inputs, out| {
-    let [k, n, group_size, bits] = [params[0], params[1], params[2], params[3]].map(|v| v as usize);
+    let [k, n, group_size, bits, bf16] = [params[0], params[1], params[2], params[3], params[4]].map(|v| v as usize);
     let (x, w, scales, biases) = (inputs[0], inputs[1], inputs[2], inputs[3]);
     let ok = k > 0
         && n > 0
@@ -111,7 +126,7 @@ const QMM: KernelF32 = |params, inputs, out| {
     // SAFETY: f32 and u32 have the same size and alignment; the words are
     // only ever read as integers.
     let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) };
-    let p = Problem { x, w, scales, biases, m: x.len() / k, n, k, group_size, bits };
+    let p = Problem { x, w, scales, biases, m: x.len() / k, n, k, group_size, bits, bf16: bf16 == 1 };
     run_parallel(&p, out);
 };
 
@@ -154,10 +169,13 @@ fn run_blocks(p: &Problem, blocks: Range<usize>, out: OutPtr) {
     if is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above.
         unsafe {
-            match p.bits {
-                2 => avx2::blocks::<2>(p, blocks, out),
-                4 => avx2::blocks::<4>(p, blocks, out),
-                _ => avx2::blocks::<8>(p, blocks, out),
+            match (p.bits, p.bf16) {
+                (2, false) => avx2::blocks::<2, false>(p, blocks, out),
+                (4, false) => avx2::blocks::<4, false>(p, blocks, out),
+                (8, false) => avx2::blocks::<8, false>(p, blocks, out),
+                (2, true) => avx2::blocks::<2, true>(p, blocks, out),
+                (4, true) => avx2::blocks::<4, true>(p, blocks, out),
+                _ => avx2::blocks::<8, true>(p, blocks, out),
             }
         }
         return;
@@ -179,12 +197,27 @@ fn scalar_blocks(p: &Problem, blocks: Range<usize>, out: OutPtr) {
                 let gi = n * g + i / p.group_size;
                 let (scale, bias) = (p.scales[gi], p.biases[gi]);
                 let q = (p.w[n * rw + i / per_word] >> (p.bits * (i % per_word))) & mask;
-                sum += xv * (scale * q as f32 + bias);
+                sum = if p.bf16 {
+                    let r = round_bf16;
+                    r(sum + r(xv * r(r(scale * q as f32) + bias)))
+                } else {
+                    sum + xv * (scale * q as f32 + bias)
+                };
             }
             // SAFETY: (m, n) is inside `out`, and column n belongs to this call.
             unsafe { *out.0.add(m * p.n + n) = sum };
         }
     }
+}
+
+/// MLX's float to bfloat16 conversion (round to nearest even, any NaN to
+/// 0x7FC0), as a float32 holding the bfloat16 value.
+fn round_bf16(v: f32) -> f32 {
+    if v.is_nan() {
+        return f32::from_bits(0x7FC0_0000);
+    }
+    let u = v.to_bits();
+    f32::from_bits(u.wrapping_add(((u >> 16) & 1) + 0x7FFF) & 0xFFFF_0000)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -208,7 +241,7 @@ mod avx2 {
     /// independent sums in flight. Columns past `n` repeat the last column
     /// and are not written.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn blocks<const B: usize>(p: &Problem, blocks: Range<usize>, out: OutPtr) {
+    pub(super) unsafe fn blocks<const B: usize, const BF: bool>(p: &Problem, blocks: Range<usize>, out: OutPtr) {
         let (rw, groups, gs) = (p.row_words(), p.groups(), p.group_size);
         let mut acc = vec![_mm256_setzero_ps(); p.m * TILES];
         let mut wd = [_mm256_setzero_ps(); TILES * MAX_GROUP];
@@ -231,18 +264,18 @@ mod avx2 {
                 g_off[t] = _mm256_loadu_si256(g_rows[t].as_ptr().cast());
             }
             if p.m == 1 {
-                single_row::<B>(p, &w_off, &g_off, acc.as_mut_ptr());
+                single_row::<B, BF>(p, &w_off, &g_off, acc.as_mut_ptr());
             } else {
                 for g in 0..groups {
-                    dequantize_group::<B>(p, g, &w_off, &g_off, &mut wd);
+                    dequantize_group::<B, BF>(p, g, &w_off, &g_off, &mut wd);
                     let x0 = p.x.as_ptr().add(g * gs);
                     let mut m = 0;
                     while m + 2 <= p.m {
-                        mac2(&wd, gs, x0.add(m * p.k), x0.add((m + 1) * p.k), acc.as_mut_ptr().add(m * TILES));
+                        mac2::<BF>(&wd, gs, x0.add(m * p.k), x0.add((m + 1) * p.k), acc.as_mut_ptr().add(m * TILES));
                         m += 2;
                     }
                     if m < p.m {
-                        mac1(&wd, gs, x0.add(m * p.k), acc.as_mut_ptr().add(m * TILES));
+                        mac1::<BF>(&wd, gs, x0.add(m * p.k), acc.as_mut_ptr().add(m * TILES));
                     }
                 }
             }
@@ -261,10 +294,39 @@ mod avx2 {
         }
     }
 
+    /// `scale * q + bias`, each operation rounded as MLX's compute type does.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn dequant<const BF: bool>(scale: __m256, q: __m256i, bias: __m256) -> __m256 {
+        round::<BF>(_mm256_add_ps(round::<BF>(_mm256_mul_ps(scale, _mm256_cvtepi32_ps(q))), bias))
+    }
+
+    /// `acc + x * w`, each operation rounded as MLX's compute type does.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn mac<const BF: bool>(acc: __m256, x: __m256, w: __m256) -> __m256 {
+        round::<BF>(_mm256_add_ps(acc, round::<BF>(_mm256_mul_ps(x, w))))
+    }
+
+    /// For bfloat16, `super::round_bf16` on every lane; otherwise nothing.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn round<const BF: bool>(v: __m256) -> __m256 {
+        if !BF {
+            return v;
+        }
+        let u = _mm256_castps_si256(v);
+        let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(u), _mm256_set1_epi32(1));
+        let r = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF)));
+        let r = _mm256_and_si256(r, _mm256_set1_epi32(0xFFFF_0000u32 as i32));
+        let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v);
+        _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC0_0000)), nan)
+    }
+
     /// One group of the block's weights, dequantized into `wd` (`[tile][k]`).
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn dequantize_group<const B: usize>(
+    unsafe fn dequantize_group<const B: usize, const BF: bool>(
         p: &Problem,
         g: usize,
         w_off: &[__m256i; TILES],
@@ -282,7 +344,7 @@ mod avx2 {
                 let wv = _mm256_i32gather_epi32::<4>(base.add(word), w_off[t]);
                 for e in 0..per_word {
                     let q = _mm256_and_si256(_mm256_srl_epi32(wv, _mm_cvtsi32_si128((B * e) as i32)), mask);
-                    let d = _mm256_add_ps(_mm256_mul_ps(scale, _mm256_cvtepi32_ps(q)), bias);
+                    let d = dequant::<BF>(scale, q, bias);
                     *wd.get_unchecked_mut(t * MAX_GROUP + word * per_word + e) = d;
                 }
             }
@@ -293,7 +355,7 @@ mod avx2 {
     /// weights for, so they go straight into the four tiles' sums.
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn single_row<const B: usize>(p: &Problem, w_off: &[__m256i; TILES], g_off: &[__m256i; TILES], acc: *mut __m256) {
+    unsafe fn single_row<const B: usize, const BF: bool>(p: &Problem, w_off: &[__m256i; TILES], g_off: &[__m256i; TILES], acc: *mut __m256) {
         let per_word = 32 / B;
         let words_per_group = p.group_size / per_word;
         let mask = _mm256_set1_epi32(((1u32 << B) - 1) as i32);
@@ -325,8 +387,7 @@ mod avx2 {
                     let shift = _mm_cvtsi32_si128((B * e) as i32);
                     for t in 0..TILES {
                         let q = _mm256_and_si256(_mm256_srl_epi32(wv[t], shift), mask);
-                        let d = _mm256_add_ps(_mm256_mul_ps(scale[t], _mm256_cvtepi32_ps(q)), bias[t]);
-                        a[t] = _mm256_add_ps(a[t], _mm256_mul_ps(xv, d));
+                        a[t] = mac::<BF>(a[t], xv, dequant::<BF>(scale[t], q, bias[t]));
                     }
                 }
             }
@@ -338,7 +399,7 @@ mod avx2 {
 
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn mac2(wd: &[__m256; TILES * MAX_GROUP], gs: usize, xa: *const f32, xb: *const f32, acc: *mut __m256) {
+    unsafe fn mac2<const BF: bool>(wd: &[__m256; TILES * MAX_GROUP], gs: usize, xa: *const f32, xb: *const f32, acc: *mut __m256) {
         let mut a = [_mm256_setzero_ps(); TILES];
         let mut b = [_mm256_setzero_ps(); TILES];
         for t in 0..TILES {
@@ -350,8 +411,8 @@ mod avx2 {
             let vb = _mm256_set1_ps(*xb.add(kk));
             for t in 0..TILES {
                 let w = *wd.get_unchecked(t * MAX_GROUP + kk);
-                a[t] = _mm256_add_ps(a[t], _mm256_mul_ps(va, w));
-                b[t] = _mm256_add_ps(b[t], _mm256_mul_ps(vb, w));
+                a[t] = mac::<BF>(a[t], va, w);
+                b[t] = mac::<BF>(b[t], vb, w);
             }
         }
         for t in 0..TILES {
@@ -362,7 +423,7 @@ mod avx2 {
 
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn mac1(wd: &[__m256; TILES * MAX_GROUP], gs: usize, xa: *const f32, acc: *mut __m256) {
+    unsafe fn mac1<const BF: bool>(wd: &[__m256; TILES * MAX_GROUP], gs: usize, xa: *const f32, acc: *mut __m256) {
         let mut a = [_mm256_setzero_ps(); TILES];
         for t in 0..TILES {
             a[t] = *acc.add(t);
@@ -370,7 +431,7 @@ mod avx2 {
         for kk in 0..gs {
             let va = _mm256_set1_ps(*xa.add(kk));
             for t in 0..TILES {
-                a[t] = _mm256_add_ps(a[t], _mm256_mul_ps(va, *wd.get_unchecked(t * MAX_GROUP + kk)));
+                a[t] = mac::<BF>(a[t], va, *wd.get_unchecked(t * MAX_GROUP + kk));
             }
         }
         for t in 0..TILES {
@@ -385,18 +446,21 @@ mod tests {
     use crate::quant::{quantize, quantized_matmul_mlx};
     use crate::random;
 
-    /// The portable loop (CPUs without AVX2) gives MLX's op's bits too.
+    /// The portable loop (CPUs without AVX2) gives MLX's op's bits too, in
+    /// float32 and in bfloat16.
     #[test]
     fn scalar_loop_equals_mlx_op() {
-        for (i, &(m, k, n, gs, bits)) in [(1, 256, 70, 64, 4), (3, 128, 33, 32, 8), (2, 256, 40, 128, 2)].iter().enumerate() {
+        let cases = [(1, 256, 70, 64, 4, false), (3, 128, 33, 32, 8, false), (2, 256, 40, 128, 2, false), (3, 256, 40, 64, 4, true)];
+        for (i, &(m, k, n, gs, bits, bf16)) in cases.iter().enumerate() {
             let key = |s: u64| random::key(s).unwrap();
-            let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(i as u64))).unwrap();
-            let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.1, Some(&key(50 + i as u64))).unwrap();
+            let dt = if bf16 { Dtype::Bfloat16 } else { Dtype::Float32 };
+            let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(i as u64))).unwrap().astype(dt).unwrap();
+            let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.1, Some(&key(50 + i as u64))).unwrap().astype(dt).unwrap();
             let (wq, s, b) = quantize(&w, gs, bits).unwrap();
             let want = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits).unwrap().to_vec::<f32>().unwrap();
             let (xs, ws) = (x.to_vec::<f32>().unwrap(), wq.to_vec::<u32>().unwrap());
             let (ss, bs) = (s.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
-            let p = Problem { x: &xs, w: &ws, scales: &ss, biases: &bs, m: m as usize, n: n as usize, k: k as usize, group_size: gs as usize, bits: bits as usize };
+            let p = Problem { x: &xs, w: &ws, scales: &ss, biases: &bs, m: m as usize, n: n as usize, k: k as usize, group_size: gs as usize, bits: bits as usize, bf16 };
             let mut got = vec![0f32; want.len()];
             scalar_blocks(&p, 0..(n as usize).div_ceil(BLOCK), OutPtr(got.as_mut_ptr()));
             assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}");

@@ -58,14 +58,36 @@ fn special_values_propagate_as_in_mlx() {
 }
 
 #[test]
-fn other_dtypes_and_bad_shapes_go_to_mlx() {
-    // bfloat16 activations are MLX's op (same result by definition), and a
-    // shape MLX rejects is MLX's error, not a kernel's NaNs.
-    let w = normal(&[32, 64], 0.1, 3);
-    let (wq, s, b) = quantize(&w, 64, 4).unwrap();
-    let x16 = normal(&[2, 64], 1.0, 4).astype(Dtype::Bfloat16).unwrap();
-    let ours = quantized_matmul(&x16, &wq, &s, Some(&b), true, 64, 4).unwrap();
-    assert_eq!(ours.dtype(), Dtype::Float32);
+fn bfloat16_and_mixed_dtypes_equal_mlx_op() {
+    // bfloat16 x with bfloat16 scales computes in bfloat16, every operation
+    // rounded (MLX's `_MLX_BFloat16`); mixed with float32 it promotes to
+    // float32; float16 is MLX's op itself.
+    let cases: &[(&[i32], i32, i32, i32, Dtype, Dtype)] = &[
+        (&[1, 512], 200, 64, 4, Dtype::Bfloat16, Dtype::Bfloat16),
+        (&[7, 256], 72, 32, 8, Dtype::Bfloat16, Dtype::Bfloat16),
+        (&[2, 2, 128], 40, 128, 2, Dtype::Bfloat16, Dtype::Bfloat16),
+        (&[3, 256], 64, 64, 4, Dtype::Bfloat16, Dtype::Float32),
+        (&[3, 256], 64, 64, 4, Dtype::Float32, Dtype::Bfloat16),
+        (&[2, 256], 48, 64, 4, Dtype::Float16, Dtype::Float16),
+        (&[2, 256], 48, 64, 4, Dtype::Float16, Dtype::Bfloat16),
+    ];
+    for (i, &(x_shape, n, group_size, bits, x_dtype, w_dtype)) in cases.iter().enumerate() {
+        let k = *x_shape.last().unwrap();
+        let x = normal(x_shape, 1.0, 30 + i as u64).astype(x_dtype).unwrap();
+        let w = normal(&[n, k], 0.05, 300 + i as u64).astype(w_dtype).unwrap();
+        let (wq, s, b) = quantize(&w, group_size, bits).unwrap();
+        let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap();
+        let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap();
+        let what = format!("case {i}: x {x_shape:?} {x_dtype:?}, weights {w_dtype:?}, {bits} bits");
+        assert_same_bits(&ours.astype(Dtype::Float32).unwrap(), &mlx.astype(Dtype::Float32).unwrap(), &what);
+        assert_eq!(ours.dtype(), mlx.dtype(), "{what}: dtype");
+    }
+}
+
+#[test]
+fn bad_shapes_are_mlx_errors() {
+    // A shape MLX rejects is MLX's error, not a kernel's NaNs.
+    let (wq, s, b) = quantize(&normal(&[32, 64], 0.1, 3), 64, 4).unwrap();
     let bad = normal(&[2, 48], 1.0, 5);
     let err = quantized_matmul(&bad, &wq, &s, Some(&b), true, 64, 4).and_then(|y| y.to_vec::<f32>().map(|_| ()));
     assert!(err.is_err(), "a 48-wide x against a 64-wide w must fail");
