@@ -450,6 +450,8 @@ def main():
         ("qwen3-q8", lambda: make_quantized(out, "qwen3-q8", out / "qwen3-f32", tok_dir, 8)),
         ("qwen3-q4-mixed", lambda: make_quantized(out, "qwen3-q4-mixed", out / "qwen3-f32", tok_dir, 4,
                                                   mixed_predicate)),
+        # bfloat16 with 4-bit weights, as MLX-community's quantized models are.
+        ("qwen3-bf16-q4", lambda: make_quantized(out, "qwen3-bf16-q4", out / "qwen3-bf16", tok_dir, 4)),
     ]
     for name, make in derived:
         t = time.perf_counter()

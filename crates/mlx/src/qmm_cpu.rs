@@ -264,10 +264,10 @@ mod avx2 {
                 g_off[t] = _mm256_loadu_si256(g_rows[t].as_ptr().cast());
             }
             if p.m == 1 {
-                single_row::<B, BF>(p, &w_off, &g_off, acc.as_mut_ptr());
+                single_row::<B, BF>(p, &w_rows, &w_off, &g_off, acc.as_mut_ptr());
             } else {
                 for g in 0..groups {
-                    dequantize_group::<B, BF>(p, g, &w_off, &g_off, &mut wd);
+                    dequantize_group::<B, BF>(p, g, &w_rows, &w_off, &g_off, &mut wd);
                     let x0 = p.x.as_ptr().add(g * gs);
                     let mut m = 0;
                     while m + 2 <= p.m {
@@ -323,29 +323,62 @@ mod avx2 {
         _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC0_0000)), nan)
     }
 
+    /// Words `start..start + count` (count at most 8) of a tile's eight rows,
+    /// as vectors of one word per row: for eight words, eight row loads and
+    /// an 8x8 transpose (AMD's gathers are microcoded and cost several times
+    /// as much); fewer are gathered.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn tile_words(w: *const u32, rows: &[i32; 8], offsets: __m256i, start: usize, count: usize) -> [__m256i; 8] {
+        let mut out = [_mm256_setzero_si256(); 8];
+        if count == 8 {
+            let r: [__m256i; 8] = std::array::from_fn(|j| _mm256_loadu_si256(w.add(rows[j] as usize + start).cast()));
+            let t: [__m256i; 8] = std::array::from_fn(|i| {
+                let (a, b) = (r[2 * (i / 2)], r[2 * (i / 2) + 1]);
+                if i % 2 == 0 { _mm256_unpacklo_epi32(a, b) } else { _mm256_unpackhi_epi32(a, b) }
+            });
+            // u[0..4]: rows 0-3 (words 0/4, 1/5, 2/6, 3/7 in the two halves); u[4..8]: rows 4-7.
+            let u: [__m256i; 8] = std::array::from_fn(|i| {
+                let (a, b) = (t[4 * (i / 4) + (i % 4) / 2], t[4 * (i / 4) + (i % 4) / 2 + 2]);
+                if i % 2 == 0 { _mm256_unpacklo_epi64(a, b) } else { _mm256_unpackhi_epi64(a, b) }
+            });
+            for i in 0..4 {
+                out[i] = _mm256_permute2x128_si256::<0x20>(u[i], u[i + 4]);
+                out[i + 4] = _mm256_permute2x128_si256::<0x31>(u[i], u[i + 4]);
+            }
+        } else {
+            for (i, o) in out.iter_mut().enumerate().take(count) {
+                *o = _mm256_i32gather_epi32::<4>(w.add(start + i).cast(), offsets);
+            }
+        }
+        out
+    }
+
     /// One group of the block's weights, dequantized into `wd` (`[tile][k]`).
     #[target_feature(enable = "avx2")]
     #[inline]
     unsafe fn dequantize_group<const B: usize, const BF: bool>(
         p: &Problem,
         g: usize,
+        w_rows: &[[i32; 8]; TILES],
         w_off: &[__m256i; TILES],
         g_off: &[__m256i; TILES],
         wd: &mut [__m256; TILES * MAX_GROUP],
     ) {
         let per_word = 32 / B;
         let words_per_group = p.group_size / per_word;
+        let chunk = words_per_group.min(8);
         let mask = _mm256_set1_epi32(((1u32 << B) - 1) as i32);
         for t in 0..TILES {
             let scale = _mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off[t]);
             let bias = _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off[t]);
-            let base = p.w.as_ptr().add(g * words_per_group).cast::<i32>();
-            for word in 0..words_per_group {
-                let wv = _mm256_i32gather_epi32::<4>(base.add(word), w_off[t]);
-                for e in 0..per_word {
-                    let q = _mm256_and_si256(_mm256_srl_epi32(wv, _mm_cvtsi32_si128((B * e) as i32)), mask);
-                    let d = dequant::<BF>(scale, q, bias);
-                    *wd.get_unchecked_mut(t * MAX_GROUP + word * per_word + e) = d;
+            for c in (0..words_per_group).step_by(chunk) {
+                let words = tile_words(p.w.as_ptr(), &w_rows[t], w_off[t], g * words_per_group + c, chunk);
+                for (i, &wv) in words.iter().enumerate().take(chunk) {
+                    for e in 0..per_word {
+                        let q = _mm256_and_si256(_mm256_srl_epi32(wv, _mm_cvtsi32_si128((B * e) as i32)), mask);
+                        *wd.get_unchecked_mut(t * MAX_GROUP + (c + i) * per_word + e) = dequant::<BF>(scale, q, bias);
+                    }
                 }
             }
         }
@@ -355,45 +388,52 @@ mod avx2 {
     /// weights for, so they go straight into the four tiles' sums.
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn single_row<const B: usize, const BF: bool>(p: &Problem, w_off: &[__m256i; TILES], g_off: &[__m256i; TILES], acc: *mut __m256) {
+    unsafe fn single_row<const B: usize, const BF: bool>(
+        p: &Problem,
+        w_rows: &[[i32; 8]; TILES],
+        w_off: &[__m256i; TILES],
+        g_off: &[__m256i; TILES],
+        acc: *mut __m256,
+    ) {
         let per_word = 32 / B;
         let words_per_group = p.group_size / per_word;
+        let chunk = words_per_group.min(8);
         let mask = _mm256_set1_epi32(((1u32 << B) - 1) as i32);
-        let mut a = [_mm256_setzero_ps(); TILES];
         for g in 0..p.groups() {
-            let mut scale = [_mm256_setzero_ps(); TILES];
-            let mut bias = [_mm256_setzero_ps(); TILES];
-            for t in 0..TILES {
-                scale[t] = _mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off[t]);
-                bias[t] = _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off[t]);
-            }
-            let base = p.w.as_ptr().add(g * words_per_group).cast::<i32>();
             let x = p.x.as_ptr().add(g * p.group_size);
+            let first = g * words_per_group;
             for t in 0..TILES {
-                let mut rows = [0i32; 8];
-                _mm256_storeu_si256(rows.as_mut_ptr().cast(), w_off[t]);
-                for r in rows {
+                for &r in &w_rows[t] {
                     // A prefetch past the buffer's end is harmless (it never faults).
-                    _mm_prefetch::<_MM_HINT_T0>(base.add(r as usize + PREFETCH_WORDS).cast());
+                    _mm_prefetch::<_MM_HINT_T0>(p.w.as_ptr().add(r as usize + first + PREFETCH_WORDS).cast());
                 }
             }
-            for word in 0..words_per_group {
-                let mut wv = [_mm256_setzero_si256(); TILES];
-                for t in 0..TILES {
-                    wv[t] = _mm256_i32gather_epi32::<4>(base.add(word), w_off[t]);
-                }
-                for e in 0..per_word {
-                    let xv = _mm256_set1_ps(*x.add(word * per_word + e));
-                    let shift = _mm_cvtsi32_si128((B * e) as i32);
-                    for t in 0..TILES {
-                        let q = _mm256_and_si256(_mm256_srl_epi32(wv[t], shift), mask);
-                        a[t] = mac::<BF>(a[t], xv, dequant::<BF>(scale[t], q, bias[t]));
+            // Two tiles at a time: two sums in flight hide most of an add's
+            // latency, and few enough values are live that the sums stay in
+            // registers (all four tiles at once spilled them, a store and a
+            // load in every sum's chain; one at a time waits on each add).
+            for t in (0..TILES).step_by(2) {
+                let scale = [0, 1].map(|d| _mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off[t + d]));
+                let bias = [0, 1].map(|d| _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off[t + d]));
+                let (mut s0, mut s1) = (*acc.add(t), *acc.add(t + 1));
+                for c in (0..words_per_group).step_by(chunk) {
+                    let w0 = tile_words(p.w.as_ptr(), &w_rows[t], w_off[t], first + c, chunk);
+                    let w1 = tile_words(p.w.as_ptr(), &w_rows[t + 1], w_off[t + 1], first + c, chunk);
+                    for i in 0..chunk {
+                        let (v0, v1) = (w0[i], w1[i]);
+                        for e in 0..per_word {
+                            let xv = _mm256_set1_ps(*x.add((c + i) * per_word + e));
+                            let shift = _mm_cvtsi32_si128((B * e) as i32);
+                            let q0 = _mm256_and_si256(_mm256_srl_epi32(v0, shift), mask);
+                            let q1 = _mm256_and_si256(_mm256_srl_epi32(v1, shift), mask);
+                            s0 = mac::<BF>(s0, xv, dequant::<BF>(scale[0], q0, bias[0]));
+                            s1 = mac::<BF>(s1, xv, dequant::<BF>(scale[1], q1, bias[1]));
+                        }
                     }
                 }
+                *acc.add(t) = s0;
+                *acc.add(t + 1) = s1;
             }
-        }
-        for t in 0..TILES {
-            *acc.add(t) = a[t];
         }
     }
 
