@@ -132,28 +132,25 @@ pub fn softmax_last(x: &Array) -> Result<Array> {
     cpu_kernel_f32("Softmax", SOFTMAX, &[m as f32], &[x], &shape)
 }
 
-/// Below this many elements one thread does it all (a thread costs tens of us).
+/// Below this many elements one thread does it all (handing work to another
+/// thread costs microseconds).
 const PARALLEL_MIN: usize = 1 << 16;
 
 /// Runs `f` on matching pieces of `x` and `out`, split at multiples of `unit`
-/// elements, over the cores when there is enough work. Element-wise and
-/// row-wise kernels give the same bits however they are split.
+/// elements, over the cores (rayon's pool) when there is enough work.
+/// Element-wise and row-wise kernels give the same bits however they are split.
 fn par_chunks(x: &[f32], out: &mut [f32], unit: usize, f: fn(&[f32], &mut [f32], usize)) {
     let units = out.len() / unit;
-    let threads = if out.len() < PARALLEL_MIN {
-        1
-    } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get()).min(units)
-    };
+    let threads = if out.len() < PARALLEL_MIN { 1 } else { rayon::current_num_threads().min(units) };
     if threads <= 1 {
         return f(x, out, unit);
     }
     let per = units.div_ceil(threads) * unit;
-    std::thread::scope(|s| {
+    rayon::scope(|s| {
         let mut parts = x.chunks(per).zip(out.chunks_mut(per));
         let first = parts.next();
         for (xc, oc) in parts {
-            s.spawn(move || f(xc, oc, unit));
+            s.spawn(move |_| f(xc, oc, unit));
         }
         if let Some((xc, oc)) = first {
             f(xc, oc, unit);

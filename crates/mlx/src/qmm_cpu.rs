@@ -130,28 +130,24 @@ const QMM: KernelF32 = |params, inputs, out| {
     run_parallel(&p, out);
 };
 
-/// Below this many multiply-adds one thread does it all (a thread costs tens
-/// of microseconds).
+/// Below this many multiply-adds one thread does it all (handing work to
+/// another thread costs microseconds).
 const PARALLEL_MIN: usize = 1 << 20;
 
-/// Splits the column blocks over the cores; each thread writes only its own
-/// columns of `out`.
+/// Splits the column blocks over the cores (rayon's pool); each part writes
+/// only its own columns of `out`.
 fn run_parallel(p: &Problem, out: &mut [f32]) {
     let blocks = p.n.div_ceil(BLOCK);
-    let threads = if p.m * p.n * p.k < PARALLEL_MIN {
-        1
-    } else {
-        std::thread::available_parallelism().map_or(1, |t| t.get()).min(blocks)
-    };
+    let parts = if p.m * p.n * p.k < PARALLEL_MIN { 1 } else { rayon::current_num_threads().min(blocks) };
     let out = OutPtr(out.as_mut_ptr());
-    if threads <= 1 {
+    if parts <= 1 {
         return run_blocks(p, 0..blocks, out);
     }
-    let per = blocks.div_ceil(threads);
-    std::thread::scope(|s| {
-        for t in 1..threads {
+    let per = blocks.div_ceil(parts);
+    rayon::scope(|s| {
+        for t in 1..parts {
             let range = (t * per).min(blocks)..((t + 1) * per).min(blocks);
-            s.spawn(move || run_blocks(p, range, out));
+            s.spawn(move |_| run_blocks(p, range, out));
         }
         run_blocks(p, 0..per.min(blocks), out);
     });
