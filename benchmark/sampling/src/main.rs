@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 mod profile;
+mod qmm;
 
 use lm::sampling::{LogitsProcessors, Sampler, SamplingOptions};
 use mlx::random::KeySequence;
@@ -255,4 +256,5 @@ fn main() {
     top_p_rows(check);
     chains(check);
     argmax();
+    qmm::main();
 }

@@ -146,7 +146,7 @@ fn par_chunks(x: &[f32], out: &mut [f32], unit: usize, f: fn(&[f32], &mut [f32],
         return f(x, out, unit);
     }
     let per = units.div_ceil(threads) * unit;
-    rayon::scope(|s| {
+    rayon::in_place_scope(|s| {
         let mut parts = x.chunks(per).zip(out.chunks_mut(per));
         let first = parts.next();
         for (xc, oc) in parts {

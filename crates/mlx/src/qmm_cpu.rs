@@ -144,7 +144,7 @@ fn run_parallel(p: &Problem, out: &mut [f32]) {
         return run_blocks(p, 0..blocks, out);
     }
     let per = blocks.div_ceil(parts);
-    rayon::scope(|s| {
+    rayon::in_place_scope(|s| {
         for t in 1..parts {
             let range = (t * per).min(blocks)..((t + 1) * per).min(blocks);
             s.spawn(move |_| run_blocks(p, range, out));
