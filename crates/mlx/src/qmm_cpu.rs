@@ -17,20 +17,11 @@ use std::ops::Range;
 use crate::kernel::{cpu_default, cpu_kernel_f32, KernelF32};
 use crate::{Array, Dtype, Result};
 
-/// The kernel's result for `quantized_matmul(x, w, scales, biases, transpose,
-/// group_size, bits)`, or `None` where it does not apply (another dtype or
-/// device, an untransposed or batched `w`, 3/5/6 bits, shapes MLX would
-/// reject): MLX's op runs those. `MLX_NODE_QMM_KERNEL=0` turns it off.
-pub(crate) fn quantized_matmul(
-    x: &Array,
-    w: &Array,
-    scales: &Array,
-    biases: Option<&Array>,
-    transpose: bool,
-    group_size: i32,
-    bits: i32,
-) -> Result<Option<Array>> {
-    let Some(biases) = biases else { return Ok(None) };
+/// The kernel's result for `quantized_matmul(x, w, scales, biases, transpose =
+/// true, group_size, bits)`, or `None` where it does not apply (another dtype
+/// or device, a batched `w`, 3/5/6 bits, shapes MLX would reject): MLX's op
+/// runs those. `MLX_NODE_QMM_KERNEL=0` turns it off.
+pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Array, group_size: i32, bits: i32) -> Result<Option<Array>> {
     // The compute type is MLX's promotion of x's and the scales' dtypes; the
     // kernel is fed float32 copies (exact) and, for bfloat16, rounds as MLX.
     let bf16 = match compute_dtype(x.dtype(), scales.dtype()) {
@@ -38,7 +29,7 @@ pub(crate) fn quantized_matmul(
         Some(Dtype::Bfloat16) if biases.dtype() == Dtype::Bfloat16 => true,
         _ => return Ok(None),
     };
-    if !transpose || !matches!(bits, 2 | 4 | 8) || !matches!(group_size, 32 | 64 | 128) || w.dtype() != Dtype::Uint32 || w.ndim() != 2 || x.ndim() == 0 || !enabled() {
+    if !matches!(bits, 2 | 4 | 8) || !matches!(group_size, 32 | 64 | 128) || w.dtype() != Dtype::Uint32 || w.ndim() != 2 || x.ndim() == 0 || !enabled() {
         return Ok(None);
     }
     let (n, k) = (w.dim(0), x.dim(-1));

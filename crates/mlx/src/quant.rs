@@ -29,8 +29,10 @@ pub fn quantized_matmul(
     group_size: i32,
     bits: i32,
 ) -> Result<Array> {
-    if let Some(y) = crate::qmm_cpu::quantized_matmul(x, w, scales, biases, transpose, group_size, bits)? {
-        return Ok(y);
+    if let (true, Some(b)) = (transpose, biases) {
+        if let Some(y) = crate::qmm_cpu::quantized_matmul(x, w, scales, b, group_size, bits)? {
+            return Ok(y);
+        }
     }
     quantized_matmul_mlx(x, w, scales, biases, transpose, group_size, bits)
 }
