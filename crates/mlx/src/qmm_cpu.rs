@@ -218,7 +218,8 @@ mod avx2 {
     const MAX_GROUP: usize = 128;
     /// How far ahead in each row the next words are prefetched (128 bytes):
     /// the 32 rows read side by side are more streams than the hardware
-    /// prefetcher follows (decode's LM head: 30 ms to 25 ms here).
+    /// prefetcher follows (decode's LM head: 30 ms to 25 ms here, measured
+    /// when rows were still gathered).
     const PREFETCH_WORDS: usize = 32;
 
     /// Column blocks of 32 outputs: per group of `k`, the block's weights are
@@ -258,11 +259,11 @@ mod avx2 {
                     let x0 = p.x.as_ptr().add(g * gs);
                     let mut m = 0;
                     while m + 2 <= p.m {
-                        mac2::<BF>(&wd, gs, x0.add(m * p.k), x0.add((m + 1) * p.k), acc.as_mut_ptr().add(m * TILES));
+                        mac_rows::<2, BF>(&wd, gs, [x0.add(m * p.k), x0.add((m + 1) * p.k)], acc.as_mut_ptr().add(m * TILES));
                         m += 2;
                     }
                     if m < p.m {
-                        mac1::<BF>(&wd, gs, x0.add(m * p.k), acc.as_mut_ptr().add(m * TILES));
+                        mac_rows::<1, BF>(&wd, gs, [x0.add(m * p.k)], acc.as_mut_ptr().add(m * TILES));
                     }
                 }
             }
@@ -424,45 +425,33 @@ mod avx2 {
         }
     }
 
+    /// `R` rows of `x` against one dequantized group: each row's four tile
+    /// sums gain `x[k] * w[k]`, `k` in order.
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn mac2<const BF: bool>(wd: &[__m256; TILES * MAX_GROUP], gs: usize, xa: *const f32, xb: *const f32, acc: *mut __m256) {
-        let mut a = [_mm256_setzero_ps(); TILES];
-        let mut b = [_mm256_setzero_ps(); TILES];
-        for t in 0..TILES {
-            a[t] = *acc.add(t);
-            b[t] = *acc.add(TILES + t);
+    unsafe fn mac_rows<const R: usize, const BF: bool>(wd: &[__m256; TILES * MAX_GROUP], gs: usize, x: [*const f32; R], acc: *mut __m256) {
+        let mut a = [[_mm256_setzero_ps(); TILES]; R];
+        for r in 0..R {
+            for t in 0..TILES {
+                a[r][t] = *acc.add(r * TILES + t);
+            }
         }
         for kk in 0..gs {
-            let va = _mm256_set1_ps(*xa.add(kk));
-            let vb = _mm256_set1_ps(*xb.add(kk));
+            let mut xv = [_mm256_setzero_ps(); R];
+            for r in 0..R {
+                xv[r] = _mm256_set1_ps(*x[r].add(kk));
+            }
             for t in 0..TILES {
                 let w = *wd.get_unchecked(t * MAX_GROUP + kk);
-                a[t] = mac::<BF>(a[t], va, w);
-                b[t] = mac::<BF>(b[t], vb, w);
+                for r in 0..R {
+                    a[r][t] = mac::<BF>(a[r][t], xv[r], w);
+                }
             }
         }
-        for t in 0..TILES {
-            *acc.add(t) = a[t];
-            *acc.add(TILES + t) = b[t];
-        }
-    }
-
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    unsafe fn mac1<const BF: bool>(wd: &[__m256; TILES * MAX_GROUP], gs: usize, xa: *const f32, acc: *mut __m256) {
-        let mut a = [_mm256_setzero_ps(); TILES];
-        for t in 0..TILES {
-            a[t] = *acc.add(t);
-        }
-        for kk in 0..gs {
-            let va = _mm256_set1_ps(*xa.add(kk));
+        for r in 0..R {
             for t in 0..TILES {
-                a[t] = mac::<BF>(a[t], va, *wd.get_unchecked(t * MAX_GROUP + kk));
+                *acc.add(r * TILES + t) = a[r][t];
             }
-        }
-        for t in 0..TILES {
-            *acc.add(t) = a[t];
         }
     }
 }

@@ -17,9 +17,9 @@ pub fn dequantize(w: &Array, scales: &Array, biases: Option<&Array>, group_size:
     make(|out| unsafe { sys::mlxn_dequantize(w.raw, scales.raw, raw_or_null(biases), group_size, bits, out) })
 }
 
-/// `x @ dequantize(w).T` (or without the transpose). For float32 on the CPU
-/// backend it runs as a kernel with MLX's exact bits (`qmm_cpu`); otherwise,
-/// and for what that kernel does not cover, it is MLX's op.
+/// `x @ dequantize(w).T` (or without the transpose). For float32 and bfloat16
+/// on the CPU backend it runs as a kernel with MLX's exact bits (`qmm_cpu`);
+/// otherwise, and for what that kernel does not cover, it is MLX's op.
 pub fn quantized_matmul(
     x: &Array,
     w: &Array,
