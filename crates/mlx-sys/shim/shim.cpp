@@ -645,10 +645,14 @@ namespace {
 
 // The primitive behind mlxn_cpu_kernel_f32. Its inputs are made float32 and
 // row-contiguous when the node is built, so eval only hands over pointers.
+// In place: the output starts as a copy of input 0, which is not handed to the
+// kernel; its buffer becomes the output's when MLX may donate it (as MLX's own
+// element-wise ops do), so the node needs no second buffer of that size.
 class CpuKernelF32 : public mx::Primitive {
  public:
-  CpuKernelF32(mx::Stream s, std::string name, mlxn_cpu_kernel_fn fn, const void* ctx, std::vector<float> params)
-      : mx::Primitive(s), name_(std::move(name)), fn_(fn), ctx_(ctx), params_(std::move(params)) {}
+  CpuKernelF32(mx::Stream s, std::string name, mlxn_cpu_kernel_fn fn, const void* ctx, std::vector<float> params,
+               bool in_place)
+      : mx::Primitive(s), name_(std::move(name)), fn_(fn), ctx_(ctx), params_(std::move(params)), in_place_(in_place) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
     for (auto& in : inputs) {
@@ -656,7 +660,13 @@ class CpuKernelF32 : public mx::Primitive {
         throw std::runtime_error(name_ + ": inputs must be row-contiguous float32");
     }
     auto& out = outputs[0];
-    out.set_data(mx::allocator::malloc(out.nbytes()));
+    const float* copy_from = nullptr;
+    if (in_place_ && inputs[0].is_donatable() && inputs[0].nbytes() == out.nbytes()) {
+      out.copy_shared_buffer(inputs[0]);
+    } else {
+      out.set_data(mx::allocator::malloc(out.nbytes()));
+      if (in_place_) copy_from = inputs[0].data<float>();
+    }
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& in : inputs) enc.set_input_array(in);
     enc.set_output_array(out);
@@ -666,14 +676,16 @@ class CpuKernelF32 : public mx::Primitive {
     std::vector<const float*> ptrs;
     std::vector<size_t> sizes;
     std::vector<std::shared_ptr<mx::array::Data>> keep;
-    for (auto& in : inputs) {
-      ptrs.push_back(in.data<float>());
-      sizes.push_back(in.size());
-      keep.push_back(in.data_shared_ptr());
+    for (size_t i = 0; i < inputs.size(); i++) {
+      keep.push_back(inputs[i].data_shared_ptr());
+      if (in_place_ && i == 0) continue;
+      ptrs.push_back(inputs[i].data<float>());
+      sizes.push_back(inputs[i].size());
     }
     keep.push_back(out.data_shared_ptr());
     enc.dispatch([fn = fn_, ctx = ctx_, params = params_, ptrs = std::move(ptrs), sizes = std::move(sizes),
-                  keep = std::move(keep), out_ptr = out.data<float>(), out_size = out.size()]() {
+                  keep = std::move(keep), copy_from, out_ptr = out.data<float>(), out_size = out.size()]() {
+      if (copy_from) std::memcpy(out_ptr, copy_from, out_size * sizeof(float));
       fn(ctx, params.data(), params.size(), ptrs.data(), sizes.data(), ptrs.size(), out_ptr, out_size);
     });
   }
@@ -686,7 +698,8 @@ class CpuKernelF32 : public mx::Primitive {
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const CpuKernelF32*>(&other);
-    return o && o->fn_ == fn_ && o->ctx_ == ctx_ && o->params_ == params_ && o->name_ == name_;
+    return o && o->fn_ == fn_ && o->ctx_ == ctx_ && o->params_ == params_ && o->name_ == name_ &&
+           o->in_place_ == in_place_;
   }
 
  private:
@@ -694,21 +707,24 @@ class CpuKernelF32 : public mx::Primitive {
   mlxn_cpu_kernel_fn fn_;
   const void* ctx_;
   std::vector<float> params_;
+  bool in_place_;
 };
 
 }  // namespace
 
 int mlxn_cpu_kernel_f32(const char* name, mlxn_cpu_kernel_fn fn, const void* ctx, const float* params,
                         size_t n_params, const mlxn_array* inputs, size_t n_inputs, const int32_t* out_shape,
-                        size_t out_ndim, mlxn_array* out) {
+                        size_t out_ndim, int in_place, mlxn_array* out) {
   return guard([&] {
     if (!fn) throw std::invalid_argument("null kernel function");
+    if (in_place && (n_inputs == 0 || mx::Shape(out_shape, out_shape + out_ndim) != unwrap_all(inputs, 1)[0].shape()))
+      throw std::invalid_argument("an in-place kernel's output has the shape of its first input");
     auto s = mx::default_stream(mx::default_device());
     if (s.device != mx::Device::cpu) throw std::invalid_argument("CPU kernels need the CPU device");
     std::vector<mx::array> ins;
     for (auto& a : unwrap_all(inputs, n_inputs)) ins.push_back(mx::contiguous(mx::astype(a, mx::float32)));
     auto prim = std::make_shared<CpuKernelF32>(s, name ? name : "CpuKernelF32", fn, ctx,
-                                               std::vector<float>(params, params + n_params));
+                                               std::vector<float>(params, params + n_params), in_place != 0);
     *out = wrap(mx::array(shape_of(out_shape, out_ndim), mx::float32, std::move(prim), std::move(ins)));
   });
 }

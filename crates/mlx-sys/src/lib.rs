@@ -128,7 +128,7 @@ extern "C" {
     pub fn mlxn_compile(f: mlxn_fn, ctx: *mut c_void, drop_ctx: Option<unsafe extern "C" fn(*mut c_void)>, shapeless: c_int, out: *mut mlxn_closure) -> c_int;
     pub fn mlxn_closure_call(c: mlxn_closure, inputs: *const mlxn_array, n_inputs: usize, outputs: *mut mlxn_array, max_outputs: usize, n_outputs: *mut usize) -> c_int;
     pub fn mlxn_closure_free(c: mlxn_closure);
-    pub fn mlxn_cpu_kernel_f32(name: *const c_char, f: mlxn_cpu_kernel_fn, ctx: *const c_void, params: *const f32, n_params: usize, inputs: *const mlxn_array, n_inputs: usize, out_shape: *const i32, out_ndim: usize, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_cpu_kernel_f32(name: *const c_char, f: mlxn_cpu_kernel_fn, ctx: *const c_void, params: *const f32, n_params: usize, inputs: *const mlxn_array, n_inputs: usize, out_shape: *const i32, out_ndim: usize, in_place: c_int, out: *mut mlxn_array) -> c_int;
 
     pub fn mlxn_memory(active: *mut usize, peak: *mut usize, cache: *mut usize) -> c_int;
     pub fn mlxn_reset_peak_memory() -> c_int;

@@ -2,7 +2,7 @@
 //! must equal what MLX's own ops give (MLX-LM parity rests on it), and the
 //! kernels built on it. Each is checked bit for bit against MLX in
 //! `tests/cpu_math.rs`.
-use crate::kernel::{cpu_kernel_f32, KernelF32};
+use crate::kernel::{cpu_kernel_f32, cpu_kernel_f32_in_place, KernelF32};
 use crate::{Array, Dtype, Result};
 
 /// MLX's CPU `exp` for float32, step for step (`backend/cpu/simd/math.h`: a
@@ -129,36 +129,37 @@ pub fn softmax_last(x: &Array) -> Result<Array> {
     if x.dtype() != Dtype::Float32 || m == 0 || m >= 1 << 24 || !crate::kernel::cpu_default() {
         return x.softmax(&[-1], false);
     }
-    cpu_kernel_f32("Softmax", SOFTMAX, &[m as f32], &[x], &shape)
+    // In place, as MLX's `Softmax` donates its input: attention's scores.
+    cpu_kernel_f32_in_place("Softmax", SOFTMAX, &[m as f32], x, &[])
 }
 
 /// Below this many elements one thread does it all (handing work to another
 /// thread costs microseconds).
 const PARALLEL_MIN: usize = 1 << 16;
 
-/// Runs `f` on matching pieces of `x` and `out`, split at multiples of `unit`
-/// elements, over the cores (rayon's pool) when there is enough work.
-/// Element-wise and row-wise kernels give the same bits however they are split.
-fn par_chunks(x: &[f32], out: &mut [f32], unit: usize, f: fn(&[f32], &mut [f32], usize)) {
-    let units = out.len() / unit;
-    let threads = if out.len() < PARALLEL_MIN { 1 } else { rayon::current_num_threads().min(units) };
+/// Runs `f` on pieces of `data`, split at multiples of `unit` elements, over
+/// the cores (rayon's pool) when there is enough work. Element-wise and
+/// row-wise kernels give the same bits however they are split.
+fn par_chunks(data: &mut [f32], unit: usize, f: fn(&mut [f32], usize)) {
+    let units = data.len() / unit;
+    let threads = if data.len() < PARALLEL_MIN { 1 } else { rayon::current_num_threads().min(units) };
     if threads <= 1 {
-        return f(x, out, unit);
+        return f(data, unit);
     }
     let per = units.div_ceil(threads) * unit;
     rayon::in_place_scope(|s| {
-        let mut parts = x.chunks(per).zip(out.chunks_mut(per));
+        let mut parts = data.chunks_mut(per);
         let first = parts.next();
-        for (xc, oc) in parts {
-            s.spawn(move |_| f(xc, oc, unit));
+        for part in parts {
+            s.spawn(move |_| f(part, unit));
         }
-        if let Some((xc, oc)) = first {
-            f(xc, oc, unit);
+        if let Some(part) = first {
+            f(part, unit);
         }
     });
 }
 
-/// Defines `fn $name(x, out, unit)` running the `#[inline(always)]` `$body`
+/// Defines `fn $name(data, unit)` running the `#[inline(always)]` `$body`
 /// compiled for AVX2 and FMA when the CPU has them (where its `cpu_exp`s
 /// vectorize and its fused multiply-adds are instructions), else as it is.
 /// `with_fma` does the same for a closure, but a large closure may not be
@@ -166,30 +167,31 @@ fn par_chunks(x: &[f32], out: &mut [f32], unit: usize, f: fn(&[f32], &mut [f32],
 /// softmax kernel did: libm `fmaf` calls, MLX's speed).
 macro_rules! avx2_fma_dispatch {
     ($name:ident => $body:ident) => {
-        fn $name(x: &[f32], out: &mut [f32], unit: usize) {
+        fn $name(data: &mut [f32], unit: usize) {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2(x: &[f32], out: &mut [f32], unit: usize) {
-                    $body(x, out, unit)
+                unsafe fn avx2(data: &mut [f32], unit: usize) {
+                    $body(data, unit)
                 }
                 if avx2_fma() {
                     // SAFETY: the CPU has AVX2 and FMA, checked just above.
-                    return unsafe { avx2(x, out, unit) };
+                    return unsafe { avx2(data, unit) };
                 }
             }
-            $body(x, out, unit)
+            $body(data, unit)
         }
     };
 }
 
-const SOFTMAX: KernelF32 = |params, inputs, out| {
-    let (x, m) = (inputs[0], params[0] as usize);
-    if m == 0 || x.len() != out.len() {
+/// In place (`out` holds the input; see `cpu_kernel_f32_in_place`).
+const SOFTMAX: KernelF32 = |params, _, out| {
+    let m = params[0] as usize;
+    if m == 0 || out.len() % m != 0 {
         out.fill(f32::NAN);
         return;
     }
-    par_chunks(x, out, m, softmax_rows);
+    par_chunks(out, m, softmax_rows);
 };
 
 avx2_fma_dispatch!(softmax_rows => softmax_rows_body);
@@ -199,14 +201,14 @@ avx2_fma_dispatch!(softmax_rows => softmax_rows_body);
 /// times `1 / sum`. The 8 rows' sums run side by side (the same order within
 /// each row), so the adds do not wait on each other.
 #[inline(always)]
-fn softmax_rows_body(x: &[f32], out: &mut [f32], m: usize) {
+fn softmax_rows_body(data: &mut [f32], m: usize) {
     const G: usize = 8;
-    for (xg, og) in x.chunks(G * m).zip(out.chunks_mut(G * m)) {
+    for og in data.chunks_mut(G * m) {
         let rows = og.len() / m;
-        for (xr, or) in xg.chunks_exact(m).zip(og.chunks_exact_mut(m)) {
-            let max = row_max(xr);
-            for (o, &v) in or.iter_mut().zip(xr) {
-                *o = cpu_exp(v - max);
+        for or in og.chunks_exact_mut(m) {
+            let max = row_max(or);
+            for o in or.iter_mut() {
+                *o = cpu_exp(*o - max);
             }
         }
         let mut sums = [0f32; G];
@@ -256,23 +258,18 @@ pub fn gelu(x: &Array) -> Result<Array> {
         let cdf = x.divide_scalar(std::f64::consts::SQRT_2)?.erf()?.add_scalar(1.0)?;
         return x.multiply(&cdf)?.divide_scalar(2.0);
     }
-    cpu_kernel_f32("Gelu", GELU, &[], &[x], &x.shape())
+    cpu_kernel_f32_in_place("Gelu", GELU, &[], x, &[])
 }
 
-const GELU: KernelF32 = |_, inputs, out| {
-    if inputs[0].len() != out.len() {
-        out.fill(f32::NAN);
-        return;
-    }
-    par_chunks(inputs[0], out, 1, gelu_all);
-};
+/// In place (`out` holds the input).
+const GELU: KernelF32 = |_, _, out| par_chunks(out, 1, gelu_all);
 
 avx2_fma_dispatch!(gelu_all => gelu_body);
 
 #[inline(always)]
-fn gelu_body(x: &[f32], out: &mut [f32], _unit: usize) {
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = v * (1.0 + cpu_erf(v / std::f32::consts::SQRT_2)) / 2.0;
+fn gelu_body(data: &mut [f32], _unit: usize) {
+    for v in data.iter_mut() {
+        *v = *v * (1.0 + cpu_erf(*v / std::f32::consts::SQRT_2)) / 2.0;
     }
 }
 

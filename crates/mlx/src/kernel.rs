@@ -57,6 +57,19 @@ pub fn cpu_default() -> bool {
 /// A graph node computing `f(params, inputs) -> out` on the CPU stream. Inputs
 /// are cast to float32 and made contiguous first (no-ops when they already are).
 pub fn cpu_kernel_f32(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape: &[i32]) -> Result<Array> {
+    build(name, f, params, inputs, out_shape, false)
+}
+
+/// A graph node that rewrites `x`'s values in place: `f` gets `out` holding a
+/// float32 copy of `x` and `inputs` without `x`. The copy is free when MLX may
+/// donate `x`'s buffer (nothing else uses `x`), as its element-wise ops do, so
+/// the node costs no second buffer of `x`'s size.
+pub fn cpu_kernel_f32_in_place(name: &str, f: KernelF32, params: &[f32], x: &Array, others: &[&Array]) -> Result<Array> {
+    let inputs: Vec<&Array> = std::iter::once(x).chain(others.iter().copied()).collect();
+    build(name, f, params, &inputs, &x.shape(), true)
+}
+
+fn build(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape: &[i32], in_place: bool) -> Result<Array> {
     let name = CString::new(name).map_err(|_| Error::new("kernel name contains NUL"))?;
     let raws: Vec<_> = inputs.iter().map(|a| a.raw).collect();
     make(|out| unsafe {
@@ -70,6 +83,7 @@ pub fn cpu_kernel_f32(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array
             raws.len(),
             out_shape.as_ptr(),
             out_shape.len(),
+            in_place as i32,
             out,
         )
     })
