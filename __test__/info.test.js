@@ -16,3 +16,23 @@ test('mlxInfo reports the pinned MLX, the backend and the BLAS actually in use',
   }
   assert.ok(['cpu', 'metal', 'cuda'].includes(info.backend));
 });
+
+test('loading the addon sets OPENBLAS_THREAD_TIMEOUT unless the user has set it', () => {
+  const { spawnSync } = require('node:child_process');
+  const { OPENBLAS_THREAD_TIMEOUT } = require('../lib/native-loader');
+  const read = (value) => {
+    const env = { ...process.env };
+    delete env.OPENBLAS_THREAD_TIMEOUT;
+    if (value !== undefined) env.OPENBLAS_THREAD_TIMEOUT = value;
+    const r = spawnSync(process.execPath, ['-e', "require('.'); process.stdout.write(process.env.OPENBLAS_THREAD_TIMEOUT)"], {
+      cwd: require('node:path').join(__dirname, '..'),
+      env,
+      encoding: 'utf8',
+    });
+    assert.equal(r.status, 0, r.stderr);
+    return r.stdout;
+  };
+  assert.equal(OPENBLAS_THREAD_TIMEOUT, '16');
+  assert.equal(read(undefined), '16');
+  assert.equal(read('24'), '24');
+});

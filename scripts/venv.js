@@ -6,6 +6,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { backend, wheelName } = require('./mlx');
+const { OPENBLAS_THREAD_TIMEOUT } = require('../lib/native-loader');
 
 const ROOT = path.resolve(__dirname, '..');
 const VENV_DIR = path.join(ROOT, '.cache', 'venv');
@@ -52,6 +53,8 @@ function referenceEnv() {
   if (process.platform === 'linux' && backend() === 'cpu' && fs.existsSync(openblas)) {
     const rest = (process.env.LD_PRELOAD || '').split(/[:\s]+/).filter((p) => p && p !== openblas);
     env.LD_PRELOAD = [openblas, ...rest].join(':');
+    // The same OpenBLAS thread setting as the addon's loader gives itself.
+    env.OPENBLAS_THREAD_TIMEOUT ??= OPENBLAS_THREAD_TIMEOUT;
   }
   env.PYTHONHASHSEED = '0';
   env.PYTHONNOUSERSITE = '1';
