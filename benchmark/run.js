@@ -362,6 +362,7 @@ function renderReport(report) {
     `- mlx-node at commit ${report.source.commit}${report.source.dirty ? ` with ${report.source.dirty} uncommitted file(s) in crates/, node/, lib/, index.js` : ''}; addon ${report.source.addon}`,
     `- mlx-node: \`mlxInfo()\` = \`${JSON.stringify(ours)}\``,
     `- MLX-LM ${theirs.mlxLm} on MLX ${theirs.mlx} (Python ${theirs.python}, ${theirs.device}), BLAS: ${theirs.blas} (LD_PRELOAD=${report.ldPreload || 'none'})`,
+    `- OpenBLAS idle threads: OPENBLAS_THREAD_TIMEOUT=${report.openblasTimeoutOurs ?? 'unset'} for mlx-node (set by its loader unless given), ${report.openblasTimeout ?? 'unset'} for the reference worker`,
     ours.backend === 'cpu'
       ? `- Both sides load the same libmlx build (${ours.mlxVersion} CPU wheel) and call the same OpenBLAS for \`cblas_sgemm\`.`
       : `- Both sides load the same libmlx build (${ours.mlxVersion} ${ours.backend} wheel) and run on ${ours.device}.`,
@@ -518,6 +519,8 @@ async function main() {
     ours: mlxInfo(),
     theirs: null,
     ldPreload: env.LD_PRELOAD || '',
+    openblasTimeout: env.OPENBLAS_THREAD_TIMEOUT,
+    openblasTimeoutOurs: process.env.OPENBLAS_THREAD_TIMEOUT,
     loadBefore,
     loadAfter: null,
     promptTokens: null,
