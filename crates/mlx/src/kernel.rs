@@ -3,6 +3,7 @@
 //! only a sum in sorted order is needed). The kernel sees the inputs' buffers in
 //! place: no copy to the host, no extra sync.
 use std::ffi::CString;
+use std::ops::Range;
 use std::os::raw::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
@@ -89,3 +90,30 @@ fn build(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape:
     })
 }
 
+
+/// Runs `f` over `0..count` (column blocks of a kernel's output), split into
+/// one range per core of rayon's pool when `parallel`; the calling thread takes
+/// the first range. Each range must write only its own part of the output.
+pub(crate) fn par_ranges(count: usize, parallel: bool, f: impl Fn(Range<usize>) + Sync) {
+    let parts = if parallel { rayon::current_num_threads().min(count) } else { 1 };
+    if parts <= 1 {
+        return f(0..count);
+    }
+    let per = count.div_ceil(parts);
+    let f = &f;
+    rayon::in_place_scope(|s| {
+        for t in 1..parts {
+            let range = (t * per).min(count)..((t + 1) * per).min(count);
+            s.spawn(move |_| f(range));
+        }
+        f(0..per.min(count));
+    });
+}
+
+/// A kernel's output buffer shared by the threads of `par_ranges`, which
+/// write disjoint elements.
+#[derive(Clone, Copy)]
+pub(crate) struct OutPtr(pub(crate) *mut f32);
+// SAFETY: every thread writes a disjoint set of elements (its own columns).
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}

@@ -5,6 +5,7 @@ pub mod cpu_math;
 mod dtype;
 mod error;
 pub mod fast;
+pub mod gemv_cpu;
 pub mod info;
 pub mod io;
 pub mod kernel;

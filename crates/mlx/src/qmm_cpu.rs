@@ -14,7 +14,7 @@
 //! the cores.
 use std::ops::Range;
 
-use crate::kernel::{cpu_default, cpu_kernel_f32, KernelF32};
+use crate::kernel::{cpu_default, cpu_kernel_f32, par_ranges, KernelF32, OutPtr};
 use crate::{Array, Dtype, Result};
 
 /// The kernel's result for `quantized_matmul(x, w, scales, biases, transpose =
@@ -125,31 +125,12 @@ const QMM: KernelF32 = |params, inputs, out| {
 /// another thread costs microseconds).
 const PARALLEL_MIN: usize = 1 << 20;
 
-/// Splits the column blocks over the cores (rayon's pool); each part writes
-/// only its own columns of `out`.
+/// Splits the column blocks over the cores; each part writes only its own
+/// columns of `out`.
 fn run_parallel(p: &Problem, out: &mut [f32]) {
-    let blocks = p.n.div_ceil(BLOCK);
-    let parts = if p.m * p.n * p.k < PARALLEL_MIN { 1 } else { rayon::current_num_threads().min(blocks) };
     let out = OutPtr(out.as_mut_ptr());
-    if parts <= 1 {
-        return run_blocks(p, 0..blocks, out);
-    }
-    let per = blocks.div_ceil(parts);
-    rayon::in_place_scope(|s| {
-        for t in 1..parts {
-            let range = (t * per).min(blocks)..((t + 1) * per).min(blocks);
-            s.spawn(move |_| run_blocks(p, range, out));
-        }
-        run_blocks(p, 0..per.min(blocks), out);
-    });
+    par_ranges(p.n.div_ceil(BLOCK), p.m * p.n * p.k >= PARALLEL_MIN, |blocks| run_blocks(p, blocks, out));
 }
-
-/// The output buffer shared by the threads, which write disjoint columns.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: every thread writes a disjoint set of elements (its own columns).
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
 
 fn run_blocks(p: &Problem, blocks: Range<usize>, out: OutPtr) {
     #[cfg(target_arch = "x86_64")]
@@ -208,7 +189,7 @@ fn round_bf16(v: f32) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
@@ -317,7 +298,7 @@ mod avx2 {
     /// as much); fewer are gathered.
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn tile_words(w: *const u32, rows: &[i32; 8], offsets: __m256i, start: usize, count: usize) -> [__m256i; 8] {
+    pub(crate) unsafe fn tile_words(w: *const u32, rows: &[i32; 8], offsets: __m256i, start: usize, count: usize) -> [__m256i; 8] {
         let mut out = [_mm256_setzero_si256(); 8];
         if count == 8 {
             let r: [__m256i; 8] = std::array::from_fn(|j| _mm256_loadu_si256(w.add(rows[j] as usize + start).cast()));

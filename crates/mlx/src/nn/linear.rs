@@ -17,11 +17,17 @@ pub enum Linear {
 impl Linear {
     pub fn forward(&self, x: &Array) -> Result<Array> {
         match self {
-            Linear::Dense { weight, bias } => match bias {
-                // addmm is what mlx.nn.Linear uses with a bias: one fused op.
-                Some(b) => b.addmm(x, &weight.t()?, 1.0, 1.0),
-                None => x.matmul(&weight.t()?),
-            },
+            Linear::Dense { weight, bias } => {
+                // One or two rows on the CPU: OpenBLAS's bits without its packing.
+                if let Some(y) = crate::gemv_cpu::matmul_t(x, weight, bias.as_ref())? {
+                    return Ok(y);
+                }
+                match bias {
+                    // addmm is what mlx.nn.Linear uses with a bias: one fused op.
+                    Some(b) => b.addmm(x, &weight.t()?, 1.0, 1.0),
+                    None => x.matmul(&weight.t()?),
+                }
+            }
             Linear::Quantized { weight, scales, biases, bias, q } => {
                 let y = quantized_matmul(x, weight, scales, Some(biases), true, q.group_size, q.bits)?;
                 match bias {

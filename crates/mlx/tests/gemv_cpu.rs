@@ -1,0 +1,78 @@
+//! The few-rows float32 matmul kernel (`gemv_cpu`) against MLX's own matmul,
+//! bit for bit, through `nn::Linear` (where models call it).
+use mlx::nn::Linear;
+use mlx::{gemv_cpu, info, random, Array, Dtype};
+
+fn normal(shape: &[i32], seed: u64) -> Array {
+    random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap()
+}
+
+fn bits(a: &Array) -> Vec<u32> {
+    a.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect()
+}
+
+/// Linux CPU builds link OpenBLAS ahead of libmlx (unless MLX_NODE_OPENBLAS=none);
+/// asking for the BLAS also keeps it in this test's needed libraries.
+fn openblas() -> bool {
+    info::blas_name().unwrap() == "openblas"
+}
+
+#[test]
+fn kernel_is_in_use_with_openblas() {
+    if cfg!(all(target_os = "linux", target_arch = "x86_64")) && std::env::var("MLX_NODE_OPENBLAS").as_deref() != Ok("none") {
+        assert!(openblas(), "expected OpenBLAS to serve cblas_sgemm, got {}", info::blas_library_path().unwrap());
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            assert!(gemv_cpu::active(), "the calibration found no blocking that gives OpenBLAS's bits");
+        }
+    }
+}
+
+#[test]
+fn linear_equals_mlx_matmul_bit_for_bit() {
+    let _ = openblas();
+    // (rows as x's leading shape, k, n, bias)
+    let cases: [(&[i32], i32, i32, bool); 12] = [
+        (&[1], 1024, 3072, false),
+        (&[1, 1], 3072, 1024, false),
+        (&[2], 1024, 1024, false),
+        (&[2, 1], 4096, 1024, true),
+        (&[1], 1024, 151_936, false),
+        (&[1], 640, 37, true),
+        (&[1], 64, 5, false),
+        (&[2], 1536, 300, false),
+        (&[1], 512, 1, true),
+        // Not the kernel's: three rows, k not a multiple of 64. Still MLX's bits.
+        (&[3], 512, 64, false),
+        (&[1], 1000, 64, false),
+        (&[91], 1024, 256, true),
+    ];
+    for (i, &(lead, k, n, with_bias)) in cases.iter().enumerate() {
+        let mut xs = lead.to_vec();
+        xs.push(k);
+        let x = normal(&xs, 10 + i as u64);
+        let w = normal(&[n, k], 40 + i as u64).multiply_scalar(0.05).unwrap();
+        let bias = with_bias.then(|| normal(&[n], 70 + i as u64));
+        let want = match &bias {
+            Some(b) => b.addmm(&x, &w.t().unwrap(), 1.0, 1.0).unwrap(),
+            None => x.matmul(&w.t().unwrap()).unwrap(),
+        };
+        let got = Linear::Dense { weight: w, bias }.forward(&x).unwrap();
+        assert_eq!(got.shape(), want.shape(), "case {i}");
+        assert_eq!(bits(&got), bits(&want), "case {i}: (lead {lead:?}, k {k}, n {n}, bias {with_bias})");
+    }
+}
+
+#[test]
+fn non_finite_inputs_propagate_as_in_mlx() {
+    let _ = openblas();
+    let mut xv: Vec<f32> = (0..1024).map(|i| (i as f32 * 0.37).sin()).collect();
+    xv[5] = f32::NAN;
+    xv[700] = f32::INFINITY;
+    xv[900] = -1e30;
+    let x = Array::from_slice(&xv, &[1, 1024]).unwrap();
+    let w = normal(&[64, 1024], 3);
+    let want = x.matmul(&w.t().unwrap()).unwrap();
+    let got = Linear::Dense { weight: w, bias: None }.forward(&x).unwrap();
+    let same = bits(&got).iter().zip(bits(&want)).all(|(a, b)| *a == b || (f32::from_bits(*a).is_nan() && f32::from_bits(b).is_nan()));
+    assert!(same);
+}
