@@ -405,6 +405,9 @@ function renderReport(report) {
   }
   const tg = targets(report);
   if (tg) parts.push('', '## Targets (issue 6)', '', tg);
+  if (tg && /peak memory <= MLX-LM \|[^\n]*\*\*missed\*\*/.test(tg)) {
+    parts.push('', 'Peak memory: where the peak is, what was changed and what is left is in `benchmark/peak-memory.md`.');
+  }
   const notes = [];
   for (const m of report.models) {
     for (const [c, { summary: s }] of Object.entries(m.configs)) {

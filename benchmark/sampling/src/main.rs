@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 mod profile;
+mod gemv;
 mod qmm;
 
 use lm::sampling::{LogitsProcessors, Sampler, SamplingOptions};
@@ -257,4 +258,5 @@ fn main() {
     chains(check);
     argmax();
     qmm::main();
+    gemv::main();
 }

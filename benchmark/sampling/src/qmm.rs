@@ -9,7 +9,7 @@ use mlx::{random, Array, Dtype};
 
 /// Mean and standard deviation in ms over `runs` runs after one warm-up
 /// (MLX's bfloat16 op takes over a second per LM head call here).
-fn time_ms(runs: usize, f: impl Fn() -> Array) -> (f64, f64) {
+pub(crate) fn time_ms(runs: usize, f: impl Fn() -> Array) -> (f64, f64) {
     f().eval().unwrap();
     let t: Vec<f64> = (0..runs)
         .map(|_| {
