@@ -643,32 +643,8 @@ void mlxn_closure_free(mlxn_closure c) {
 
 namespace {
 
-// Copies the float32 elements of an array with any strides (`src` at its
-// offset) into `dst` in row-major order.
-void gather_row_major(const float* src, const mx::Shape& shape, const mx::Strides& strides, float* dst) {
-  size_t n = 1;
-  for (auto d : shape) n *= d;
-  const int nd = static_cast<int>(shape.size());
-  std::vector<int64_t> idx(nd, 0);
-  int64_t off = 0;
-  for (size_t i = 0; i < n; i++) {
-    dst[i] = src[off];
-    for (int a = nd - 1; a >= 0; a--) {
-      if (++idx[a] < shape[a]) {
-        off += strides[a];
-        break;
-      }
-      off -= strides[a] * (shape[a] - 1);
-      idx[a] = 0;
-    }
-  }
-}
-
-// The primitive behind mlxn_cpu_kernel_f32. Its inputs are made float32 when
-// the node is built; one that is not row-contiguous is copied into a row-major
-// buffer when the node runs. (A `contiguous` node in the graph instead would
-// hold its input's buffer in its own task and keep the kernel from taking it
-// over, and it cost prefill peak memory.)
+// The primitive behind mlxn_cpu_kernel_f32. Its inputs are made float32 and
+// row-contiguous when the node is built, so eval only hands over pointers.
 // In place: the output starts as a copy of input 0, which is not handed to the
 // kernel; its buffer becomes the output's when MLX may donate it (as MLX's own
 // element-wise ops do), so the node needs no second buffer of that size.
@@ -680,28 +656,16 @@ class CpuKernelF32 : public mx::Primitive {
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
     for (auto& in : inputs) {
-      if (in.dtype() != mx::float32) throw std::runtime_error(name_ + ": inputs must be float32");
+      if (in.dtype() != mx::float32 || !in.flags().row_contiguous)
+        throw std::runtime_error(name_ + ": inputs must be row-contiguous float32");
     }
     auto& out = outputs[0];
-    // A strided input to gather into a row-major buffer before the kernel runs.
-    struct Gather {
-      const float* src;
-      mx::Shape shape;
-      mx::Strides strides;
-      float* dst;
-    };
-    std::vector<Gather> gathers;
     const float* copy_from = nullptr;
-    if (in_place_ && inputs[0].flags().row_contiguous && inputs[0].is_donatable() &&
-        inputs[0].nbytes() == out.nbytes()) {
+    if (in_place_ && inputs[0].is_donatable() && inputs[0].nbytes() == out.nbytes()) {
       out.copy_shared_buffer(inputs[0]);
     } else {
       out.set_data(mx::allocator::malloc(out.nbytes()));
-      if (in_place_ && inputs[0].flags().row_contiguous) {
-        copy_from = inputs[0].data<float>();
-      } else if (in_place_) {
-        gathers.push_back({inputs[0].data<float>(), inputs[0].shape(), inputs[0].strides(), out.data<float>()});
-      }
+      if (in_place_) copy_from = inputs[0].data<float>();
     }
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& in : inputs) enc.set_input_array(in);
@@ -713,26 +677,15 @@ class CpuKernelF32 : public mx::Primitive {
     std::vector<size_t> sizes;
     std::vector<std::shared_ptr<mx::array::Data>> keep;
     for (size_t i = 0; i < inputs.size(); i++) {
-      const auto& in = inputs[i];
-      keep.push_back(in.data_shared_ptr());
+      keep.push_back(inputs[i].data_shared_ptr());
       if (in_place_ && i == 0) continue;
-      if (in.flags().row_contiguous) {
-        ptrs.push_back(in.data<float>());
-      } else {
-        mx::array tmp(in.shape(), mx::float32, nullptr, {});
-        tmp.set_data(mx::allocator::malloc(tmp.nbytes()));
-        keep.push_back(tmp.data_shared_ptr());
-        gathers.push_back({in.data<float>(), in.shape(), in.strides(), tmp.data<float>()});
-        ptrs.push_back(tmp.data<float>());
-      }
-      sizes.push_back(in.size());
+      ptrs.push_back(inputs[i].data<float>());
+      sizes.push_back(inputs[i].size());
     }
     keep.push_back(out.data_shared_ptr());
     enc.dispatch([fn = fn_, ctx = ctx_, params = params_, ptrs = std::move(ptrs), sizes = std::move(sizes),
-                  keep = std::move(keep), gathers = std::move(gathers), copy_from, out_ptr = out.data<float>(),
-                  out_size = out.size()]() {
+                  keep = std::move(keep), copy_from, out_ptr = out.data<float>(), out_size = out.size()]() {
       if (copy_from) std::memcpy(out_ptr, copy_from, out_size * sizeof(float));
-      for (const auto& g : gathers) gather_row_major(g.src, g.shape, g.strides, g.dst);
       fn(ctx, params.data(), params.size(), ptrs.data(), sizes.data(), ptrs.size(), out_ptr, out_size);
     });
   }
@@ -769,7 +722,7 @@ int mlxn_cpu_kernel_f32(const char* name, mlxn_cpu_kernel_fn fn, const void* ctx
     auto s = mx::default_stream(mx::default_device());
     if (s.device != mx::Device::cpu) throw std::invalid_argument("CPU kernels need the CPU device");
     std::vector<mx::array> ins;
-    for (auto& a : unwrap_all(inputs, n_inputs)) ins.push_back(mx::astype(a, mx::float32));
+    for (auto& a : unwrap_all(inputs, n_inputs)) ins.push_back(mx::contiguous(mx::astype(a, mx::float32)));
     auto prim = std::make_shared<CpuKernelF32>(s, name ? name : "CpuKernelF32", fn, ctx,
                                                std::vector<float>(params, params + n_params), in_place != 0);
     *out = wrap(mx::array(shape_of(out_shape, out_ndim), mx::float32, std::move(prim), std::move(ins)));

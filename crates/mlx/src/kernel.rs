@@ -56,8 +56,7 @@ pub fn cpu_default() -> bool {
 }
 
 /// A graph node computing `f(params, inputs) -> out` on the CPU stream. Inputs
-/// are cast to float32 first (a no-op when they already are); one that is a
-/// strided view is copied to a row-major buffer when the node runs.
+/// are cast to float32 and made contiguous first (no-ops when they already are).
 pub fn cpu_kernel_f32(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape: &[i32]) -> Result<Array> {
     build(name, f, params, inputs, out_shape, false)
 }
