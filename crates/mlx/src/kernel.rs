@@ -90,7 +90,6 @@ fn build(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape:
     })
 }
 
-
 /// Runs `f` over `0..count` (column blocks of a kernel's output), split into
 /// one range per core of rayon's pool when `parallel`; the calling thread takes
 /// the first range. Each range must write only its own part of the output.
