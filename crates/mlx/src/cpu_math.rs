@@ -118,11 +118,24 @@ fn row_logsumexp(x: &[f32]) -> f32 {
     sum.ln() + max
 }
 
-/// MLX's softmax over the last axis. For float32 on the CPU backend it runs as
-/// one kernel that gives the same bits as MLX's CPU `Softmax` (whose `exp` is a
-/// scalar polynomial per element there, most of an attention's time at S3Gen's
-/// lengths), vectorized and spread over the cores; otherwise it is MLX's op.
+/// MLX's softmax over the last axis. For float32 on the CPU backend, from
+/// `PARALLEL_MIN` elements up, it runs as `softmax_last_kernel`; below, as
+/// MLX's op. There the kernel has one thread, its vectorized `exp` gains a few
+/// percent of a short prefill at most, and MLX's graph for attention (no
+/// `contiguous` node in front of the softmax) keeps its peak memory at MLX-LM's:
+/// one query-sized tensor less at a 91-token prompt (benchmark/peak-memory.md).
 pub fn softmax_last(x: &Array) -> Result<Array> {
+    if x.size() < PARALLEL_MIN {
+        return x.softmax(&[-1], false);
+    }
+    softmax_last_kernel(x)
+}
+
+/// MLX's softmax over the last axis as one kernel with the same bits as MLX's
+/// CPU `Softmax` (whose `exp` is a scalar polynomial per element there, most
+/// of an attention's time at S3Gen's lengths), vectorized and spread over the
+/// cores, for float32 on the CPU backend; otherwise MLX's op.
+pub fn softmax_last_kernel(x: &Array) -> Result<Array> {
     let shape = x.shape();
     let m = shape.last().copied().unwrap_or(0);
     // The row length travels as a float parameter: exact below 2^24.

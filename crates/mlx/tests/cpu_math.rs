@@ -1,6 +1,6 @@
 //! `mlx::cpu_math` must equal MLX's own CPU `exp` bit for bit: the top-p
 //! kernel's probabilities (and so MLX-LM parity) rest on it.
-use mlx::cpu_math::{cpu_exp, gelu, logsumexp_last, softmax_last};
+use mlx::cpu_math::{cpu_exp, gelu, logsumexp_last, softmax_last_kernel};
 use mlx::{Array, Dtype};
 
 fn check(xs: &[f32]) {
@@ -91,7 +91,7 @@ fn softmax_equals_mlx_bit_for_bit() {
         Array::from_slice(&[1.0, f32::INFINITY, 2.0, 1.0, f32::NAN, -1.0, 0.0, -0.0, 0.0], &[3, 3]).unwrap(),
     ];
     for (n, x) in cases.iter().enumerate() {
-        let ours = softmax_last(x).unwrap();
+        let ours = softmax_last_kernel(x).unwrap();
         let theirs = x.softmax(&[-1], false).unwrap();
         assert_eq!(ours.shape(), theirs.shape(), "case {n}");
         let a: Vec<u32> = ours.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect();
@@ -141,7 +141,7 @@ fn attention_equals_mlx_bit_for_bit() {
     // (batch, query heads, kv heads, queries, keys, head dim): prefill (queries =
     // keys), a decode step, a chunk after cached keys, grouped and not.
     for (n, &(b, hq, hkv, l, s, d)) in
-        [(1, 8, 4, 91, 91, 64), (2, 16, 16, 1, 300, 64), (1, 8, 2, 5, 40, 32), (2, 4, 4, 33, 33, 16)].iter().enumerate()
+        [(1, 8, 4, 91, 91, 64), (1, 8, 4, 200, 200, 64), (2, 16, 16, 1, 300, 64), (1, 8, 2, 5, 40, 32), (2, 4, 4, 33, 33, 16)].iter().enumerate()
     {
         let q = normal(&[b, hq, l, d], 10 + n as u64);
         let k = normal(&[b, hkv, s, d], 20 + n as u64);
@@ -155,5 +155,23 @@ fn attention_equals_mlx_bit_for_bit() {
             let b: Vec<u32> = t.to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect();
             assert!(a == b, "case {n} causal {causal}: first difference at {:?}", a.iter().zip(&b).position(|(p, q)| p != q));
         }
+    }
+}
+
+/// Inputs that are views (a transpose, a broadcast) reach the kernels as
+/// row-major copies (the shim's `contiguous` node): the same values as MLX's ops.
+#[test]
+fn strided_inputs_give_mlx_values() {
+    use mlx::random;
+    let key = random::key(5).unwrap();
+    let base = random::normal(&[48, 64], Dtype::Float32, 0.0, 3.0, Some(&key)).unwrap();
+    let row = random::normal(&[1, 64], Dtype::Float32, 0.0, 3.0, Some(&random::key(6).unwrap())).unwrap();
+    let views = [base.transpose(&[1, 0]).unwrap(), row.broadcast_to(&[48, 64]).unwrap(), base.slice_axis(1, 5, 37).unwrap()];
+    let bits = |a: Array| a.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for (i, v) in views.iter().enumerate() {
+        assert_eq!(bits(softmax_last_kernel(v).unwrap()), bits(v.softmax(&[-1], false).unwrap()), "softmax, view {i}");
+        let cdf = v.divide_scalar(std::f64::consts::SQRT_2).unwrap().erf().unwrap().add_scalar(1.0).unwrap();
+        assert_eq!(bits(gelu(v).unwrap()), bits(v.multiply(&cdf).unwrap().divide_scalar(2.0).unwrap()), "gelu, view {i}");
+        assert_eq!(bits(logsumexp_last(v).unwrap()), bits(v.logsumexp(&[-1], true).unwrap()), "logsumexp, view {i}");
     }
 }
