@@ -147,6 +147,43 @@ test('stream() starts before T3 finishes and matches synthesize() in length and 
   assert.ok(db < ENVELOPE_DB, `20 ms loudness differs by ${db.toFixed(2)} dB on average`);
 });
 
+// A voice file like the fixture's, with its S3Gen prompt mel halved: another
+// voice prompt for S3Gen, the same conditioning for T3 (same speech tokens).
+function otherVoice() {
+  const file = path.join(fixtureDir('chatterbox'), 'conds.safetensors');
+  const buf = Buffer.from(fs.readFileSync(file));
+  const n = Number(buf.readBigUInt64LE(0));
+  const t = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'))['gen.prompt_feat'];
+  const [a, b] = t.data_offsets;
+  for (let o = 8 + n + a; o < 8 + n + b; o += 4) buf.writeFloatLE(buf.readFloatLE(o) * 0.5, o);
+  const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-voice-')), 'other.safetensors');
+  fs.writeFileSync(out, buf);
+  return out;
+}
+
+test('stream() keeps the streamed voice\'s prompt cache and makes it anew for another voice', async () => {
+  const { meta } = refCase('chatterbox', 'sampled');
+  const opts = optionsOf(meta);
+  const other = { ...opts, voice: otherVoice() };
+  const say = async (model, o) => {
+    const out = [];
+    for await (const c of model.stream(meta.text, o)) out.push(...c.audio);
+    return out;
+  };
+  const model = await tts('chatterbox');
+  const first = await say(model, opts);
+  const afterOther = await say(model, other);
+  assert.deepEqual(await say(model, opts), first, 'the built-in voice after another one');
+  const fresh = await loadTTS(fixtureDir('chatterbox'));
+  try {
+    assert.deepEqual(afterOther, await say(fresh, other), 'the other voice: its cache, not the built-in one\'s');
+  } finally {
+    await fresh.dispose();
+    fs.rmSync(path.dirname(other.voice), { recursive: true, force: true });
+  }
+  assert.ok(maxAbsDiff(afterOther, first) > 1e-3, 'the two voices gave the same audio');
+});
+
 test('stream() speaks an AsyncIterable of text sentence by sentence', async () => {
   const model = await tts('chatterbox');
   const opts = { temperature: 0, maxTokens: 16, seed: 0 };

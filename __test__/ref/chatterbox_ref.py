@@ -24,7 +24,10 @@ built by fixtures_tts.build_model because of the shrink keys), then writes FIXTU
            mel, f0 (the F0 predictor's output, deterministic), source, wav_raw (no fade)
   flow.*   S3Token2Wav.flow_inference(speech_tokens_clean of greedy, finalize=True): mel, the
            solver's inputs (z, mu, spks, cond, full-length output feat) and mel_not_final
-           (finalize=False)
+           (finalize=False), and mel_prefix: the same call with the voice prompt's frames as if
+           the prompt were alone (its tokens encoded alone, and the estimator's attention mask,
+           `add_optional_chunk_mask`, cut so that prompt frames attend to prompt frames only),
+           which is what mlx-node's streamed chunks compute from a prompt cache
   punc_norm.json   mlx-audio's punc_norm on tricky inputs
   meta.json        versions
 """
@@ -44,6 +47,7 @@ import mlx.core as mx
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from fixtures_tts import build_model  # noqa: E402
 
+import mlx_audio.tts.models.chatterbox.s3gen.decoder as decoder_module  # noqa: E402
 import mlx_audio.tts.models.chatterbox.t3.t3 as t3_module  # noqa: E402
 from mlx_audio.tts.models.chatterbox.chatterbox import (  # noqa: E402
     SPEECH_VOCAB_SIZE,
@@ -307,6 +311,38 @@ def run_hift(model: Model, mel: np.ndarray):
     return arrays, meta
 
 
+def flow_with_prompt_prefix_mask(model: Model, speech: mx.array) -> mx.array:
+    """flow_inference(finalize=True) as a stream chunk after a prompt cache sees it: the
+    prompt's frames computed as if the prompt were alone (its tokens encoded alone; every
+    estimator attention mask cut so that the first P frames see only each other), later
+    frames seeing all frames."""
+    flow = model.s3gen.flow
+    prompt_tokens = model._conds.gen["prompt_token"]
+    prompt_frames = model._conds.gen["prompt_feat"].shape[1]
+    full_mask = decoder_module.add_optional_chunk_mask
+    encoder = flow.encoder
+
+    def prefix_mask(xs, masks, *args):
+        full = full_mask(xs, masks, *args)
+        i = mx.arange(xs.shape[1])
+        allowed = (i[None, :] < prompt_frames) | (i[:, None] >= prompt_frames)
+        return full & allowed[None]
+
+    def prompt_encoded_alone(token, token_len, streaming=False):
+        h, lengths = encoder(token, token_len, streaming=streaming)
+        n = prompt_tokens.shape[1]
+        alone, _ = encoder(token[:, :n], mx.array([n]), streaming=streaming)
+        return mx.concatenate([alone, h[:, alone.shape[1]:]], axis=1), lengths
+
+    decoder_module.add_optional_chunk_mask = prefix_mask
+    flow.encoder = prompt_encoded_alone
+    try:
+        return model.s3gen.flow_inference(speech, ref_dict=model._conds.gen, finalize=True)
+    finally:
+        decoder_module.add_optional_chunk_mask = full_mask
+        flow.encoder = encoder
+
+
 def run_flow(model: Model, tokens: np.ndarray, expected_mel: np.ndarray):
     solver = model.s3gen.flow.decoder
     rec = {}
@@ -325,10 +361,12 @@ def run_flow(model: Model, tokens: np.ndarray, expected_mel: np.ndarray):
         mel_not_final = model.s3gen.flow_inference(speech, ref_dict=model._conds.gen, finalize=False)
     finally:
         del solver.solve_euler
+    mel_prefix = flow_with_prompt_prefix_mask(model, speech)
     arrays = {
         "speech_tokens": tokens.astype(np.int32),
         "mel": as_np(mel),
         "mel_not_final": as_np(mel_not_final),
+        "mel_prefix": as_np(mel_prefix),
         **flow_rec,
     }
     assert np.array_equal(arrays["mel"], expected_mel), "flow_inference differs from the generate call's mel"

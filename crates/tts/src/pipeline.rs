@@ -1,6 +1,8 @@
 //! Chatterbox end to end: text -> normalised pieces -> T3 speech tokens ->
 //! S3Gen mel -> HiFT audio, on the caller's (worker) thread.
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use lm::generate::Next;
 use lm::weights::Weights;
@@ -8,7 +10,7 @@ use mlx::random::KeySequence;
 
 use crate::config::ChatterboxConfig;
 use crate::hift::{self, Hift, HiftConfig};
-use crate::s3gen::{GenConds, S3GenConfig, S3GenFlow};
+use crate::s3gen::{GenConds, PromptCache, S3GenConfig, S3GenFlow};
 use crate::streaming::{ChunkVocoder, StreamSchedule};
 use crate::t3::{T3Cond, T3Config, T3Options, T3};
 use crate::text::{punc_norm, split_pieces, MAX_PIECE_CHARS};
@@ -56,6 +58,15 @@ pub struct SynthesisSummary {
     pub aborted: bool,
 }
 
+/// Which voice: the model folder's (`None`) or a file as it was when read.
+type VoiceKey = Option<(PathBuf, Option<SystemTime>, u64)>;
+
+fn voice_key(path: Option<&Path>) -> VoiceKey {
+    let path = path?;
+    let meta = std::fs::metadata(path).ok();
+    Some((path.to_path_buf(), meta.as_ref().and_then(|m| m.modified().ok()), meta.map_or(0, |m| m.len())))
+}
+
 pub struct Chatterbox {
     tokenizer: TextTokenizer,
     t3: T3,
@@ -66,6 +77,10 @@ pub struct Chatterbox {
     stop_text: u32,
     text_vocab: u32,
     max_speech_tokens: usize,
+    /// The last streamed voice's prompt cache (`None` inside: that voice cannot
+    /// have one), so that its chunks skip the prompt's frames. One voice only:
+    /// a cache is large (2.3 GB for the real model's 10 s prompt).
+    prompt_cache: Mutex<Option<(VoiceKey, Option<Arc<PromptCache>>)>>,
 }
 
 impl Chatterbox {
@@ -96,6 +111,7 @@ impl Chatterbox {
             stop_text: t3_cfg.stop_text_token,
             text_vocab: t3_cfg.text_tokens_dict_size,
             max_speech_tokens: t3_cfg.max_speech_tokens,
+            prompt_cache: Mutex::new(None),
         })
     }
 
@@ -156,7 +172,11 @@ impl Chatterbox {
         for piece in split_pieces(text, MAX_PIECE_CHARS) {
             let tokens = self.text_tokens(&piece)?;
             let done = match stream {
-                Some(schedule) => self.piece_streamed(voice, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?,
+                Some(schedule) => {
+                    let cache = self.prompt_cache(voice, voice_key(opts.voice.as_deref()))?;
+                    let voice = (voice, cache.as_deref());
+                    self.piece_streamed(voice, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?
+                }
                 None => self.piece_whole(voice, &tokens, t3_opts, &mut keys, keep_going, on_audio, &mut summary)?,
             };
             if !done {
@@ -165,6 +185,23 @@ impl Chatterbox {
             }
         }
         Ok(summary)
+    }
+
+    /// The prompt cache of `voice` (`key`), made now unless it was the last
+    /// streamed voice. The first stream of a voice pays for it: one pass of the
+    /// flow over the prompt alone, about what a whole render costs.
+    fn prompt_cache(&self, voice: &Voice, key: VoiceKey) -> Result<Option<Arc<PromptCache>>> {
+        let mut slot = self.prompt_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((k, cache)) = slot.as_ref() {
+            if *k == key {
+                return Ok(cache.clone());
+            }
+        }
+        // The old one goes first: two at once could double the memory.
+        *slot = None;
+        let cache = self.flow.prompt_cache(&voice.gen)?.map(Arc::new);
+        *slot = Some((key, cache.clone()));
+        Ok(cache)
     }
 
     /// One piece as mlx-audio renders it: all speech tokens, then mel, then audio.
@@ -211,7 +248,7 @@ impl Chatterbox {
     #[allow(clippy::too_many_arguments)]
     fn piece_streamed(
         &self,
-        voice: &Voice,
+        (voice, cache): (&Voice, Option<&PromptCache>),
         tokens: &[u32],
         t3_opts: &T3Options,
         keys: &mut KeySequence,
@@ -225,7 +262,7 @@ impl Chatterbox {
             Some(s) => KeySequence::new(s.wrapping_add(1))?,
             None => KeySequence::from_time()?,
         };
-        let mut vocoder = ChunkVocoder::new(&self.flow, &self.hift, &voice.gen, schedule, vocoder_keys);
+        let mut vocoder = ChunkVocoder::new(&self.flow, &self.hift, &voice.gen, cache, schedule, vocoder_keys);
         let mut speech: Vec<u32> = Vec::new();
         let mut ended = false;
         let mut stopped = false;

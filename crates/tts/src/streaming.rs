@@ -8,7 +8,7 @@ use mlx::random::KeySequence;
 use mlx::{Array, Dtype};
 
 use crate::hift::{self, Hift};
-use crate::s3gen::{GenConds, S3GenFlow};
+use crate::s3gen::{GenConds, PromptCache, S3GenFlow};
 use crate::Result;
 
 /// Mel frames per speech token, audio samples per mel frame.
@@ -31,7 +31,7 @@ pub struct StreamSchedule {
 
 impl Default for StreamSchedule {
     fn default() -> Self {
-        StreamSchedule { first_chunk: 15, chunk: 50, context: 50 }
+        StreamSchedule { first_chunk: 10, chunk: 50, context: 50 }
     }
 }
 
@@ -46,6 +46,9 @@ pub struct ChunkVocoder<'a> {
     flow: &'a S3GenFlow,
     hift: &'a Hift,
     conds: &'a GenConds,
+    /// The voice prompt's frames, recorded: a chunk then runs the flow over its
+    /// own frames only (`S3GenFlow::mel_after_prompt`).
+    cache: Option<&'a PromptCache>,
     schedule: StreamSchedule,
     keys: KeySequence,
     /// Tokens whose audio has been handed out (up to the overlap).
@@ -55,8 +58,15 @@ pub struct ChunkVocoder<'a> {
 }
 
 impl<'a> ChunkVocoder<'a> {
-    pub fn new(flow: &'a S3GenFlow, hift: &'a Hift, conds: &'a GenConds, schedule: StreamSchedule, keys: KeySequence) -> Self {
-        ChunkVocoder { flow, hift, conds, schedule, keys, done: 0, overlap: None, started: false }
+    pub fn new(
+        flow: &'a S3GenFlow,
+        hift: &'a Hift,
+        conds: &'a GenConds,
+        cache: Option<&'a PromptCache>,
+        schedule: StreamSchedule,
+        keys: KeySequence,
+    ) -> Self {
+        ChunkVocoder { flow, hift, conds, cache, schedule, keys, done: 0, overlap: None, started: false }
     }
 
     /// Whether `tokens` clean speech tokens are enough for the next chunk.
@@ -72,7 +82,10 @@ impl<'a> ChunkVocoder<'a> {
             return self.flush(last);
         }
         let from = self.done.saturating_sub(self.schedule.context);
-        let mel = self.flow.mel(&tokens[from..], self.conds, last)?;
+        let mel = match self.cache {
+            Some(cache) => self.flow.mel_after_prompt(&tokens[from..], self.conds, last, cache)?,
+            None => self.flow.mel(&tokens[from..], self.conds, last)?,
+        };
         let start = ((self.done - from) * FRAMES_PER_TOKEN) as i32;
         let stop = ((end - from) * FRAMES_PER_TOKEN) as i32;
         let mut mel = mel.slice_axis(2, start, stop.min(mel.dim(2)))?;

@@ -82,6 +82,29 @@ fn flow_matches_mlx_audio() {
     }
 }
 
+/// Streamed chunks continue a recorded voice prompt (`prompt_cache`,
+/// `mel_after_prompt`): that must equal mlx-audio's flow with the estimator's
+/// attention cut so that prompt frames see only prompt frames.
+#[test]
+fn flow_after_a_prompt_cache_matches_mlx_audio_with_a_prefix_mask() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for name in ["chatterbox", "chatterbox-q4"] {
+        let dir = fixture(name);
+        let flow = load_flow(&dir);
+        let conds = GenConds::load(&dir.join("conds.safetensors")).unwrap();
+        let r = reference(&dir, "flow");
+        let ids = tokens(&r["speech_tokens"]);
+        let cache = flow.prompt_cache(&conds).unwrap().expect("the fixture voice has two mel frames per prompt token");
+        assert!(cache.bytes() > 0);
+        let mel = flow.mel_after_prompt(&ids, &conds, true, &cache).unwrap();
+        let diff = max_abs_diff(&mel, &r["mel_prefix"]);
+        println!("{name}: prompt cache {} B, max |diff| {diff:e}", cache.bytes());
+        assert!(diff < TOLERANCE, "{name}: mel after the prompt cache differs from mlx-audio's by {diff}");
+        // The mask matters: the whole render (prompt frames see every frame) differs.
+        assert!(max_abs_diff(&r["mel"], &r["mel_prefix"]) > 10.0 * TOLERANCE, "{name}: the two references are alike");
+    }
+}
+
 #[test]
 fn too_few_tokens_is_an_argument_error() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

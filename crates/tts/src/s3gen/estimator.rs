@@ -5,6 +5,14 @@
 //! which changes no arithmetic. The inference path has no padding and no
 //! streaming chunk mask, so attention sees every frame (the mask mlx-audio adds
 //! is all zeros and is left out).
+//!
+//! Streaming can split the frames into the voice prompt's and the rest
+//! (`Prefix`): a forward over the prompt alone records, per layer, what later
+//! frames read from it (attention keys and values, the last two inputs of each
+//! causal convolution); a forward over later frames then continues from that
+//! record. Only attention crosses frames, and causal convolutions look back, so
+//! this equals one forward over all frames in which prompt frames do not attend
+//! to later ones.
 use lm::weights::Weights;
 use mlx::nn::{LayerNorm, Linear};
 use mlx::{Array, Dtype};
@@ -21,6 +29,83 @@ const TIME_EMBED_DIMS: i32 = 4 * CHANNELS;
 const HEADS: i32 = 8;
 const HEAD_DIM: i32 = 64;
 
+/// What one estimator forward keeps of the voice prompt's frames: per causal
+/// convolution its last two input frames, per attention layer its keys and
+/// values, in the order the forward meets them.
+#[derive(Default)]
+pub struct PrefixRecord {
+    conv_tails: Vec<Array>,
+    keys_values: Vec<(Array, Array)>,
+}
+
+impl PrefixRecord {
+    pub fn arrays(&self) -> Vec<&Array> {
+        self.conv_tails.iter().chain(self.keys_values.iter().flat_map(|(k, v)| [k, v])).collect()
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.arrays().iter().map(|a| a.size() * a.dtype().size()).sum()
+    }
+}
+
+/// How a forward treats the frames before its own (see the module notes).
+pub enum Prefix<'a> {
+    /// There are none: `x` holds every frame.
+    None,
+    /// `x` is the prompt: fill the record.
+    Record(&'a mut PrefixRecord),
+    /// `x` follows the recorded prompt.
+    Extend(&'a PrefixRecord),
+}
+
+/// A `Prefix` with cursors over the record's layers.
+pub struct PrefixCursor<'a> {
+    prefix: Prefix<'a>,
+    conv: usize,
+    attention: usize,
+}
+
+impl<'a> PrefixCursor<'a> {
+    pub fn new(prefix: Prefix<'a>) -> Self {
+        PrefixCursor { prefix, conv: 0, attention: 0 }
+    }
+
+    /// `x` with the frames a causal convolution of kernel 3 reads before it:
+    /// the prompt's last two (recorded), or zeros.
+    fn conv_input(&mut self, x: &Array) -> mlx::Result<Array> {
+        let i = self.conv;
+        self.conv += 1;
+        match &mut self.prefix {
+            Prefix::Extend(r) => Array::concatenate(&[&r.conv_tails[i], x], 1),
+            Prefix::Record(r) => {
+                let padded = x.pad(&[1], &[2], &[0], 0.0)?;
+                let t = padded.dim(1);
+                r.conv_tails.push(padded.slice_axis(1, t - 2, t)?.contiguous()?);
+                Ok(padded)
+            }
+            Prefix::None => x.pad(&[1], &[2], &[0], 0.0),
+        }
+    }
+
+    /// Keys and values for attention: the prompt's before `x`'s own (extend),
+    /// recorded (record).
+    fn keys_values(&mut self, k: Array, v: Array) -> mlx::Result<(Array, Array)> {
+        let i = self.attention;
+        self.attention += 1;
+        match &mut self.prefix {
+            Prefix::Extend(r) => {
+                let (pk, pv) = &r.keys_values[i];
+                Ok((Array::concatenate(&[pk, &k], 2)?, Array::concatenate(&[pv, &v], 2)?))
+            }
+            Prefix::Record(r) => {
+                r.keys_values.push((k.contiguous()?, v.contiguous()?));
+                Ok((k, v))
+            }
+            Prefix::None => Ok((k, v)),
+        }
+    }
+}
+
 /// A kernel-3 convolution padded on the left only (`CausalConv1d`).
 struct CausalConv {
     conv: Conv1d,
@@ -31,8 +116,8 @@ impl CausalConv {
         Ok(CausalConv { conv: Conv1d::load(w, prefix, in_ch, out_ch, 3, true, 1, 0, 1, 1)? })
     }
 
-    fn forward(&self, x: &Array) -> mlx::Result<Array> {
-        self.conv.forward(&x.pad(&[1], &[2], &[0], 0.0)?)
+    fn forward(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
+        self.conv.forward(&p.conv_input(x)?)
     }
 }
 
@@ -50,8 +135,8 @@ impl CausalBlock {
         })
     }
 
-    fn forward(&self, x: &Array) -> mlx::Result<Array> {
-        mish(&self.norm.forward(&self.conv.forward(x)?)?)
+    fn forward(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
+        mish(&self.norm.forward(&self.conv.forward(x, p)?)?)
     }
 }
 
@@ -75,9 +160,9 @@ impl ResnetBlock {
     }
 
     /// `time_emb` is `(B, TIME_EMBED_DIMS)`.
-    fn forward(&self, x: &Array, time_emb: &Array) -> mlx::Result<Array> {
+    fn forward(&self, x: &Array, time_emb: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
         let t = self.time_proj.forward(&mish(time_emb)?)?.expand_dims(&[1])?;
-        let h = self.block2.forward(&self.block1.forward(x)?.add(&t)?)?;
+        let h = self.block2.forward(&self.block1.forward(x, p)?.add(&t)?, p)?;
         h.add(&self.res_conv.forward(x)?)
     }
 }
@@ -110,20 +195,19 @@ impl TransformerBlock {
         })
     }
 
-    fn forward(&self, x: &Array) -> mlx::Result<Array> {
-        let x = x.add(&self.attention(&self.norm1.forward(x)?)?)?;
+    fn forward(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
+        let x = x.add(&self.attention(&self.norm1.forward(x)?, p)?)?;
         let h = gelu(&self.ff_in.forward(&self.norm3.forward(&x)?)?)?;
         x.add(&self.ff_out.forward(&h)?)
     }
 
     /// Written out (scores, softmax, weighted sum) as mlx-audio does when it is
     /// given a mask, rather than the fused kernel, to match it to the last bit.
-    fn attention(&self, x: &Array) -> mlx::Result<Array> {
+    fn attention(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
         let (b, t) = (x.dim(0), x.dim(1));
         let heads_first = |a: Array| a.reshape(&[b, t, HEADS, HEAD_DIM])?.transpose(&[0, 2, 1, 3]);
         let q = heads_first(self.q.forward(x)?)?;
-        let k = heads_first(self.k.forward(x)?)?;
-        let v = heads_first(self.v.forward(x)?)?;
+        let (k, v) = p.keys_values(heads_first(self.k.forward(x)?)?, heads_first(self.v.forward(x)?)?)?;
         let scale = (HEAD_DIM as f64).powf(-0.5);
         let scores = q.matmul(&k.transpose(&[0, 1, 3, 2])?)?.multiply_scalar(scale)?;
         let y = mlx::cpu_math::softmax_last(&scores)?.matmul(&v)?;
@@ -146,10 +230,10 @@ impl Stage {
         })
     }
 
-    fn forward(&self, x: &Array, time_emb: &Array) -> mlx::Result<Array> {
-        let mut x = self.resnet.forward(x, time_emb)?;
+    fn forward(&self, x: &Array, time_emb: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
+        let mut x = self.resnet.forward(x, time_emb, p)?;
         for block in &self.transformers {
-            x = block.forward(&x)?;
+            x = block.forward(&x, p)?;
         }
         Ok(x)
     }
@@ -188,22 +272,24 @@ impl Estimator {
 
     /// The velocity at time `t` `(B,)` for the state `x`, given `mu`, the
     /// speaker embedding `spks` `(B, 80)` and the prompt mel `cond`; `x`, `mu`
-    /// and `cond` are `(B, T, 80)`; returns `(B, T, 80)`.
-    pub fn forward(&self, x: &Array, mu: &Array, t: &Array, spks: &Array, cond: &Array) -> mlx::Result<Array> {
+    /// and `cond` are `(B, T, 80)`; returns `(B, T, 80)`. `prefix`: see the
+    /// module notes.
+    pub fn forward(&self, x: &Array, mu: &Array, t: &Array, spks: &Array, cond: &Array, prefix: Prefix) -> mlx::Result<Array> {
+        let p = &mut PrefixCursor::new(prefix);
         let time_emb = self.time_out.forward(&silu(&self.time_in.forward(&timestep_embedding(t)?)?)?)?;
 
         let (b, frames) = (x.dim(0), x.dim(1));
         let spks = spks.expand_dims(&[1])?.broadcast_to(&[b, frames, spks.dim(1)])?;
         let h = Array::concatenate(&[x, mu, &spks, cond], -1)?;
 
-        let skip = self.down.forward(&h, &time_emb)?;
-        let mut h = self.down_conv.forward(&skip)?;
+        let skip = self.down.forward(&h, &time_emb, p)?;
+        let mut h = self.down_conv.forward(&skip, p)?;
         for stage in &self.mid {
-            h = stage.forward(&h, &time_emb)?;
+            h = stage.forward(&h, &time_emb, p)?;
         }
         let h = Array::concatenate(&[&h.slice_axis(1, 0, skip.dim(1))?, &skip], -1)?;
-        let h = self.up_conv.forward(&self.up.forward(&h, &time_emb)?)?;
-        self.final_proj.forward(&self.final_block.forward(&h)?)
+        let h = self.up_conv.forward(&self.up.forward(&h, &time_emb, p)?, p)?;
+        self.final_proj.forward(&self.final_block.forward(&h, p)?)
     }
 }
 

@@ -10,7 +10,7 @@ use mlx::{Array, Dtype};
 use super::conds::GenConds;
 use super::config::S3GenConfig;
 use super::encoder::{UpsampleEncoder, ENCODER_DIMS, PRE_LOOKAHEAD, UPSAMPLE};
-use super::estimator::{Estimator, OUT_CHANNELS};
+use super::estimator::{Estimator, Prefix, PrefixRecord, OUT_CHANNELS};
 use crate::layers::linear;
 use crate::{Result, TtsError};
 
@@ -22,6 +22,33 @@ const XVECTOR_DIM: i32 = 192;
 pub const MAX_FRAMES: i32 = 15000;
 /// Guidance strength: `v = (1 + r) v_cond - r v_uncond`.
 const CFG_RATE: f64 = 0.7;
+
+/// The voice prompt's frames at every solver step, as the streamed chunks read
+/// them (`S3GenFlow::prompt_cache`): made once per voice, it lets a chunk run
+/// the flow over its own frames only, where a whole render runs it over the
+/// prompt's 500 frames (10 s) as well. In these chunks the prompt's frames do
+/// not attend to the chunk's (the only difference from a whole render; the
+/// model has causal convolutions, and prompt frames never read later ones).
+pub struct PromptCache {
+    steps: Vec<PrefixRecord>,
+    frames: i32,
+}
+
+impl PromptCache {
+    pub fn bytes(&self) -> usize {
+        self.steps.iter().map(PrefixRecord::bytes).sum()
+    }
+}
+
+/// What the solver does about the voice prompt's frames.
+enum Plan<'a> {
+    /// They are in the sequence, as any other frame.
+    Whole,
+    /// The sequence is the prompt: record each step.
+    Record(&'a mut Vec<PrefixRecord>),
+    /// The sequence follows the recorded prompt.
+    Extend(&'a PromptCache),
+}
 
 pub struct S3GenFlow {
     token_embedding: Embedding,
@@ -101,6 +128,64 @@ impl S3GenFlow {
     /// [`Self::mel`] without the evaluation, for callers that chain more work
     /// (the vocoder) onto the same graph.
     pub fn mel_graph(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool) -> Result<Array> {
+        let (noise, mu, spks, cond) = self.inputs(speech_tokens, conds, finalize)?;
+        let prompt_frames = conds.prompt_feat.dim(1);
+        let mel = self.solve(noise, &mu, &spks, &cond, Plan::Whole)?;
+        Ok(mel.slice_axis(1, prompt_frames, mel.dim(1))?.swapaxes(1, 2)?)
+    }
+
+    /// [`Self::mel`] continuing the voice prompt recorded in `cache` (made by
+    /// [`Self::prompt_cache`] for these `conds`): the solver runs over the new
+    /// frames only, which attend to the prompt's but not the other way round.
+    pub fn mel_after_prompt(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool, cache: &PromptCache) -> Result<Array> {
+        let (noise, mu, spks, cond) = self.inputs(speech_tokens, conds, finalize)?;
+        let (p, frames) = (cache.frames, mu.dim(1));
+        if p != conds.prompt_feat.dim(1) {
+            return Err(TtsError::InvalidArgument(format!(
+                "the prompt cache holds {p} frames, the voice {}",
+                conds.prompt_feat.dim(1)
+            )));
+        }
+        let tail = |a: &Array| a.slice_axis(1, p, frames);
+        let mel = self.solve(tail(&noise)?, &tail(&mu)?, &spks, &tail(&cond)?, Plan::Extend(cache))?;
+        let mel = mel.swapaxes(1, 2)?;
+        mel.eval()?;
+        Ok(mel)
+    }
+
+    /// Runs the solver over the voice prompt alone and keeps what later frames
+    /// read from it at every step. `None` for a voice whose prompt mel is not two
+    /// frames per prompt token (the frames of tokens and mel would not line up).
+    pub fn prompt_cache(&self, conds: &GenConds) -> Result<Option<PromptCache>> {
+        let frames = conds.prompt_feat.dim(1);
+        if conds.prompt_tokens.is_empty() || frames != conds.prompt_tokens.len() as i32 * UPSAMPLE {
+            return Ok(None);
+        }
+        let ids = self.token_ids(&conds.prompt_tokens)?;
+        let mu = self.encoder_proj.forward(&self.encoder.forward(&self.token_embedding.forward(&ids)?)?)?;
+        let cond = conds.prompt_feat.astype(mu.dtype())?;
+        let mut steps = Vec::new();
+        self.solve(self.noise.slice_axis(1, 0, frames)?, &mu, &self.speaker(conds)?, &cond, Plan::Record(&mut steps))?;
+        Ok(Some(PromptCache { steps, frames }))
+    }
+
+    /// Ids for the encoder, past-vocabulary ids clipped as mlx-audio does: `(1, N)`.
+    fn token_ids<'a>(&self, ids: impl IntoIterator<Item = &'a u32>) -> Result<Array> {
+        let max_id = (SPEECH_VOCAB - 1) as u32;
+        let ids: Vec<i32> = ids.into_iter().map(|&t| t.min(max_id) as i32).collect();
+        Ok(Array::from_slice(&ids, &[1, ids.len() as i32])?)
+    }
+
+    /// The speaker embedding, normalised and projected to 80 channels: `(1, 80)`.
+    fn speaker(&self, conds: &GenConds) -> Result<Array> {
+        let emb = &conds.embedding;
+        let norm = emb.square()?.sum(&[1], true)?.sqrt()?;
+        Ok(self.speaker_proj.forward(&emb.divide(&norm.add_scalar(1e-8)?)?)?)
+    }
+
+    /// The solver's inputs over prompt + new frames, `(1, frames, 80)` each but
+    /// the speaker `(1, 80)`: starting noise, `mu`, speaker, prompt mel then zeros.
+    fn inputs(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool) -> Result<(Array, Array, Array, Array)> {
         let prompt_frames = conds.prompt_feat.dim(1);
         let prompt_tokens = conds.prompt_tokens.len();
         let total_tokens = prompt_tokens + speech_tokens.len();
@@ -123,36 +208,23 @@ impl S3GenFlow {
         }
         let frames = frames as i32;
 
-        let max_id = (SPEECH_VOCAB - 1) as u32;
-        let ids: Vec<i32> = conds
-            .prompt_tokens
-            .iter()
-            .chain(speech_tokens)
-            .map(|&t| t.min(max_id) as i32)
-            .collect();
-        let ids = Array::from_slice(&ids, &[1, total_tokens as i32])?;
-
-        let emb = &conds.embedding;
-        let norm = emb.square()?.sum(&[1], true)?.sqrt()?;
-        let spks = self.speaker_proj.forward(&emb.divide(&norm.add_scalar(1e-8)?)?)?;
-
+        let ids = self.token_ids(conds.prompt_tokens.iter().chain(speech_tokens))?;
         let h = self.encoder.forward(&self.token_embedding.forward(&ids)?)?;
         let mu = self.encoder_proj.forward(&h.slice_axis(1, 0, frames)?)?;
 
         let prompt_feat = conds.prompt_feat.astype(mu.dtype())?;
         let tail = Array::zeros(&[1, frames - prompt_frames, MEL_BINS], mu.dtype())?;
         let cond = Array::concatenate(&[&prompt_feat, &tail], 1)?;
-
-        let noise = self.noise.slice_axis(1, 0, frames)?;
-        let mel = self.solve(noise, &mu, &spks, &cond)?;
-        Ok(mel.slice_axis(1, prompt_frames, frames)?.swapaxes(1, 2)?)
+        Ok((self.noise.slice_axis(1, 0, frames)?, mu, self.speaker(conds)?, cond))
     }
 
     /// Euler steps on a cosine schedule `t = 1 - cos(pi/2 s)`, `s` uniform in
     /// [0, 1]; each step runs the conditional and the unconditional (zeroed
     /// `mu`, speaker and prompt) estimates as one batch of two. The time
-    /// arithmetic stays on the device, as in mlx-audio, so no host sync.
-    fn solve(&self, mut x: Array, mu: &Array, spks: &Array, cond: &Array) -> Result<Array> {
+    /// arithmetic stays on the device, as in mlx-audio, so no host sync
+    /// (except when recording the prompt: each step's record is evaluated, so
+    /// that it holds buffers, not graphs).
+    fn solve(&self, mut x: Array, mu: &Array, spks: &Array, cond: &Array, mut plan: Plan) -> Result<Array> {
         let n = self.n_timesteps;
         let s = Array::arange(0.0, (n + 1) as f64, 1.0, Dtype::Float32)?.divide_scalar(n as f64)?;
         let schedule = s.multiply_scalar(0.5)?.multiply_scalar(std::f64::consts::PI)?.cos()?;
@@ -165,12 +237,21 @@ impl S3GenFlow {
         let mut t = at(0)?;
         let mut dt = at(1)?.subtract(&at(0)?)?;
         for step in 1..=n {
+            let prefix = match &mut plan {
+                Plan::Whole => Prefix::None,
+                Plan::Record(steps) => {
+                    steps.push(PrefixRecord::default());
+                    Prefix::Record(steps.last_mut().expect("just pushed"))
+                }
+                Plan::Extend(cache) => Prefix::Extend(&cache.steps[step as usize - 1]),
+            };
             let v = self.estimator.forward(
                 &Array::concatenate(&[&x, &x], 0)?,
                 &mu2,
                 &Array::concatenate(&[&t, &t], 0)?,
                 &spks2,
                 &cond2,
+                prefix,
             )?;
             let v_cond = v.slice_axis(0, 0, 1)?;
             let v_uncond = v.slice_axis(0, 1, 2)?;
@@ -179,6 +260,10 @@ impl S3GenFlow {
             t = t.add(&dt)?;
             if step < n {
                 dt = at(step + 1)?.subtract(&t)?;
+            }
+            if let Plan::Record(steps) = &plan {
+                let record = steps.last().expect("pushed this step");
+                mlx::eval(&[&[&x, &t, &dt][..], &record.arrays()].concat())?;
             }
         }
         Ok(x)
