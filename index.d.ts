@@ -130,7 +130,18 @@ export class LanguageModel {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-export function loadTTS(path: string, options?: { signal?: AbortSignal }): Promise<TextToSpeech>;
+export interface LoadTTSOptions {
+  signal?: AbortSignal;
+  /**
+   * Keep the streamed voice's S3Gen prompt states so that stream() chunks skip the
+   * voice prompt (default true; made by the first stream() of a voice, about 4.6 MB
+   * per prompt frame: 2.3 GB for a 10 s voice at full size). false: every chunk
+   * runs S3Gen over the whole prompt, with no extra memory.
+   */
+  promptCache?: boolean;
+}
+
+export function loadTTS(path: string, options?: LoadTTSOptions): Promise<TextToSpeech>;
 
 export interface SynthesizeOptions {
   /** Sampling temperature of the speech tokens (default 0.8; 0 = greedy). */

@@ -55,18 +55,23 @@ async function loadModel(path, options = {}) {
   return new LanguageModel(handle);
 }
 
+const LOAD_TTS_OPTIONS = new Set(['signal', 'promptCache']);
+
 async function loadTTS(path, options = {}) {
   if (typeof path !== 'string' || path.length === 0) throw invalid(`path must be a non-empty string, got ${typeof path}`);
   if (options === null || typeof options !== 'object') throw invalid('options must be an object');
   for (const k of Object.keys(options)) {
-    if (k !== 'signal') throw invalid(`unknown option "${k}"; known options: signal`);
+    if (!LOAD_TTS_OPTIONS.has(k)) throw invalid(`unknown option "${k}"; known options: ${[...LOAD_TTS_OPTIONS].join(', ')}`);
   }
-  const { signal } = options;
+  const { signal, promptCache } = options;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('option signal must be an AbortSignal');
+  if (promptCache !== undefined && typeof promptCache !== 'boolean') {
+    throw invalid(`option promptCache must be a boolean, got ${JSON.stringify(promptCache)}`);
+  }
   signal?.throwIfAborted();
   let handle;
   try {
-    handle = await native.loadTtsNative(path);
+    handle = await native.loadTtsNative(path, promptCache ?? true);
   } catch (e) {
     throw fromNative(e);
   }

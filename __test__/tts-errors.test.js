@@ -75,6 +75,7 @@ test('loading: missing folder, text model, missing files, truncated weights, bad
   await expectReject(() => loadTTS(variant({ extra: { 'tokenizer.json': JSON.stringify(noStart) } })), 'INVALID_WEIGHTS', /\[START\]/);
   await expectReject(() => loadTTS(''), 'INVALID_ARGUMENT');
   await expectReject(() => loadTTS(FIXTURE, { dtype: 'float16' }), 'INVALID_ARGUMENT', /unknown option "dtype"/);
+  await expectReject(() => loadTTS(FIXTURE, { promptCache: 'yes' }), 'INVALID_ARGUMENT', /promptCache must be a boolean, got "yes"/);
 });
 
 test('text and options are checked before any work', async () => {

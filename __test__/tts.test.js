@@ -182,6 +182,20 @@ test('stream() keeps the streamed voice\'s prompt cache and makes it anew for an
     fs.rmSync(path.dirname(other.voice), { recursive: true, force: true });
   }
   assert.ok(maxAbsDiff(afterOther, first) > 1e-3, 'the two voices gave the same audio');
+
+  // Without the cache (loadTTS option promptCache: false) every chunk runs S3Gen
+  // over the prompt too, where the prompt frames also see the chunk's: other
+  // samples, the same length and loudness contour as synthesize().
+  const uncached = await loadTTS(fixtureDir('chatterbox'), { promptCache: false });
+  try {
+    const plain = await say(uncached, opts);
+    assert.equal(plain.length, first.length);
+    assert.ok(maxAbsDiff(plain, first) > 1e-4, 'promptCache: false changed nothing');
+    const whole = await model.synthesize(meta.text, opts);
+    assert.ok(envelopeDb(Float32Array.from(plain), whole.audio) < ENVELOPE_DB);
+  } finally {
+    await uncached.dispose();
+  }
 });
 
 test('stream() speaks an AsyncIterable of text sentence by sentence', async () => {

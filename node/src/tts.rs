@@ -48,9 +48,10 @@ pub struct NativeTts {
 }
 
 #[napi]
-pub async fn load_tts_native(path: String) -> napi::Result<NativeTts> {
+pub async fn load_tts_native(path: String, prompt_cache: bool) -> napi::Result<NativeTts> {
     let (worker, reply) = Worker::start(move || {
-        let model = Chatterbox::load(&PathBuf::from(&path))?;
+        let mut model = Chatterbox::load(&PathBuf::from(&path))?;
+        model.keep_prompt_cache(prompt_cache);
         let max = model.max_tokens();
         Ok((model, max))
     });

@@ -81,6 +81,8 @@ pub struct Chatterbox {
     /// have one), so that its chunks skip the prompt's frames. One voice only:
     /// a cache is large (2.3 GB for the real model's 10 s prompt).
     prompt_cache: Mutex<Option<(VoiceKey, Option<Arc<PromptCache>>)>>,
+    /// Whether streaming makes and keeps that cache.
+    use_prompt_cache: bool,
 }
 
 impl Chatterbox {
@@ -112,6 +114,7 @@ impl Chatterbox {
             text_vocab: t3_cfg.text_tokens_dict_size,
             max_speech_tokens: t3_cfg.max_speech_tokens,
             prompt_cache: Mutex::new(None),
+            use_prompt_cache: true,
         })
     }
 
@@ -187,10 +190,22 @@ impl Chatterbox {
         Ok(summary)
     }
 
+    /// Whether `stream` keeps a prompt cache (the default); without one every
+    /// chunk runs the flow over the voice prompt as well, with no extra memory.
+    pub fn keep_prompt_cache(&mut self, keep: bool) {
+        self.use_prompt_cache = keep;
+        if !keep {
+            *self.prompt_cache.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+
     /// The prompt cache of `voice` (`key`), made now unless it was the last
     /// streamed voice. The first stream of a voice pays for it: one pass of the
     /// flow over the prompt alone, about what a whole render costs.
     fn prompt_cache(&self, voice: &Voice, key: VoiceKey) -> Result<Option<Arc<PromptCache>>> {
+        if !self.use_prompt_cache {
+            return Ok(None);
+        }
         let mut slot = self.prompt_cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((k, cache)) = slot.as_ref() {
             if *k == key {
