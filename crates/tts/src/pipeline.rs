@@ -176,7 +176,13 @@ impl Chatterbox {
             let tokens = self.text_tokens(&piece)?;
             let done = match stream {
                 Some(schedule) => {
-                    let cache = self.prompt_cache(voice, voice_key(opts.voice.as_deref()))?;
+                    let cache = match self.prompt_cache(voice, voice_key(opts.voice.as_deref()), keep_going) {
+                        Err(TtsError::Aborted(_)) => {
+                            summary.aborted = true;
+                            return Ok(summary);
+                        }
+                        other => other?,
+                    };
                     let voice = (voice, cache.as_deref());
                     self.piece_streamed(voice, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?
                 }
@@ -201,8 +207,9 @@ impl Chatterbox {
 
     /// The prompt cache of `voice` (`key`), made now unless it was the last
     /// streamed voice. The first stream of a voice pays for it: one pass of the
-    /// flow over the prompt alone, about what a whole render costs.
-    fn prompt_cache(&self, voice: &Voice, key: VoiceKey) -> Result<Option<Arc<PromptCache>>> {
+    /// flow over the prompt alone, about what a whole render costs. Stopped
+    /// (`keep_going`), it keeps nothing and is `ABORTED`.
+    fn prompt_cache(&self, voice: &Voice, key: VoiceKey, keep_going: &dyn Fn() -> bool) -> Result<Option<Arc<PromptCache>>> {
         if !self.use_prompt_cache {
             return Ok(None);
         }
@@ -214,7 +221,7 @@ impl Chatterbox {
         }
         // The old one goes first: two at once could double the memory.
         *slot = None;
-        let cache = self.flow.prompt_cache(&voice.gen)?.map(Arc::new);
+        let cache = self.flow.prompt_cache(&voice.gen, keep_going)?.map(Arc::new);
         *slot = Some((key, cache.clone()));
         Ok(cache)
     }

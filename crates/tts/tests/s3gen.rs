@@ -94,7 +94,7 @@ fn flow_after_a_prompt_cache_matches_mlx_audio_with_a_prefix_mask() {
         let conds = GenConds::load(&dir.join("conds.safetensors")).unwrap();
         let r = reference(&dir, "flow");
         let ids = tokens(&r["speech_tokens"]);
-        let cache = flow.prompt_cache(&conds).unwrap().expect("the fixture voice has two mel frames per prompt token");
+        let cache = flow.prompt_cache(&conds, &|| true).unwrap().expect("the fixture voice has two mel frames per prompt token");
         assert!(cache.bytes() > 0);
         let mel = flow.mel_after_prompt(&ids, &conds, true, &cache).unwrap();
         let diff = max_abs_diff(&mel, &r["mel_prefix"]);
@@ -103,6 +103,20 @@ fn flow_after_a_prompt_cache_matches_mlx_audio_with_a_prefix_mask() {
         // The mask matters: the whole render (prompt frames see every frame) differs.
         assert!(max_abs_diff(&r["mel"], &r["mel_prefix"]) > 10.0 * TOLERANCE, "{name}: the two references are alike");
     }
+    // Making the cache stops between solver steps when asked to (the fixture has 2).
+    let dir = fixture("chatterbox");
+    let flow = load_flow(&dir);
+    let conds = GenConds::load(&dir.join("conds.safetensors")).unwrap();
+    let asked = std::cell::Cell::new(0);
+    let err = flow
+        .prompt_cache(&conds, &|| {
+            asked.set(asked.get() + 1);
+            asked.get() < 2
+        })
+        .err()
+        .expect("a stop must end the recording");
+    assert_eq!(err.code(), "ABORTED", "{err}");
+    assert_eq!(asked.get(), 2, "asked after each step until the stop");
 }
 
 #[test]

@@ -44,8 +44,9 @@ impl PromptCache {
 enum Plan<'a> {
     /// They are in the sequence, as any other frame.
     Whole,
-    /// The sequence is the prompt: record each step.
-    Record(&'a mut Vec<PrefixRecord>),
+    /// The sequence is the prompt: record each step, and stop between steps
+    /// when the closure says so.
+    Record(&'a mut Vec<PrefixRecord>, &'a dyn Fn() -> bool),
     /// The sequence follows the recorded prompt.
     Extend(&'a PromptCache),
 }
@@ -156,7 +157,9 @@ impl S3GenFlow {
     /// Runs the solver over the voice prompt alone and keeps what later frames
     /// read from it at every step. `None` for a voice whose prompt mel is not two
     /// frames per prompt token (the frames of tokens and mel would not line up).
-    pub fn prompt_cache(&self, conds: &GenConds) -> Result<Option<PromptCache>> {
+    /// `keep_going` is asked after every step (the whole run takes as long as a
+    /// render of a short sentence); when it says no, `ABORTED`.
+    pub fn prompt_cache(&self, conds: &GenConds, keep_going: &dyn Fn() -> bool) -> Result<Option<PromptCache>> {
         let frames = conds.prompt_feat.dim(1);
         if conds.prompt_tokens.is_empty() || frames != conds.prompt_tokens.len() as i32 * UPSAMPLE {
             return Ok(None);
@@ -165,7 +168,7 @@ impl S3GenFlow {
         let mu = self.encoder_proj.forward(&self.encoder.forward(&self.token_embedding.forward(&ids)?)?)?;
         let cond = conds.prompt_feat.astype(mu.dtype())?;
         let mut steps = Vec::new();
-        self.solve(self.noise.slice_axis(1, 0, frames)?, &mu, &self.speaker(conds)?, &cond, Plan::Record(&mut steps))?;
+        self.solve(self.noise.slice_axis(1, 0, frames)?, &mu, &self.speaker(conds)?, &cond, Plan::Record(&mut steps, keep_going))?;
         Ok(Some(PromptCache { steps, frames }))
     }
 
@@ -239,7 +242,7 @@ impl S3GenFlow {
         for step in 1..=n {
             let prefix = match &mut plan {
                 Plan::Whole => Prefix::None,
-                Plan::Record(steps) => {
+                Plan::Record(steps, _) => {
                     steps.push(PrefixRecord::default());
                     Prefix::Record(steps.last_mut().expect("just pushed"))
                 }
@@ -261,9 +264,12 @@ impl S3GenFlow {
             if step < n {
                 dt = at(step + 1)?.subtract(&t)?;
             }
-            if let Plan::Record(steps) = &plan {
+            if let Plan::Record(steps, keep_going) = &plan {
                 let record = steps.last().expect("pushed this step");
                 mlx::eval(&[&[&x, &t, &dt][..], &record.arrays()].concat())?;
+                if !keep_going() {
+                    return Err(TtsError::Aborted(format!("stopped while recording the voice prompt (step {step} of {n})")));
+                }
             }
         }
         Ok(x)
