@@ -75,6 +75,7 @@ fn flow_matches_mlx_audio() {
         let ids = tokens(&r["speech_tokens"]);
         check(&flow, &conds, &ids, true, &r["mel"], &format!("{name} flow"));
         check(&flow, &conds, &ids, false, &r["mel_not_final"], &format!("{name} flow, finalize=false"));
+        check_after_prompt(&flow, &conds, &ids, &r, name);
         for case in ["greedy", "sampled", "nocfg"] {
             let r = reference(&dir, case);
             check(&flow, &conds, &tokens(&r["speech_tokens_clean"]), true, &r["mel"], &format!("{name} {case}"));
@@ -84,37 +85,24 @@ fn flow_matches_mlx_audio() {
 
 /// Streamed chunks continue a recorded voice prompt (`prompt_cache`,
 /// `mel_after_prompt`): that must equal mlx-audio's flow with the estimator's
-/// attention cut so that prompt frames see only prompt frames.
-#[test]
-fn flow_after_a_prompt_cache_matches_mlx_audio_with_a_prefix_mask() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for name in ["chatterbox", "chatterbox-q4"] {
-        let dir = fixture(name);
-        let flow = load_flow(&dir);
-        let conds = GenConds::load(&dir.join("conds.safetensors")).unwrap();
-        let r = reference(&dir, "flow");
-        let ids = tokens(&r["speech_tokens"]);
-        let cache = flow.prompt_cache(&conds, &|| true).unwrap().expect("the fixture voice has two mel frames per prompt token");
-        assert!(cache.bytes() > 0);
-        let mel = flow.mel_after_prompt(&ids, &conds, true, &cache).unwrap();
-        let diff = max_abs_diff(&mel, &r["mel_prefix"]);
-        println!("{name}: prompt cache {} B, max |diff| {diff:e}", cache.bytes());
-        assert!(diff < TOLERANCE, "{name}: mel after the prompt cache differs from mlx-audio's by {diff}");
-        // The mask matters: the whole render (prompt frames see every frame) differs.
-        assert!(max_abs_diff(&r["mel"], &r["mel_prefix"]) > 10.0 * TOLERANCE, "{name}: the two references are alike");
-    }
-    // Making the cache stops between solver steps when asked to (the fixture has 2).
-    let dir = fixture("chatterbox");
-    let flow = load_flow(&dir);
-    let conds = GenConds::load(&dir.join("conds.safetensors")).unwrap();
+/// attention cut so that prompt frames see only prompt frames (`mel_prefix`);
+/// and making the cache stops between solver steps when asked to.
+fn check_after_prompt(flow: &S3GenFlow, conds: &GenConds, ids: &[u32], r: &std::collections::HashMap<String, Array>, name: &str) {
+    let cache = flow.prompt_cache(conds, &|| true).unwrap().expect("the fixture voice has two mel frames per prompt token");
+    let mel = flow.mel_after_prompt(ids, conds, true, &cache).unwrap();
+    let diff = max_abs_diff(&mel, &r["mel_prefix"]);
+    println!("{name}: prompt cache {} B, max |diff| {diff:e}", cache.bytes());
+    assert!(diff < TOLERANCE, "{name}: mel after the prompt cache differs from mlx-audio's by {diff}");
+    // The mask matters: the whole render (prompt frames see every frame) differs.
+    assert!(max_abs_diff(&r["mel"], &r["mel_prefix"]) > 10.0 * TOLERANCE, "{name}: the two references are alike");
+
+    // The fixtures have 2 solver steps: asked after the first, stopped after the second.
     let asked = std::cell::Cell::new(0);
-    let err = flow
-        .prompt_cache(&conds, &|| {
-            asked.set(asked.get() + 1);
-            asked.get() < 2
-        })
-        .err()
-        .expect("a stop must end the recording");
+    let stop_at_second = || {
+        asked.set(asked.get() + 1);
+        asked.get() < 2
+    };
+    let err = flow.prompt_cache(conds, &stop_at_second).err().expect("a stop must end the recording");
     assert_eq!(err.code(), "ABORTED", "{err}");
     assert_eq!(asked.get(), 2, "asked after each step until the stop");
 }
