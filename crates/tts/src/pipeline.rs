@@ -183,8 +183,8 @@ impl Chatterbox {
                         }
                         other => other?,
                     };
-                    let voice = (voice, cache.as_deref());
-                    self.piece_streamed(voice, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?
+                    let cache = cache.as_deref();
+                    self.piece_streamed(voice, cache, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?
                 }
                 None => self.piece_whole(voice, &tokens, t3_opts, &mut keys, keep_going, on_audio, &mut summary)?,
             };
@@ -270,7 +270,8 @@ impl Chatterbox {
     #[allow(clippy::too_many_arguments)]
     fn piece_streamed(
         &self,
-        (voice, cache): (&Voice, Option<&PromptCache>),
+        voice: &Voice,
+        cache: Option<&PromptCache>,
         tokens: &[u32],
         t3_opts: &T3Options,
         keys: &mut KeySequence,
