@@ -59,14 +59,14 @@ pub enum Prefix<'a> {
 }
 
 /// A `Prefix` with cursors over the record's layers.
-pub struct PrefixCursor<'a> {
+struct PrefixCursor<'a> {
     prefix: Prefix<'a>,
     conv: usize,
     attention: usize,
 }
 
 impl<'a> PrefixCursor<'a> {
-    pub fn new(prefix: Prefix<'a>) -> Self {
+    fn new(prefix: Prefix<'a>) -> Self {
         PrefixCursor { prefix, conv: 0, attention: 0 }
     }
 
