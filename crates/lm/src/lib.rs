@@ -8,4 +8,6 @@ pub mod generate;
 pub mod sampling;
 pub mod categorical;
 pub mod top_p;
+pub mod top_k;
+pub mod min_p;
 pub use error::LmError;

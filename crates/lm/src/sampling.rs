@@ -195,7 +195,7 @@ impl Sampler {
         }
         if o.min_p != 0.0 {
             let (m, keep) = (o.min_p, o.min_tokens_to_keep);
-            filters.push((Step::new(Box::new(move |x| min_p(x[0], m, keep)), compile)?, false));
+            filters.push((Step::new(Box::new(move |x| crate::min_p::min_p(x[0], m, keep, kernels)), compile)?, false));
         }
         if o.xtc_probability > 0.0 {
             let special = if o.xtc_special_tokens.is_empty() {
@@ -210,7 +210,7 @@ impl Sampler {
         }
         if o.top_k > 0 {
             let k = o.top_k;
-            filters.push((Step::new(Box::new(move |x| top_k(x[0], k)), compile)?, false));
+            filters.push((Step::new(Box::new(move |x| crate::top_k::top_k(x[0], k, kernels)), compile)?, false));
         }
         let inv_temp = 1.0 / o.temperature as f64;
         let draw: StepFn = Box::new(move |x| crate::categorical::categorical(&x[0].multiply_scalar(inv_temp)?, x[1], kernels));
@@ -251,29 +251,4 @@ fn xtc(logits: &Array, key: &Array, probability: f32, threshold: f32, special: O
     let neg_inf = logits.scalar_like(f64::NEG_INFINITY)?;
     let filtered = Array::where_(&mask, &neg_inf, logits)?;
     Array::where_(&u.greater_scalar(probability as f64)?, logits, &filtered)
-}
-
-fn min_p(logprobs: &Array, min_p: f32, keep: i32) -> Result<Array> {
-    let top = logprobs.max(&[-1], true)?;
-    let scaled = top.add_scalar((min_p as f64).ln())?;
-    let mut remove = logprobs.less(&scaled)?;
-    if keep > 1 {
-        let v = logprobs.dim(-1);
-        let idx = logprobs.argpartition(-keep, -1)?.slice_axis(-1, v - keep, v)?;
-        let f = Array::scalar(0.0, Dtype::Bool)?.broadcast_to(&idx.shape())?;
-        remove = remove.put_along_axis(&idx, &f, -1)?;
-    }
-    let neg_inf = logprobs.scalar_like(f64::NEG_INFINITY)?;
-    Array::where_(&remove, &neg_inf, logprobs)
-}
-
-/// MLX-LM puts -inf at the indices `argpartition(-x, k - 1)[k:]`. The same
-/// partition's first k indices are the complement, so writing their values
-/// into a -inf array gives the identical result with a k-element scatter
-/// instead of a vocabulary-sized one.
-fn top_k(logprobs: &Array, k: i32) -> Result<Array> {
-    let idx = logprobs.negative()?.argpartition(k - 1, -1)?.slice_axis(-1, 0, k)?;
-    let kept = logprobs.take_along_axis(&idx, -1)?;
-    let neg_inf = Array::full(&logprobs.shape(), f64::NEG_INFINITY, logprobs.dtype())?;
-    neg_inf.put_along_axis(&idx, &kept, -1)
 }
