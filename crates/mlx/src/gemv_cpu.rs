@@ -234,7 +234,6 @@ mod avx2 {
         for block in blocks {
             let n0 = block * BLOCK;
             let mut ahead = Ahead { next: w.add((n0 + BLOCK).min(p.n) * p.k).cast(), end: w_end };
-            let mut prefetch = |lines| ahead.prefetch(lines);
             for t in 0..TILES {
                 let cols: [usize; 8] = std::array::from_fn(|j| (n0 + t * 8 + j).min(p.n - 1));
                 let rows: [*const f32; 8] = std::array::from_fn(|j| w.add(cols[j] * p.k));
@@ -243,39 +242,31 @@ mod avx2 {
                     let v: [f32; 8] = std::array::from_fn(|j| b[cols[j]]);
                     c = [_mm256_loadu_ps(v.as_ptr()); R];
                 }
-                let mut b = 0;
-                while b < p.blocks.len() {
-                    let (s0, l0) = p.blocks[b];
-                    let mut a0 = [_mm256_setzero_ps(); R];
-                    if let Some(&(s1, l1)) = p.blocks.get(b + 1) {
-                        let mut a1 = [_mm256_setzero_ps(); R];
-                        let both = l0.min(l1);
-                        for i in (0..both).step_by(8) {
-                            prefetch(2 * PREFETCH_LINES);
-                            step(p, &rows, s0 + i, &mut a0);
-                            step(p, &rows, s1 + i, &mut a1);
+                // K blocks in pairs (the last alone when their count is odd).
+                for pair in p.blocks.chunks(2) {
+                    let (s0, l0) = pair[0];
+                    let (s1, l1) = pair.get(1).copied().unwrap_or((s0, 0));
+                    let (mut a0, mut a1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+                    let both = l0.min(l1);
+                    for i in (0..both).step_by(8) {
+                        ahead.prefetch(2 * PREFETCH_LINES);
+                        step(p, &rows, s0 + i, &mut a0);
+                        step(p, &rows, s1 + i, &mut a1);
+                    }
+                    for i in (both..l0).step_by(8) {
+                        ahead.prefetch(PREFETCH_LINES);
+                        step(p, &rows, s0 + i, &mut a0);
+                    }
+                    for i in (both..l1).step_by(8) {
+                        ahead.prefetch(PREFETCH_LINES);
+                        step(p, &rows, s1 + i, &mut a1);
+                    }
+                    for r in 0..R {
+                        c[r] = _mm256_add_ps(c[r], a0[r]);
+                        // Not `+ 0.0` for a missing block: that would turn a -0 sum into +0.
+                        if pair.len() == 2 {
+                            c[r] = _mm256_add_ps(c[r], a1[r]);
                         }
-                        for i in (both..l0).step_by(8) {
-                            prefetch(PREFETCH_LINES);
-                            step(p, &rows, s0 + i, &mut a0);
-                        }
-                        for i in (both..l1).step_by(8) {
-                            prefetch(PREFETCH_LINES);
-                            step(p, &rows, s1 + i, &mut a1);
-                        }
-                        for r in 0..R {
-                            c[r] = _mm256_add_ps(_mm256_add_ps(c[r], a0[r]), a1[r]);
-                        }
-                        b += 2;
-                    } else {
-                        for i in (0..l0).step_by(8) {
-                            prefetch(PREFETCH_LINES);
-                            step(p, &rows, s0 + i, &mut a0);
-                        }
-                        for r in 0..R {
-                            c[r] = _mm256_add_ps(c[r], a0[r]);
-                        }
-                        b += 1;
                     }
                 }
                 for (r, &cr) in c.iter().enumerate() {
