@@ -49,11 +49,13 @@ fn mask_kernel(params: &[f32], _inputs: &[&[f32]], out: &mut [f32]) {
 }
 
 fn mask_row(row: &mut [f32], k: usize, scratch: &mut Vec<f32>) {
+    if k == 0 {
+        row.fill(f32::NEG_INFINITY);
+        return;
+    }
     let above_neg_inf = row.iter().filter(|x| **x > f32::NEG_INFINITY).count();
     // `t`: the k-th largest value; NaN when fewer than k values are not NaN.
-    let t = if k == 0 {
-        f32::INFINITY
-    } else if above_neg_inf < k {
+    let t = if above_neg_inf < k {
         let valid = above_neg_inf + row.iter().filter(|x| **x == f32::NEG_INFINITY).count();
         if valid < k {
             f32::NAN
@@ -67,10 +69,6 @@ fn mask_row(row: &mut [f32], k: usize, scratch: &mut Vec<f32>) {
         let (_, t, _) = scratch.select_nth_unstable_by(k - 1, |a, b| b.partial_cmp(a).expect("no NaN"));
         *t
     };
-    if k == 0 {
-        row.fill(f32::NEG_INFINITY);
-        return;
-    }
     if t.is_nan() {
         // Every non-NaN value is kept, then the first NaNs up to k.
         let mut nans = k - row.iter().filter(|x| !x.is_nan()).count();
