@@ -17,8 +17,7 @@ pub fn min_p(logprobs: &Array, min_p: f32, keep: i32, use_kernel: bool) -> Resul
     let scaled = top.add_scalar(ln_min_p)?;
     let mut remove = logprobs.less(&scaled)?;
     if keep > 1 {
-        let v = logprobs.dim(-1);
-        let idx = logprobs.argpartition(-keep, -1)?.slice_axis(-1, v - keep, v)?;
+        let idx = logprobs.argpartition(-keep, -1)?.slice_axis(-1, vocab - keep, vocab)?;
         let f = Array::scalar(0.0, Dtype::Bool)?.broadcast_to(&idx.shape())?;
         remove = remove.put_along_axis(&idx, &f, -1)?;
     }
