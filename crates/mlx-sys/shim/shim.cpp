@@ -108,6 +108,16 @@ void mlxn_set_error(const char* msg) { g_error = msg ? msg : ""; }
 
 const char* mlxn_version(void) { return mx::version(); }
 
+// mlxn_device_info asks the backend for the device's properties (on CUDA a
+// driver query per call); the kernels' per-op device check needs only the type.
+int mlxn_default_device_is_cpu(void) {
+  try {
+    return mx::default_device().type == mx::Device::cpu ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
 int mlxn_device_info(char* buf, size_t len) {
   return guard([&] {
     auto d = mx::default_device();

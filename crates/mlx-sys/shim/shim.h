@@ -23,6 +23,8 @@ void mlxn_set_error(const char* msg);
 // Info
 const char* mlxn_version(void);
 int mlxn_device_info(char* buf, size_t len);
+// 1 when the default device is the CPU; cheap enough to ask per op (no device query).
+int mlxn_default_device_is_cpu(void);
 int mlxn_blas_library(char* buf, size_t len);
 
 // Lifetime and inspection

@@ -42,6 +42,7 @@ extern "C" {
     pub fn mlxn_set_error(msg: *const c_char);
     pub fn mlxn_version() -> *const c_char;
     pub fn mlxn_device_info(buf: *mut c_char, len: usize) -> c_int;
+    pub fn mlxn_default_device_is_cpu() -> c_int;
     pub fn mlxn_blas_library(buf: *mut c_char, len: usize) -> c_int;
 
     pub fn mlxn_free(a: mlxn_array);
