@@ -73,7 +73,8 @@ const USAGE = `usage: npm run bench -- [options]
   --no-build         use the addon as built (default: cargo build --release first)
   --sampling         sampling micro-benchmarks only (cargo run --release -p sampling-bench)
   --profile          where a decode step's time goes: forward, sampling, id read, each timed
-                     alone, and the pipelined step (the 100M model unless --model; --max-tokens)`;
+                     alone, and the pipelined step (the 100M model unless --model; --max-tokens);
+                     ours (benchmark/sampling), then MLX-LM's (benchmark/profile_ref.py)`;
 
 function fail(msg, code = 1) {
   process.stderr.write(`[bench] ${msg}\n`);
@@ -510,6 +511,8 @@ async function main() {
         stdio: 'inherit',
       });
       if (r.status !== 0) process.exit(r.status ?? 1);
+      const ref = spawnSync(python, [path.join(__dirname, 'profile_ref.py'), t.dir, tokens], { cwd: ROOT, env, stdio: 'inherit' });
+      if (ref.status !== 0) process.exit(ref.status ?? 1);
     }
     process.exit(0);
   }
