@@ -164,6 +164,16 @@ export interface SynthesizeOptions {
   signal?: AbortSignal;
 }
 
+export interface StreamOptions extends SynthesizeOptions {
+  /**
+   * Speech tokens before the first chunk of audio (default 10; 25 tokens = 1 s of audio;
+   * at least 5). Fewer: earlier first audio, more chunks to vocode.
+   */
+  firstChunkTokens?: number;
+  /** Speech tokens per later chunk (default 50; at least 1). */
+  chunkTokens?: number;
+}
+
 export class Audio {
   private constructor();
   readonly audio: Float32Array;
@@ -186,7 +196,8 @@ export class TextToSpeech {
   readonly disposed: boolean;
   readonly sampleRate: number;
   synthesize(text: string, options?: SynthesizeOptions): Promise<Audio>;
-  stream(text: string | AsyncIterable<string>, options?: SynthesizeOptions): AsyncIterable<AudioChunk>;
+  /** synthesize() accepts StreamOptions too and ignores the chunk sizes. */
+  stream(text: string | AsyncIterable<string>, options?: StreamOptions): AsyncIterable<AudioChunk>;
   dispose(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

@@ -96,11 +96,20 @@ test('text and options are checked before any work', async () => {
     [{ seed: -1 }, /seed/],
     [{ voice: 5 }, /voice/],
     [{ speed: 1.2 }, /unknown option "speed"/],
+    [{ firstChunkTokens: 4 }, /firstChunkTokens must be .*5/],
+    [{ firstChunkTokens: 7.5 }, /firstChunkTokens must be an integer/],
+    [{ chunkTokens: 0 }, /chunkTokens/],
+    [{ chunkTokens: 'many' }, /chunkTokens/],
     [{ signal: 'stop' }, /signal/],
   ];
   for (const [opts, re] of bad) await expectReject(() => tts.synthesize('Hi.', opts), 'INVALID_ARGUMENT', re, JSON.stringify(opts));
   await expectReject(() => tts.synthesize('Hi.', 'fast'), 'INVALID_ARGUMENT', /options/);
   expectThrow(() => tts.stream(42), 'INVALID_ARGUMENT', /string or an AsyncIterable/);
+  const drain = async (opts) => {
+    for await (const _ of tts.stream('Hi.', opts));
+  };
+  await expectReject(() => drain({ firstChunkTokens: 2 }), 'INVALID_ARGUMENT', /firstChunkTokens/);
+  await expectReject(() => drain({ chunkTokens: -1 }), 'INVALID_ARGUMENT', /chunkTokens/);
   // Still fine afterwards.
   const a = await tts.synthesize('Hi.', FAST);
   assert.ok(a.audio.length > 0);

@@ -147,6 +147,43 @@ test('stream() starts before T3 finishes and matches synthesize() in length and 
   assert.ok(db < ENVELOPE_DB, `20 ms loudness differs by ${db.toFixed(2)} dB on average`);
 });
 
+// The chunks stream() should hand out for n speech tokens: the first once
+// firstChunk tokens plus the 3 look-ahead tokens exist, then every chunk
+// tokens, and the rest (or the held-back overlap) at the end.
+function expectedChunks(n, firstChunk, chunk) {
+  let done = 0;
+  let count = 0;
+  for (let t = 1; t <= n; t++) {
+    if (t >= done + (count ? chunk : firstChunk) + 3) {
+      count++;
+      done = t - 3;
+    }
+  }
+  return count + (n > done || count > 0 ? 1 : 0);
+}
+
+test('stream() chunk sizes: firstChunkTokens and chunkTokens set where the chunks fall, same audio length and contour', async () => {
+  const model = await tts('chatterbox');
+  const { meta } = refCase('chatterbox', 'sampled');
+  const opts = optionsOf(meta);
+  const whole = await model.synthesize(meta.text, { ...opts, firstChunkTokens: 6, chunkTokens: 8 });
+  // synthesize() takes the chunk sizes and ignores them.
+  assert.deepEqual(whole.audio, (await model.synthesize(meta.text, opts)).audio);
+  const n = whole.speechTokens.length;
+  for (const [first, every] of [[10, 50], [6, 8]]) {
+    const chunks = [];
+    for await (const c of model.stream(meta.text, { ...opts, firstChunkTokens: first, chunkTokens: every })) chunks.push(c.audio);
+    assert.equal(chunks.length, expectedChunks(n, first, every), `${n} tokens, first ${first}, then every ${every}`);
+    // The first chunk is its tokens' mel frames (2 per token, 480 samples each)
+    // less the 8 frames held back for the cross-fade with the next chunk.
+    assert.equal(chunks[0].length, (2 * first - 8) * 480);
+    const joined = Float32Array.from(chunks.flatMap((c) => Array.from(c)));
+    assert.equal(joined.length, whole.audio.length);
+    const db = envelopeDb(joined, whole.audio);
+    assert.ok(db < ENVELOPE_DB, `first ${first}, every ${every}: 20 ms loudness differs by ${db.toFixed(2)} dB on average`);
+  }
+});
+
 // A voice file like the fixture's, with its S3Gen prompt mel halved: another
 // voice prompt for S3Gen, the same conditioning for T3 (same speech tokens).
 function otherVoice() {

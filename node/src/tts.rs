@@ -113,6 +113,7 @@ impl NativeTts {
             return Err(js_error(Code::InvalidArgument, "text is empty: there is nothing to say"));
         }
         let opts = tts_options::parse(&options, self.max_tokens)?;
+        let schedule = tts_options::schedule(&options, self.max_tokens)?;
         if let Some(v) = &opts.voice {
             if !v.is_file() {
                 return Err(js_error(Code::ModelNotFound, format!("voice file {} does not exist", v.display())));
@@ -122,8 +123,7 @@ impl NativeTts {
         let (tx, rx) = tmpsc::unbounded_channel();
         let (a, events) = (abort.clone(), tx.clone());
         let queued = self.worker.run(move |model: &mut Chatterbox| {
-            let schedule = stream.then(StreamSchedule::default);
-            let _ = events.send(run(model, &text, &opts, schedule, &a, &events));
+            let _ = events.send(run(model, &text, &opts, stream.then_some(schedule), &a, &events));
         });
         if !queued {
             let _ = tx.send(Event::Failed(LmError::Disposed("the speech model has been disposed".into())));

@@ -4,14 +4,26 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use tts::pipeline::SynthesisOptions;
+use tts::streaming::{StreamSchedule, MIN_FIRST_CHUNK};
 use tts::t3::T3Options;
 
 use crate::options::{invalid, options_object, Opts};
 
 type R<T> = napi::Result<T, String>;
 
-const KNOWN: &[&str] =
-    &["temperature", "cfgWeight", "exaggeration", "repetitionPenalty", "minP", "topP", "maxTokens", "seed", "voice"];
+const KNOWN: &[&str] = &[
+    "temperature",
+    "cfgWeight",
+    "exaggeration",
+    "repetitionPenalty",
+    "minP",
+    "topP",
+    "maxTokens",
+    "seed",
+    "voice",
+    "firstChunkTokens",
+    "chunkTokens",
+];
 
 /// `max_tokens`: the model's longest speech-token sequence.
 pub fn parse(value: &Value, max_tokens: usize) -> R<SynthesisOptions> {
@@ -37,5 +49,19 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<SynthesisOptions> {
         },
         seed: o.int("seed", 0, u32::MAX as i64)?.map(|v| v as u64),
         voice,
+    })
+}
+
+/// `stream()`'s chunk sizes (`synthesize()` validates and ignores them, so one
+/// options object serves both).
+pub fn schedule(value: &Value, max_tokens: usize) -> R<StreamSchedule> {
+    let map = &options_object(value, KNOWN)?;
+    let o = Opts(map);
+    let d = StreamSchedule::default();
+    let max = max_tokens.max(MIN_FIRST_CHUNK) as i64;
+    Ok(StreamSchedule {
+        first_chunk: o.int("firstChunkTokens", MIN_FIRST_CHUNK as i64, max)?.map_or(d.first_chunk, |v| v as usize),
+        chunk: o.int("chunkTokens", 1, max)?.map_or(d.chunk, |v| v as usize),
+        ..d
     })
 }

@@ -19,11 +19,17 @@ const LOOKAHEAD_TOKENS: usize = 3;
 /// Mel frames re-rendered at the start of each chunk and cross-faded.
 const OVERLAP_FRAMES: i32 = 8;
 
+/// The fewest tokens a first chunk may have: its frames must outnumber the
+/// overlap held back for the cross-fade, or the next chunk would start with a
+/// hard seam.
+pub const MIN_FIRST_CHUNK: usize = OVERLAP_FRAMES as usize / FRAMES_PER_TOKEN + 1;
+
 #[derive(Debug, Clone, Copy)]
 pub struct StreamSchedule {
-    /// Tokens before the first chunk (25 tokens = 1 s of audio).
+    /// Tokens before the first chunk (25 tokens = 1 s of audio), at least
+    /// `MIN_FIRST_CHUNK`.
     pub first_chunk: usize,
-    /// Tokens per later chunk.
+    /// Tokens per later chunk, at least 1.
     pub chunk: usize,
     /// Earlier tokens given to S3Gen as context for a chunk.
     pub context: usize,
