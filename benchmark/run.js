@@ -411,6 +411,9 @@ function renderReport(report) {
   if (tg && /peak memory <= MLX-LM \|[^\n]*\*\*missed\*\*/.test(tg)) {
     parts.push('', 'Peak memory: where the peak is, what was changed and what is left is in `benchmark/peak-memory.md`.');
   }
+  if (tg && /within 10% of our greedy decode \|[^\n]*\*\*missed\*\*/.test(tg)) {
+    parts.push('', 'Full sampling against greedy: where the difference goes, measured runs and what was tried are in `benchmark/sampling.md`.');
+  }
   const notes = [];
   for (const m of report.models) {
     for (const [c, { summary: s }] of Object.entries(m.configs)) {
