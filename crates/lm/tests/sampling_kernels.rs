@@ -143,8 +143,16 @@ fn chains_with_kernels_equal_compiled_ops() {
         SamplingOptions { xtc_probability: 0.5, xtc_threshold: 0.05, xtc_special_tokens: vec![5, 9], ..base.clone() },
         SamplingOptions { top_p: 0.9, min_p: 0.05, top_k: 40, ..base.clone() },
         SamplingOptions { temperature: 1.3, top_p: 0.5, top_k: 5, ..base.clone() },
+        SamplingOptions { min_p: 0.1, ..base.clone() },
+        SamplingOptions { temperature: 0.9, top_p: 0.95, min_p: 0.02, ..base.clone() },
+        SamplingOptions { top_p: 0.9, min_p: 0.05, top_k: 40, xtc_probability: 0.5, xtc_threshold: 0.05, ..base.clone() },
     ];
-    let rows = [logprobs(&normal_row(60, VOCAB, 2.0)), logprobs(&normal_row(61, VOCAB, 8.0))];
+    // The bfloat16 row takes the kernels' other-dtype paths (top-p's cast threshold, min-p's ops).
+    let rows = [
+        logprobs(&normal_row(60, VOCAB, 2.0)),
+        logprobs(&normal_row(61, VOCAB, 8.0)),
+        logprobs(&normal_row(62, VOCAB, 4.0)).astype(Dtype::Bfloat16).unwrap(),
+    ];
     for (c, o) in configs.iter().enumerate() {
         let (fast, slow) = (Sampler::with_kernels(o, true).unwrap(), Sampler::with_kernels(o, false).unwrap());
         for (r, lp) in rows.iter().enumerate() {
