@@ -112,8 +112,7 @@ impl NativeTts {
         if text.trim().is_empty() {
             return Err(js_error(Code::InvalidArgument, "text is empty: there is nothing to say"));
         }
-        let opts = tts_options::parse(&options, self.max_tokens)?;
-        let schedule = tts_options::schedule(&options, self.max_tokens)?;
+        let (opts, schedule) = tts_options::parse(&options, self.max_tokens)?;
         if let Some(v) = &opts.voice {
             if !v.is_file() {
                 return Err(js_error(Code::ModelNotFound, format!("voice file {} does not exist", v.display())));

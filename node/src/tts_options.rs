@@ -25,8 +25,10 @@ const KNOWN: &[&str] = &[
     "chunkTokens",
 ];
 
-/// `max_tokens`: the model's longest speech-token sequence.
-pub fn parse(value: &Value, max_tokens: usize) -> R<SynthesisOptions> {
+/// `max_tokens`: the model's longest speech-token sequence. The schedule is
+/// `stream()`'s chunk sizes (`synthesize()` validates and ignores them, so one
+/// options object serves both).
+pub fn parse(value: &Value, max_tokens: usize) -> R<(SynthesisOptions, StreamSchedule)> {
     let map = &options_object(value, KNOWN)?;
     let o = Opts(map);
     let d = SynthesisOptions::default();
@@ -37,7 +39,7 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<SynthesisOptions> {
         Some(other) => return Err(invalid(format!("option voice must be a path to a conds.safetensors file, got {other}"))),
     };
     let t = &d.t3;
-    Ok(SynthesisOptions {
+    let synthesis = SynthesisOptions {
         t3: T3Options {
             temperature: f(o.num("temperature", 0.0, 1e6, false)?, t.temperature),
             cfg_weight: f(o.num("cfgWeight", 0.0, 1e6, false)?, t.cfg_weight),
@@ -49,19 +51,13 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<SynthesisOptions> {
         },
         seed: o.int("seed", 0, u32::MAX as i64)?.map(|v| v as u64),
         voice,
-    })
-}
-
-/// `stream()`'s chunk sizes (`synthesize()` validates and ignores them, so one
-/// options object serves both).
-pub fn schedule(value: &Value, max_tokens: usize) -> R<StreamSchedule> {
-    let map = &options_object(value, KNOWN)?;
-    let o = Opts(map);
-    let d = StreamSchedule::default();
+    };
+    let s = StreamSchedule::default();
     let max = max_tokens.max(MIN_FIRST_CHUNK) as i64;
-    Ok(StreamSchedule {
-        first_chunk: o.int("firstChunkTokens", MIN_FIRST_CHUNK as i64, max)?.map_or(d.first_chunk, |v| v as usize),
-        chunk: o.int("chunkTokens", 1, max)?.map_or(d.chunk, |v| v as usize),
-        ..d
-    })
+    let schedule = StreamSchedule {
+        first_chunk: o.int("firstChunkTokens", MIN_FIRST_CHUNK as i64, max)?.map_or(s.first_chunk, |v| v as usize),
+        chunk: o.int("chunkTokens", 1, max)?.map_or(s.chunk, |v| v as usize),
+        ..s
+    };
+    Ok((synthesis, schedule))
 }
