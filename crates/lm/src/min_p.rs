@@ -4,7 +4,7 @@
 //! propagating through the maximum as MLX's `max` does); elsewhere, and for
 //! other dtypes (whose sums round differently) or `min_tokens_to_keep` above
 //! one, MLX's ops.
-use mlx::{kernel, Array, Dtype, Result};
+use mlx::{cpu_math, kernel, Array, Dtype, Result};
 
 pub fn min_p(logprobs: &Array, min_p: f32, keep: i32, use_kernel: bool) -> Result<Array> {
     // The sum `max + ln(min_p)` is float32 on both paths: MLX casts the scalar to the array's dtype.
@@ -33,12 +33,15 @@ fn mask_kernel(params: &[f32], _inputs: &[&[f32]], out: &mut [f32]) {
         return;
     }
     for row in out.chunks_mut(v) {
-        let top = row.iter().fold(f32::NEG_INFINITY, |m, &x| if x.is_nan() || m.is_nan() { f32::NAN } else { m.max(x) });
-        let t = top + ln_min_p;
-        for x in row.iter_mut() {
-            if *x < t {
-                *x = f32::NEG_INFINITY;
-            }
-        }
+        mask_row(row, ln_min_p);
     }
+}
+
+mlx::avx2_fma_dispatch!(fn mask_row(row: &mut [f32], ln_min_p: f32) => mask_row_body);
+
+#[inline(always)]
+fn mask_row_body(row: &mut [f32], ln_min_p: f32) {
+    // NaN anywhere makes the maximum NaN, and then nothing is below `t`.
+    let t = cpu_math::row_max(row) + ln_min_p;
+    cpu_math::mask_below(row, t);
 }

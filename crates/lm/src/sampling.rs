@@ -213,7 +213,7 @@ impl Sampler {
             filters.push((Step::new(Box::new(move |x| crate::top_k::top_k(x[0], k, kernels)), compile)?, false));
         }
         let inv_temp = 1.0 / o.temperature as f64;
-        let draw: StepFn = Box::new(move |x| crate::categorical::categorical(&x[0].multiply_scalar(inv_temp)?, x[1], kernels));
+        let draw: StepFn = Box::new(move |x| crate::categorical::categorical(x[0], inv_temp, x[1], kernels));
         Ok(Sampler { kernels, filters, draw: Some(Step::new(draw, compile)?) })
     }
 

@@ -41,7 +41,7 @@ fn mask_kernel(params: &[f32], _inputs: &[&[f32]], out: &mut [f32]) {
         out.fill(f32::NAN);
         return;
     }
-    // Scratch per call, not thread-local (see `top_p::threshold_kernel`).
+    // Scratch per call, not thread-local (see `top_p::mask_kernel`).
     let mut scratch = Vec::new();
     for row in out.chunks_mut(v) {
         mask_row(row, k, &mut scratch);
@@ -53,11 +53,10 @@ fn mask_row(row: &mut [f32], k: usize, scratch: &mut Vec<f32>) {
         row.fill(f32::NEG_INFINITY);
         return;
     }
-    let above_neg_inf = row.iter().filter(|x| **x > f32::NEG_INFINITY).count();
+    let (above_neg_inf, neg_inf) = count_finite_and_neg_inf(row);
     // `t`: the k-th largest value; NaN when fewer than k values are not NaN.
     let t = if above_neg_inf < k {
-        let valid = above_neg_inf + row.iter().filter(|x| **x == f32::NEG_INFINITY).count();
-        if valid < k {
+        if above_neg_inf + neg_inf < k {
             f32::NAN
         } else {
             f32::NEG_INFINITY
@@ -69,6 +68,11 @@ fn mask_row(row: &mut [f32], k: usize, scratch: &mut Vec<f32>) {
         let (_, t, _) = scratch.select_nth_unstable_by(k - 1, |a, b| b.partial_cmp(a).expect("no NaN"));
         *t
     };
+    // The usual case after min-p or top-p: fewer than k values above -inf, all
+    // of them kept, and the rest is -inf already unless it is NaN.
+    if t == f32::NEG_INFINITY && above_neg_inf + neg_inf == row.len() {
+        return;
+    }
     if t.is_nan() {
         // Every non-NaN value is kept, then the first NaNs up to k.
         let mut nans = k - row.iter().filter(|x| !x.is_nan()).count();
@@ -92,4 +96,23 @@ fn mask_row(row: &mut [f32], k: usize, scratch: &mut Vec<f32>) {
             *x = f32::NEG_INFINITY;
         }
     }
+}
+
+/// How many values are above -inf and how many are -inf, in one pass of eight
+/// lanes (the rest are NaN). Rows are below 2^24 long.
+fn count_finite_and_neg_inf(row: &[f32]) -> (usize, usize) {
+    let (mut above, mut at) = ([0u32; 8], [0u32; 8]);
+    let mut chunks = row.chunks_exact(8);
+    for c in &mut chunks {
+        for j in 0..8 {
+            above[j] += (c[j] > f32::NEG_INFINITY) as u32;
+            at[j] += (c[j] == f32::NEG_INFINITY) as u32;
+        }
+    }
+    let tail = chunks.remainder();
+    let sum = |l: [u32; 8]| l.iter().map(|&n| n as usize).sum::<usize>();
+    (
+        sum(above) + tail.iter().filter(|x| **x > f32::NEG_INFINITY).count(),
+        sum(at) + tail.iter().filter(|x| **x == f32::NEG_INFINITY).count(),
+    )
 }

@@ -22,15 +22,14 @@ use mlx::{cpu_math, kernel, Array, Dtype, Result};
 
 /// Keeps the log-probabilities of the top-p nucleus, -inf elsewhere.
 pub fn top_p(logprobs: &Array, p: f32, use_kernel: bool) -> Result<Array> {
-    let threshold = if use_kernel {
-        let mut shape = logprobs.shape();
-        let last = shape.len() - 1;
-        shape[last] = 1;
-        kernel::cpu_kernel_f32("TopPThreshold", threshold_kernel, &[p], &[logprobs], &shape)?
-            .astype(logprobs.dtype())?
-    } else {
-        sorted_threshold(logprobs, p)?
-    };
+    let vocab = logprobs.dim(-1);
+    // The kernel gets the vocabulary size as a float32 parameter. Its output is
+    // float32; the kept values and -inf are exact in the input's dtype.
+    if use_kernel && logprobs.ndim() > 0 && vocab > 0 && vocab < 1 << 24 {
+        return kernel::cpu_kernel_f32_in_place("TopPMask", mask_kernel, &[p, vocab as f32], logprobs, &[])?
+            .astype(logprobs.dtype());
+    }
+    let threshold = sorted_threshold(logprobs, p)?;
     let neg_inf = logprobs.scalar_like(f64::NEG_INFINITY)?;
     Array::where_(&logprobs.less(&threshold)?, &neg_inf, logprobs)
 }
@@ -53,21 +52,29 @@ pub fn top_p_sorted(logprobs: &Array, p: f32) -> Result<Array> {
     top_p(logprobs, p, false)
 }
 
-/// inputs: log-probabilities, `rows x vocab`; out: one threshold per row.
-fn threshold_kernel(params: &[f32], inputs: &[&[f32]], out: &mut [f32]) {
-    let (p, lp) = (params[0], inputs[0]);
-    let rows = out.len();
-    if rows == 0 {
+/// params: top_p, vocabulary size; `out` holds the rows of log-probabilities
+/// and is masked in place: -inf below each row's threshold, as MLX-LM's `where`.
+fn mask_kernel(params: &[f32], _inputs: &[&[f32]], out: &mut [f32]) {
+    let (p, v) = (params[0], params[1] as usize);
+    if v == 0 || out.len() % v != 0 {
+        out.fill(f32::NAN);
         return;
     }
-    let v = lp.len() / rows;
     // Scratch per call, not thread-local: this runs on MLX's stream thread,
     // which MLX tears down at process exit, and a thread-local with a
     // destructor there is one more thing that exit would have to order.
     let mut s = (Vec::new(), Vec::new());
-    for (r, t) in out.iter_mut().enumerate() {
-        *t = row_threshold(&lp[r * v..(r + 1) * v], p, &mut s);
+    for row in out.chunks_mut(v) {
+        mask_row(row, p, &mut s);
     }
+}
+
+mlx::avx2_fma_dispatch!(fn mask_row(row: &mut [f32], p: f32, s: &mut (Vec<u64>, Vec<u64>)) => mask_row_body);
+
+#[inline(always)]
+fn mask_row_body(row: &mut [f32], p: f32, s: &mut (Vec<u64>, Vec<u64>)) {
+    let t = row_threshold(row, p, s);
+    cpu_math::mask_below(row, t);
 }
 
 /// Maps a float to a u32 whose unsigned order is the float's order, inverted so
@@ -82,9 +89,10 @@ fn descending_key(x: f32) -> u32 {
 /// e^-17.5 < 2^-25 (and half an ulp of d is at least d * 2^-25).
 const SURELY_ABSORBED: f32 = 17.5;
 
+#[inline(always)]
 fn row_threshold(lp: &[f32], p: f32, s: &mut (Vec<u64>, Vec<u64>)) -> f32 {
     // d0: the probability of the largest log-probability, the first term of the sum.
-    let top = lp.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let top = cpu_math::row_max_of_numbers(lp);
     let d0 = cpu_math::cpu_exp(top);
     let half_ulp = (f32::from_bits(d0.to_bits().wrapping_add(1)) - d0) * 0.5;
     let (items, tmp) = s;
@@ -116,17 +124,18 @@ fn row_threshold(lp: &[f32], p: f32, s: &mut (Vec<u64>, Vec<u64>)) -> f32 {
 /// Pushes (descending key, probability bits) for every term that can change a
 /// sum. Probabilities are exactly MLX's `exp`; `!(x < half_ulp)` also keeps
 /// NaN, so garbage in stays garbage out, as in MLX.
+#[inline(always)]
 fn collect_terms(lp: &[f32], cut: f32, half_ulp: f32, items: &mut Vec<u64>) {
-    cpu_math::with_fma(|| {
-        for &l in lp {
-            if !(l < cut) {
-                let x = cpu_math::cpu_exp(l);
-                if !(x < half_ulp) {
-                    items.push(((descending_key(l) as u64) << 32) | x.to_bits() as u64);
-                }
+    cpu_math::for_each_candidate(
+        lp,
+        |l| !(l < cut),
+        cpu_math::cpu_exp,
+        |_, l, x| {
+            if !(x < half_ulp) {
+                items.push(((descending_key(l) as u64) << 32) | x.to_bits() as u64);
             }
-        }
-    })
+        },
+    )
 }
 
 fn key_value(it: u64) -> f32 {

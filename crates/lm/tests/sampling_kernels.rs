@@ -95,37 +95,54 @@ fn nan_rows_do_not_crash() {
     top_p(&all_nan, 0.5, true).unwrap().eval().unwrap();
 }
 
-/// The categorical kernel against MLX's `random.categorical` with the same key.
-fn assert_same_draws(name: &str, logits: &Array, seeds: std::ops::Range<u64>) {
+/// The categorical kernel against MLX's `random.categorical` with the same key,
+/// of `logits * scale` (MLX-LM's draw at temperature `1 / scale`).
+fn assert_same_draws(name: &str, logits: &Array, scale: f64, seeds: std::ops::Range<u64>) {
+    let scaled = if scale == 1.0 { logits.clone() } else { logits.multiply_scalar(scale).unwrap() };
     for s in seeds {
         let key = random::key(s).unwrap();
-        let fast = categorical(logits, &key, true).unwrap().to_vec::<u32>().unwrap();
-        let slow = random::categorical(logits, -1, Some(&key)).unwrap().to_vec::<u32>().unwrap();
-        assert_eq!(fast, slow, "{name}, key {s}");
+        let fast = categorical(logits, scale, &key, true).unwrap().to_vec::<u32>().unwrap();
+        let slow = random::categorical(&scaled, -1, Some(&key)).unwrap().to_vec::<u32>().unwrap();
+        assert_eq!(fast, slow, "{name}, scale {scale}, key {s}");
     }
 }
 
 #[test]
 fn categorical_draws_equal_mlx() {
-    // A full row, as with temperature alone.
-    let flat = logprobs(&normal_row(20, VOCAB, 2.0)).multiply_scalar(1.0 / 0.7).unwrap();
-    assert_same_draws("flat", &flat, 0..40);
+    // A full row, as with temperature alone: scaled by MLX first, and by the kernel.
+    let lp = logprobs(&normal_row(20, VOCAB, 2.0));
+    assert_same_draws("flat", &lp.multiply_scalar(1.0 / 0.7).unwrap(), 1.0, 0..40);
+    assert_same_draws("flat", &lp, 1.0 / 0.7, 0..40);
+    assert_same_draws("flat", &lp, 1.0 / 1.3, 0..20);
     // After top-p / top-k: a few finite entries among -inf, some of them tied.
     for (i, p) in [0.3f32, 0.9, 0.99].iter().enumerate() {
         let lp = logprobs(&normal_row(30 + i as u64, VOCAB, 6.0));
-        let kept = top_p(&lp, *p, true).unwrap().multiply_scalar(1.0 / 0.7).unwrap();
-        assert_same_draws("top-p filtered", &kept, 0..200);
+        let kept = top_p(&lp, *p, true).unwrap();
+        assert_same_draws("top-p filtered", &kept.multiply_scalar(1.0 / 0.7).unwrap(), 1.0, 0..200);
+        assert_same_draws("top-p filtered", &kept, 1.0 / 0.7, 0..200);
     }
     let coarse = normal_row(40, VOCAB, 3.0).multiply_scalar(2.0).unwrap().round().unwrap();
-    assert_same_draws("ties", &top_p(&logprobs(&coarse), 0.5, true).unwrap(), 0..200);
-    // One token left, an all -inf row, a [vocab] row and bf16 logits.
+    assert_same_draws("ties", &top_p(&logprobs(&coarse), 0.5, true).unwrap(), 1.0, 0..200);
+    assert_same_draws("ties", &top_p(&logprobs(&coarse), 0.5, true).unwrap(), 2.0, 0..100);
+    // One token left, an all -inf row, a [vocab] row, a row whose length is not
+    // a multiple of eight, NaN and +inf entries, and bf16 logits (the kernel
+    // scales float32 only; bf16 rounds the product first, on MLX's side).
     let mut one = vec![f32::NEG_INFINITY; 1000];
     one[321] = -3.0;
-    assert_same_draws("one", &Array::from_slice(&one, &[1, 1000]).unwrap(), 0..5);
+    assert_same_draws("one", &Array::from_slice(&one, &[1, 1000]).unwrap(), 1.0 / 0.7, 0..5);
     let none = vec![f32::NEG_INFINITY; 1000];
-    assert_same_draws("none", &Array::from_slice(&none, &[1, 1000]).unwrap(), 0..5);
-    assert_same_draws("1-d", &normal_row(50, 5000, 1.0).reshape(&[5000]).unwrap(), 0..20);
-    assert_same_draws("bf16", &normal_row(51, VOCAB, 3.0).astype(Dtype::Bfloat16).unwrap(), 0..20);
+    assert_same_draws("none", &Array::from_slice(&none, &[1, 1000]).unwrap(), 1.0, 0..5);
+    assert_same_draws("1-d", &normal_row(50, 5000, 1.0).reshape(&[5000]).unwrap(), 1.0 / 0.7, 0..20);
+    assert_same_draws("odd length", &normal_row(52, 1003, 1.0), 1.0 / 0.7, 0..40);
+    let mut odd: Vec<f32> = (0..1003).map(|i| (i as f32 * 0.37).sin() * 5.0).collect();
+    odd[1001] = f32::INFINITY;
+    odd[7] = f32::INFINITY;
+    assert_same_draws("+inf", &Array::from_slice(&odd, &[1, 1003]).unwrap(), 1.0 / 0.7, 0..40);
+    odd[500] = f32::NAN;
+    assert_same_draws("NaN", &Array::from_slice(&odd, &[1, 1003]).unwrap(), 1.0 / 0.7, 0..5);
+    let bf = normal_row(51, VOCAB, 3.0).astype(Dtype::Bfloat16).unwrap();
+    assert_same_draws("bf16", &bf, 1.0, 0..20);
+    assert_same_draws("bf16", &bf, 1.0 / 0.7, 0..20);
 }
 
 /// Whole chains: the kernels against MLX's ops compiled as MLX-LM compiles

@@ -46,32 +46,42 @@ fn floor_half_up(x: f32) -> f32 {
     }
 }
 
-/// Runs `body` compiled with the `avx2` and `fma` target features when the CPU
-/// has them: the fused multiply-adds of `cpu_exp` are then one instruction
-/// each instead of a libm call (both round once: the results are the same),
-/// and loops over `cpu_exp` vectorize (element-wise, so no result changes;
-/// float sums are never reordered).
+/// Whether the CPU has AVX2 and FMA (the condition of `avx2_fma_dispatch!`'s
+/// feature-specific copy).
+#[cfg(target_arch = "x86_64")]
+#[doc(hidden)]
 #[inline(always)]
-pub fn with_fma<R>(body: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn fma<R>(body: impl FnOnce() -> R) -> R {
-            body()
-        }
-        if avx2_fma() {
-            // SAFETY: the CPU has AVX2 and FMA, checked just above.
-            return unsafe { fma(body) };
-        }
-    }
-    body()
+pub fn avx2_fma() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
 }
 
-/// Whether the CPU has AVX2 and FMA (the feature-specific copies' condition).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn avx2_fma() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+/// Defines `fn $name(args) -> ret` running the `#[inline(always)]` `$body`
+/// compiled for AVX2 and FMA when the CPU has them, else as it is. With the
+/// features the fused multiply-adds of `cpu_exp` are one instruction each
+/// instead of a libm call (both round once: the results are the same) and its
+/// loops vectorize (element-wise, so no result changes; float sums are never
+/// reordered). The body must be a function marked `#[inline(always)]`, not a
+/// closure: a large closure may not be inlined into the feature copy and then
+/// runs without the features (a softmax kernel and the categorical draw did:
+/// libm `fmaf` calls per `exp`).
+#[macro_export]
+macro_rules! avx2_fma_dispatch {
+    ($vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $body:path) => {
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
+                    $body($($arg),*)
+                }
+                if $crate::cpu_math::avx2_fma() {
+                    // SAFETY: the CPU has AVX2 and FMA, checked just above.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $body($($arg),*)
+        }
+    };
 }
 
 /// `logsumexp` over the last axis, as MLX's CPU `LogSumExp` computes it: the
@@ -101,21 +111,31 @@ const LOGSUMEXP: KernelF32 = |_, inputs, out| {
 };
 
 fn row_logsumexp(x: &[f32]) -> f32 {
-    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| if v.is_nan() || v > m { v } else { m });
+    let max = row_max(x);
     if max.is_infinite() {
         return max;
     }
-    let sum = with_fma(|| {
-        let mut s = 0f32;
-        for &v in x {
-            let d = v - max;
-            if !(d < -88.0) {
-                s += cpu_exp(d);
-            }
+    exp_sum(x, max).ln() + max
+}
+
+avx2_fma_dispatch!(fn exp_sum(x: &[f32], max: f32) -> f32 => exp_sum_body);
+
+/// The exponentials a block at a time (they vectorize), then added one at a
+/// time in index order. Below -88 `cpu_exp` is 0, which leaves the sum as it
+/// is, as skipping the term would.
+#[inline(always)]
+fn exp_sum_body(x: &[f32], max: f32) -> f32 {
+    let mut e = [0f32; 64];
+    let mut s = 0f32;
+    for c in x.chunks(64) {
+        for (o, &v) in e.iter_mut().zip(c) {
+            *o = cpu_exp(v - max);
         }
-        s
-    });
-    sum.ln() + max
+        for &v in &e[..c.len()] {
+            s += v;
+        }
+    }
+    s
 }
 
 /// MLX's softmax over the last axis. For float32 on the CPU backend, from
@@ -172,31 +192,6 @@ fn par_chunks(data: &mut [f32], unit: usize, f: fn(&mut [f32], usize)) {
     });
 }
 
-/// Defines `fn $name(data, unit)` running the `#[inline(always)]` `$body`
-/// compiled for AVX2 and FMA when the CPU has them (where its `cpu_exp`s
-/// vectorize and its fused multiply-adds are instructions), else as it is.
-/// `with_fma` does the same for a closure, but a large closure may not be
-/// inlined into its copy and then runs without the features (the first
-/// softmax kernel did: libm `fmaf` calls, MLX's speed).
-macro_rules! avx2_fma_dispatch {
-    ($name:ident => $body:ident) => {
-        fn $name(data: &mut [f32], unit: usize) {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2(data: &mut [f32], unit: usize) {
-                    $body(data, unit)
-                }
-                if avx2_fma() {
-                    // SAFETY: the CPU has AVX2 and FMA, checked just above.
-                    return unsafe { avx2(data, unit) };
-                }
-            }
-            $body(data, unit)
-        }
-    };
-}
-
 /// In place (`out` holds the input; see `cpu_kernel_f32_in_place`).
 const SOFTMAX: KernelF32 = |params, _, out| {
     let m = params[0] as usize;
@@ -207,7 +202,7 @@ const SOFTMAX: KernelF32 = |params, _, out| {
     par_chunks(out, m, softmax_rows);
 };
 
-avx2_fma_dispatch!(softmax_rows => softmax_rows_body);
+avx2_fma_dispatch!(fn softmax_rows(data: &mut [f32], unit: usize) => softmax_rows_body);
 
 /// Rows of `m` in groups of 8, each as MLX's loop: the maximum, `exp(x - max)`
 /// stored, the stored values summed one at a time in index order, then each
@@ -249,17 +244,115 @@ fn softmax_rows_body(data: &mut [f32], m: usize) {
 /// maximum does not depend on the order (a zero's sign may, which no
 /// `exp(x - max)` sees).
 #[inline(always)]
-fn row_max(x: &[f32]) -> f32 {
-    let pick = |m: f32, v: f32| if v.is_nan() || v > m { v } else { m };
+pub fn row_max(x: &[f32]) -> f32 {
+    row_max_scaled(x, 1.0)
+}
+
+/// `row_max` of `x * scale` (each product a float32 multiply, as MLX's).
+#[inline(always)]
+pub fn row_max_scaled(x: &[f32], scale: f32) -> f32 {
+    lanes_fold(x, |v| v * scale, |m: f32, v: f32| if v.is_nan() || v > m { v } else { m })
+}
+
+/// The row's largest number, NaN ignored (-inf when there is none): what a
+/// fold with `f32::max` gives, in eight lanes.
+#[inline(always)]
+pub fn row_max_of_numbers(x: &[f32]) -> f32 {
+    lanes_fold(x, |v| v, |m: f32, v: f32| if v > m { v } else { m })
+}
+
+/// Folds `map(x[i])` with `pick` in eight lanes from -inf, then the lanes.
+#[inline(always)]
+fn lanes_fold(x: &[f32], map: impl Fn(f32) -> f32, pick: impl Fn(f32, f32) -> f32) -> f32 {
     let mut lanes = [f32::NEG_INFINITY; 8];
     let mut chunks = x.chunks_exact(8);
     for c in &mut chunks {
         for (l, &v) in lanes.iter_mut().zip(c) {
-            *l = pick(*l, v);
+            *l = pick(*l, map(v));
         }
     }
-    let tail = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &v| pick(m, v));
+    let tail = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &v| pick(m, map(v)));
     lanes.iter().fold(tail, |m, &v| pick(m, v))
+}
+
+/// Calls `f(i, x[i], map(x[i]))` in index order for every element where
+/// `candidate` holds. The test runs eight lanes at a time, the candidates of
+/// each stretch of the row are gathered, and `map` (say `cpu_exp`) runs over
+/// them as one vectorized loop: a row where few elements pass (a masked row,
+/// the tail far below the top) costs little more than one pass.
+#[inline(always)]
+pub fn for_each_candidate(
+    x: &[f32],
+    candidate: impl Fn(f32) -> bool,
+    map: impl Fn(f32) -> f32,
+    mut f: impl FnMut(usize, f32, f32),
+) {
+    const STRETCH: usize = 1024;
+    let (mut idx, mut val, mut mapped) = ([0u32; STRETCH], [0f32; STRETCH], [0f32; STRETCH]);
+    for (s, part) in x.chunks(STRETCH).enumerate() {
+        let base = s * STRETCH;
+        let mut n = 0;
+        let mut blocks = part.chunks_exact(8);
+        let mut at = 0;
+        for c in &mut blocks {
+            let mut bits = 0u32;
+            for (j, &v) in c.iter().enumerate() {
+                bits |= (candidate(v) as u32) << j;
+            }
+            while bits != 0 {
+                let j = bits.trailing_zeros() as usize;
+                (idx[n], val[n]) = ((at + j) as u32, c[j]);
+                n += 1;
+                bits &= bits - 1;
+            }
+            at += 8;
+        }
+        for (j, &v) in blocks.remainder().iter().enumerate() {
+            if candidate(v) {
+                (idx[n], val[n]) = ((at + j) as u32, v);
+                n += 1;
+            }
+        }
+        for (m, &v) in mapped[..n].iter_mut().zip(&val[..n]) {
+            *m = map(v);
+        }
+        for k in 0..n {
+            f(base + idx[k] as usize, val[k], mapped[k]);
+        }
+    }
+}
+
+/// Sets every element below `t` to -inf in place (NaN stays): MLX-LM's
+/// `where(x < t, -inf, x)`. With AVX it compares and blends eight at a time and
+/// writes whole vectors: written per element, the compiler turns it into
+/// masked stores, which took most of a filter's time on AMD.
+#[inline(always)]
+pub fn mask_below(row: &mut [f32], t: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU has AVX, checked just above.
+        return unsafe { mask_below_avx(row, t) };
+    }
+    for x in row.iter_mut() {
+        *x = if *x < t { f32::NEG_INFINITY } else { *x };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn mask_below_avx(row: &mut [f32], t: f32) {
+    use std::arch::x86_64::*;
+    let (tv, ninf) = (_mm256_set1_ps(t), _mm256_set1_ps(f32::NEG_INFINITY));
+    let mut blocks = row.chunks_exact_mut(8);
+    for c in &mut blocks {
+        let v = _mm256_loadu_ps(c.as_ptr());
+        // Ordered less-than: false for NaN, as `x < t`.
+        let below = _mm256_cmp_ps::<_CMP_LT_OQ>(v, tv);
+        _mm256_storeu_ps(c.as_mut_ptr(), _mm256_blendv_ps(v, ninf, below));
+    }
+    for x in blocks.into_remainder() {
+        *x = if *x < t { f32::NEG_INFINITY } else { *x };
+    }
 }
 
 /// `nn.gelu`'s `x * (1 + erf(x / sqrt(2))) / 2` as MLX's CPU ops compute it
@@ -277,7 +370,7 @@ pub fn gelu(x: &Array) -> Result<Array> {
 /// In place (`out` holds the input).
 const GELU: KernelF32 = |_, _, out| par_chunks(out, 1, gelu_all);
 
-avx2_fma_dispatch!(gelu_all => gelu_body);
+avx2_fma_dispatch!(fn gelu_all(data: &mut [f32], unit: usize) => gelu_body);
 
 #[inline(always)]
 fn gelu_body(data: &mut [f32], _unit: usize) {
