@@ -10,7 +10,7 @@
 //! and the kernel sums a few dozen terms instead of making five passes over
 //! the vocabulary. `exp` is MLX's own formula (`mlx::cpu_math::cpu_exp`); the
 //! uniform draw stays an MLX op, so the random key is used exactly as MLX does.
-use mlx::{cpu_math, kernel, random, Array, Dtype, Result};
+use mlx::{cpu_math, kernel, random, row_ops, Array, Dtype, Result};
 
 /// `random::categorical(logits * scale, -1, key)` (MLX-LM's draw at
 /// temperature `1 / scale`), identical token for token. The kernel serves
@@ -42,16 +42,16 @@ mlx::avx2_fma_dispatch!(fn draw(x: &[f32], scale: f32, u: f32, w: &mut Vec<(u32,
 #[inline(always)]
 fn draw_body(x: &[f32], scale: f32, u: f32, w: &mut Vec<(u32, f32)>) -> usize {
     let n = x.len();
-    let m = cpu_math::row_max_scaled(x, scale);
+    let m = row_ops::row_max_scaled(x, scale);
     w.clear();
     if m.is_infinite() {
         // MLX: with an infinite maximum the draw is uniform over the maximal entries.
-        cpu_math::for_each_candidate(x, |v| v * scale == m, |v| v, |i, _, _| w.push((i as u32, 1.0)));
+        row_ops::for_each_candidate(x, |v| v * scale == m, |v| v, |i, _, _| w.push((i as u32, 1.0)));
     } else {
         // The nonzero weights `exp(x - m)` in index order. MLX's `exp` is
         // exactly 0 below -88, so those are skipped; NaN weights are kept
         // (garbage in, garbage out).
-        cpu_math::for_each_candidate(
+        row_ops::for_each_candidate(
             x,
             |v| !(v * scale - m < -88.0),
             |v| cpu_math::cpu_exp(v * scale - m),

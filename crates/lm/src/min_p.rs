@@ -4,7 +4,7 @@
 //! propagating through the maximum as MLX's `max` does); elsewhere, and for
 //! other dtypes (whose sums round differently) or `min_tokens_to_keep` above
 //! one, MLX's ops.
-use mlx::{cpu_math, kernel, Array, Dtype, Result};
+use mlx::{kernel, row_ops, Array, Dtype, Result};
 
 pub fn min_p(logprobs: &Array, min_p: f32, keep: i32, use_kernel: bool) -> Result<Array> {
     // The sum `max + ln(min_p)` is float32 on both paths: MLX casts the scalar to the array's dtype.
@@ -42,6 +42,6 @@ mlx::avx2_fma_dispatch!(fn mask_row(row: &mut [f32], ln_min_p: f32) => mask_row_
 #[inline(always)]
 fn mask_row_body(row: &mut [f32], ln_min_p: f32) {
     // NaN anywhere makes the maximum NaN, and then nothing is below `t`.
-    let t = cpu_math::row_max(row) + ln_min_p;
-    cpu_math::mask_below(row, t);
+    let t = row_ops::row_max(row) + ln_min_p;
+    row_ops::mask_below(row, t);
 }

@@ -18,7 +18,7 @@
 //! terms that can count. The kernel runs as one node of the MLX graph on the
 //! CPU stream (`mlx::kernel`); on a GPU the device sort is cheap and
 //! `top_p_sorted` runs.
-use mlx::{cpu_math, kernel, Array, Dtype, Result};
+use mlx::{cpu_math, kernel, row_ops, Array, Dtype, Result};
 
 /// Keeps the log-probabilities of the top-p nucleus, -inf elsewhere.
 pub fn top_p(logprobs: &Array, p: f32, use_kernel: bool) -> Result<Array> {
@@ -74,7 +74,7 @@ mlx::avx2_fma_dispatch!(fn mask_row(row: &mut [f32], p: f32, s: &mut (Vec<u64>, 
 #[inline(always)]
 fn mask_row_body(row: &mut [f32], p: f32, s: &mut (Vec<u64>, Vec<u64>)) {
     let t = row_threshold(row, p, s);
-    cpu_math::mask_below(row, t);
+    row_ops::mask_below(row, t);
 }
 
 /// Maps a float to a u32 whose unsigned order is the float's order, inverted so
@@ -92,7 +92,7 @@ const SURELY_ABSORBED: f32 = 17.5;
 #[inline(always)]
 fn row_threshold(lp: &[f32], p: f32, s: &mut (Vec<u64>, Vec<u64>)) -> f32 {
     // d0: the probability of the largest log-probability, the first term of the sum.
-    let top = cpu_math::row_max_of_numbers(lp);
+    let top = row_ops::row_max_of_numbers(lp);
     let d0 = cpu_math::cpu_exp(top);
     let half_ulp = (f32::from_bits(d0.to_bits().wrapping_add(1)) - d0) * 0.5;
     let (items, tmp) = s;
@@ -126,7 +126,7 @@ fn row_threshold(lp: &[f32], p: f32, s: &mut (Vec<u64>, Vec<u64>)) -> f32 {
 /// NaN, so garbage in stays garbage out, as in MLX.
 #[inline(always)]
 fn collect_terms(lp: &[f32], cut: f32, half_ulp: f32, items: &mut Vec<u64>) {
-    cpu_math::for_each_candidate(
+    row_ops::for_each_candidate(
         lp,
         |l| !(l < cut),
         cpu_math::cpu_exp,

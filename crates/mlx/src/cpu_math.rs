@@ -3,6 +3,7 @@
 //! kernels built on it. Each is checked bit for bit against MLX in
 //! `tests/cpu_math.rs`.
 use crate::kernel::{cpu_kernel_f32, cpu_kernel_f32_in_place, KernelF32};
+use crate::row_ops::row_max;
 use crate::{Array, Dtype, Result};
 
 /// MLX's CPU `exp` for float32, step for step (`backend/cpu/simd/math.h`: a
@@ -29,6 +30,59 @@ pub fn cpu_exp(x0: f32) -> f32 {
         0.0
     } else {
         scale * y
+    }
+}
+
+/// MLX's CPU `sin` for float32, step for step (`backend/cpu/simd/math.h`,
+/// `sincos_checked<true>`: the Cephes reduction by multiples of pi/4 in three
+/// fused multiply-adds, two polynomials, and libm's `sinf` past 2^23, where
+/// the reduction would lose the argument).
+#[inline(always)]
+pub fn cpu_sin(v: f32) -> f32 {
+    if sin_needs_libm(v) {
+        v.sin()
+    } else {
+        cpu_sin_reduced(v)
+    }
+}
+
+/// Past 2^23 MLX's `sin` is libm's `sinf`.
+#[inline(always)]
+pub fn sin_needs_libm(v: f32) -> bool {
+    v.abs() > 8388608.0
+}
+
+/// `cpu_sin` for arguments where `sin_needs_libm` is false: arithmetic only,
+/// so that loops over it vectorize (a libm call in the loop would be made for
+/// every element).
+#[inline(always)]
+pub fn cpu_sin_reduced(v: f32) -> f32 {
+    let negative = v < 0.0;
+    let x = v.abs();
+    // The integer part of x * 4/pi, rounded up to even (NaN converts to 0, as
+    // the C++ conversion does on x86).
+    let j = (((x * 1.27323954473516f32) as u32).wrapping_add(1)) & !1;
+    let y = j as f32;
+    let x = y.mul_add(-0.78515625, x);
+    let x = y.mul_add(-2.4187564849853515625e-4, x);
+    let x = y.mul_add(-3.77489497744594108e-8, x);
+    let flip = negative ^ (j & 4 != 0);
+    let z = x * x;
+    let mut c = z.mul_add(2.443315711809948e-5, -1.388731625493765e-3);
+    let mut s = z.mul_add(-1.9515295891e-4, 8.3321608736e-3);
+    c = c.mul_add(z, 4.166664568298827e-2);
+    s = s.mul_add(z, -1.6666654611e-1);
+    c = c * z;
+    s = s * z;
+    c = c * z;
+    s = x.mul_add(s, x);
+    c = z.mul_add(-0.5, c);
+    c = c + 1.0;
+    let r = if j & 2 != 0 { c } else { s };
+    if flip {
+        -r
+    } else {
+        r
     }
 }
 
@@ -173,13 +227,14 @@ const PARALLEL_MIN: usize = 1 << 16;
 /// Runs `f` on pieces of `data`, split at multiples of `unit` elements, over
 /// the cores (rayon's pool) when there is enough work. Element-wise and
 /// row-wise kernels give the same bits however they are split.
-fn par_chunks(data: &mut [f32], unit: usize, f: fn(&mut [f32], usize)) {
+pub fn par_chunks(data: &mut [f32], unit: usize, f: impl Fn(&mut [f32], usize) + Sync) {
     let units = data.len() / unit;
     let threads = if data.len() < PARALLEL_MIN { 1 } else { rayon::current_num_threads().min(units) };
     if threads <= 1 {
         return f(data, unit);
     }
     let per = units.div_ceil(threads) * unit;
+    let f = &f;
     rayon::in_place_scope(|s| {
         let mut parts = data.chunks_mut(per);
         let first = parts.next();
@@ -240,121 +295,6 @@ fn softmax_rows_body(data: &mut [f32], m: usize) {
     }
 }
 
-/// The row's maximum, NaN if any element is (MLX's `maximum`). Eight lanes: the
-/// maximum does not depend on the order (a zero's sign may, which no
-/// `exp(x - max)` sees).
-#[inline(always)]
-pub fn row_max(x: &[f32]) -> f32 {
-    row_max_scaled(x, 1.0)
-}
-
-/// `row_max` of `x * scale` (each product a float32 multiply, as MLX's).
-#[inline(always)]
-pub fn row_max_scaled(x: &[f32], scale: f32) -> f32 {
-    lanes_fold(x, |v| v * scale, |m: f32, v: f32| if v.is_nan() || v > m { v } else { m })
-}
-
-/// The row's largest number, NaN ignored (-inf when there is none): what a
-/// fold with `f32::max` gives, in eight lanes.
-#[inline(always)]
-pub fn row_max_of_numbers(x: &[f32]) -> f32 {
-    lanes_fold(x, |v| v, |m: f32, v: f32| if v > m { v } else { m })
-}
-
-/// Folds `map(x[i])` with `pick` in eight lanes from -inf, then the lanes.
-#[inline(always)]
-fn lanes_fold(x: &[f32], map: impl Fn(f32) -> f32, pick: impl Fn(f32, f32) -> f32) -> f32 {
-    let mut lanes = [f32::NEG_INFINITY; 8];
-    let mut chunks = x.chunks_exact(8);
-    for c in &mut chunks {
-        for (l, &v) in lanes.iter_mut().zip(c) {
-            *l = pick(*l, map(v));
-        }
-    }
-    let tail = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &v| pick(m, map(v)));
-    lanes.iter().fold(tail, |m, &v| pick(m, v))
-}
-
-/// Calls `f(i, x[i], map(x[i]))` in index order for every element where
-/// `candidate` holds. The test runs eight lanes at a time, the candidates of
-/// each stretch of the row are gathered, and `map` (say `cpu_exp`) runs over
-/// them as one vectorized loop: a row where few elements pass (a masked row,
-/// the tail far below the top) costs little more than one pass.
-#[inline(always)]
-pub fn for_each_candidate(
-    x: &[f32],
-    candidate: impl Fn(f32) -> bool,
-    map: impl Fn(f32) -> f32,
-    mut f: impl FnMut(usize, f32, f32),
-) {
-    const STRETCH: usize = 1024;
-    let (mut idx, mut val, mut mapped) = ([0u32; STRETCH], [0f32; STRETCH], [0f32; STRETCH]);
-    for (s, part) in x.chunks(STRETCH).enumerate() {
-        let base = s * STRETCH;
-        let mut n = 0;
-        let mut blocks = part.chunks_exact(8);
-        let mut at = 0;
-        for c in &mut blocks {
-            let mut bits = 0u32;
-            for (j, &v) in c.iter().enumerate() {
-                bits |= (candidate(v) as u32) << j;
-            }
-            while bits != 0 {
-                let j = bits.trailing_zeros() as usize;
-                (idx[n], val[n]) = ((at + j) as u32, c[j]);
-                n += 1;
-                bits &= bits - 1;
-            }
-            at += 8;
-        }
-        for (j, &v) in blocks.remainder().iter().enumerate() {
-            if candidate(v) {
-                (idx[n], val[n]) = ((at + j) as u32, v);
-                n += 1;
-            }
-        }
-        for (m, &v) in mapped[..n].iter_mut().zip(&val[..n]) {
-            *m = map(v);
-        }
-        for k in 0..n {
-            f(base + idx[k] as usize, val[k], mapped[k]);
-        }
-    }
-}
-
-/// Sets every element below `t` to -inf in place (NaN stays): MLX-LM's
-/// `where(x < t, -inf, x)`. With AVX it compares and blends eight at a time and
-/// writes whole vectors: written per element, the compiler turns it into
-/// masked stores, which took most of a filter's time on AMD.
-#[inline(always)]
-pub fn mask_below(row: &mut [f32], t: f32) {
-    #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx") {
-        // SAFETY: the CPU has AVX, checked just above.
-        return unsafe { mask_below_avx(row, t) };
-    }
-    for x in row.iter_mut() {
-        *x = if *x < t { f32::NEG_INFINITY } else { *x };
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-unsafe fn mask_below_avx(row: &mut [f32], t: f32) {
-    use std::arch::x86_64::*;
-    let (tv, ninf) = (_mm256_set1_ps(t), _mm256_set1_ps(f32::NEG_INFINITY));
-    let mut blocks = row.chunks_exact_mut(8);
-    for c in &mut blocks {
-        let v = _mm256_loadu_ps(c.as_ptr());
-        // Ordered less-than: false for NaN, as `x < t`.
-        let below = _mm256_cmp_ps::<_CMP_LT_OQ>(v, tv);
-        _mm256_storeu_ps(c.as_mut_ptr(), _mm256_blendv_ps(v, ninf, below));
-    }
-    for x in blocks.into_remainder() {
-        *x = if *x < t { f32::NEG_INFINITY } else { *x };
-    }
-}
-
 /// `nn.gelu`'s `x * (1 + erf(x / sqrt(2))) / 2` as MLX's CPU ops compute it
 /// (the `erf` being MLX's polynomial around its `exp`), in one pass instead of
 /// five, vectorized and over the cores, for float32 on the CPU backend; the
@@ -393,5 +333,32 @@ pub fn cpu_erf(v: f32) -> f32 {
         result
     } else {
         -result
+    }
+}
+
+/// Element-wise `sin` with MLX's CPU bits for float32 on the CPU backend,
+/// vectorized and over the cores (MLX's is a scalar polynomial per element
+/// with a libm `fmaf` call per step); MLX's op otherwise.
+pub fn sin(x: &Array) -> Result<Array> {
+    if x.dtype() != Dtype::Float32 || !crate::kernel::cpu_default() {
+        return x.sin();
+    }
+    cpu_kernel_f32_in_place("Sin", SIN, &[], x, &[])
+}
+
+/// In place (`out` holds the input).
+const SIN: KernelF32 = |_, _, out| par_chunks(out, 1, sin_all);
+
+avx2_fma_dispatch!(fn sin_all(data: &mut [f32], unit: usize) => sin_body);
+
+/// Blocks of 64: the arithmetic form over the block unless an element needs libm.
+#[inline(always)]
+fn sin_body(data: &mut [f32], _unit: usize) {
+    for block in data.chunks_mut(64) {
+        if block.iter().fold(false, |any, &v| any | sin_needs_libm(v)) {
+            block.iter_mut().for_each(|v| *v = cpu_sin(*v));
+        } else {
+            block.iter_mut().for_each(|v| *v = cpu_sin_reduced(*v));
+        }
     }
 }

@@ -14,6 +14,7 @@ pub mod nn;
 mod ops;
 pub mod quant;
 mod qmm_cpu;
+pub mod row_ops;
 pub mod random;
 pub mod signal;
 pub mod transforms;

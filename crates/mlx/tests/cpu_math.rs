@@ -1,6 +1,6 @@
 //! `mlx::cpu_math` must equal MLX's own CPU `exp` bit for bit: the top-p
 //! kernel's probabilities (and so MLX-LM parity) rest on it.
-use mlx::cpu_math::{cpu_exp, gelu, logsumexp_last, softmax_last_kernel};
+use mlx::cpu_math::{cpu_exp, cpu_sin, gelu, logsumexp_last, sin, softmax_last_kernel};
 use mlx::{Array, Dtype};
 
 fn check(xs: &[f32]) {
@@ -177,40 +177,45 @@ fn strided_inputs_give_mlx_values() {
 }
 
 #[test]
-fn mask_below_equals_where() {
-    use mlx::cpu_math::mask_below;
-    let mut v: Vec<f32> = (0..1003).map(|i| (i as f32 * 0.61).cos() * 4.0).collect();
-    for (i, x) in [(0, f32::NAN), (9, -0.0), (10, 0.0), (11, f32::NEG_INFINITY), (12, f32::INFINITY), (1002, f32::NAN), (1001, -7.0)] {
-        v[i] = x;
-    }
-    for t in [-1.5f32, 0.0, -0.0, f32::NEG_INFINITY, f32::INFINITY, f32::NAN] {
-        for len in [0usize, 3, 8, 13, 1003] {
-            let x = &v[..len];
-            let mut ours = x.to_vec();
-            mask_below(&mut ours, t);
-            let want: Vec<u32> = x.iter().map(|&e| if e < t { f32::NEG_INFINITY } else { e }.to_bits()).collect();
-            assert_eq!(ours.iter().map(|e| e.to_bits()).collect::<Vec<_>>(), want, "t {t}, length {len}");
+fn sin_equals_mlx_bit_for_bit() {
+    // Every float32 with one of 2^13 mantissa patterns over the whole exponent
+    // range (libm's `sinf` past 2^23, as MLX), dense over a few periods, and
+    // around every multiple of pi/4 up to 2^12 (where the reduction switches).
+    let mut xs: Vec<f32> = Vec::new();
+    for exp_bits in 0u32..256 {
+        for m in (0u32..(1 << 23)).step_by(1 << 10) {
+            for sign in [0u32, 1] {
+                xs.push(f32::from_bits(sign << 31 | exp_bits << 23 | m | (m >> 13)));
+            }
         }
     }
-}
-
-#[test]
-fn candidates_come_in_index_order_with_their_mapped_values() {
-    use mlx::cpu_math::{cpu_exp, for_each_candidate, row_max, row_max_of_numbers, row_max_scaled};
-    let mut v: Vec<f32> = (0..5003).map(|i| (i as f32 * 0.37).sin() * 30.0).collect();
-    v[4999] = f32::NAN;
-    let keep = |x: f32| !(x < 20.0);
-    let mut got = Vec::new();
-    for_each_candidate(&v, keep, cpu_exp, |i, x, e| got.push((i, x.to_bits(), e.to_bits())));
-    let want: Vec<_> = v.iter().enumerate().filter(|(_, &x)| keep(x)).map(|(i, &x)| (i, x.to_bits(), cpu_exp(x).to_bits())).collect();
-    assert!(want.len() > 100 && want.iter().any(|w| w.0 == 4999), "{} candidates", want.len());
-    assert_eq!(got, want);
-    // The maxima: NaN propagating or ignored, and of the scaled values.
-    assert!(row_max(&v).is_nan());
-    let numbers = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    assert_eq!(row_max_of_numbers(&v), numbers);
-    let scaled: Vec<f32> = v[..4999].iter().map(|x| x * 1.7).collect();
-    assert_eq!(row_max_scaled(&v[..4999], 1.7), scaled.iter().copied().fold(f32::NEG_INFINITY, f32::max));
-    assert_eq!(row_max_of_numbers(&[]), f32::NEG_INFINITY);
-    assert_eq!(row_max_of_numbers(&[f32::NAN; 11]), f32::NEG_INFINITY);
+    let mut v = -40.0f32;
+    while v < 40.0 {
+        xs.push(v);
+        v += 1.0 / 1024.0;
+    }
+    for n in 0..5215 {
+        let c = (n as f64 * std::f64::consts::FRAC_PI_4) as f32;
+        let b = c.to_bits();
+        for d in 0..16u32 {
+            xs.push(f32::from_bits(b.wrapping_sub(8).wrapping_add(d)));
+            xs.push(-f32::from_bits(b.wrapping_sub(8).wrapping_add(d)));
+        }
+    }
+    xs.extend([8388608.0, 8388609.0, -8388608.0, -8388609.0, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
+    let x = Array::from_slice(&xs, &[xs.len() as i32]).unwrap();
+    let want: Vec<f32> = x.sin().unwrap().to_vec().unwrap();
+    let ours: Vec<f32> = sin(&x).unwrap().to_vec().unwrap();
+    for ((v, w), o) in xs.iter().zip(&want).zip(&ours) {
+        assert!(w.to_bits() == o.to_bits() || (w.is_nan() && o.is_nan()), "sin({v:e}) = {w:e} on MLX, {o:e} here");
+        let c = cpu_sin(*v);
+        assert!(c.to_bits() == o.to_bits() || (c.is_nan() && o.is_nan()), "cpu_sin({v:e}) = {c:e}, the kernel {o:e}");
+    }
+    // A shape the kernel splits over the cores, and a strided view.
+    let big = mlx::random::normal(&[3, 70000], Dtype::Float32, 0.0, 30.0, None).unwrap();
+    let view = big.transpose(&[1, 0]).unwrap();
+    for a in [&big, &view] {
+        let (w, o): (Vec<f32>, Vec<f32>) = (a.sin().unwrap().to_vec().unwrap(), sin(a).unwrap().to_vec().unwrap());
+        assert!(w.iter().zip(&o).all(|(p, q)| p.to_bits() == q.to_bits()));
+    }
 }
