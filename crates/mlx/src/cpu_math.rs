@@ -222,14 +222,15 @@ pub fn softmax_last_kernel(x: &Array) -> Result<Array> {
 
 /// Below this many elements one thread does it all (handing work to another
 /// thread costs microseconds).
-const PARALLEL_MIN: usize = 1 << 16;
+pub const PARALLEL_MIN: usize = 1 << 16;
 
 /// Runs `f` on pieces of `data`, split at multiples of `unit` elements, over
-/// the cores (rayon's pool) when there is enough work. Element-wise and
-/// row-wise kernels give the same bits however they are split.
-pub fn par_chunks(data: &mut [f32], unit: usize, f: impl Fn(&mut [f32], usize) + Sync) {
+/// the cores (rayon's pool) from `min_len` elements up (`PARALLEL_MIN` for a
+/// few nanoseconds of work per element; less where each costs more). Element-
+/// wise and row-wise kernels give the same bits however they are split.
+pub fn par_chunks(data: &mut [f32], unit: usize, min_len: usize, f: impl Fn(&mut [f32], usize) + Sync) {
     let units = data.len() / unit;
-    let threads = if data.len() < PARALLEL_MIN { 1 } else { rayon::current_num_threads().min(units) };
+    let threads = if data.len() < min_len { 1 } else { rayon::current_num_threads().min(units) };
     if threads <= 1 {
         return f(data, unit);
     }
@@ -254,7 +255,7 @@ const SOFTMAX: KernelF32 = |params, _, out| {
         out.fill(f32::NAN);
         return;
     }
-    par_chunks(out, m, softmax_rows);
+    par_chunks(out, m, PARALLEL_MIN, softmax_rows);
 };
 
 avx2_fma_dispatch!(fn softmax_rows(data: &mut [f32], unit: usize) => softmax_rows_body);
@@ -308,7 +309,7 @@ pub fn gelu(x: &Array) -> Result<Array> {
 }
 
 /// In place (`out` holds the input).
-const GELU: KernelF32 = |_, _, out| par_chunks(out, 1, gelu_all);
+const GELU: KernelF32 = |_, _, out| par_chunks(out, 1, PARALLEL_MIN, gelu_all);
 
 avx2_fma_dispatch!(fn gelu_all(data: &mut [f32], unit: usize) => gelu_body);
 
@@ -347,7 +348,7 @@ pub fn sin(x: &Array) -> Result<Array> {
 }
 
 /// In place (`out` holds the input).
-const SIN: KernelF32 = |_, _, out| par_chunks(out, 1, sin_all);
+const SIN: KernelF32 = |_, _, out| par_chunks(out, 1, PARALLEL_MIN, sin_all);
 
 avx2_fma_dispatch!(fn sin_all(data: &mut [f32], unit: usize) => sin_body);
 

@@ -1,6 +1,6 @@
 //! HiFi-GAN residual blocks with Snake activations, channels-last `[B, T, C]`.
 use lm::weights::Weights;
-use mlx::cpu_math::{cpu_sin, cpu_sin_reduced, par_chunks, sin_needs_libm};
+use mlx::cpu_math::{cpu_sin, cpu_sin_reduced, par_chunks, sin_needs_libm, PARALLEL_MIN};
 use mlx::kernel::KernelF32;
 use mlx::{Array, Dtype};
 
@@ -55,7 +55,7 @@ const SNAKE: KernelF32 = |params, inputs, out| {
         out.fill(f32::NAN);
         return;
     }
-    par_chunks(out, c, |rows, _| snake_rows(rows, alpha, inv));
+    par_chunks(out, c, PARALLEL_MIN, |rows, _| snake_rows(rows, alpha, inv));
 };
 
 mlx::avx2_fma_dispatch!(fn snake_rows(rows: &mut [f32], alpha: &[f32], inv: &[f32]) => snake_body);
