@@ -11,12 +11,10 @@ fn check(xs: &[f32]) {
     }
 }
 
-#[test]
-fn equals_mlx_exp_bit_for_bit() {
-    assert_eq!(Dtype::Float32, Array::scalar(1.0, Dtype::Float32).unwrap().dtype());
-    // Every float32 with one of 2^13 mantissa patterns over the whole exponent
-    // range, both signs, plus the edges of the clamps.
-    let mut xs: Vec<f32> = Vec::new();
+/// Every float32 with one of 2^13 mantissa patterns, over the whole exponent
+/// range, both signs.
+fn float_sweep() -> Vec<f32> {
+    let mut xs = Vec::new();
     for exp_bits in 0u32..256 {
         for m in (0u32..(1 << 23)).step_by(1 << 10) {
             for sign in [0u32, 1] {
@@ -24,6 +22,14 @@ fn equals_mlx_exp_bit_for_bit() {
             }
         }
     }
+    xs
+}
+
+#[test]
+fn equals_mlx_exp_bit_for_bit() {
+    assert_eq!(Dtype::Float32, Array::scalar(1.0, Dtype::Float32).unwrap().dtype());
+    // The sweep, plus the edges of the clamps.
+    let mut xs = float_sweep();
     // Dense in the range log-probabilities live in.
     let mut v = -104.0f32;
     while v < 1.0 {
@@ -178,17 +184,9 @@ fn strided_inputs_give_mlx_values() {
 
 #[test]
 fn sin_equals_mlx_bit_for_bit() {
-    // Every float32 with one of 2^13 mantissa patterns over the whole exponent
-    // range (libm's `sinf` past 2^23, as MLX), dense over a few periods, and
+    // The sweep (libm's `sinf` past 2^23, as MLX), dense over a few periods, and
     // around every multiple of pi/4 up to 2^12 (where the reduction switches).
-    let mut xs: Vec<f32> = Vec::new();
-    for exp_bits in 0u32..256 {
-        for m in (0u32..(1 << 23)).step_by(1 << 10) {
-            for sign in [0u32, 1] {
-                xs.push(f32::from_bits(sign << 31 | exp_bits << 23 | m | (m >> 13)));
-            }
-        }
-    }
+    let mut xs = float_sweep();
     let mut v = -40.0f32;
     while v < 40.0 {
         xs.push(v);
