@@ -65,18 +65,20 @@ mlx::avx2_fma_dispatch!(fn snake_rows(rows: &mut [f32], alpha: &[f32], inv: &[f3
 fn snake_body(rows: &mut [f32], alpha: &[f32], inv: &[f32]) {
     for row in rows.chunks_exact_mut(alpha.len()) {
         // The arithmetic form of `sin` vectorizes; rows with an argument past
-        // its range (never in a working model) take the scalar one.
+        // its range (never in a working model) take the one with libm.
         if row.iter().zip(alpha).fold(false, |any, (&v, &a)| any | sin_needs_libm(v * a)) {
-            for ((v, &a), &ia) in row.iter_mut().zip(alpha).zip(inv) {
-                let s = cpu_sin(*v * a);
-                *v = *v + ia * (s * s);
-            }
-            continue;
+            snake_row(row, alpha, inv, cpu_sin);
+        } else {
+            snake_row(row, alpha, inv, cpu_sin_reduced);
         }
-        for ((v, &a), &ia) in row.iter_mut().zip(alpha).zip(inv) {
-            let s = cpu_sin_reduced(*v * a);
-            *v = *v + ia * (s * s);
-        }
+    }
+}
+
+#[inline(always)]
+fn snake_row(row: &mut [f32], alpha: &[f32], inv: &[f32], sin: impl Fn(f32) -> f32) {
+    for ((v, &a), &ia) in row.iter_mut().zip(alpha).zip(inv) {
+        let s = sin(*v * a);
+        *v = *v + ia * (s * s);
     }
 }
 
