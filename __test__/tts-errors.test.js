@@ -130,6 +130,13 @@ test('voice files: missing, not safetensors, missing key', async () => {
   const viaPath = await tts.synthesize('Hi.', { ...FAST, voice: path.join(FIXTURE, 'conds.safetensors') });
   const builtin = await tts.synthesize('Hi.', FAST);
   assert.deepEqual(Array.from(viaPath.audio), Array.from(builtin.audio));
+  // The last voice file is kept while it is unchanged; a changed file is read again.
+  const copy = path.join(d, 'voice.safetensors');
+  fs.copyFileSync(path.join(FIXTURE, 'conds.safetensors'), copy);
+  const viaCopy = await tts.synthesize('Hi.', { ...FAST, voice: copy });
+  assert.deepEqual(Array.from(viaCopy.audio), Array.from(builtin.audio));
+  fs.writeFileSync(copy, 'not a safetensors file');
+  await expectReject(() => tts.synthesize('Hi.', { ...FAST, voice: copy }), 'INVALID_WEIGHTS', /voice\.safetensors/);
 });
 
 test('abort: a pre-aborted signal and one aborted mid-way reject with its reason', async () => {

@@ -24,10 +24,11 @@ built by fixtures_tts.build_model because of the shrink keys), then writes FIXTU
            mel, f0 (the F0 predictor's output, deterministic), source, wav_raw (no fade)
   flow.*   S3Token2Wav.flow_inference(speech_tokens_clean of greedy, finalize=True): mel, the
            solver's inputs (z, mu, spks, cond, full-length output feat) and mel_not_final
-           (finalize=False), and mel_prefix: the same call with the voice prompt's frames as if
-           the prompt were alone (its tokens encoded alone, and the estimator's attention mask,
-           `add_optional_chunk_mask`, cut so that prompt frames attend to prompt frames only),
-           which is what mlx-node's streamed chunks compute from a prompt cache
+           (finalize=False), and mel_prefix: the same call with the voice prompt's tokens and
+           frames as if the prompt were alone (at every encoder layer its positions hold what
+           the prompt alone gives them, and the estimator's attention mask,
+           `add_optional_chunk_mask`, is cut so that prompt frames attend to prompt frames
+           only), which is what mlx-node's streamed chunks compute from a prompt cache
   punc_norm.json   mlx-audio's punc_norm on tricky inputs
   meta.json        versions
 """
@@ -311,11 +312,57 @@ def run_hift(model: Model, mel: np.ndarray):
     return arrays, meta
 
 
+def encoder_after_prompt(encoder, xs: mx.array, n: int) -> mx.array:
+    """mlx-audio's encoder over the embedded tokens `xs` (1, T, D), the first `n` the
+    voice prompt's, as a streamed chunk after a prompt cache sees them: at every layer
+    the prompt's positions hold what the prompt alone gives them (its last tokens look
+    ahead into zeros, its positions attend to each other only), and later positions
+    read those. Built from the encoder's own modules, layer by layer: one pass over the
+    prompt alone, one over everything whose prompt rows are replaced after each layer."""
+    module = sys.modules[type(encoder).__module__]
+
+    def prep(embed, x):
+        masks = mx.ones((1, 1, x.shape[1]), dtype=mx.bool_)
+        x, pos, masks = embed(x, masks)
+        chunk = module.add_optional_chunk_mask(
+            x, masks, encoder.use_dynamic_chunk, encoder.use_dynamic_left_chunk, 0, 0, -1
+        )
+        return x, (chunk, pos, masks)
+
+    def splice(alone, full):
+        return mx.concatenate([alone, full[:, alone.shape[1]:]], axis=1)
+
+    def layers(blocks, alone, full, args_alone, args_full):
+        for layer in blocks:
+            next_alone = layer(alone, *args_alone)[0]
+            full = splice(next_alone, layer(full, *args_full)[0])
+            alone = next_alone
+        return alone, full
+
+    def up(x):
+        y, _ = encoder.up_layer(mx.transpose(x, [0, 2, 1]), mx.array([x.shape[1]]))
+        return mx.transpose(y, [0, 2, 1])
+
+    alone, args_alone = prep(encoder.embed, xs[:, :n])
+    full, args_full = prep(encoder.embed, xs)
+    full = splice(alone, full)
+    next_alone = encoder.pre_lookahead_layer(alone)
+    full = splice(next_alone, encoder.pre_lookahead_layer(full))
+    alone, full = layers(encoder.encoders, next_alone, full, args_alone, args_full)
+    alone = up(alone)
+    full = splice(alone, up(full))
+    alone, args_alone = prep(encoder.up_embed, alone)
+    full, args_full = prep(encoder.up_embed, full)
+    full = splice(alone, full)
+    alone, full = layers(encoder.up_encoders, alone, full, args_alone, args_full)
+    return splice(encoder.after_norm(alone), encoder.after_norm(full))
+
+
 def flow_with_prompt_prefix_mask(model: Model, speech: mx.array) -> mx.array:
     """flow_inference(finalize=True) as a stream chunk after a prompt cache sees it: the
-    prompt's frames computed as if the prompt were alone (its tokens encoded alone; every
-    estimator attention mask cut so that the first P frames see only each other), later
-    frames seeing all frames."""
+    prompt's tokens and frames computed as if the prompt were alone (`encoder_after_prompt`;
+    every estimator attention mask, `add_optional_chunk_mask`, cut so that the first P
+    frames see only each other), later tokens and frames seeing all."""
     flow = model.s3gen.flow
     prompt_tokens = model._conds.gen["prompt_token"]
     prompt_frames = model._conds.gen["prompt_feat"].shape[1]
@@ -329,10 +376,9 @@ def flow_with_prompt_prefix_mask(model: Model, speech: mx.array) -> mx.array:
         return full & allowed[None]
 
     def prompt_encoded_alone(token, token_len, streaming=False):
-        h, lengths = encoder(token, token_len, streaming=streaming)
-        n = prompt_tokens.shape[1]
-        alone, _ = encoder(token[:, :n], mx.array([n]), streaming=streaming)
-        return mx.concatenate([alone, h[:, alone.shape[1]:]], axis=1), lengths
+        assert not streaming
+        _, lengths = encoder(token, token_len, streaming=streaming)
+        return encoder_after_prompt(encoder, token, prompt_tokens.shape[1]), lengths
 
     decoder_module.add_optional_chunk_mask = prefix_mask
     flow.encoder = prompt_encoded_alone

@@ -83,6 +83,9 @@ pub struct Chatterbox {
     prompt_cache: Mutex<Option<(VoiceKey, Option<Arc<PromptCache>>)>>,
     /// Whether streaming makes and keeps that cache.
     use_prompt_cache: bool,
+    /// The last `voice` file read, while it is unchanged on disk: a voice keeps
+    /// its T3 conditioning once computed (`T3Cond`).
+    custom_voice: Mutex<Option<(VoiceKey, Arc<Voice>)>>,
 }
 
 impl Chatterbox {
@@ -115,6 +118,7 @@ impl Chatterbox {
             max_speech_tokens: t3_cfg.max_speech_tokens,
             prompt_cache: Mutex::new(None),
             use_prompt_cache: true,
+            custom_voice: Mutex::new(None),
         })
     }
 
@@ -156,8 +160,8 @@ impl Chatterbox {
         let custom;
         let voice = match &opts.voice {
             Some(p) => {
-                custom = Voice::load(p)?;
-                &custom
+                custom = self.custom_voice(p)?;
+                &*custom
             }
             None => self.voice.as_ref().ok_or_else(|| {
                 TtsError::InvalidArgument(
@@ -194,6 +198,20 @@ impl Chatterbox {
             }
         }
         Ok(summary)
+    }
+
+    /// The voice in the file `path`, read again only when the file changed.
+    fn custom_voice(&self, path: &Path) -> Result<Arc<Voice>> {
+        let key = voice_key(Some(path));
+        let mut slot = self.custom_voice.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((k, voice)) = slot.as_ref() {
+            if *k == key {
+                return Ok(voice.clone());
+            }
+        }
+        let voice = Arc::new(Voice::load(path)?);
+        *slot = Some((key, voice.clone()));
+        Ok(voice)
     }
 
     /// Whether `stream` keeps a prompt cache (the default); without one every

@@ -3,12 +3,20 @@
 //! upsampling with a causal convolution, then more conformer blocks.
 //! Conformer blocks here are pre-norm attention + feed-forward (no macaron, no
 //! convolution module), attending over the whole sequence.
+//!
+//! Streaming splits the tokens into the voice prompt's and the rest, as the
+//! estimator does (`EncoderPrefix`): a pass over the prompt alone records what
+//! later tokens read from it (per attention layer its keys and values, and the
+//! inputs the convolutions read back); a pass over later tokens continues from
+//! that record. This equals one pass over all tokens in which the prompt's
+//! states are the ones it has alone (its last tokens look ahead into zeros
+//! rather than the new tokens, and its positions do not attend to them).
 use lm::weights::Weights;
 use mlx::nn::{LayerNorm, Linear};
 use mlx::Array;
 
 use super::activations::{leaky_relu, silu};
-use super::rel_attention::{relative_positions, RelPositionAttention};
+use super::rel_attention::{relative_positions, trailing_positions, KeysValues, RelPositionAttention};
 use crate::layers::{layer_norm, linear, Conv1d};
 use crate::Result;
 
@@ -36,12 +44,8 @@ impl InputEmbedding {
         })
     }
 
-    /// Returns the embedded sequence and its relative position table.
-    fn forward(&self, x: &Array) -> mlx::Result<(Array, Array)> {
-        let y = self.norm.forward(&self.linear.forward(x)?)?;
-        let y = y.multiply_scalar((ENCODER_DIMS as f64).sqrt())?;
-        let pos = relative_positions(x.dim(1), ENCODER_DIMS)?;
-        Ok((y, pos))
+    fn forward(&self, x: &Array) -> mlx::Result<Array> {
+        self.norm.forward(&self.linear.forward(x)?)?.multiply_scalar((ENCODER_DIMS as f64).sqrt())
     }
 }
 
@@ -61,9 +65,15 @@ impl PreLookahead {
         })
     }
 
-    fn forward(&self, x: &Array) -> mlx::Result<Array> {
-        let y = self.conv1.forward(&x.pad(&[1], &[0], &[PRE_LOOKAHEAD], 0.0)?)?;
-        let y = leaky_relu(&y)?.pad(&[1], &[2], &[0], 0.0)?;
+    /// `before`: the two embedded tokens before `x`'s (none: `x` starts the
+    /// sequence, and the second conv reads zeros there).
+    fn forward(&self, x: &Array, before: Option<&Array>) -> mlx::Result<Array> {
+        let input = match before {
+            Some(b) => Array::concatenate(&[b, x], 1)?,
+            None => x.clone(),
+        };
+        let y = leaky_relu(&self.conv1.forward(&input.pad(&[1], &[0], &[PRE_LOOKAHEAD], 0.0)?)?)?;
+        let y = if before.is_some() { y } else { y.pad(&[1], &[2], &[0], 0.0)? };
         self.conv2.forward(&y)?.add(x)
     }
 }
@@ -87,11 +97,39 @@ impl ConformerBlock {
         })
     }
 
-    fn forward(&self, x: &Array, pos: &Array) -> mlx::Result<Array> {
-        let x = x.add(&self.attn.forward(&self.norm_mha.forward(x)?, pos)?)?;
+    /// See [`RelPositionAttention::forward`]; returns the output and `x`'s keys and values.
+    fn forward(&self, x: &Array, pos: &Array, earlier: Option<&KeysValues>) -> mlx::Result<(Array, KeysValues)> {
+        let (attended, kv) = self.attn.forward(&self.norm_mha.forward(x)?, pos, earlier)?;
+        let x = x.add(&attended)?;
         let h = silu(&self.w1.forward(&self.norm_ff.forward(&x)?)?)?;
-        x.add(&self.w2.forward(&h)?)
+        Ok((x.add(&self.w2.forward(&h)?)?, kv))
     }
+}
+
+/// What tokens after the voice prompt read from the prompt's own pass
+/// (`UpsampleEncoder::record`).
+pub struct EncoderPrefix {
+    tokens: i32,
+    /// The last two embedded tokens (the pre-lookahead's second conv reads two back).
+    embedded_tail: Array,
+    blocks: Vec<KeysValues>,
+    /// The last `2 * UPSAMPLE` upsampled frames (the up conv reads that far back).
+    upsampled_tail: Array,
+    up_blocks: Vec<KeysValues>,
+}
+
+impl EncoderPrefix {
+    pub fn arrays(&self) -> Vec<&Array> {
+        let kv = self.blocks.iter().chain(&self.up_blocks).flat_map(|(k, v)| [k, v]);
+        [&self.embedded_tail, &self.upsampled_tail].into_iter().chain(kv).collect()
+    }
+}
+
+/// How a pass treats the tokens before its own.
+enum Earlier<'a> {
+    None,
+    Record(&'a mut EncoderPrefix),
+    Extend(&'a EncoderPrefix),
 }
 
 pub struct UpsampleEncoder {
@@ -128,17 +166,94 @@ impl UpsampleEncoder {
 
     /// Token embeddings `(1, T, 512)` to frame features `(1, 2T, 512)`.
     pub fn forward(&self, tokens: &Array) -> mlx::Result<Array> {
-        let (x, pos) = self.embed.forward(tokens)?;
-        let mut x = self.pre_lookahead.forward(&x)?;
-        for block in &self.blocks {
-            x = block.forward(&x, &pos)?;
+        self.run(tokens, Earlier::None)
+    }
+
+    /// [`Self::forward`] over the voice prompt's tokens, also returning what
+    /// later tokens read from it. `None` for a prompt of fewer than two tokens
+    /// (the convolutions read two back).
+    pub fn record(&self, tokens: &Array) -> mlx::Result<Option<(Array, EncoderPrefix)>> {
+        if tokens.dim(1) < 2 {
+            return Ok(None);
         }
-        let x = x.repeat(UPSAMPLE, 1)?.pad(&[1], &[2 * UPSAMPLE], &[0], 0.0)?;
-        let x = self.up_conv.forward(&x)?;
-        let (mut x, pos) = self.up_embed.forward(&x)?;
-        for block in &self.up_blocks {
-            x = block.forward(&x, &pos)?;
+        let empty = || Array::zeros(&[0], mlx::Dtype::Float32);
+        let mut prefix = EncoderPrefix {
+            tokens: tokens.dim(1),
+            embedded_tail: empty()?,
+            blocks: Vec::new(),
+            upsampled_tail: empty()?,
+            up_blocks: Vec::new(),
+        };
+        let h = self.run(tokens, Earlier::Record(&mut prefix))?;
+        Ok(Some((h, prefix)))
+    }
+
+    /// Frame features `(1, 2T, 512)` for the token embeddings `tokens` that
+    /// follow the recorded voice prompt.
+    pub fn forward_after(&self, tokens: &Array, prefix: &EncoderPrefix) -> mlx::Result<Array> {
+        self.run(tokens, Earlier::Extend(prefix))
+    }
+
+    fn run(&self, tokens: &Array, mut earlier: Earlier) -> mlx::Result<Array> {
+        let t = tokens.dim(1);
+        let before = match &earlier {
+            Earlier::Extend(p) => p.tokens,
+            _ => 0,
+        };
+        // Positions of this pass's tokens among all (its frames: twice as many).
+        let positions = |len: i32, new: i32| -> mlx::Result<Array> {
+            if len == new {
+                relative_positions(len, ENCODER_DIMS)
+            } else {
+                trailing_positions(len, new, ENCODER_DIMS)
+            }
+        };
+        let tail = |a: &Array, n: i32| a.slice_axis(1, a.dim(1) - n, a.dim(1))?.contiguous();
+
+        let x = self.embed.forward(tokens)?;
+        let mut x = match &mut earlier {
+            Earlier::Extend(p) => self.pre_lookahead.forward(&x, Some(&p.embedded_tail))?,
+            Earlier::Record(p) => {
+                p.embedded_tail = tail(&x, 2)?;
+                self.pre_lookahead.forward(&x, None)?
+            }
+            Earlier::None => self.pre_lookahead.forward(&x, None)?,
+        };
+        let pos = positions(before + t, t)?;
+        for (i, block) in self.blocks.iter().enumerate() {
+            x = run_block(block, &x, &pos, i, &mut earlier, false)?;
+        }
+
+        let x = x.repeat(UPSAMPLE, 1)?;
+        let reach = 2 * UPSAMPLE;
+        let x = match &mut earlier {
+            Earlier::Extend(p) => Array::concatenate(&[&p.upsampled_tail, &x], 1)?,
+            Earlier::Record(p) => {
+                p.upsampled_tail = tail(&x, reach)?;
+                x.pad(&[1], &[reach], &[0], 0.0)?
+            }
+            Earlier::None => x.pad(&[1], &[reach], &[0], 0.0)?,
+        };
+        let mut x = self.up_embed.forward(&self.up_conv.forward(&x)?)?;
+        let pos = positions(UPSAMPLE * (before + t), UPSAMPLE * t)?;
+        for (i, block) in self.up_blocks.iter().enumerate() {
+            x = run_block(block, &x, &pos, i, &mut earlier, true)?;
         }
         self.after_norm.forward(&x)
+    }
+}
+
+/// Conformer block `i` of the first (`up` false) or second stack, reading or
+/// filling its entry of the record.
+fn run_block(block: &ConformerBlock, x: &Array, pos: &Array, i: usize, earlier: &mut Earlier, up: bool) -> mlx::Result<Array> {
+    match earlier {
+        Earlier::Extend(p) => Ok(block.forward(x, pos, Some(if up { &p.up_blocks[i] } else { &p.blocks[i] }))?.0),
+        Earlier::Record(p) => {
+            let (y, (k, v)) = block.forward(x, pos, None)?;
+            let kv = (k.contiguous()?, v.contiguous()?);
+            if up { p.up_blocks.push(kv) } else { p.blocks.push(kv) }
+            Ok(y)
+        }
+        Earlier::None => Ok(block.forward(x, pos, None)?.0),
     }
 }

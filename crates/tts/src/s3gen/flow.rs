@@ -9,7 +9,7 @@ use mlx::{Array, Dtype};
 
 use super::conds::GenConds;
 use super::config::S3GenConfig;
-use super::encoder::{UpsampleEncoder, ENCODER_DIMS, PRE_LOOKAHEAD, UPSAMPLE};
+use super::encoder::{EncoderPrefix, UpsampleEncoder, ENCODER_DIMS, PRE_LOOKAHEAD, UPSAMPLE};
 use super::estimator::{Estimator, Prefix, PrefixRecord, OUT_CHANNELS};
 use crate::layers::linear;
 use crate::{Result, TtsError};
@@ -23,20 +23,24 @@ pub const MAX_FRAMES: i32 = 15000;
 /// Guidance strength: `v = (1 + r) v_cond - r v_uncond`.
 const CFG_RATE: f64 = 0.7;
 
-/// The voice prompt's frames at every solver step, as the streamed chunks read
-/// them (`S3GenFlow::prompt_cache`): made once per voice, it lets a chunk run
-/// the flow over its own frames only, where a whole render runs it over the
-/// prompt's 500 frames (10 s) as well. In these chunks the prompt's frames do
-/// not attend to the chunk's (the only difference from a whole render; the
-/// model has causal convolutions, and prompt frames never read later ones).
+/// The voice prompt as the streamed chunks read it (`S3GenFlow::prompt_cache`):
+/// its tokens through the encoder and its frames at every solver step. Made
+/// once per voice, it lets a chunk run the encoder over its own tokens and the
+/// flow over its own frames only, where a whole render runs both over the
+/// prompt's 250 tokens and 500 frames (10 s) as well. In these chunks the
+/// prompt's tokens and frames do not attend to the chunk's, and its last tokens
+/// look ahead into zeros (the only differences from a whole render; the
+/// model's convolutions are causal but for that lookahead).
 pub struct PromptCache {
+    encoder: EncoderPrefix,
     steps: Vec<PrefixRecord>,
     frames: i32,
 }
 
 impl PromptCache {
     pub fn bytes(&self) -> usize {
-        self.steps.iter().map(PrefixRecord::bytes).sum()
+        let encoder: usize = self.encoder.arrays().iter().map(|a| a.size() * a.dtype().size()).sum();
+        encoder + self.steps.iter().map(PrefixRecord::bytes).sum::<usize>()
     }
 }
 
@@ -106,12 +110,7 @@ impl S3GenFlow {
     /// Mel frames `mel` returns for `tokens` new tokens, when the voice's prompt
     /// mel has two frames per prompt token (as every mlx-audio voice has).
     pub fn frames_for(tokens: usize, finalize: bool) -> usize {
-        let frames = tokens * UPSAMPLE as usize;
-        if finalize {
-            frames
-        } else {
-            frames.saturating_sub((PRE_LOOKAHEAD * UPSAMPLE) as usize)
-        }
+        frame_count(tokens, finalize).max(0) as usize
     }
 
     /// The mel `(1, 80, 2 N)` for `speech_tokens` (N of them) spoken in the voice
@@ -139,16 +138,24 @@ impl S3GenFlow {
     /// [`Self::prompt_cache`] for these `conds`): the solver runs over the new
     /// frames only, which attend to the prompt's but not the other way round.
     pub fn mel_after_prompt(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool, cache: &PromptCache) -> Result<Array> {
-        let (noise, mu, spks, cond) = self.inputs(speech_tokens, conds, finalize)?;
-        let (p, frames) = (cache.frames, mu.dim(1));
+        let p = cache.frames;
         if p != conds.prompt_feat.dim(1) {
             return Err(TtsError::InvalidArgument(format!(
                 "the prompt cache holds {p} frames, the voice {}",
                 conds.prompt_feat.dim(1)
             )));
         }
-        let tail = |a: &Array| a.slice_axis(1, p, frames);
-        let mel = self.solve(tail(&noise)?, &tail(&mu)?, &spks, &tail(&cond)?, Plan::Extend(cache))?;
+        let frames = frame_count(speech_tokens.len(), finalize);
+        if frames <= 0 {
+            return Err(no_frames(speech_tokens.len(), finalize, p));
+        }
+        let frames = check_noise(p as i64 + frames, speech_tokens.len())? - p;
+        let embedded = self.token_embedding.forward(&self.token_ids(speech_tokens)?)?;
+        let h = self.encoder.forward_after(&embedded, &cache.encoder)?;
+        let mu = self.encoder_proj.forward(&h.slice_axis(1, 0, frames)?)?;
+        let cond = Array::zeros(&[1, frames, MEL_BINS], mu.dtype())?;
+        let noise = self.noise.slice_axis(1, p, p + frames)?;
+        let mel = self.solve(noise, &mu, &self.speaker(conds)?, &cond, Plan::Extend(cache))?;
         let mel = mel.swapaxes(1, 2)?;
         mel.eval()?;
         Ok(mel)
@@ -165,11 +172,15 @@ impl S3GenFlow {
             return Ok(None);
         }
         let ids = self.token_ids(&conds.prompt_tokens)?;
-        let mu = self.encoder_proj.forward(&self.encoder.forward(&self.token_embedding.forward(&ids)?)?)?;
+        let Some((h, encoder)) = self.encoder.record(&self.token_embedding.forward(&ids)?)? else {
+            return Ok(None);
+        };
+        let mu = self.encoder_proj.forward(&h)?;
         let cond = conds.prompt_feat.astype(mu.dtype())?;
         let mut steps = Vec::new();
         self.solve(self.noise.slice_axis(1, 0, frames)?, &mu, &self.speaker(conds)?, &cond, Plan::Record(&mut steps, keep_going))?;
-        Ok(Some(PromptCache { steps, frames }))
+        mlx::eval(&encoder.arrays())?;
+        Ok(Some(PromptCache { encoder, steps, frames }))
     }
 
     /// Ids for the encoder, past-vocabulary ids clipped as mlx-audio does: `(1, N)`.
@@ -190,26 +201,11 @@ impl S3GenFlow {
     /// the speaker `(1, 80)`: starting noise, `mu`, speaker, prompt mel then zeros.
     fn inputs(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool) -> Result<(Array, Array, Array, Array)> {
         let prompt_frames = conds.prompt_feat.dim(1);
-        let prompt_tokens = conds.prompt_tokens.len();
-        let total_tokens = prompt_tokens + speech_tokens.len();
-        let mut frames = total_tokens as i64 * UPSAMPLE as i64;
-        if !finalize {
-            frames -= (PRE_LOOKAHEAD * UPSAMPLE) as i64;
+        let frames = frame_count(conds.prompt_tokens.len() + speech_tokens.len(), finalize);
+        if frames <= prompt_frames as i64 {
+            return Err(no_frames(speech_tokens.len(), finalize, prompt_frames));
         }
-        let new_frames = frames - prompt_frames as i64;
-        if new_frames <= 0 {
-            return Err(TtsError::InvalidArgument(format!(
-                "{} speech tokens (finalize: {finalize}) give no mel frames after the voice's {prompt_frames} prompt frames",
-                speech_tokens.len()
-            )));
-        }
-        if frames > MAX_FRAMES as i64 {
-            return Err(TtsError::InvalidArgument(format!(
-                "{} speech tokens need {frames} mel frames with the voice prompt; the flow's noise covers {MAX_FRAMES}",
-                speech_tokens.len()
-            )));
-        }
-        let frames = frames as i32;
+        let frames = check_noise(frames, speech_tokens.len())?;
 
         let ids = self.token_ids(conds.prompt_tokens.iter().chain(speech_tokens))?;
         let h = self.encoder.forward(&self.token_embedding.forward(&ids)?)?;
@@ -274,4 +270,31 @@ impl S3GenFlow {
         }
         Ok(x)
     }
+}
+
+/// Mel frames the encoder's output is cut to for `tokens` tokens: two per
+/// token, less the lookahead tokens' unless `finalize`.
+fn frame_count(tokens: usize, finalize: bool) -> i64 {
+    let frames = tokens as i64 * UPSAMPLE as i64;
+    if finalize {
+        frames
+    } else {
+        frames - (PRE_LOOKAHEAD * UPSAMPLE) as i64
+    }
+}
+
+fn no_frames(tokens: usize, finalize: bool, prompt_frames: i32) -> TtsError {
+    TtsError::InvalidArgument(format!(
+        "{tokens} speech tokens (finalize: {finalize}) give no mel frames after the voice's {prompt_frames} prompt frames"
+    ))
+}
+
+/// `frames` (prompt included) as an `i32`, if the flow's fixed noise covers them.
+fn check_noise(frames: i64, tokens: usize) -> Result<i32> {
+    if frames > MAX_FRAMES as i64 {
+        return Err(TtsError::InvalidArgument(format!(
+            "{tokens} speech tokens need {frames} mel frames with the voice prompt; the flow's noise covers {MAX_FRAMES}"
+        )));
+    }
+    Ok(frames as i32)
 }

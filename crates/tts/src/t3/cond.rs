@@ -2,6 +2,7 @@
 //! embedding, the reference clip's speech tokens and its emotion setting.
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Mutex;
 
 use mlx::{Array, Dtype};
 
@@ -15,6 +16,11 @@ pub struct T3Cond {
     /// `t3.emotion_adv` (mlx-audio's default 0.5 when absent). Generation
     /// replaces it with the requested exaggeration, as mlx-audio does.
     pub emotion_adv: f32,
+    /// The conditioning encoder's output for the reference clip, kept for the
+    /// model (`T3::id`) that computed it: it depends on the voice and the
+    /// weights only, and the perceiver over a 150-token clip costs as much as
+    /// three speech tokens.
+    pub(super) clip: Mutex<Option<(u64, Array)>>,
 }
 
 impl T3Cond {
@@ -71,6 +77,6 @@ impl T3Cond {
             }
             Some(t) => return Err(bad(key, format!("must be one float, got {:?} {:?}", t.dtype(), t.shape()))),
         };
-        Ok(T3Cond { speaker_emb, prompt_speech_tokens, emotion_adv })
+        Ok(T3Cond { speaker_emb, prompt_speech_tokens, emotion_adv, clip: Mutex::new(None) })
     }
 }

@@ -37,15 +37,21 @@ impl CondEncoder {
         self.speaker_embed_size
     }
 
-    /// `speaker` `[1, speaker_embed_size]`; `prompt` the embedded reference
-    /// clip `[1, T, dims]`, if any. Returns `[1, L, dims]`.
-    pub fn forward(&self, speaker: &Array, prompt: Option<&Array>, emotion: f32) -> mlx::Result<Array> {
+    /// The embedded reference clip `[1, T, dims]` as conditioning positions:
+    /// through the perceiver when the model has one.
+    pub fn clip(&self, prompt: &Array) -> mlx::Result<Array> {
+        match &self.perceiver {
+            Some(perceiver) => perceiver.forward(prompt),
+            None => Ok(prompt.clone()),
+        }
+    }
+
+    /// `speaker` `[1, speaker_embed_size]`; `clip` the reference clip from
+    /// [`Self::clip`], if any. Returns `[1, L, dims]`.
+    pub fn forward(&self, speaker: &Array, clip: Option<&Array>, emotion: f32) -> mlx::Result<Array> {
         let mut parts = vec![self.spkr_enc.forward(speaker)?.expand_dims(&[1])?];
-        if let Some(p) = prompt {
-            parts.push(match &self.perceiver {
-                Some(perceiver) => perceiver.forward(p)?,
-                None => p.clone(),
-            });
+        if let Some(c) = clip {
+            parts.push(c.clone());
         }
         if let Some(fc) = &self.emotion_adv_fc {
             let e = Array::full(&[1, 1, 1], emotion as f64, Dtype::Float32)?.astype(speaker.dtype())?;

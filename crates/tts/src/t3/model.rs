@@ -1,6 +1,8 @@
 //! T3's weights and its pieces of the forward pass: the prompt embeddings
 //! (conditioning, text, start-of-speech), speech-token embeddings with their
 //! learned positions, and the speech head on the Llama stack's hidden states.
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use lm::cache::KvCache;
 use lm::models::DecoderStack;
 use lm::weights::Weights;
@@ -16,6 +18,8 @@ const PREFIX: &str = "t3";
 
 pub struct T3 {
     pub(super) cfg: T3Config,
+    /// Tells this model's cached results apart from another's (`T3Cond::clip`).
+    id: u64,
     pub(super) stack: DecoderStack,
     cond_enc: CondEncoder,
     text_emb: Embedding,
@@ -55,7 +59,9 @@ impl T3 {
         let text_pos_emb = w.embedding(&format!("{p}.text_pos_emb.emb"), cfg.text_positions(), dims)?;
         let speech_pos_emb = w.embedding(&format!("{p}.speech_pos_emb.emb"), cfg.speech_positions(), dims)?;
         let speech_head = w.linear(&format!("{p}.speech_head"), dims, cfg.speech_tokens_dict_size as i32, false)?;
-        Ok(T3 { cfg: cfg.clone(), stack, cond_enc, text_emb, speech_emb, text_pos_emb, speech_pos_emb, speech_head })
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        Ok(T3 { cfg: cfg.clone(), id, stack, cond_enc, text_emb, speech_emb, text_pos_emb, speech_pos_emb, speech_head })
     }
 
     pub fn config(&self) -> &T3Config {
@@ -72,27 +78,41 @@ impl T3 {
                 self.cond_enc.speaker_embed_size()
             )));
         }
-        let prompt = match &cond.prompt_speech_tokens {
+        let clip = match &cond.prompt_speech_tokens {
             None => None,
-            Some(tokens) => {
-                let vocab = self.cfg.speech_tokens_dict_size;
-                if let Some(bad) = tokens.iter().find(|&&t| t >= vocab) {
-                    return Err(TtsError::InvalidArgument(format!(
-                        "voice: t3.cond_prompt_speech_tokens holds id {bad}, outside the speech vocabulary ({vocab})"
-                    )));
-                }
-                let max = self.cfg.speech_positions() as usize;
-                if tokens.len() > max {
-                    return Err(TtsError::InvalidArgument(format!(
-                        "voice: t3.cond_prompt_speech_tokens has {} tokens, at most {max} fit",
-                        tokens.len()
-                    )));
-                }
-                let emb = self.speech_emb.forward(&ids(tokens)?)?;
-                Some(emb.add(&self.speech_pos_emb.forward(&positions(tokens.len())?)?)?)
-            }
+            Some(tokens) => Some(self.clip_embeddings(cond, tokens)?),
         };
-        Ok(self.cond_enc.forward(&cond.speaker_emb, prompt.as_ref(), exaggeration)?)
+        Ok(self.cond_enc.forward(&cond.speaker_emb, clip.as_ref(), exaggeration)?)
+    }
+
+    /// The reference clip `tokens` of `cond` through the conditioning encoder's
+    /// perceiver, evaluated, from `cond`'s cache when this model made it.
+    fn clip_embeddings(&self, cond: &T3Cond, tokens: &[u32]) -> Result<Array> {
+        let mut cached = cond.clip.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((id, clip)) = cached.as_ref() {
+            if *id == self.id {
+                return Ok(clip.clone());
+            }
+        }
+        let vocab = self.cfg.speech_tokens_dict_size;
+        if let Some(bad) = tokens.iter().find(|&&t| t >= vocab) {
+            return Err(TtsError::InvalidArgument(format!(
+                "voice: t3.cond_prompt_speech_tokens holds id {bad}, outside the speech vocabulary ({vocab})"
+            )));
+        }
+        let max = self.cfg.speech_positions() as usize;
+        if tokens.len() > max {
+            return Err(TtsError::InvalidArgument(format!(
+                "voice: t3.cond_prompt_speech_tokens has {} tokens, at most {max} fit",
+                tokens.len()
+            )));
+        }
+        let emb = self.speech_emb.forward(&ids(tokens)?)?;
+        let emb = emb.add(&self.speech_pos_emb.forward(&positions(tokens.len())?)?)?;
+        let clip = self.cond_enc.clip(&emb)?;
+        clip.eval()?;
+        *cached = Some((self.id, clip.clone()));
+        Ok(clip)
     }
 
     /// The whole prompt `[B, L, dims]`: conditioning, text with its positions,
