@@ -87,21 +87,18 @@ impl<'a> PrefixCursor<'a> {
         }
     }
 
-    /// Keys and values for attention: the prompt's before `x`'s own (extend),
-    /// recorded (record).
-    fn keys_values(&mut self, k: Array, v: Array) -> mlx::Result<(Array, Array)> {
+    /// The prompt's keys and values that `x`'s queries also attend to
+    /// (extend); records `x`'s own (record).
+    fn earlier_keys_values(&mut self, k: &Array, v: &Array) -> mlx::Result<Option<&'a (Array, Array)>> {
         let i = self.attention;
         self.attention += 1;
         match &mut self.prefix {
-            Prefix::Extend(r) => {
-                let (pk, pv) = &r.keys_values[i];
-                Ok((Array::concatenate(&[pk, &k], 2)?, Array::concatenate(&[pv, &v], 2)?))
-            }
+            Prefix::Extend(r) => Ok(Some(&r.keys_values[i])),
             Prefix::Record(r) => {
                 r.keys_values.push((k.contiguous()?, v.contiguous()?));
-                Ok((k, v))
+                Ok(None)
             }
-            Prefix::None => Ok((k, v)),
+            Prefix::None => Ok(None),
         }
     }
 }
@@ -203,14 +200,27 @@ impl TransformerBlock {
 
     /// Written out (scores, softmax, weighted sum) as mlx-audio does when it is
     /// given a mask, rather than the fused kernel, to match it to the last bit.
+    /// After a recorded prompt (streaming), the scores against its keys and against `x`'s
+    /// own are made apart and share one softmax, and the two weighted sums are
+    /// added: no copy of the prompt's keys and values per layer and step.
     fn attention(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
         let (b, t) = (x.dim(0), x.dim(1));
         let heads_first = |a: Array| a.reshape(&[b, t, HEADS, HEAD_DIM])?.transpose(&[0, 2, 1, 3]);
         let q = heads_first(self.q.forward(x)?)?;
-        let (k, v) = p.keys_values(heads_first(self.k.forward(x)?)?, heads_first(self.v.forward(x)?)?)?;
+        let k = heads_first(self.k.forward(x)?)?;
+        let v = heads_first(self.v.forward(x)?)?;
         let scale = (HEAD_DIM as f64).powf(-0.5);
-        let scores = q.matmul(&k.transpose(&[0, 1, 3, 2])?)?.multiply_scalar(scale)?;
-        let y = mlx::cpu_math::softmax_last(&scores)?.matmul(&v)?;
+        let scores_with = |k: &Array| q.matmul(&k.transpose(&[0, 1, 3, 2])?);
+        let y = match p.earlier_keys_values(&k, &v)? {
+            None => mlx::cpu_math::softmax_last(&scores_with(&k)?.multiply_scalar(scale)?)?.matmul(&v)?,
+            Some((pk, pv)) => {
+                let scores = Array::concatenate(&[&scores_with(pk)?, &scores_with(&k)?], 3)?.multiply_scalar(scale)?;
+                let attn = mlx::cpu_math::softmax_last(&scores)?;
+                let n = pk.dim(2);
+                let earlier = attn.slice_axis(3, 0, n)?.matmul(pv)?;
+                earlier.add(&attn.slice_axis(3, n, attn.dim(3))?.matmul(&v)?)?
+            }
+        };
         self.out.forward(&y.transpose(&[0, 2, 1, 3])?.reshape(&[b, t, HEADS * HEAD_DIM])?)
     }
 }
