@@ -165,3 +165,26 @@ fn config_reads_shrink_keys() {
     assert_eq!(err.code(), "INVALID_WEIGHTS");
     assert!(err.message().contains("s3gen_config.n_timesteps"), "{err}");
 }
+
+/// A prompt cache needs two prompt tokens (the encoder's convolutions read two
+/// back); with fewer there is none and streaming runs the flow over the prompt.
+/// After a cache, too few new tokens are an argument error as without one.
+#[test]
+fn prompt_cache_needs_two_prompt_tokens() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = fixture("chatterbox");
+    let flow = load_flow(&dir);
+    let conds = GenConds::load(&dir.join("conds.safetensors")).unwrap();
+    let first = |n: usize| GenConds {
+        prompt_tokens: conds.prompt_tokens[..n].to_vec(),
+        prompt_feat: conds.prompt_feat.slice_axis(1, 0, 2 * n as i32).unwrap(),
+        embedding: conds.embedding.clone(),
+    };
+    assert!(flow.prompt_cache(&first(1), &|| true).unwrap().is_none());
+    let two = first(2);
+    let cache = flow.prompt_cache(&two, &|| true).unwrap().expect("two prompt tokens make a cache");
+    let mel = flow.mel_after_prompt(&[5, 7, 9, 11], &two, false, &cache).unwrap();
+    assert_eq!(mel.dim(2) as usize, S3GenFlow::frames_for(4, false));
+    let err = flow.mel_after_prompt(&[5, 7, 9], &two, false, &cache).expect_err("no frames must be an error");
+    assert_eq!(err.code(), "INVALID_ARGUMENT", "{err}");
+}
