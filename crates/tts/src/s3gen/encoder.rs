@@ -16,7 +16,7 @@ use mlx::nn::{LayerNorm, Linear};
 use mlx::Array;
 
 use super::activations::{leaky_relu, silu};
-use super::rel_attention::{relative_positions, trailing_positions, KeysValues, RelPositionAttention};
+use super::rel_attention::{trailing_positions, KeysValues, RelPositionAttention};
 use crate::layers::{layer_norm, linear, Conv1d};
 use crate::Result;
 
@@ -201,13 +201,7 @@ impl UpsampleEncoder {
             _ => 0,
         };
         // Positions of this pass's tokens among all (its frames: twice as many).
-        let positions = |len: i32, new: i32| -> mlx::Result<Array> {
-            if len == new {
-                relative_positions(len, ENCODER_DIMS)
-            } else {
-                trailing_positions(len, new, ENCODER_DIMS)
-            }
-        };
+        let positions = |len: i32, new: i32| trailing_positions(len, new, ENCODER_DIMS);
         let tail = |a: &Array, n: i32| a.slice_axis(1, a.dim(1) - n, a.dim(1))?.contiguous();
 
         let x = self.embed.forward(tokens)?;

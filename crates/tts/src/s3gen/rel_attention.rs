@@ -7,13 +7,6 @@ use mlx::{Array, Dtype};
 use crate::layers::linear;
 use crate::Result;
 
-/// Sinusoids for relative offsets `T-1, ..., 1, 0, -1, ..., -(T-1)`, interleaved
-/// sin/cos per frequency: `(1, 2T-1, dims)`. mlx-audio slices the same rows out
-/// of a float32 table precomputed for 5000 positions; each row is computed alike.
-pub fn relative_positions(len: i32, dims: i32) -> mlx::Result<Array> {
-    offset_table(len - 1, -(len - 1), dims)
-}
-
 /// The rows of the table for offsets `hi, hi - 1, ..., lo`: `(1, hi - lo + 1, dims)`.
 fn offset_table(hi: i32, lo: i32, dims: i32) -> mlx::Result<Array> {
     let n = hi - lo + 1;
@@ -27,8 +20,10 @@ fn offset_table(hi: i32, lo: i32, dims: i32) -> mlx::Result<Array> {
 }
 
 /// The position table for the last `new` of `len` positions (queries) against
-/// all `len` (keys): offsets `len - 1` down to `-(new - 1)`, `(1, len + new - 1, dims)`.
-/// With `new == len` it is [`relative_positions`].
+/// all `len` (keys): sinusoids for the relative offsets `len - 1` down to
+/// `-(new - 1)`, interleaved sin/cos per frequency, `(1, len + new - 1, dims)`.
+/// With `new == len` it is the whole sequence's table; mlx-audio slices the same
+/// rows out of a float32 table precomputed for 5000 positions, each row computed alike.
 pub fn trailing_positions(len: i32, new: i32, dims: i32) -> mlx::Result<Array> {
     offset_table(len - 1, -(new - 1), dims)
 }
@@ -71,7 +66,7 @@ impl RelPositionAttention {
     /// `x` `(B, T, D)`: the last `T` positions; `earlier`: the keys and values
     /// of the positions before them (none: `x` is the whole sequence). `pos` is
     /// [`trailing_positions`] for `x`'s positions among all, the whole
-    /// sequence's [`relative_positions`] without `earlier`. Full context (the
+    /// sequence's [`trailing_positions`]`(T, T)` without `earlier`. Full context (the
     /// inference path has no padding and no chunk mask). Returns the output
     /// and `x`'s own keys and values.
     pub fn forward(&self, x: &Array, pos: &Array, earlier: Option<&KeysValues>) -> mlx::Result<(Array, KeysValues)> {
@@ -147,7 +142,7 @@ mod tests {
     #[test]
     fn trailing_table_is_a_slice_of_the_whole_one() {
         let (len, new, dims) = (11, 4, 16);
-        let whole = relative_positions(len, dims).unwrap();
+        let whole = trailing_positions(len, len, dims).unwrap();
         let tail = trailing_positions(len, new, dims).unwrap();
         assert_eq!(values(&tail), values(&whole.slice_axis(1, 0, len + new - 1).unwrap()));
     }
