@@ -258,7 +258,7 @@ const SOFTMAX: KernelF32 = |params, _, out| {
     par_chunks(out, m, PARALLEL_MIN, softmax_rows);
 };
 
-avx2_fma_dispatch!(fn softmax_rows(data: &mut [f32], unit: usize) => softmax_rows_body);
+avx2_fma_dispatch!(pub(crate) fn softmax_rows(data: &mut [f32], unit: usize) => softmax_rows_body);
 
 /// Rows of `m` in groups of 8, each as MLX's loop: the maximum, `exp(x - max)`
 /// stored, the stored values summed one at a time in index order, then each

@@ -1,6 +1,7 @@
 //! Safe MLX arrays over the `mlx-sys` shim: RAII handles, ops that return
 //! `Result` with MLX's own message, streams, compile, IO and nn layers.
 mod array;
+pub mod attention_cpu;
 pub mod cpu_math;
 mod dtype;
 mod error;

@@ -14,6 +14,7 @@
 //! this equals one forward over all frames in which prompt frames do not attend
 //! to later ones.
 use lm::weights::Weights;
+use mlx::attention_cpu::attend_after;
 use mlx::nn::{LayerNorm, Linear};
 use mlx::{Array, Dtype};
 
@@ -200,20 +201,24 @@ impl TransformerBlock {
 
     /// Written out (scores, softmax, weighted sum) as mlx-audio does when it is
     /// given a mask, rather than the fused kernel, to match it to the last bit.
-    /// After a recorded prompt (streaming), the scores against its keys and against `x`'s
-    /// own are made apart and share one softmax, and the two weighted sums are
-    /// added: no copy of the prompt's keys and values per layer and step.
+    /// After a recorded prompt (streaming), the scores against its keys and
+    /// against `x`'s own share one softmax, with no copy of the prompt's keys
+    /// and values per layer and step: on the CPU as one kernel
+    /// (`attend_after`, the same sums without a BLAS call per head), elsewhere
+    /// as two score matmuls and two weighted sums added.
     fn attention(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
         let (b, t) = (x.dim(0), x.dim(1));
-        let heads_first = |a: Array| a.reshape(&[b, t, HEADS, HEAD_DIM])?.transpose(&[0, 2, 1, 3]);
-        let q = heads_first(self.q.forward(x)?)?;
-        let k = heads_first(self.k.forward(x)?)?;
-        let v = heads_first(self.v.forward(x)?)?;
+        let heads_first = |a: &Array| a.reshape(&[b, t, HEADS, HEAD_DIM])?.transpose(&[0, 2, 1, 3]);
+        let (qx, kx, vx) = (self.q.forward(x)?, self.k.forward(x)?, self.v.forward(x)?);
+        let (q, k, v) = (heads_first(&qx)?, heads_first(&kx)?, heads_first(&vx)?);
         let scale = (HEAD_DIM as f64).powf(-0.5);
         let scores_with = |k: &Array| q.matmul(&k.transpose(&[0, 1, 3, 2])?);
         let y = match p.earlier_keys_values(&k, &v)? {
             None => mlx::cpu_math::softmax_last(&scores_with(&k)?.multiply_scalar(scale)?)?.matmul(&v)?,
             Some((pk, pv)) => {
+                if let Some(y) = attend_after(&qx, &kx, &vx, pk, pv, HEADS, scale as f32)? {
+                    return self.out.forward(&y);
+                }
                 let scores = Array::concatenate(&[&scores_with(pk)?, &scores_with(&k)?], 3)?.multiply_scalar(scale)?;
                 let attn = mlx::cpu_math::softmax_last(&scores)?;
                 let n = pk.dim(2);
