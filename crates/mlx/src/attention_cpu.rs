@@ -140,7 +140,7 @@ mod avx2 {
     use crate::cpu_math::softmax_rows;
 
     /// Head `h` of batch row `b`: its keys transposed (`D` rows of `N + T`),
-    /// then `ROWS` queries at a time: scores, softmax, weighted sums.
+    /// then the scores of `ROWS` queries at a time, the softmax, the weighted sums.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn head(p: &Problem, b: usize, h: usize, out: OutPtr) {
         let (t, d, n) = (p.t, p.d, p.n);
@@ -157,7 +157,8 @@ mod avx2 {
                 *kt.get_unchecked_mut(c * cols + j) = *key.add(c);
             }
         }
-        let mut scores = vec![0f32; ROWS * m];
+        // Every query's scores first, so that the softmax sums eight rows side by side.
+        let mut scores = vec![0f32; t * m];
         for i0 in (0..t).step_by(ROWS) {
             let rows = ROWS.min(t - i0);
             // Missing rows repeat the last one; their results are not used.
@@ -172,25 +173,24 @@ mod avx2 {
                             let j = j0 + half * 8 + l;
                             if j < m {
                                 // The matmul's sum, then the separate scale multiply.
-                                scores[r * m + j] = x * p.scale;
+                                scores[(i0 + r) * m + j] = x * p.scale;
                             }
                         }
                     }
                 }
             }
-            softmax_rows(&mut scores[..rows * m], m);
-            for r in 0..rows {
-                let weights = &scores[r * m..(r + 1) * m];
-                let dst = out.0.add((b * t + i0 + r) * width + h * d);
-                let mut c0 = 0;
-                while c0 < d {
-                    if d - c0 >= 64 {
-                        weighted_sums::<8>(p, weights, b, h, c0, dst);
-                        c0 += 64;
-                    } else {
-                        weighted_sums::<1>(p, weights, b, h, c0, dst);
-                        c0 += 8;
-                    }
+        }
+        softmax_rows(&mut scores, m);
+        for (i, weights) in scores.chunks_exact(m).enumerate() {
+            let dst = out.0.add((b * t + i) * width + h * d);
+            let mut c0 = 0;
+            while c0 < d {
+                if d - c0 >= 64 {
+                    weighted_sums::<8>(p, weights, b, h, c0, dst);
+                    c0 += 64;
+                } else {
+                    weighted_sums::<1>(p, weights, b, h, c0, dst);
+                    c0 += 8;
                 }
             }
         }
