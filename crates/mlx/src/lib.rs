@@ -16,6 +16,7 @@ mod ops;
 pub mod quant;
 mod qmm_cpu;
 pub mod row_ops;
+pub mod rows_cpu;
 pub mod random;
 pub mod signal;
 pub mod transforms;

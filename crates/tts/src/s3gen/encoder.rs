@@ -97,12 +97,14 @@ impl ConformerBlock {
         })
     }
 
-    /// See [`RelPositionAttention::forward`]; returns the output and `x`'s keys and values.
+    /// See [`RelPositionAttention::forward`] (also for the few-row kernel
+    /// after `earlier`); returns the output and `x`'s keys and values.
     fn forward(&self, x: &Array, pos: &Array, earlier: Option<&KeysValues>) -> mlx::Result<(Array, KeysValues)> {
+        let project = |l: &Linear, x: &Array| if earlier.is_some() { l.forward_rows(x) } else { l.forward(x) };
         let (attended, kv) = self.attn.forward(&self.norm_mha.forward(x)?, pos, earlier)?;
         let x = x.add(&attended)?;
-        let h = silu(&self.w1.forward(&self.norm_ff.forward(&x)?)?)?;
-        Ok((x.add(&self.w2.forward(&h)?)?, kv))
+        let h = silu(&project(&self.w1, &self.norm_ff.forward(&x)?)?)?;
+        Ok((x.add(&project(&self.w2, &h)?)?, kv))
     }
 }
 

@@ -88,6 +88,24 @@ impl<'a> PrefixCursor<'a> {
         }
     }
 
+    /// `lin(x)`; after a recorded prompt (a streamed chunk: a few dozen
+    /// frames, compared with whole renders within a tolerance anyway) by the
+    /// few-row kernel, elsewhere as MLX's matmul (mlx-audio's bits).
+    fn linear(&self, lin: &Linear, x: &Array) -> mlx::Result<Array> {
+        match self.prefix {
+            Prefix::Extend(_) => lin.forward_rows(x),
+            _ => lin.forward(x),
+        }
+    }
+
+    /// `conv(x)`, chosen as `linear` is.
+    fn conv(&self, conv: &Conv1d, x: &Array) -> mlx::Result<Array> {
+        match self.prefix {
+            Prefix::Extend(_) => conv.forward_rows(x),
+            _ => conv.forward(x),
+        }
+    }
+
     /// The prompt's keys and values that `x`'s queries also attend to
     /// (extend); records `x`'s own (record).
     fn earlier_keys_values(&mut self, k: &Array, v: &Array) -> mlx::Result<Option<&'a (Array, Array)>> {
@@ -115,7 +133,8 @@ impl CausalConv {
     }
 
     fn forward(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
-        self.conv.forward(&p.conv_input(x)?)
+        let x = p.conv_input(x)?;
+        p.conv(&self.conv, &x)
     }
 }
 
@@ -161,7 +180,7 @@ impl ResnetBlock {
     fn forward(&self, x: &Array, time_emb: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
         let t = self.time_proj.forward(&mish(time_emb)?)?.expand_dims(&[1])?;
         let h = self.block2.forward(&self.block1.forward(x, p)?.add(&t)?, p)?;
-        h.add(&self.res_conv.forward(x)?)
+        h.add(&p.conv(&self.res_conv, x)?)
     }
 }
 
@@ -195,8 +214,8 @@ impl TransformerBlock {
 
     fn forward(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
         let x = x.add(&self.attention(&self.norm1.forward(x)?, p)?)?;
-        let h = gelu(&self.ff_in.forward(&self.norm3.forward(&x)?)?)?;
-        x.add(&self.ff_out.forward(&h)?)
+        let h = gelu(&p.linear(&self.ff_in, &self.norm3.forward(&x)?)?)?;
+        x.add(&p.linear(&self.ff_out, &h)?)
     }
 
     /// Written out (scores, softmax, weighted sum) as mlx-audio does when it is
@@ -209,7 +228,7 @@ impl TransformerBlock {
     fn attention(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
         let (b, t) = (x.dim(0), x.dim(1));
         let heads_first = |a: &Array| a.reshape(&[b, t, HEADS, HEAD_DIM])?.transpose(&[0, 2, 1, 3]);
-        let (qx, kx, vx) = (self.q.forward(x)?, self.k.forward(x)?, self.v.forward(x)?);
+        let (qx, kx, vx) = (p.linear(&self.q, x)?, p.linear(&self.k, x)?, p.linear(&self.v, x)?);
         let (q, k, v) = (heads_first(&qx)?, heads_first(&kx)?, heads_first(&vx)?);
         let scale = (HEAD_DIM as f64).powf(-0.5);
         let scores_with = |k: &Array| q.matmul(&k.transpose(&[0, 1, 3, 2])?);
@@ -217,7 +236,7 @@ impl TransformerBlock {
             None => mlx::cpu_math::softmax_last(&scores_with(&k)?.multiply_scalar(scale)?)?.matmul(&v)?,
             Some((pk, pv)) => {
                 if let Some(y) = attend_after(&qx, &kx, &vx, pk, pv, HEADS, scale as f32)? {
-                    return self.out.forward(&y);
+                    return p.linear(&self.out, &y);
                 }
                 let scores = Array::concatenate(&[&scores_with(pk)?, &scores_with(&k)?], 3)?.multiply_scalar(scale)?;
                 let attn = mlx::cpu_math::softmax_last(&scores)?;
@@ -226,7 +245,7 @@ impl TransformerBlock {
                 earlier.add(&attn.slice_axis(3, n, attn.dim(3))?.matmul(&v)?)?
             }
         };
-        self.out.forward(&y.transpose(&[0, 2, 1, 3])?.reshape(&[b, t, HEADS * HEAD_DIM])?)
+        p.linear(&self.out, &y.transpose(&[0, 2, 1, 3])?.reshape(&[b, t, HEADS * HEAD_DIM])?)
     }
 }
 
@@ -304,7 +323,8 @@ impl Estimator {
         }
         let h = Array::concatenate(&[&h.slice_axis(1, 0, skip.dim(1))?, &skip], -1)?;
         let h = self.up_conv.forward(&self.up.forward(&h, &time_emb, p)?, p)?;
-        self.final_proj.forward(&self.final_block.forward(&h, p)?)
+        let h = self.final_block.forward(&h, p)?;
+        p.conv(&self.final_proj, &h)
     }
 }
 

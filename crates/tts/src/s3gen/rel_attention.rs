@@ -68,18 +68,21 @@ impl RelPositionAttention {
     /// [`trailing_positions`] for `x`'s positions among all, the whole
     /// sequence's [`trailing_positions`]`(T, T)` without `earlier`. Full context (the
     /// inference path has no padding and no chunk mask). Returns the output
-    /// and `x`'s own keys and values.
+    /// and `x`'s own keys and values. After `earlier` (a streamed chunk, compared
+    /// with whole renders within a tolerance) the projections run on the
+    /// few-row kernel ([`Linear::forward_rows`]).
     pub fn forward(&self, x: &Array, pos: &Array, earlier: Option<&KeysValues>) -> mlx::Result<(Array, KeysValues)> {
+        let project = |l: &Linear, x: &Array| if earlier.is_some() { l.forward_rows(x) } else { l.forward(x) };
         let (b, t) = (x.dim(0), x.dim(1));
         let (h, d) = (self.heads, self.head_dim);
         let heads_first = |a: &Array| a.reshape(&[b, t, h, d])?.transpose(&[0, 2, 1, 3]);
-        let q = self.q.forward(x)?.reshape(&[b, t, h, d])?;
-        let own = (heads_first(&self.k.forward(x)?)?, heads_first(&self.v.forward(x)?)?);
+        let q = project(&self.q, x)?.reshape(&[b, t, h, d])?;
+        let own = (heads_first(&project(&self.k, x)?)?, heads_first(&project(&self.v, x)?)?);
         let (k, v) = match earlier {
             Some((pk, pv)) => (Array::concatenate(&[pk, &own.0], 2)?, Array::concatenate(&[pv, &own.1], 2)?),
             None => own.clone(),
         };
-        let p = self.pos.forward(pos)?.reshape(&[pos.dim(0), -1, h, d])?.transpose(&[0, 2, 1, 3])?;
+        let p = project(&self.pos, pos)?.reshape(&[pos.dim(0), -1, h, d])?.transpose(&[0, 2, 1, 3])?;
 
         let q_u = q.add(&self.bias_u)?.transpose(&[0, 2, 1, 3])?;
         let q_v = q.add(&self.bias_v)?.transpose(&[0, 2, 1, 3])?;
@@ -88,7 +91,7 @@ impl RelPositionAttention {
         let scores = content.add(&position)?.divide_scalar((d as f64).sqrt())?;
         let attn = mlx::cpu_math::softmax_last(&scores)?;
         let y = attn.matmul(&v)?.transpose(&[0, 2, 1, 3])?.reshape(&[b, t, h * d])?;
-        Ok((self.out.forward(&y)?, own))
+        Ok((project(&self.out, &y)?, own))
     }
 }
 
