@@ -44,8 +44,10 @@ impl InputEmbedding {
         })
     }
 
-    fn forward(&self, x: &Array) -> mlx::Result<Array> {
-        self.norm.forward(&self.linear.forward(x)?)?.multiply_scalar((ENCODER_DIMS as f64).sqrt())
+    /// `rows`: project with the few-row kernel (a streamed chunk's tokens).
+    fn forward(&self, x: &Array, rows: bool) -> mlx::Result<Array> {
+        let h = if rows { self.linear.forward_rows(x)? } else { self.linear.forward(x)? };
+        self.norm.forward(&h)?.multiply_scalar((ENCODER_DIMS as f64).sqrt())
     }
 }
 
@@ -66,15 +68,17 @@ impl PreLookahead {
     }
 
     /// `before`: the two embedded tokens before `x`'s (none: `x` starts the
-    /// sequence, and the second conv reads zeros there).
+    /// sequence, and the second conv reads zeros there; some: a streamed
+    /// chunk, whose few frames take the few-row kernel).
     fn forward(&self, x: &Array, before: Option<&Array>) -> mlx::Result<Array> {
+        let conv = |c: &Conv1d, x: &Array| if before.is_some() { c.forward_rows(x) } else { c.forward(x) };
         let input = match before {
             Some(b) => Array::concatenate(&[b, x], 1)?,
             None => x.clone(),
         };
-        let y = leaky_relu(&self.conv1.forward(&input.pad(&[1], &[0], &[PRE_LOOKAHEAD], 0.0)?)?)?;
+        let y = leaky_relu(&conv(&self.conv1, &input.pad(&[1], &[0], &[PRE_LOOKAHEAD], 0.0)?)?)?;
         let y = if before.is_some() { y } else { y.pad(&[1], &[2], &[0], 0.0)? };
-        self.conv2.forward(&y)?.add(x)
+        conv(&self.conv2, &y)?.add(x)
     }
 }
 
@@ -206,7 +210,9 @@ impl UpsampleEncoder {
         let positions = |len: i32, new: i32| trailing_positions(len, new, ENCODER_DIMS);
         let tail = |a: &Array, n: i32| a.slice_axis(1, a.dim(1) - n, a.dim(1))?.contiguous();
 
-        let x = self.embed.forward(tokens)?;
+        // A streamed chunk's few rows take the few-row kernel (as in its blocks).
+        let rows = matches!(earlier, Earlier::Extend(_));
+        let x = self.embed.forward(tokens, rows)?;
         let mut x = match &mut earlier {
             Earlier::Extend(p) => self.pre_lookahead.forward(&x, Some(&p.embedded_tail))?,
             Earlier::Record(p) => {
@@ -230,7 +236,8 @@ impl UpsampleEncoder {
             }
             Earlier::None => x.pad(&[1], &[reach], &[0], 0.0)?,
         };
-        let mut x = self.up_embed.forward(&self.up_conv.forward(&x)?)?;
+        let x = if rows { self.up_conv.forward_rows(&x)? } else { self.up_conv.forward(&x)? };
+        let mut x = self.up_embed.forward(&x, rows)?;
         let pos = positions(UPSAMPLE * (before + t), UPSAMPLE * t)?;
         for (i, block) in self.up_blocks.iter().enumerate() {
             x = run_block(block, &x, &pos, i, &mut earlier, true)?;

@@ -152,7 +152,7 @@ impl S3GenFlow {
         let frames = check_noise(p as i64 + frames, speech_tokens.len())? - p;
         let embedded = self.token_embedding.forward(&self.token_ids(speech_tokens)?)?;
         let h = self.encoder.forward_after(&embedded, &cache.encoder)?;
-        let mu = self.encoder_proj.forward(&h.slice_axis(1, 0, frames)?)?;
+        let mu = self.encoder_proj.forward_rows(&h.slice_axis(1, 0, frames)?)?;
         let cond = Array::zeros(&[1, frames, MEL_BINS], mu.dtype())?;
         let noise = self.noise.slice_axis(1, p, p + frames)?;
         let mel = self.solve(noise, &mu, &self.speaker(conds)?, &cond, Plan::Extend(cache))?;
