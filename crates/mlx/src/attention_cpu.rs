@@ -15,6 +15,7 @@
 //! some rows, one for others), so the results differ from the matmuls' in the
 //! last bits: streamed chunks are compared with whole renders within a
 //! tolerance anyway, and whole renders do not take this path.
+use crate::cpu_math::has_avx2_fma;
 use crate::kernel::{cpu_default, cpu_kernel_f32, par_ranges, KernelF32, OutPtr};
 use crate::{Array, Dtype, Result};
 
@@ -65,17 +66,6 @@ pub fn attend_after(
     let params = [b as f32, t as f32, heads as f32, d as f32, n as f32, scale];
     let out = cpu_kernel_f32("AttendAfter", ATTEND, &params, &[q, k, v, earlier_k, earlier_v], &q.shape())?;
     Ok(Some(out))
-}
-
-fn has_avx2_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        crate::cpu_math::avx2_fma()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// One attention problem, the kernel's inputs as slices.

@@ -109,6 +109,19 @@ pub fn avx2_fma() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
 }
 
+/// Whether the CPU has AVX2 and FMA, on any architecture (false off x86-64):
+/// the condition of the hand-written AVX2 kernels.
+pub fn has_avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        avx2_fma()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Defines `fn $name(args) -> ret` running the `#[inline(always)]` `$body`
 /// compiled for AVX2 and FMA when the CPU has them, else as it is. With the
 /// features the fused multiply-adds of `cpu_exp` are one instruction each

@@ -19,6 +19,7 @@
 //! matmul runs as before). `MLX_NODE_GEMV_KERNEL=0` switches it off.
 use std::sync::OnceLock;
 
+use crate::cpu_math::has_avx2_fma;
 use crate::kernel::{cpu_default, cpu_kernel_f32, par_ranges, KernelF32, OutPtr};
 use crate::{Array, Dtype, Result};
 
@@ -82,17 +83,6 @@ fn blocking() -> Option<Blocking> {
         }
         CANDIDATES.into_iter().find(|&b| calibrate(b).unwrap_or(false))
     })
-}
-
-fn has_avx2_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// The kernel with blocking `b` against MLX's matmul on probe shapes: one and

@@ -11,6 +11,7 @@
 //! within a tolerance (S3Gen's streamed chunks), never where a model must
 //! match its reference bit for bit (`gemv_cpu` keeps OpenBLAS's bits for one
 //! or two rows).
+use crate::cpu_math::has_avx2_fma;
 use crate::kernel::{cpu_default, cpu_kernel_f32, par_ranges, KernelF32, OutPtr};
 use crate::{Array, Dtype, Result};
 
@@ -42,17 +43,6 @@ pub fn matmul_t(x: &Array, w: &Array, bias: Option<&Array>) -> Result<Option<Arr
     let mut inputs = vec![x, w];
     inputs.extend(bias);
     Ok(Some(cpu_kernel_f32("MatmulRows", MATMUL, &[k as f32, n as f32], &inputs, &shape)?))
-}
-
-fn has_avx2_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        crate::cpu_math::avx2_fma()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 struct Problem<'a> {
