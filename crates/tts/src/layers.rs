@@ -45,6 +45,15 @@ impl Conv1d {
         }
     }
 
+    /// [`Self::forward_rows`] when `rows` (see [`project`]), else [`Self::forward`].
+    pub fn apply(&self, x: &Array, rows: bool) -> mlx::Result<Array> {
+        if rows {
+            self.forward_rows(x)
+        } else {
+            self.forward(x)
+        }
+    }
+
     /// [`Self::forward`] as the kernel's taps side by side times the weight
     /// by `rows_cpu`'s kernel (stride 1, one group, float32 on the CPU; else
     /// `forward`): faster for a few dozen frames, not MLX's bits.
@@ -114,6 +123,17 @@ pub fn layer_norm(w: &mut Weights, prefix: &str, dims: i32, eps: f32) -> Result<
 }
 
 /// A dense or quantized linear layer (`lm`'s loader decides from the weights).
+/// `lin(x)`: by the few-row kernel ([`Linear::forward_rows`]) when `rows`,
+/// for a streamed chunk's few frames after the recorded voice prompt (compared
+/// with whole renders within a tolerance); else MLX's matmul (mlx-audio's bits).
+pub fn project(lin: &Linear, x: &Array, rows: bool) -> mlx::Result<Array> {
+    if rows {
+        lin.forward_rows(x)
+    } else {
+        lin.forward(x)
+    }
+}
+
 pub fn linear(w: &mut Weights, prefix: &str, in_dims: i32, out_dims: i32, bias: bool) -> Result<Linear> {
     w.linear(prefix, in_dims, out_dims, bias)
 }

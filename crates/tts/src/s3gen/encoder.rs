@@ -17,7 +17,7 @@ use mlx::Array;
 
 use super::activations::{leaky_relu, silu};
 use super::rel_attention::{trailing_positions, KeysValues, RelPositionAttention};
-use crate::layers::{layer_norm, linear, Conv1d};
+use crate::layers::{layer_norm, linear, project, Conv1d};
 use crate::Result;
 
 /// Width of the encoder.
@@ -46,8 +46,7 @@ impl InputEmbedding {
 
     /// `rows`: project with the few-row kernel (a streamed chunk's tokens).
     fn forward(&self, x: &Array, rows: bool) -> mlx::Result<Array> {
-        let h = if rows { self.linear.forward_rows(x)? } else { self.linear.forward(x)? };
-        self.norm.forward(&h)?.multiply_scalar((ENCODER_DIMS as f64).sqrt())
+        self.norm.forward(&project(&self.linear, x, rows)?)?.multiply_scalar((ENCODER_DIMS as f64).sqrt())
     }
 }
 
@@ -71,14 +70,13 @@ impl PreLookahead {
     /// sequence, and the second conv reads zeros there; some: a streamed
     /// chunk, whose few frames take the few-row kernel).
     fn forward(&self, x: &Array, before: Option<&Array>) -> mlx::Result<Array> {
-        let conv = |c: &Conv1d, x: &Array| if before.is_some() { c.forward_rows(x) } else { c.forward(x) };
         let input = match before {
             Some(b) => Array::concatenate(&[b, x], 1)?,
             None => x.clone(),
         };
-        let y = leaky_relu(&conv(&self.conv1, &input.pad(&[1], &[0], &[PRE_LOOKAHEAD], 0.0)?)?)?;
+        let y = leaky_relu(&self.conv1.apply(&input.pad(&[1], &[0], &[PRE_LOOKAHEAD], 0.0)?, before.is_some())?)?;
         let y = if before.is_some() { y } else { y.pad(&[1], &[2], &[0], 0.0)? };
-        conv(&self.conv2, &y)?.add(x)
+        self.conv2.apply(&y, before.is_some())?.add(x)
     }
 }
 
@@ -104,11 +102,10 @@ impl ConformerBlock {
     /// See [`RelPositionAttention::forward`] (also for the few-row kernel
     /// after `earlier`); returns the output and `x`'s keys and values.
     fn forward(&self, x: &Array, pos: &Array, earlier: Option<&KeysValues>) -> mlx::Result<(Array, KeysValues)> {
-        let project = |l: &Linear, x: &Array| if earlier.is_some() { l.forward_rows(x) } else { l.forward(x) };
         let (attended, kv) = self.attn.forward(&self.norm_mha.forward(x)?, pos, earlier)?;
         let x = x.add(&attended)?;
-        let h = silu(&project(&self.w1, &self.norm_ff.forward(&x)?)?)?;
-        Ok((x.add(&project(&self.w2, &h)?)?, kv))
+        let h = silu(&project(&self.w1, &self.norm_ff.forward(&x)?, earlier.is_some())?)?;
+        Ok((x.add(&project(&self.w2, &h, earlier.is_some())?)?, kv))
     }
 }
 
@@ -236,7 +233,7 @@ impl UpsampleEncoder {
             }
             Earlier::None => x.pad(&[1], &[reach], &[0], 0.0)?,
         };
-        let x = if rows { self.up_conv.forward_rows(&x)? } else { self.up_conv.forward(&x)? };
+        let x = self.up_conv.apply(&x, rows)?;
         let mut x = self.up_embed.forward(&x, rows)?;
         let pos = positions(UPSAMPLE * (before + t), UPSAMPLE * t)?;
         for (i, block) in self.up_blocks.iter().enumerate() {

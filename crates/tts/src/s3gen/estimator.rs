@@ -19,7 +19,7 @@ use mlx::nn::{LayerNorm, Linear};
 use mlx::{Array, Dtype};
 
 use super::activations::{gelu, mish, silu};
-use crate::layers::{layer_norm, linear, Conv1d};
+use crate::layers::{layer_norm, linear, project, Conv1d};
 use crate::Result;
 
 /// Input: noisy mel, mu, speaker embedding and prompt mel, 80 channels each.
@@ -88,22 +88,10 @@ impl<'a> PrefixCursor<'a> {
         }
     }
 
-    /// `lin(x)`; after a recorded prompt (a streamed chunk: a few dozen
-    /// frames, compared with whole renders within a tolerance anyway) by the
-    /// few-row kernel, elsewhere as MLX's matmul (mlx-audio's bits).
-    fn linear(&self, lin: &Linear, x: &Array) -> mlx::Result<Array> {
-        match self.prefix {
-            Prefix::Extend(_) => lin.forward_rows(x),
-            _ => lin.forward(x),
-        }
-    }
-
-    /// `conv(x)`, chosen as `linear` is.
-    fn conv(&self, conv: &Conv1d, x: &Array) -> mlx::Result<Array> {
-        match self.prefix {
-            Prefix::Extend(_) => conv.forward_rows(x),
-            _ => conv.forward(x),
-        }
+    /// Whether `x` follows a recorded prompt (a streamed chunk): its matmuls
+    /// then take the few-row kernel (`layers::project`).
+    fn rows(&self) -> bool {
+        matches!(self.prefix, Prefix::Extend(_))
     }
 
     /// The prompt's keys and values that `x`'s queries also attend to
@@ -134,7 +122,7 @@ impl CausalConv {
 
     fn forward(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
         let x = p.conv_input(x)?;
-        p.conv(&self.conv, &x)
+        self.conv.apply(&x, p.rows())
     }
 }
 
@@ -180,7 +168,7 @@ impl ResnetBlock {
     fn forward(&self, x: &Array, time_emb: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
         let t = self.time_proj.forward(&mish(time_emb)?)?.expand_dims(&[1])?;
         let h = self.block2.forward(&self.block1.forward(x, p)?.add(&t)?, p)?;
-        h.add(&p.conv(&self.res_conv, x)?)
+        h.add(&self.res_conv.apply(x, p.rows())?)
     }
 }
 
@@ -214,8 +202,8 @@ impl TransformerBlock {
 
     fn forward(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
         let x = x.add(&self.attention(&self.norm1.forward(x)?, p)?)?;
-        let h = gelu(&p.linear(&self.ff_in, &self.norm3.forward(&x)?)?)?;
-        x.add(&p.linear(&self.ff_out, &h)?)
+        let h = gelu(&project(&self.ff_in, &self.norm3.forward(&x)?, p.rows())?)?;
+        x.add(&project(&self.ff_out, &h, p.rows())?)
     }
 
     /// Written out (scores, softmax, weighted sum) as mlx-audio does when it is
@@ -228,7 +216,8 @@ impl TransformerBlock {
     fn attention(&self, x: &Array, p: &mut PrefixCursor) -> mlx::Result<Array> {
         let (b, t) = (x.dim(0), x.dim(1));
         let heads_first = |a: &Array| a.reshape(&[b, t, HEADS, HEAD_DIM])?.transpose(&[0, 2, 1, 3]);
-        let (qx, kx, vx) = (p.linear(&self.q, x)?, p.linear(&self.k, x)?, p.linear(&self.v, x)?);
+        let rows = p.rows();
+        let (qx, kx, vx) = (project(&self.q, x, rows)?, project(&self.k, x, rows)?, project(&self.v, x, rows)?);
         let (q, k, v) = (heads_first(&qx)?, heads_first(&kx)?, heads_first(&vx)?);
         let scale = (HEAD_DIM as f64).powf(-0.5);
         let scores_with = |k: &Array| q.matmul(&k.transpose(&[0, 1, 3, 2])?);
@@ -236,7 +225,7 @@ impl TransformerBlock {
             None => mlx::cpu_math::softmax_last(&scores_with(&k)?.multiply_scalar(scale)?)?.matmul(&v)?,
             Some((pk, pv)) => {
                 if let Some(y) = attend_after(&qx, &kx, &vx, pk, pv, HEADS, scale as f32)? {
-                    return p.linear(&self.out, &y);
+                    return project(&self.out, &y, rows);
                 }
                 let scores = Array::concatenate(&[&scores_with(pk)?, &scores_with(&k)?], 3)?.multiply_scalar(scale)?;
                 let attn = mlx::cpu_math::softmax_last(&scores)?;
@@ -245,7 +234,7 @@ impl TransformerBlock {
                 earlier.add(&attn.slice_axis(3, n, attn.dim(3))?.matmul(&v)?)?
             }
         };
-        p.linear(&self.out, &y.transpose(&[0, 2, 1, 3])?.reshape(&[b, t, HEADS * HEAD_DIM])?)
+        project(&self.out, &y.transpose(&[0, 2, 1, 3])?.reshape(&[b, t, HEADS * HEAD_DIM])?, rows)
     }
 }
 
@@ -324,7 +313,7 @@ impl Estimator {
         let h = Array::concatenate(&[&h.slice_axis(1, 0, skip.dim(1))?, &skip], -1)?;
         let h = self.up_conv.forward(&self.up.forward(&h, &time_emb, p)?, p)?;
         let h = self.final_block.forward(&h, p)?;
-        p.conv(&self.final_proj, &h)
+        self.final_proj.apply(&h, p.rows())
     }
 }
 

@@ -4,7 +4,7 @@ use lm::weights::Weights;
 use mlx::nn::Linear;
 use mlx::{Array, Dtype};
 
-use crate::layers::linear;
+use crate::layers::{linear, project};
 use crate::Result;
 
 /// The rows of the table for offsets `hi, hi - 1, ..., lo`: `(1, hi - lo + 1, dims)`.
@@ -72,17 +72,17 @@ impl RelPositionAttention {
     /// with whole renders within a tolerance) the projections run on the
     /// few-row kernel ([`Linear::forward_rows`]).
     pub fn forward(&self, x: &Array, pos: &Array, earlier: Option<&KeysValues>) -> mlx::Result<(Array, KeysValues)> {
-        let project = |l: &Linear, x: &Array| if earlier.is_some() { l.forward_rows(x) } else { l.forward(x) };
+        let rows = earlier.is_some();
         let (b, t) = (x.dim(0), x.dim(1));
         let (h, d) = (self.heads, self.head_dim);
         let heads_first = |a: &Array| a.reshape(&[b, t, h, d])?.transpose(&[0, 2, 1, 3]);
-        let q = project(&self.q, x)?.reshape(&[b, t, h, d])?;
-        let own = (heads_first(&project(&self.k, x)?)?, heads_first(&project(&self.v, x)?)?);
+        let q = project(&self.q, x, rows)?.reshape(&[b, t, h, d])?;
+        let own = (heads_first(&project(&self.k, x, rows)?)?, heads_first(&project(&self.v, x, rows)?)?);
         let (k, v) = match earlier {
             Some((pk, pv)) => (Array::concatenate(&[pk, &own.0], 2)?, Array::concatenate(&[pv, &own.1], 2)?),
             None => own.clone(),
         };
-        let p = project(&self.pos, pos)?.reshape(&[pos.dim(0), -1, h, d])?.transpose(&[0, 2, 1, 3])?;
+        let p = project(&self.pos, pos, rows)?.reshape(&[pos.dim(0), -1, h, d])?.transpose(&[0, 2, 1, 3])?;
 
         let q_u = q.add(&self.bias_u)?.transpose(&[0, 2, 1, 3])?;
         let q_v = q.add(&self.bias_v)?.transpose(&[0, 2, 1, 3])?;
@@ -91,7 +91,7 @@ impl RelPositionAttention {
         let scores = content.add(&position)?.divide_scalar((d as f64).sqrt())?;
         let attn = mlx::cpu_math::softmax_last(&scores)?;
         let y = attn.matmul(&v)?.transpose(&[0, 2, 1, 3])?.reshape(&[b, t, h * d])?;
-        Ok((project(&self.out, &y)?, own))
+        Ok((project(&self.out, &y, rows)?, own))
     }
 }
 
