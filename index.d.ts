@@ -181,6 +181,19 @@ export class Audio {
   readonly speechTokens: number[];
   /** Seconds. */
   readonly duration: number;
+  /** T3's prompt positions (voice conditioning, text tokens, start of speech), all sentences. */
+  readonly promptTokens: number;
+  /** T3's prompt positions per second, its first speech token included. */
+  readonly promptTps: number;
+  /** Speech tokens T3 sampled (its stop token included), all sentences. */
+  readonly generationTokens: number;
+  readonly generationTps: number;
+  /** Seconds of native work: T3, S3Gen and the vocoder. */
+  readonly processingTime: number;
+  /** processingTime / duration, as mlx-audio reports it: below 1 is faster than real time. */
+  readonly realTimeFactor: number;
+  /** Bytes of MLX memory at the peak of the call. */
+  readonly peakMemory: number;
   toWav(options?: { format?: 'pcm16' | 'float32' }): Buffer;
   save(path: string, options?: { format?: 'pcm16' | 'float32' }): Promise<void>;
 }

@@ -54,8 +54,20 @@ for (const fixture of ['chatterbox', 'chatterbox-q4']) {
     test(`${fixture} ${name}: speech tokens identical to mlx-audio, audio within ${AUDIO_TOLERANCE}`, async () => {
       const { meta, arrays } = refCase(fixture, name);
       const model = await tts(fixture);
+      const t0 = performance.now();
       const audio = await model.synthesize(meta.text, optionsOf(meta));
+      const wall = (performance.now() - t0) / 1000;
       assert.deepEqual(audio.speechTokens, meta.speech_tokens_clean, 'speech tokens');
+      // T3's counts are mlx-audio's: its prefill's positions, its sampled ids (start token not sampled).
+      assert.equal(audio.promptTokens, arrays.prefill_embeds.shape[1], 'promptTokens');
+      assert.equal(audio.generationTokens, meta.speech_tokens.length - 1, 'generationTokens');
+      assert.ok(audio.promptTps > 0 && audio.generationTps > 0, `rates ${audio.promptTps} ${audio.generationTps}`);
+      assert.ok(audio.processingTime > 0 && audio.processingTime <= wall, `processingTime ${audio.processingTime} of ${wall} s`);
+      // T3 is part of the work: its prompt and decode seconds fit in the whole.
+      const t3 = audio.promptTokens / audio.promptTps + audio.generationTokens / audio.generationTps;
+      assert.ok(t3 < audio.processingTime, `T3 ${t3} s of ${audio.processingTime} s`);
+      assert.equal(audio.realTimeFactor, audio.processingTime / audio.duration);
+      assert.ok(audio.peakMemory > 0, `peakMemory ${audio.peakMemory}`);
       assert.equal(audio.sampleRate, 24000);
       const ref = arrays.wav.data;
       assert.equal(audio.audio.length, ref.length, 'sample count');

@@ -61,15 +61,25 @@ function encodeWav(samples, sampleRate, format = 'pcm16') {
   return Buffer.concat([wavHeader(data.length, sampleRate, format), data]);
 }
 
+// The native result's figures an Audio carries (0 where it was not synthesised,
+// e.g. the demo's streamed chunks put together).
+const STATS = ['promptTokens', 'promptTps', 'generationTokens', 'generationTps', 'processingTime', 'peakMemory'];
+
 class Audio {
-  constructor(audio, sampleRate, speechTokens) {
+  constructor(audio, sampleRate, speechTokens, stats = {}) {
     this.audio = audio;
     this.sampleRate = sampleRate;
     this.speechTokens = speechTokens;
+    for (const k of STATS) this[k] = stats[k] ?? 0;
   }
 
   get duration() {
     return this.audio.length / this.sampleRate;
+  }
+
+  // Seconds of work per second of audio, as mlx-audio reports it (below 1: faster than real time).
+  get realTimeFactor() {
+    return this.audio.length === 0 ? 0 : this.processingTime / this.duration;
   }
 
   toWav(options = {}) {

@@ -65,7 +65,7 @@ class TextToSpeech {
   async synthesize(text, options) {
     const chunks = [];
     const r = await this.#run(text, options, (a) => chunks.push(a)).result;
-    return new Audio(concatAudio(chunks), this.sampleRate, r.speechTokens);
+    return new Audio(concatAudio(chunks), this.sampleRate, r.speechTokens, r);
   }
 
   stream(text, options) {

@@ -9,7 +9,7 @@ use napi::bindgen_prelude::Float32Array;
 use napi_derive::napi;
 use serde_json::Value;
 use tokio::sync::mpsc as tmpsc;
-use tts::pipeline::{Chatterbox, SynthesisOptions, SAMPLE_RATE};
+use tts::pipeline::{Chatterbox, SynthesisOptions, SynthesisSummary, SAMPLE_RATE};
 use tts::streaming::StreamSchedule;
 
 use crate::errors::{js_error, lm_error, plain, Code};
@@ -21,7 +21,7 @@ type Result<T> = napi::Result<T, String>;
 
 enum Event {
     Audio(Vec<f32>),
-    Done { speech_tokens: Vec<u32>, samples: usize, aborted: bool },
+    Done(SynthesisSummary),
     Failed(LmError),
 }
 
@@ -30,6 +30,33 @@ pub struct NativeSpeechResult {
     pub speech_tokens: Vec<u32>,
     pub samples: f64,
     pub aborted: bool,
+    /// T3's prompt positions and sampled ids, all pieces, with their rates
+    /// (as the text side's `GenerationResult`).
+    pub prompt_tokens: u32,
+    pub prompt_tps: f64,
+    pub generation_tokens: u32,
+    pub generation_tps: f64,
+    /// Seconds of native work for the whole call.
+    pub processing_time: f64,
+    /// Bytes.
+    pub peak_memory: f64,
+}
+
+impl From<SynthesisSummary> for NativeSpeechResult {
+    fn from(s: SynthesisSummary) -> Self {
+        let rate = |n: usize, secs: f64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+        NativeSpeechResult {
+            prompt_tokens: s.t3.prompt_tokens as u32,
+            prompt_tps: rate(s.t3.prompt_tokens, s.t3.prompt_seconds),
+            generation_tokens: s.t3.generated as u32,
+            generation_tps: rate(s.t3.generated, s.t3.generation_seconds),
+            processing_time: s.seconds,
+            peak_memory: s.peak_memory as f64,
+            speech_tokens: s.speech_tokens,
+            samples: s.samples as f64,
+            aborted: s.aborted,
+        }
+    }
 }
 
 /// One streamed item: a chunk of audio or, last, the result.
@@ -77,7 +104,7 @@ fn run(
     events: &tmpsc::UnboundedSender<Event>,
 ) -> Event {
     if abort.load(Ordering::Relaxed) {
-        return Event::Done { speech_tokens: Vec::new(), samples: 0, aborted: true };
+        return Event::Done(SynthesisSummary { aborted: true, ..SynthesisSummary::default() });
     }
     // A closed receiver means JS stopped listening (it broke out of for-await).
     let keep_going = || !abort.load(Ordering::Relaxed) && !events.is_closed() && !crate::worker::exiting();
@@ -85,7 +112,7 @@ fn run(
         model.synthesize(text, opts, stream, &keep_going, &mut |samples| events.send(Event::Audio(samples)).is_ok())
     });
     match result {
-        Ok(s) => Event::Done { speech_tokens: s.speech_tokens, samples: s.samples, aborted: s.aborted },
+        Ok(s) => Event::Done(s),
         Err(e) => Event::Failed(e),
     }
 }
@@ -142,10 +169,7 @@ impl NativeTts {
             .into_iter()
             .map(|e| match e {
                 Event::Audio(samples) => Ok(NativeSpeechEvent { audio: Some(Float32Array::new(samples)), result: None }),
-                Event::Done { speech_tokens, samples, aborted } => {
-                    let result = NativeSpeechResult { speech_tokens, samples: samples as f64, aborted };
-                    Ok(NativeSpeechEvent { audio: None, result: Some(result) })
-                }
+                Event::Done(summary) => Ok(NativeSpeechEvent { audio: None, result: Some(summary.into()) }),
                 Event::Failed(e) => Err(lm_error(e)),
             })
             .collect()

@@ -2,9 +2,9 @@
 //! S3Gen mel -> HiFT audio, on the caller's (worker) thread.
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
-use lm::generate::Next;
+use lm::generate::{GenerationStats, Next};
 use lm::weights::Weights;
 use mlx::random::KeySequence;
 
@@ -56,6 +56,30 @@ pub struct SynthesisSummary {
     pub speech_tokens: Vec<u32>,
     pub samples: usize,
     pub aborted: bool,
+    /// T3 over every piece: prompt positions, sampled ids and seconds summed.
+    /// Streamed, the decode seconds include the chunks vocoded between tokens.
+    pub t3: GenerationStats,
+    /// Seconds of the whole call: T3, S3Gen and the vocoder, and when
+    /// streaming a voice for the first time, its prompt cache.
+    pub seconds: f64,
+    /// Peak MLX memory during the call, bytes.
+    pub peak_memory: usize,
+}
+
+impl SynthesisSummary {
+    fn add_t3(&mut self, s: &GenerationStats) {
+        let t = &mut self.t3;
+        t.prompt_tokens += s.prompt_tokens;
+        t.generated += s.generated;
+        t.prompt_seconds += s.prompt_seconds;
+        t.generation_seconds += s.generation_seconds;
+    }
+
+    /// Takes in MLX's peak since its last reset (T3 resets it for every piece).
+    fn note_peak(&mut self) -> Result<()> {
+        self.peak_memory = self.peak_memory.max(mlx::memory::stats()?.peak);
+        Ok(())
+    }
 }
 
 /// Which voice: the model folder's (`None`) or a file as it was when read.
@@ -157,6 +181,25 @@ impl Chatterbox {
         if text.trim().is_empty() {
             return Err(TtsError::InvalidArgument("text is empty: there is nothing to say".into()));
         }
+        let t0 = Instant::now();
+        mlx::memory::reset_peak()?;
+        let mut summary = SynthesisSummary::default();
+        self.pieces(text, opts, stream, keep_going, on_audio, &mut summary)?;
+        summary.note_peak()?;
+        summary.seconds = t0.elapsed().as_secs_f64();
+        Ok(summary)
+    }
+
+    /// `synthesize`'s work, piece by piece, into `summary` (`aborted` set when stopped).
+    fn pieces(
+        &self,
+        text: &str,
+        opts: &SynthesisOptions,
+        stream: Option<StreamSchedule>,
+        keep_going: &dyn Fn() -> bool,
+        on_audio: &mut dyn FnMut(Vec<f32>) -> bool,
+        summary: &mut SynthesisSummary,
+    ) -> Result<()> {
         let custom;
         let voice = match &opts.voice {
             Some(p) => {
@@ -175,7 +218,6 @@ impl Chatterbox {
             None => KeySequence::from_time()?,
         };
         let t3_opts = &opts.t3;
-        let mut summary = SynthesisSummary::default();
         for piece in split_pieces(text, MAX_PIECE_CHARS) {
             let tokens = self.text_tokens(&piece)?;
             let done = match stream {
@@ -183,21 +225,23 @@ impl Chatterbox {
                     let cache = match self.prompt_cache(voice, voice_key(opts.voice.as_deref()), keep_going) {
                         Err(TtsError::Aborted(_)) => {
                             summary.aborted = true;
-                            return Ok(summary);
+                            return Ok(());
                         }
                         other => other?,
                     };
+                    summary.note_peak()?;
                     let cache = cache.as_deref();
-                    self.piece_streamed(voice, cache, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?
+                    self.piece_streamed(voice, cache, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, summary)?
                 }
-                None => self.piece_whole(voice, &tokens, t3_opts, &mut keys, keep_going, on_audio, &mut summary)?,
+                None => self.piece_whole(voice, &tokens, t3_opts, &mut keys, keep_going, on_audio, summary)?,
             };
+            summary.note_peak()?;
             if !done {
                 summary.aborted = true;
-                return Ok(summary);
+                return Ok(());
             }
         }
-        Ok(summary)
+        Ok(())
     }
 
     /// The voice in the file `path`, read again only when the file changed.
@@ -258,7 +302,7 @@ impl Chatterbox {
         summary: &mut SynthesisSummary,
     ) -> Result<bool> {
         let mut stopped = false;
-        let raw = self.t3.generate(&voice.t3, tokens, t3_opts, keys, |_| {
+        let (raw, t3) = self.t3.generate(&voice.t3, tokens, t3_opts, keys, |_| {
             if keep_going() {
                 Ok(Next::Continue)
             } else {
@@ -266,6 +310,7 @@ impl Chatterbox {
                 Ok(Next::Stop)
             }
         })?;
+        summary.add_t3(&t3);
         if stopped {
             return Ok(false);
         }
@@ -312,7 +357,7 @@ impl Chatterbox {
             summary.samples += samples.len();
             samples.is_empty() || on_audio(samples)
         };
-        self.t3.generate(&voice.t3, tokens, t3_opts, keys, |t| {
+        let (_, t3) = self.t3.generate(&voice.t3, tokens, t3_opts, keys, |t| {
             if !keep_going() {
                 stopped = true;
                 return Ok(Next::Stop);
@@ -341,6 +386,7 @@ impl Chatterbox {
             }
             Ok(Next::Continue)
         })?;
+        summary.add_t3(&t3);
         if let Some(e) = failure {
             return Err(e);
         }

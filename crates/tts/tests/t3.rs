@@ -123,7 +123,7 @@ fn check_model(name: &str) {
         let mut keys = KeySequence::new(seed).unwrap();
         let mut seen = 0usize;
         let t0 = std::time::Instant::now();
-        let tokens = f
+        let (tokens, stats) = f
             .t3
             .generate(&f.cond, &text, &opts, &mut keys, |_| {
                 seen += 1;
@@ -143,6 +143,10 @@ fn check_model(name: &str) {
         assert!(d_processed < TOLERANCE, "{name}/{case}: step-0 processed logits max abs diff {d_processed}");
         assert_eq!(tokens, want, "{name}/{case}: speech tokens differ");
         assert_eq!(seen + 1, tokens.len(), "{name}/{case}: every sampled id goes through the callback");
+        let prompt_len = get(&r, "prefill_embeds", &st).dim(1) as usize;
+        assert_eq!(stats.prompt_tokens, prompt_len, "{name}/{case}: prompt positions counted");
+        assert_eq!(stats.generated, seen, "{name}/{case}: sampled ids counted");
+        assert!(stats.prompt_seconds > 0.0 && stats.generation_seconds >= 0.0, "{name}/{case}: {stats:?}");
     }
 }
 
@@ -164,13 +168,14 @@ fn callback_stop_ends_generation() {
     let opts = T3Options { temperature: 0.0, max_tokens: 30, ..T3Options::default() };
     let mut keys = KeySequence::new(0).unwrap();
     let mut n = 0;
-    let tokens = f
+    let (tokens, stats) = f
         .t3
         .generate(&f.cond, &text, &opts, &mut keys, |_| {
             n += 1;
             Ok(if n == 3 { Next::Stop } else { Next::Continue })
         })
         .unwrap();
+    assert_eq!(stats.generated, 3, "{stats:?}");
     assert_eq!(tokens.len(), 4, "start token plus the three ids seen: {tokens:?}");
     assert_eq!(tokens[0], f.t3.config().start_speech_token);
 }

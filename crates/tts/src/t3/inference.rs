@@ -3,7 +3,7 @@
 //! penalty over every token so far (start-of-speech included), and
 //! mlx-audio's sampler on the raw guided logits.
 use lm::cache::KvCache;
-use lm::generate::{run_loop, Decoding, LogitsSource, Next, TokenSampler};
+use lm::generate::{run_loop, Decoding, GenerationStats, LogitsSource, Next, TokenSampler};
 use lm::sampling::{LogitsProcessors, Sampler, SamplingOptions};
 use mlx::random::KeySequence;
 use mlx::{Array, Result as MlxResult};
@@ -182,6 +182,8 @@ impl T3 {
     /// then every sampled id (the stop token included when sampled).
     /// `on_token` sees each sampled id and may stop early; draws come from
     /// `keys` in mlx-audio's order (one per sampled token unless greedy).
+    /// With the ids, the loop's timings and the prompt's length in positions
+    /// (conditioning, text and start-speech tokens).
     pub fn generate(
         &self,
         cond: &T3Cond,
@@ -189,13 +191,14 @@ impl T3 {
         opts: &T3Options,
         keys: &mut KeySequence,
         mut on_token: impl FnMut(u32) -> Result<Next>,
-    ) -> Result<Vec<u32>> {
+    ) -> Result<(Vec<u32>, GenerationStats)> {
         let start = self.cfg.start_speech_token;
         let stop = self.cfg.stop_speech_token;
         let mut steps = self.steps(cond, text, opts)?;
+        let prompt_tokens = steps.prompt.as_ref().map_or(0, |p| p.dim(1) as usize);
         let mut out = vec![start];
         if opts.max_tokens == 0 {
-            return Ok(out);
+            return Ok((out, GenerationStats { prompt_tokens, ..GenerationStats::default() }));
         }
         let sampling = SamplingOptions {
             temperature: opts.temperature,
@@ -223,12 +226,13 @@ impl T3 {
             normalize: false,
             max_tokens: opts.max_tokens,
         };
-        run_loop(&mut steps, decoding, keys, |t| {
+        let mut stats = run_loop(&mut steps, decoding, keys, |t| {
             out.push(t);
             let verdict = on_token(t)?;
             Ok(if t == stop { Next::Stop } else { verdict })
         })?;
-        Ok(out)
+        stats.prompt_tokens = prompt_tokens;
+        Ok((out, stats))
     }
 }
 
