@@ -198,6 +198,23 @@ export class Audio {
   save(path: string, options?: { format?: 'pcm16' | 'float32' }): Promise<void>;
 }
 
+/** What `stream()` produced and cost, once it has ended: the figures of `Audio`. */
+export interface SpeechResult {
+  speechTokens: number[];
+  /** Seconds of audio. */
+  duration: number;
+  promptTokens: number;
+  promptTps: number;
+  generationTokens: number;
+  /** While streaming, T3's decode seconds include the chunks vocoded between its tokens. */
+  generationTps: number;
+  processingTime: number;
+  realTimeFactor: number;
+  peakMemory: number;
+  /** The iteration was left early (for a text stream: the finished sentences only). */
+  aborted: boolean;
+}
+
 export interface AudioChunk {
   audio: Float32Array;
   sampleRate: number;
@@ -210,7 +227,7 @@ export class TextToSpeech {
   readonly sampleRate: number;
   synthesize(text: string, options?: SynthesizeOptions): Promise<Audio>;
   /** synthesize() accepts StreamOptions too and ignores the chunk sizes. */
-  stream(text: string | AsyncIterable<string>, options?: StreamOptions): AsyncIterable<AudioChunk>;
+  stream(text: string | AsyncIterable<string>, options?: StreamOptions): AsyncIterable<AudioChunk> & { result: Promise<SpeechResult> };
   dispose(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

@@ -148,8 +148,17 @@ test('stream() starts before T3 finishes and matches synthesize() in length and 
   const opts = optionsOf(meta);
   const whole = await model.synthesize(meta.text, opts);
   const chunks = [];
-  for await (const c of model.stream(meta.text, opts)) chunks.push(c);
+  const s = model.stream(meta.text, opts);
+  for await (const c of s) chunks.push(c);
   assert.ok(chunks.length >= 2, `expected audio in several chunks, got ${chunks.length}`);
+  // Its result: synthesize()'s tokens and T3 counts, the audio it handed out.
+  const r = await s.result;
+  assert.deepEqual(r.speechTokens, whole.speechTokens);
+  assert.equal(r.promptTokens, whole.promptTokens);
+  assert.equal(r.generationTokens, whole.generationTokens);
+  assert.equal(r.aborted, false);
+  assert.equal(r.duration, chunks.reduce((n, c) => n + c.audio.length, 0) / 24000);
+  assert.ok(r.processingTime > 0 && r.realTimeFactor === r.processingTime / r.duration && r.peakMemory > 0);
   assert.deepEqual(chunks.map((c) => c.index), chunks.map((_, i) => i));
   assert.ok(chunks.every((c) => c.sampleRate === 24000 && c.audio.length > 0));
   const joined = Float32Array.from(chunks.flatMap((c) => Array.from(c.audio)));
@@ -258,13 +267,30 @@ test('stream() speaks an AsyncIterable of text sentence by sentence', async () =
     }
   }
   const chunks = [];
-  for await (const c of model.stream(llm(), opts)) chunks.push({ ...c, after: seen.length });
+  const spoken = model.stream(llm(), opts);
+  for await (const c of spoken) chunks.push({ ...c, after: seen.length });
   assert.deepEqual(chunks.map((c) => c.index), chunks.map((_, i) => i));
   // "Hello there." is spoken once the text after it has arrived, before the stream ends.
   assert.ok(chunks[0].after < 4, 'the first sentence waited for the whole text');
-  let expected = 0;
-  for (const s of ['Hello there.', 'How are you?', 'Fine']) expected += (await model.synthesize(s, opts)).audio.length;
-  assert.equal(chunks.reduce((n, c) => n + c.audio.length, 0), expected);
+  const each = [];
+  for (const s of ['Hello there.', 'How are you?', 'Fine']) each.push(await model.synthesize(s, opts));
+  const samples = chunks.reduce((n, c) => n + c.audio.length, 0);
+  assert.equal(samples, each.reduce((n, a) => n + a.audio.length, 0));
+  // Its result sums the sentences': their tokens in order, their T3 counts.
+  const r = await spoken.result;
+  assert.deepEqual(r.speechTokens, each.flatMap((a) => a.speechTokens));
+  assert.equal(r.promptTokens, each.reduce((n, a) => n + a.promptTokens, 0));
+  assert.equal(r.generationTokens, each.reduce((n, a) => n + a.generationTokens, 0));
+  assert.equal(r.duration, samples / 24000);
+  assert.equal(r.aborted, false);
+  assert.ok(r.promptTps > 0 && r.generationTps > 0 && r.processingTime > 0 && r.peakMemory > 0);
+
+  // Left after the first chunk: the result says aborted and holds no unfinished sentence.
+  const left = model.stream(llm(), opts);
+  for await (const c of left) break; // eslint-disable-line no-unused-vars
+  const partial = await left.result;
+  assert.equal(partial.aborted, true);
+  assert.deepEqual(partial.speechTokens, []);
 });
 
 test('punc_norm matches mlx-audio except for curly quotes, which become straight as in the original', async () => {

@@ -17,6 +17,48 @@ function checkText(text) {
   if (text.trim().length === 0) throw invalid('text is empty: there is nothing to say');
 }
 
+// The public form of a native speech result: what a synthesis produced and cost.
+function speechResult(r, sampleRate) {
+  const duration = r.samples / sampleRate;
+  return {
+    speechTokens: r.speechTokens,
+    duration,
+    promptTokens: r.promptTokens,
+    promptTps: r.promptTps,
+    generationTokens: r.generationTokens,
+    generationTps: r.generationTps,
+    processingTime: r.processingTime,
+    realTimeFactor: duration > 0 ? r.processingTime / duration : 0,
+    peakMemory: r.peakMemory,
+    aborted: r.aborted,
+  };
+}
+
+// Several results (the sentences of a text stream) as one: counts and seconds summed,
+// rates over the sums, the highest peak.
+function sumResults(results) {
+  const sum = (k) => results.reduce((n, r) => n + r[k], 0);
+  const seconds = (tokens, tps) => results.reduce((n, r) => n + (r[tps] > 0 ? r[tokens] / r[tps] : 0), 0);
+  const rate = (tokens, tps) => {
+    const secs = seconds(tokens, tps);
+    return secs > 0 ? sum(tokens) / secs : 0;
+  };
+  const duration = sum('duration');
+  const processingTime = sum('processingTime');
+  return {
+    speechTokens: results.flatMap((r) => r.speechTokens),
+    duration,
+    promptTokens: sum('promptTokens'),
+    promptTps: rate('promptTokens', 'promptTps'),
+    generationTokens: sum('generationTokens'),
+    generationTps: rate('generationTokens', 'generationTps'),
+    processingTime,
+    realTimeFactor: duration > 0 ? processingTime / duration : 0,
+    peakMemory: Math.max(0, ...results.map((r) => r.peakMemory)),
+    aborted: results.some((r) => r.aborted),
+  };
+}
+
 function isAsyncIterable(x) {
   return x !== null && typeof x === 'object' && typeof x[Symbol.asyncIterator] === 'function';
 }
@@ -57,7 +99,7 @@ class TextToSpeech {
       (ev) => onAudio?.(ev.audio),
       (r) => {
         if (r.aborted && signal?.aborted) throw signal.reason;
-        return r;
+        return speechResult(r, this.sampleRate);
       }
     );
   }
@@ -75,13 +117,38 @@ class TextToSpeech {
         this.#run(text, options, (audio) => push({ audio, sampleRate: this.sampleRate, index: index++ }), true)
       );
     }
-    if (isAsyncIterable(text)) return this.#streamText(text, options);
+    if (isAsyncIterable(text)) {
+      // `result`: the sentences' results summed, once the iteration has ended.
+      const results = [];
+      let settle;
+      const result = new Promise((resolve, reject) => {
+        settle = { resolve, reject };
+      });
+      result.catch(() => {});
+      const chunks = this.#streamText(text, options, results);
+      return {
+        result,
+        async *[Symbol.asyncIterator]() {
+          try {
+            yield* chunks;
+            settle.resolve(sumResults(results));
+          } catch (e) {
+            settle.reject(e);
+            throw e;
+          } finally {
+            // Left early: what was spoken so far, marked aborted.
+            settle.resolve({ ...sumResults(results), aborted: true });
+          }
+        },
+      };
+    }
     throw invalid('text must be a string or an AsyncIterable of strings');
   }
 
   // Speaks an incoming text stream (e.g. an LLM's) sentence by sentence: each
   // complete sentence is synthesised as soon as the text after it arrives.
-  async *#streamText(source, options) {
+  // Each sentence's result goes into `results`.
+  async *#streamText(source, options, results) {
     this.#live();
     splitOptions(options);
     let pending = '';
@@ -89,7 +156,9 @@ class TextToSpeech {
     const self = this;
     async function* speak(sentence) {
       if (sentence.trim().length === 0) return;
-      for await (const chunk of self.stream(sentence, options)) yield { ...chunk, index: index++ };
+      const s = self.stream(sentence, options);
+      for await (const chunk of s) yield { ...chunk, index: index++ };
+      results.push(await s.result);
     }
     for await (const piece of source) {
       if (typeof piece !== 'string') throw invalid(`the text stream must yield strings, got ${typeof piece}`);
