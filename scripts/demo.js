@@ -94,7 +94,8 @@ async function speak(args) {
   const t0 = performance.now();
   let first = 0;
   const chunks = [];
-  for await (const chunk of tts.stream(args.say, { seed: 0 })) {
+  const stream = tts.stream(args.say, { seed: 0 });
+  for await (const chunk of stream) {
     if (chunks.length === 0) first = performance.now() - t0;
     chunks.push(chunk.audio);
     console.log(`  audio chunk ${chunk.index}: ${(chunk.audio.length / chunk.sampleRate).toFixed(2)} s at ${((performance.now() - t0) / 1000).toFixed(2)} s`);
@@ -102,11 +103,16 @@ async function speak(args) {
   const total = (performance.now() - t0) / 1000;
   const samples = Float32Array.from(chunks.flatMap((c) => Array.from(c)));
   const seconds = samples.length / tts.sampleRate;
-  const audio = new Audio(samples, tts.sampleRate, []);
+  const r = await stream.result;
+  const audio = new Audio(samples, tts.sampleRate, r.speechTokens, r);
   await audio.save(args.wav);
   console.log(
     `${seconds.toFixed(2)} s of audio in ${total.toFixed(2)} s (real-time factor ${(total / seconds).toFixed(2)}), ` +
       `first audio after ${(first / 1000).toFixed(2)} s; written to ${path.relative(process.cwd(), args.wav)}`
+  );
+  console.log(
+    `${r.speechTokens.length} speech tokens; T3 prompt ${r.promptTokens} positions at ${r.promptTps.toFixed(1)}/s, ` +
+      `${r.generationTokens} steps at ${r.generationTps.toFixed(1)}/s (with the chunks vocoded between them), peak memory ${(r.peakMemory / 1e6).toFixed(0)} MB`
   );
   await tts.dispose();
 }
