@@ -80,6 +80,13 @@ impl SynthesisSummary {
         self.peak_memory = self.peak_memory.max(mlx::memory::stats()?.peak);
         Ok(())
     }
+
+    /// The summary of a call that began at `t0`, with its time and peak.
+    fn finish(mut self, t0: Instant) -> Result<SynthesisSummary> {
+        self.note_peak()?;
+        self.seconds = t0.elapsed().as_secs_f64();
+        Ok(self)
+    }
 }
 
 /// Which voice: the model folder's (`None`) or a file as it was when read.
@@ -183,23 +190,6 @@ impl Chatterbox {
         }
         let t0 = Instant::now();
         mlx::memory::reset_peak()?;
-        let mut summary = SynthesisSummary::default();
-        self.pieces(text, opts, stream, keep_going, on_audio, &mut summary)?;
-        summary.note_peak()?;
-        summary.seconds = t0.elapsed().as_secs_f64();
-        Ok(summary)
-    }
-
-    /// `synthesize`'s work, piece by piece, into `summary` (`aborted` set when stopped).
-    fn pieces(
-        &self,
-        text: &str,
-        opts: &SynthesisOptions,
-        stream: Option<StreamSchedule>,
-        keep_going: &dyn Fn() -> bool,
-        on_audio: &mut dyn FnMut(Vec<f32>) -> bool,
-        summary: &mut SynthesisSummary,
-    ) -> Result<()> {
         let custom;
         let voice = match &opts.voice {
             Some(p) => {
@@ -218,6 +208,7 @@ impl Chatterbox {
             None => KeySequence::from_time()?,
         };
         let t3_opts = &opts.t3;
+        let mut summary = SynthesisSummary::default();
         for piece in split_pieces(text, MAX_PIECE_CHARS) {
             let tokens = self.text_tokens(&piece)?;
             let done = match stream {
@@ -225,23 +216,23 @@ impl Chatterbox {
                     let cache = match self.prompt_cache(voice, voice_key(opts.voice.as_deref()), keep_going) {
                         Err(TtsError::Aborted(_)) => {
                             summary.aborted = true;
-                            return Ok(());
+                            return summary.finish(t0);
                         }
                         other => other?,
                     };
                     summary.note_peak()?;
                     let cache = cache.as_deref();
-                    self.piece_streamed(voice, cache, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, summary)?
+                    self.piece_streamed(voice, cache, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?
                 }
-                None => self.piece_whole(voice, &tokens, t3_opts, &mut keys, keep_going, on_audio, summary)?,
+                None => self.piece_whole(voice, &tokens, t3_opts, &mut keys, keep_going, on_audio, &mut summary)?,
             };
             summary.note_peak()?;
             if !done {
                 summary.aborted = true;
-                return Ok(());
+                return summary.finish(t0);
             }
         }
-        Ok(())
+        summary.finish(t0)
     }
 
     /// The voice in the file `path`, read again only when the file changed.
