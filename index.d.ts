@@ -211,6 +211,9 @@ export interface SpeechResult {
   processingTime: number;
   realTimeFactor: number;
   peakMemory: number;
+  /** The voice's S3Gen prompt cache: made by this stream, kept from an earlier one (or
+   *  `prepare()`), or none (`promptCache: false`, or a voice whose prompt cannot be cached). */
+  promptCache: 'made' | 'kept' | 'none';
   /** The iteration was left early (for a text stream: the finished sentences only). */
   aborted: boolean;
 }
@@ -228,6 +231,9 @@ export class TextToSpeech {
   synthesize(text: string, options?: SynthesizeOptions): Promise<Audio>;
   /** synthesize() accepts StreamOptions too and ignores the chunk sizes. */
   stream(text: string | AsyncIterable<string>, options?: StreamOptions): AsyncIterable<AudioChunk> & { result: Promise<SpeechResult> };
+  /** Makes the voice's prompt cache now, which its first stream() would otherwise make
+   *  before its first chunk (about a synthesize() of a short sentence). */
+  prepare(options?: { voice?: string; signal?: AbortSignal }): Promise<'made' | 'kept' | 'none'>;
   dispose(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

@@ -158,6 +158,29 @@ test('abort: a pre-aborted signal and one aborted mid-way reject with its reason
   assert.ok(after.audio.length > 0);
 });
 
+test('prepare(): bad options, voice files, aborts; the model stays usable', async () => {
+  const tts = await shared;
+  await expectReject(() => tts.prepare('voice'), 'INVALID_ARGUMENT', /options must be an object/);
+  await expectReject(() => tts.prepare({ temperature: 1 }), 'INVALID_ARGUMENT', /unknown option "temperature"/);
+  await expectReject(() => tts.prepare({ voice: 5 }), 'INVALID_ARGUMENT', /option voice/);
+  await expectReject(() => tts.prepare({ voice: '/nonexistent/conds.safetensors' }), 'MODEL_NOT_FOUND', /conds\.safetensors/);
+  const junk = path.join(tmpDir(), 'junk.safetensors');
+  fs.writeFileSync(junk, 'not a safetensors file');
+  await expectReject(() => tts.prepare({ voice: junk }), 'INVALID_WEIGHTS', /junk\.safetensors/);
+  const pre = new AbortController();
+  pre.abort(new Error('before'));
+  await assert.rejects(tts.prepare({ signal: pre.signal }), /before/);
+  // Aborted while it waits behind a synthesis: it rejects with the reason and makes nothing.
+  const busy = tts.synthesize('Hello there.', FAST);
+  const ac = new AbortController();
+  const reason = new Error('not now');
+  const p = tts.prepare({ voice: path.join(FIXTURE, 'conds.safetensors'), signal: ac.signal });
+  ac.abort(reason);
+  await assert.rejects(p, (e) => e === reason);
+  await busy;
+  assert.equal(await tts.prepare({ voice: path.join(FIXTURE, 'conds.safetensors') }), 'made');
+});
+
 test('dispose: later calls reject with DISPOSED', async () => {
   const tts = await loadTTS(FIXTURE);
   const running = tts.synthesize('Hello there.', { temperature: 0, maxTokens: 2000 });
@@ -168,5 +191,6 @@ test('dispose: later calls reject with DISPOSED', async () => {
     (e) => assert.ok(['DISPOSED', 'ABORTED'].includes(e.code), `running call after dispose: ${e.code}`)
   );
   await expectReject(() => tts.synthesize('Hi.'), 'DISPOSED');
+  await expectReject(() => tts.prepare(), 'DISPOSED');
   await tts.dispose();
 });

@@ -223,18 +223,31 @@ test('stream() keeps the streamed voice\'s prompt cache and makes it anew for an
   const { meta } = refCase('chatterbox', 'sampled');
   const opts = optionsOf(meta);
   const other = { ...opts, voice: otherVoice() };
+  // The audio, with what the stream's result says of the cache as its `cache`.
   const say = async (model, o) => {
     const out = [];
-    for await (const c of model.stream(meta.text, o)) out.push(...c.audio);
+    const s = model.stream(meta.text, o);
+    for await (const c of s) out.push(...c.audio);
+    out.cache = (await s.result).promptCache;
     return out;
   };
   const model = await tts('chatterbox');
   const first = await say(model, opts);
   const afterOther = await say(model, other);
-  assert.deepEqual(await say(model, opts), first, 'the built-in voice after another one');
+  assert.equal(afterOther.cache, 'made');
+  const again = await say(model, opts);
+  assert.equal(again.cache, 'made', 'the other voice replaced the cache');
+  assert.deepEqual([...again], [...first], 'the built-in voice after another one');
+  assert.equal((await say(model, opts)).cache, 'kept');
   const fresh = await loadTTS(fixtureDir('chatterbox'));
   try {
-    assert.deepEqual(afterOther, await say(fresh, other), 'the other voice: its cache, not the built-in one\'s');
+    // prepare() makes the cache a first stream would make, and the stream keeps it.
+    assert.equal(await fresh.prepare({ voice: other.voice }), 'made');
+    assert.equal(await fresh.prepare({ voice: other.voice }), 'kept');
+    const prepared = await say(fresh, other);
+    assert.equal(prepared.cache, 'kept');
+    assert.deepEqual([...prepared], [...afterOther], 'the other voice: its cache, not the built-in one\'s');
+    assert.equal(await fresh.prepare(), 'made', 'the built-in voice');
   } finally {
     await fresh.dispose();
     fs.rmSync(path.dirname(other.voice), { recursive: true, force: true });
@@ -246,7 +259,9 @@ test('stream() keeps the streamed voice\'s prompt cache and makes it anew for an
   // samples, the same length and loudness contour as synthesize().
   const uncached = await loadTTS(fixtureDir('chatterbox'), { promptCache: false });
   try {
+    assert.equal(await uncached.prepare(), 'none');
     const plain = await say(uncached, opts);
+    assert.equal(plain.cache, 'none');
     assert.equal(plain.length, first.length);
     assert.ok(maxAbsDiff(plain, first) > 1e-4, 'promptCache: false changed nothing');
     const whole = await model.synthesize(meta.text, opts);

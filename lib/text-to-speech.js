@@ -30,6 +30,7 @@ function speechResult(r, sampleRate) {
     processingTime: r.processingTime,
     realTimeFactor: duration > 0 ? r.processingTime / duration : 0,
     peakMemory: r.peakMemory,
+    promptCache: r.promptCache,
     aborted: r.aborted,
   };
 }
@@ -55,6 +56,7 @@ function sumResults(results) {
     processingTime,
     realTimeFactor: duration > 0 ? processingTime / duration : 0,
     peakMemory: Math.max(0, ...results.map((r) => r.peakMemory)),
+    promptCache: ['made', 'kept'].find((c) => results.some((r) => r.promptCache === c)) ?? 'none',
     aborted: results.some((r) => r.aborted),
   };
 }
@@ -88,10 +90,15 @@ class TextToSpeech {
   #run(text, options, onAudio, stream = false) {
     this.#live();
     checkText(text);
+    return this.#job(options, (native, nativeOptions) => native.start(text, nativeOptions, stream), onAudio);
+  }
+
+  // Starts a native job with `start(native, nativeOptions)` and pumps its events.
+  #job(options, start, onAudio) {
     const { nativeOptions, signal } = splitOptions(options);
     signal?.throwIfAborted();
     const native = this.#native;
-    const id = callNative(() => native.start(text, nativeOptions, stream));
+    const id = callNative(() => start(native, nativeOptions));
     return runJob(
       native,
       id,
@@ -108,6 +115,16 @@ class TextToSpeech {
     const chunks = [];
     const r = await this.#run(text, options, (a) => chunks.push(a)).result;
     return new Audio(concatAudio(chunks), this.sampleRate, r.speechTokens, r);
+  }
+
+  // Makes a voice's prompt cache now (what its first stream() would do before its first
+  // chunk); resolves to "made", "kept" (it was there) or "none" (promptCache off, or a
+  // voice whose prompt cannot be cached).
+  async prepare(options) {
+    this.#live();
+    const r = await this.#job(options, (native, nativeOptions) => native.prepare(nativeOptions)).result;
+    if (r.aborted) throw new MlxNodeError('ABORTED', 'prepare() was stopped before the voice\'s prompt cache was made');
+    return r.promptCache;
   }
 
   stream(text, options) {

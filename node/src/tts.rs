@@ -40,6 +40,8 @@ pub struct NativeSpeechResult {
     pub processing_time: f64,
     /// Bytes.
     pub peak_memory: f64,
+    /// The voice's prompt cache: "made", "kept" or "none".
+    pub prompt_cache: String,
 }
 
 impl From<SynthesisSummary> for NativeSpeechResult {
@@ -52,6 +54,7 @@ impl From<SynthesisSummary> for NativeSpeechResult {
             generation_tps: rate(s.t3.generated, s.t3.generation_seconds),
             processing_time: s.seconds,
             peak_memory: s.peak_memory as f64,
+            prompt_cache: s.prompt_cache.name().to_string(),
             speech_tokens: s.speech_tokens,
             samples: s.samples as f64,
             aborted: s.aborted,
@@ -89,28 +92,38 @@ pub async fn load_tts_native(path: String, prompt_cache: bool) -> napi::Result<N
     Ok(NativeTts { worker, max_tokens, jobs: Jobs::new(), disposed: AtomicBool::new(false) })
 }
 
+/// A `voice` option names a file that is there (its contents are checked when read).
+fn check_voice(voice: Option<&std::path::Path>) -> Result<()> {
+    match voice {
+        Some(v) if !v.is_file() => Err(js_error(Code::ModelNotFound, format!("voice file {} does not exist", v.display()))),
+        _ => Ok(()),
+    }
+}
+
 /// Sentences of `text`, as the speech pipeline cuts long text.
 #[napi]
 pub fn split_sentences(text: String) -> Vec<String> {
     tts::text::sentences(&text)
 }
 
-fn run(
-    model: &Chatterbox,
-    text: &str,
-    opts: &SynthesisOptions,
-    stream: Option<StreamSchedule>,
-    abort: &AtomicBool,
-    events: &tmpsc::UnboundedSender<Event>,
-) -> Event {
+/// What a job does on the worker.
+enum Work {
+    Speak { text: String, opts: SynthesisOptions, stream: Option<StreamSchedule> },
+    Prepare { voice: Option<PathBuf> },
+}
+
+fn run(model: &Chatterbox, work: &Work, abort: &AtomicBool, events: &tmpsc::UnboundedSender<Event>) -> Event {
     if abort.load(Ordering::Relaxed) {
         return Event::Done(SynthesisSummary { aborted: true, ..SynthesisSummary::default() });
     }
     // A closed receiver means JS stopped listening (it broke out of for-await).
     let keep_going = || !abort.load(Ordering::Relaxed) && !events.is_closed() && !crate::worker::exiting();
-    let result = guarded("speech synthesis", || {
-        model.synthesize(text, opts, stream, &keep_going, &mut |samples| events.send(Event::Audio(samples)).is_ok())
-    });
+    let result = match work {
+        Work::Speak { text, opts, stream } => guarded("speech synthesis", || {
+            model.synthesize(text, opts, *stream, &keep_going, &mut |samples| events.send(Event::Audio(samples)).is_ok())
+        }),
+        Work::Prepare { voice } => guarded("preparing a voice", || model.prepare(voice.as_deref(), &keep_going)),
+    };
     match result {
         Ok(s) => Event::Done(s),
         Err(e) => Event::Failed(e),
@@ -133,23 +146,38 @@ impl NativeTts {
     /// `stream`: audio in chunks while speech tokens are still generated.
     #[napi]
     pub fn start(&self, text: String, options: Value, stream: bool) -> Result<u32> {
-        if self.disposed.load(Ordering::SeqCst) {
-            return Err(js_error(Code::Disposed, "the speech model has been disposed"));
-        }
+        self.live()?;
         if text.trim().is_empty() {
             return Err(js_error(Code::InvalidArgument, "text is empty: there is nothing to say"));
         }
         let (opts, schedule) = tts_options::parse(&options, self.max_tokens)?;
-        if let Some(v) = &opts.voice {
-            if !v.is_file() {
-                return Err(js_error(Code::ModelNotFound, format!("voice file {} does not exist", v.display())));
-            }
+        check_voice(opts.voice.as_deref())?;
+        self.queue(Work::Speak { text, opts, stream: stream.then_some(schedule) })
+    }
+
+    /// Validates and queues making a voice's prompt cache (`{ voice }`); its
+    /// result comes as a synthesis's, with no audio.
+    #[napi]
+    pub fn prepare(&self, options: Value) -> Result<u32> {
+        self.live()?;
+        let voice = tts_options::parse_voice(&options)?;
+        check_voice(voice.as_deref())?;
+        self.queue(Work::Prepare { voice })
+    }
+
+    fn live(&self) -> Result<()> {
+        if self.disposed.load(Ordering::SeqCst) {
+            return Err(js_error(Code::Disposed, "the speech model has been disposed"));
         }
+        Ok(())
+    }
+
+    fn queue(&self, work: Work) -> Result<u32> {
         let abort = Arc::new(AtomicBool::new(false));
         let (tx, rx) = tmpsc::unbounded_channel();
         let (a, events) = (abort.clone(), tx.clone());
         let queued = self.worker.run(move |model: &mut Chatterbox| {
-            let _ = events.send(run(model, &text, &opts, stream.then_some(schedule), &a, &events));
+            let _ = events.send(run(model, &work, &a, &events));
         });
         if !queued {
             let _ = tx.send(Event::Failed(LmError::Disposed("the speech model has been disposed".into())));

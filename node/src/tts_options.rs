@@ -33,11 +33,7 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<(SynthesisOptions, StreamSch
     let o = Opts(map);
     let d = SynthesisOptions::default();
     let f = |v: Option<f64>, d: f32| v.map(|x| x as f32).unwrap_or(d);
-    let voice = match map.get("voice") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if !s.is_empty() => Some(PathBuf::from(s)),
-        Some(other) => return Err(invalid(format!("option voice must be a path to a conds.safetensors file, got {other}"))),
-    };
+    let voice = voice_of(map)?;
     let t = &d.t3;
     let synthesis = SynthesisOptions {
         t3: T3Options {
@@ -60,4 +56,17 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<(SynthesisOptions, StreamSch
         ..s
     };
     Ok((synthesis, schedule))
+}
+
+/// `prepare()`'s options: `voice` only.
+pub fn parse_voice(value: &Value) -> R<Option<PathBuf>> {
+    voice_of(&options_object(value, &["voice"])?)
+}
+
+fn voice_of(map: &serde_json::Map<String, Value>) -> R<Option<PathBuf>> {
+    match map.get("voice") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(PathBuf::from(s))),
+        Some(other) => Err(invalid(format!("option voice must be a path to a conds.safetensors file, got {other}"))),
+    }
 }

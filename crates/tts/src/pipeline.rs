@@ -49,6 +49,29 @@ impl Voice {
     }
 }
 
+/// What a call did about the voice's prompt cache (`Chatterbox::prompt_cache`),
+/// in order: over several pieces the greatest counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CacheUse {
+    /// None used: `synthesize`, caching off, or a voice whose prompt cannot be cached.
+    #[default]
+    None,
+    /// The cache was there already (the last streamed or prepared voice).
+    Kept,
+    /// This call made it.
+    Made,
+}
+
+impl CacheUse {
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheUse::None => "none",
+            CacheUse::Kept => "kept",
+            CacheUse::Made => "made",
+        }
+    }
+}
+
 /// What one synthesis produced besides the audio chunks.
 #[derive(Debug, Clone, Default)]
 pub struct SynthesisSummary {
@@ -64,6 +87,8 @@ pub struct SynthesisSummary {
     pub seconds: f64,
     /// Peak MLX memory during the call, bytes.
     pub peak_memory: usize,
+    /// The prompt cache: made if any piece made it, else kept if any used it.
+    pub prompt_cache: CacheUse,
 }
 
 impl SynthesisSummary {
@@ -103,7 +128,7 @@ pub struct Chatterbox {
     t3: T3,
     flow: S3GenFlow,
     hift: Hift,
-    voice: Option<Voice>,
+    voice: Option<Arc<Voice>>,
     start_text: u32,
     stop_text: u32,
     text_vocab: u32,
@@ -136,7 +161,7 @@ impl Chatterbox {
         w.discard(|k| k.starts_with("ve.") || k.starts_with("s3gen.speaker_encoder."));
         w.finish()?;
         let conds = dir.join("conds.safetensors");
-        let voice = if conds.exists() { Some(Voice::load(&conds)?) } else { None };
+        let voice = if conds.exists() { Some(Arc::new(Voice::load(&conds)?)) } else { None };
         Ok(Chatterbox {
             tokenizer,
             t3,
@@ -190,18 +215,7 @@ impl Chatterbox {
         }
         let t0 = Instant::now();
         mlx::memory::reset_peak()?;
-        let custom;
-        let voice = match &opts.voice {
-            Some(p) => {
-                custom = self.custom_voice(p)?;
-                &*custom
-            }
-            None => self.voice.as_ref().ok_or_else(|| {
-                TtsError::InvalidArgument(
-                    "the model folder has no conds.safetensors: pass a voice (a conds.safetensors path)".into(),
-                )
-            })?,
-        };
+        let voice = &*self.voice(opts.voice.as_deref())?;
         // One random sequence for the whole call: T3's draws, then the vocoder's, as mlx-audio.
         let mut keys = match opts.seed {
             Some(s) => KeySequence::new(s)?,
@@ -221,6 +235,8 @@ impl Chatterbox {
                         other => other?,
                     };
                     summary.note_peak()?;
+                    summary.prompt_cache = summary.prompt_cache.max(cache.1);
+                    let cache = cache.0;
                     let cache = cache.as_deref();
                     self.piece_streamed(voice, cache, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?
                 }
@@ -233,6 +249,34 @@ impl Chatterbox {
             }
         }
         summary.finish(t0)
+    }
+
+    /// Makes the prompt cache of a voice (the model folder's, or the file
+    /// `path`) now, which the first `stream` of that voice would otherwise make
+    /// before its first chunk. Stopped (`keep_going`), it keeps nothing and the
+    /// summary says aborted.
+    pub fn prepare(&self, path: Option<&Path>, keep_going: &dyn Fn() -> bool) -> Result<SynthesisSummary> {
+        let t0 = Instant::now();
+        mlx::memory::reset_peak()?;
+        let voice = self.voice(path)?;
+        let mut summary = SynthesisSummary::default();
+        match self.prompt_cache(&voice, voice_key(path), keep_going) {
+            Err(TtsError::Aborted(_)) => summary.aborted = true,
+            other => summary.prompt_cache = other?.1,
+        }
+        summary.finish(t0)
+    }
+
+    /// The model folder's voice (`None`) or the one in the file `path`.
+    fn voice(&self, path: Option<&Path>) -> Result<Arc<Voice>> {
+        match path {
+            Some(p) => self.custom_voice(p),
+            None => self.voice.clone().ok_or_else(|| {
+                TtsError::InvalidArgument(
+                    "the model folder has no conds.safetensors: pass a voice (a conds.safetensors path)".into(),
+                )
+            }),
+        }
     }
 
     /// The voice in the file `path`, read again only when the file changed.
@@ -262,21 +306,22 @@ impl Chatterbox {
     /// streamed voice. The first stream of a voice pays for it: one pass of the
     /// flow over the prompt alone, about what a whole render costs. Stopped
     /// (`keep_going`), it keeps nothing and is `ABORTED`.
-    fn prompt_cache(&self, voice: &Voice, key: VoiceKey, keep_going: &dyn Fn() -> bool) -> Result<Option<Arc<PromptCache>>> {
+    fn prompt_cache(&self, voice: &Voice, key: VoiceKey, keep_going: &dyn Fn() -> bool) -> Result<(Option<Arc<PromptCache>>, CacheUse)> {
         if !self.use_prompt_cache {
-            return Ok(None);
+            return Ok((None, CacheUse::None));
         }
+        let used = |cache: &Option<Arc<PromptCache>>, how| (cache.clone(), if cache.is_some() { how } else { CacheUse::None });
         let mut slot = self.prompt_cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((k, cache)) = slot.as_ref() {
             if *k == key {
-                return Ok(cache.clone());
+                return Ok(used(cache, CacheUse::Kept));
             }
         }
         // The old one goes first: two at once could double the memory.
         *slot = None;
         let cache = self.flow.prompt_cache(&voice.gen, keep_going)?.map(Arc::new);
         *slot = Some((key, cache.clone()));
-        Ok(cache)
+        Ok(used(&cache, CacheUse::Made))
     }
 
     /// One piece as mlx-audio renders it: all speech tokens, then mel, then audio.
