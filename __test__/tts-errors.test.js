@@ -120,6 +120,7 @@ test('voice files: missing, not safetensors, missing key', async () => {
   const tts = await shared;
   await expectReject(() => tts.synthesize('Hi.', { ...FAST, voice: '/nonexistent/conds.safetensors' }), 'MODEL_NOT_FOUND', /conds\.safetensors/);
   const d = tmpDir();
+  await expectReject(() => tts.synthesize('Hi.', { ...FAST, voice: d }), 'MODEL_NOT_FOUND', /is not a file/);
   const junk = path.join(d, 'junk.safetensors');
   fs.writeFileSync(junk, 'not a safetensors file');
   await expectReject(() => tts.synthesize('Hi.', { ...FAST, voice: junk }), 'INVALID_WEIGHTS', /junk\.safetensors/);

@@ -9,7 +9,7 @@ use napi::bindgen_prelude::Float32Array;
 use napi_derive::napi;
 use serde_json::Value;
 use tokio::sync::mpsc as tmpsc;
-use tts::pipeline::{Chatterbox, SynthesisOptions, SynthesisSummary, SAMPLE_RATE};
+use tts::pipeline::{Chatterbox, SynthesisOptions, SynthesisSummary, Voice, SAMPLE_RATE};
 use tts::streaming::StreamSchedule;
 
 use crate::errors::{js_error, lm_error, plain, Code};
@@ -92,12 +92,10 @@ pub async fn load_tts_native(path: String, prompt_cache: bool) -> napi::Result<N
     Ok(NativeTts { worker, max_tokens, jobs: Jobs::new(), disposed: AtomicBool::new(false) })
 }
 
-/// A `voice` option names a file that is there (its contents are checked when read).
+/// A `voice` option names a file that is there, checked before the job is
+/// queued (its contents are checked when the worker reads it).
 fn check_voice(voice: Option<&std::path::Path>) -> Result<()> {
-    match voice {
-        Some(v) if !v.is_file() => Err(js_error(Code::ModelNotFound, format!("voice file {} does not exist", v.display()))),
-        _ => Ok(()),
-    }
+    voice.map_or(Ok(()), |v| Voice::check_path(v).map_err(lm_error))
 }
 
 /// Sentences of `text`, as the speech pipeline cuts long text.

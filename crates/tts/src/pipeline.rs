@@ -37,10 +37,17 @@ pub struct Voice {
 }
 
 impl Voice {
-    pub fn load(path: &Path) -> Result<Voice> {
-        if !path.is_file() {
-            return Err(TtsError::ModelNotFound(format!("voice file {} does not exist", path.display())));
+    /// `MODEL_NOT_FOUND` unless `path` is a file (what it holds is checked by `load`).
+    pub fn check_path(path: &Path) -> Result<()> {
+        if path.is_file() {
+            return Ok(());
         }
+        let what = if path.exists() { "is not a file" } else { "does not exist" };
+        Err(TtsError::ModelNotFound(format!("voice file {} {what}", path.display())))
+    }
+
+    pub fn load(path: &Path) -> Result<Voice> {
+        Self::check_path(path)?;
         // One read of the file: S3Gen takes its `gen.*` tensors, T3 the `t3.*` ones.
         let (mut tensors, _) = mlx::io::load_safetensors(path)
             .map_err(|e| TtsError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
