@@ -248,7 +248,7 @@ test('npm pack, install into an empty project (building from source), require/im
   const tsOpts = ['--noEmit', '--strict', '--target', 'es2022', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--lib', 'es2022,esnext.disposable,dom'];
   fs.writeFileSync(
     path.join(proj, 'ok.mts'),
-    `import { loadModel, loadTTS, mlxInfo, type Audio, type GenerationResult, type MlxNodeError } from 'mlx-node';
+    `import { loadModel, loadTTS, mlxInfo, type Audio, type GenerationResult, type MlxNodeError, type SpeechResult } from 'mlx-node';
 const info: 'cpu' | 'metal' | 'cuda' = mlxInfo().backend;
 const model = await loadModel('x', { dtype: 'bfloat16', onLoadProgress: (f: number) => void f });
 const r: GenerationResult = await model.generate([{ role: 'user', content: 'hi' }], { maxTokens: 8, temperature: 0.7, topP: 0.9, stop: ['\\n'], logitBias: { 1: -5 } });
@@ -264,7 +264,13 @@ const wav: Buffer = a.toWav({ format: 'float32' }); const sr: number = a.sampleR
 for await (const c of tts.stream('Hi.', { maxTokens: 100 })) { const x: Float32Array = c.audio; const i: number = c.index; void x; void i; }
 async function* words() { yield 'Hello '; yield 'there.'; }
 for await (const c of tts.stream(words())) void c.audio;
-void wav; void sr; void st;
+const cost: number = a.realTimeFactor + a.processingTime + a.promptTokens + a.promptTps + a.generationTokens + a.generationTps + a.peakMemory;
+const made: 'made' | 'kept' | 'none' = await tts.prepare({ voice: 'v.safetensors', signal: AbortSignal.timeout(1000) });
+const sp = tts.stream('Hi.');
+for await (const c of sp) void c;
+const res: SpeechResult = await sp.result;
+const pc: 'made' | 'kept' | 'none' = res.promptCache; const ab: boolean = res.aborted;
+void wav; void sr; void st; void cost; void made; void pc; void ab;
 await tts.dispose();
 `
   );
