@@ -114,6 +114,8 @@ class TextToSpeech {
   async synthesize(text, options) {
     const chunks = [];
     const r = await this.#run(text, options, (a) => chunks.push(a)).result;
+    // Stopped without the caller's signal (dispose() during the call): no half an Audio.
+    if (r.aborted) throw new MlxNodeError('ABORTED', 'synthesize() was stopped before it finished: the speech model was disposed');
     return new Audio(concatAudio(chunks), this.sampleRate, r.speechTokens, r);
   }
 
