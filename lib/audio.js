@@ -63,7 +63,7 @@ function encodeWav(samples, sampleRate, format = 'pcm16') {
 
 // The native result's figures an Audio carries (0 where it was not synthesised,
 // e.g. the demo's streamed chunks put together).
-const STATS = ['promptTokens', 'promptTps', 'generationTokens', 'generationTps', 'processingTime', 'peakMemory'];
+const STATS = ['promptTokens', 'promptTps', 'generationTokens', 'generationTps', 'processingTime', 'realTimeFactor', 'peakMemory'];
 
 class Audio {
   constructor(audio, sampleRate, speechTokens, stats = {}) {
@@ -75,11 +75,6 @@ class Audio {
 
   get duration() {
     return this.audio.length / this.sampleRate;
-  }
-
-  // Seconds of work per second of audio, as mlx-audio reports it (below 1: faster than real time).
-  get realTimeFactor() {
-    return this.audio.length === 0 ? 0 : this.processingTime / this.duration;
   }
 
   toWav(options = {}) {

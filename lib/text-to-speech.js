@@ -17,6 +17,11 @@ function checkText(text) {
   if (text.trim().length === 0) throw invalid('text is empty: there is nothing to say');
 }
 
+// Seconds of work per second of audio, as mlx-audio reports it (below 1: faster than real time).
+function realTimeFactor(processingTime, duration) {
+  return duration > 0 ? processingTime / duration : 0;
+}
+
 // The public form of a native speech result: what a synthesis produced and cost.
 function speechResult(r, sampleRate) {
   const duration = r.samples / sampleRate;
@@ -28,7 +33,7 @@ function speechResult(r, sampleRate) {
     generationTokens: r.generationTokens,
     generationTps: r.generationTps,
     processingTime: r.processingTime,
-    realTimeFactor: duration > 0 ? r.processingTime / duration : 0,
+    realTimeFactor: realTimeFactor(r.processingTime, duration),
     peakMemory: r.peakMemory,
     promptCache: r.promptCache,
     aborted: r.aborted,
@@ -54,7 +59,7 @@ function sumResults(results) {
     generationTokens: sum('generationTokens'),
     generationTps: rate('generationTokens', 'generationTps'),
     processingTime,
-    realTimeFactor: duration > 0 ? processingTime / duration : 0,
+    realTimeFactor: realTimeFactor(processingTime, duration),
     peakMemory: Math.max(0, ...results.map((r) => r.peakMemory)),
     promptCache: ['made', 'kept'].find((c) => results.some((r) => r.promptCache === c)) ?? 'none',
     aborted: results.some((r) => r.aborted),
