@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use lm::generate::{generate, Next};
+use lm::generate::{generate, per_second, Next};
 use lm::models::LanguageModel;
 use lm::tokenizer::{StreamingDetokenizer, Tokenizer};
 use lm::LmError;
@@ -187,8 +187,8 @@ fn run_generation(
         finish_reason: finish,
         prompt_tokens: prompt.len(),
         generation_tokens: gen_n,
-        prompt_tps: if stats.prompt_seconds > 0.0 { prompt.len() as f64 / stats.prompt_seconds } else { 0.0 },
-        generation_tps: if stats.generation_seconds > 0.0 { gen_n as f64 / stats.generation_seconds } else { 0.0 },
+        prompt_tps: per_second(prompt.len(), stats.prompt_seconds),
+        generation_tps: per_second(gen_n, stats.generation_seconds),
         peak_memory: stats.peak_memory,
     })
 }

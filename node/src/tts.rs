@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use lm::generate::per_second;
 use lm::LmError;
 use napi::bindgen_prelude::Float32Array;
 use napi_derive::napi;
@@ -46,12 +47,11 @@ pub struct NativeSpeechResult {
 
 impl From<SynthesisSummary> for NativeSpeechResult {
     fn from(s: SynthesisSummary) -> Self {
-        let rate = |n: usize, secs: f64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
         NativeSpeechResult {
             prompt_tokens: s.t3.prompt_tokens as u32,
-            prompt_tps: rate(s.t3.prompt_tokens, s.t3.prompt_seconds),
+            prompt_tps: per_second(s.t3.prompt_tokens, s.t3.prompt_seconds),
             generation_tokens: s.t3.generated as u32,
-            generation_tps: rate(s.t3.generated, s.t3.generation_seconds),
+            generation_tps: per_second(s.t3.generated, s.t3.generation_seconds),
             processing_time: s.seconds,
             peak_memory: s.peak_memory as f64,
             prompt_cache: s.prompt_cache.name().to_string(),

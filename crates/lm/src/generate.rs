@@ -42,6 +42,16 @@ pub struct GenerationStats {
     pub peak_memory: usize,
 }
 
+/// `count` per second over `seconds`, 0 when no time was measured (the
+/// `*_tps` figures of a generation's result).
+pub fn per_second(count: usize, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        count as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
 /// The model side of the loop: feeds what it is given and returns lazy logits
 /// `[1, vocab]` for the next token. Nothing here may read a value on the host.
 pub trait LogitsSource {

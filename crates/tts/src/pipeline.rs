@@ -234,7 +234,7 @@ impl Chatterbox {
             let tokens = self.text_tokens(&piece)?;
             let done = match stream {
                 Some(schedule) => {
-                    let cache = match self.prompt_cache(voice, voice_key(opts.voice.as_deref()), keep_going) {
+                    let (cache, used) = match self.prompt_cache(voice, voice_key(opts.voice.as_deref()), keep_going) {
                         Err(TtsError::Aborted(_)) => {
                             summary.aborted = true;
                             return summary.finish(t0);
@@ -242,8 +242,7 @@ impl Chatterbox {
                         other => other?,
                     };
                     summary.note_peak()?;
-                    summary.prompt_cache = summary.prompt_cache.max(cache.1);
-                    let cache = cache.0;
+                    summary.prompt_cache = summary.prompt_cache.max(used);
                     let cache = cache.as_deref();
                     self.piece_streamed(voice, cache, &tokens, t3_opts, &mut keys, schedule, opts.seed, keep_going, on_audio, &mut summary)?
                 }
