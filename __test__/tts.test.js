@@ -318,3 +318,31 @@ test('punc_norm matches mlx-audio except for curly quotes, which become straight
     assert.equal(puncNorm(input), expected, `punc_norm(${JSON.stringify(input)})`);
   }
 });
+
+// The benchmarks' longer fixtures (benchmark/tts.js) come from this option of the fixture writer.
+test('scripts/fixtures_tts.py --stop-at moves where the fixture T3 stops; a bad position is refused', async () => {
+  const { ensureVenv } = require('../scripts/venv');
+  const { python, env } = ensureVenv();
+  const script = path.join(__dirname, '..', 'scripts', 'fixtures_tts.py');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-stop-at-'));
+  try {
+    for (const bad of [['--stop-at', '0', tmp], ['--stop-at', 'x', tmp], ['--stop-at', '60']]) {
+      const r = spawnSync(python, [script, ...bad], { env, encoding: 'utf8' });
+      assert.notEqual(r.status, 0, `${bad.join(' ')} was accepted`);
+      assert.match(r.stderr, /usage: fixtures_tts\.py \[--stop-at N\]/);
+    }
+    const r = spawnSync(python, [script, '--stop-at', '60', tmp], { env, encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    const model = await loadTTS(path.join(tmp, 'chatterbox'));
+    try {
+      // Sampled: the ids for speech positions 1..60, then the stop token, which the
+      // input at position 60 (its embedding made to point at the stop row) brings.
+      const audio = await model.synthesize('Hello there, this is a test.', { temperature: 0, maxTokens: 200 });
+      assert.equal(audio.generationTokens, 61);
+    } finally {
+      await model.dispose();
+    }
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});

@@ -6,10 +6,12 @@
 // default run also writes them into benchmark/RESULTS.md as the "Speech (Chatterbox)"
 // section (the rest of that file is left as it is).
 //
-// Models: the shrunk test fixtures (.cache/fixtures-tts: chatterbox fp32, chatterbox-q4)
-// and a full-size Chatterbox with random weights (.cache/bench-models/chatterbox-full,
-// written by scripts/fixtures_tts.py --full), so the speech is noise but the work per
-// token is the real model's.
+// Models: the shrunk test fixtures (.cache/fixtures-tts: chatterbox fp32, chatterbox-q4),
+// the same fixtures built to speak as long as a real voice would (.cache/bench-models/
+// fixtures-stop152, written by scripts/fixtures_tts.py --stop-at 152) and a full-size
+// Chatterbox with random weights (.cache/bench-models/chatterbox-full, written by
+// scripts/fixtures_tts.py --full), so the speech is noise but the work per token is the
+// real model's.
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -22,7 +24,7 @@ const { median, sh, machineInfo, sourceInfo, loadavg, argReaders } = require('./
 const ROOT = path.resolve(__dirname, '..');
 const RESULTS = path.join(__dirname, 'RESULTS.md');
 const RAW_DIR = path.join(ROOT, '.cache', 'bench-results');
-const FULL_DIR = path.join(ROOT, '.cache', 'bench-models', 'chatterbox-full');
+const BENCH_MODELS = path.join(ROOT, '.cache', 'bench-models');
 const FIXTURES_SCRIPT = path.join(ROOT, 'scripts', 'fixtures_tts.py');
 const SECTION = '## Speech (Chatterbox)';
 
@@ -39,19 +41,23 @@ const OPTIONS = { temperature: 0.8, cfgWeight: 0.5, exaggeration: 0.5, repetitio
 const FIXTURE_TEXT = 'Hello there, this is a short test of speech synthesis. The weather today is calm and clear.';
 const FULL_TEXT = 'The quick brown fox jumps over the lazy dog.';
 
-// Fixtures: the shrunk T3 stops itself after about 40 tokens, well before maxTokens.
-// Full size: 100 tokens = 4 s of audio at most; a run takes minutes on 2 CPU cores, so its
-// rounds stop early when the next one would end after FULL_BUDGET_S.
+// The random T3 of every model stops itself at speech position `stopAt` (scripts/fixtures_tts.py),
+// well before maxTokens. The tests' fixtures stop at 40: 1.4 s of audio, where a real voice takes
+// about 6 s for FIXTURE_TEXT (92 characters at 15 a second, 25 speech tokens a second), so the
+// fixtures are timed once more, built to stop at 152: about the length of this text spoken.
+// Full size: a run takes minutes on 2 CPU cores, so it keeps the short length, and its rounds
+// stop early when the next one would end after FULL_BUDGET_S.
 const PLAN = {
-  fixtures: { models: ['chatterbox', 'chatterbox-q4'], text: FIXTURE_TEXT, maxTokens: 200, rounds: 3 },
-  full: { models: ['chatterbox-full'], text: FULL_TEXT, maxTokens: 100, rounds: 2 },
+  fixtures: { models: ['chatterbox', 'chatterbox-q4'], text: FIXTURE_TEXT, maxTokens: 200, rounds: 3, stopAt: 40 },
+  long: { models: ['chatterbox', 'chatterbox-q4'], folder: 'fixtures-stop152', text: FIXTURE_TEXT, maxTokens: 300, rounds: 3, stopAt: 152 },
+  full: { models: ['chatterbox-full'], folder: 'chatterbox-full', text: FULL_TEXT, maxTokens: 100, rounds: 2, stopAt: 40 },
 };
 const FULL_BUDGET_S = 15 * 60;
 
 const USAGE = `usage: npm run bench:tts -- [options]
-  --quick            smoke run: the fixtures only, 1 round (about 2 minutes)
-  --only WHAT        fixtures | full
-  --rounds N         timed rounds per fixture model (default ${PLAN.fixtures.rounds}; --quick: 1)
+  --quick            smoke run: the tests' fixtures only, 1 round (about 2 minutes)
+  --only WHAT        fixtures | long (the fixtures stopping at ${PLAN.long.stopAt}) | full
+  --rounds N         timed rounds per fixture model, both lengths (default ${PLAN.fixtures.rounds}; --quick: 1)
   --full-rounds N    timed rounds for the full-size model, however long they take (default:
                      ${PLAN.full.rounds}, fewer if they would end after ${FULL_BUDGET_S / 60} minutes of full-size work)
   --write            write the section into benchmark/RESULTS.md even if this is not a full default run
@@ -84,7 +90,7 @@ function parseArgs(argv) {
     else if (f === '--full-rounds') a.fullRounds = positive(value(i++, f), f);
     else fail(`unknown argument ${f}\n${USAGE}`);
   }
-  if (a.quick && a.only === 'full') fail('--quick runs the fixtures only');
+  if (a.quick && a.only && a.only !== 'fixtures') fail("--quick runs the tests' fixtures only");
   return a;
 }
 
@@ -96,11 +102,13 @@ const sameTokens = (a, b) => a.length === b.length && a.every((t, i) => t === b[
 
 // ---------------------------------------------------------------- model folders
 
-// The full-size folder is rewritten whenever the script that writes it (or the venv) changes.
-function ensureFullModel(python, env) {
+// A folder of .cache/bench-models written by scripts/fixtures_tts.py `args` (the output
+// folder last), rewritten whenever that script (or the venv) changes.
+function ensureBenchModels(folder, args, what, python, env) {
   const { withLock, VENV_SPEC } = require('../scripts/venv');
-  const stamp = crypto.createHash('sha256').update(fs.readFileSync(FIXTURES_SCRIPT)).update(VENV_SPEC).digest('hex');
-  const stampFile = path.join(FULL_DIR, '.stamp');
+  const dir = path.join(BENCH_MODELS, folder);
+  const stamp = crypto.createHash('sha256').update(fs.readFileSync(FIXTURES_SCRIPT)).update(VENV_SPEC).update(args.join(' ')).digest('hex');
+  const stampFile = path.join(dir, '.stamp');
   const fresh = () => {
     try {
       return fs.readFileSync(stampFile, 'utf8') === stamp;
@@ -108,19 +116,20 @@ function ensureFullModel(python, env) {
       return false;
     }
   };
-  if (fresh()) return FULL_DIR;
-  withLock(`${FULL_DIR}.lock`, 'full-size Chatterbox', () => {
+  if (fresh()) return dir;
+  fs.mkdirSync(BENCH_MODELS, { recursive: true });
+  withLock(`${dir}.lock`, what, () => {
     if (fresh()) return;
-    const tmp = `${FULL_DIR}.partial`;
+    const tmp = `${dir}.partial`;
     fs.rmSync(tmp, { recursive: true, force: true });
-    log(`writing the full-size random-weight Chatterbox to ${path.relative(ROOT, FULL_DIR)} (~2.6 GB)`);
-    const r = spawnSync(python, [FIXTURES_SCRIPT, '--full', tmp], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
-    if (r.status !== 0) throw new Error(`scripts/fixtures_tts.py --full failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''})`);
+    log(`writing ${what} to ${path.relative(ROOT, dir)}`);
+    const r = spawnSync(python, [FIXTURES_SCRIPT, ...args, tmp], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
+    if (r.status !== 0) throw new Error(`scripts/fixtures_tts.py ${args.join(' ')} failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''})`);
     fs.writeFileSync(path.join(tmp, '.stamp'), stamp);
-    fs.rmSync(FULL_DIR, { recursive: true, force: true });
-    fs.renameSync(tmp, FULL_DIR);
+    fs.rmSync(dir, { recursive: true, force: true });
+    fs.renameSync(tmp, dir);
   });
-  return FULL_DIR;
+  return dir;
 }
 
 // ---------------------------------------------------------------- runs
@@ -358,10 +367,15 @@ function renderSection(report) {
     '### Method',
     '',
     `- Same model folder, text, options and seed on both sides: ${Object.entries(OPTIONS).map(([k, v]) => `${k} ${v}`).join(', ')}, seed ${SEED}.`,
-    '- Models: the shrunk test fixtures (`.cache/fixtures-tts/chatterbox`, float32, and `chatterbox-q4`, T3 4-bit; 2 T3 layers, small S3Gen/HiFT, 20-token voice prompt) ' +
+    '- Models: the shrunk test fixtures (`.cache/fixtures-tts/chatterbox`, float32, and `chatterbox-q4`, T3 4-bit; 2 T3 layers, small S3Gen/HiFT, 20-token voice prompt); ' +
+      `the same fixtures built to stop at speech position ${PLAN.long.stopAt} instead of ${PLAN.fixtures.stopAt} (the "stop ${PLAN.long.stopAt}" rows, \`.cache/bench-models/${PLAN.long.folder}\`, \`scripts/fixtures_tts.py --stop-at ${PLAN.long.stopAt}\`); ` +
       'and `.cache/bench-models/chatterbox-full`, the real architecture in float32 with seeded random weights ' +
       '(`scripts/fixtures_tts.py --full`: T3 30 layers, full S3Gen with 10 Euler steps, HiFT 512 channels, a 250-token (10 s) S3Gen voice prompt). ' +
-      'The random speech head is built to emit the stop token at about speech position 40, so T3 ends there on every model.',
+      'The random speech head is built to emit the stop token at one speech position, so T3 ends there on every model: ' +
+      `${PLAN.fixtures.stopAt} for the tests' fixtures and the full size, 1.4 s of audio, where a real voice says the fixtures' text in about 6 s ` +
+      `(92 characters at 15 a second, 25 speech tokens a second): the stop ${PLAN.long.stopAt} rows come close (the random head also samples special ids, ` +
+      'which S3Gen never gets, so their audio is about 5.2 s). ' +
+      'A first chunk waits for the same 13 tokens at any length, so its share of the total is large for a 1.4 s utterance and small for a 5 s one.',
     '- Per model: one warm-up run on each side with the timed text and options, then our first `stream()` of the voice (timed apart: it also makes the voice\'s prompt cache), ' +
       `then interleaved rounds: ours, mlx-audio, ours streaming (default chunks), ours streaming with firstChunkTokens ${FIRST_CHUNK_MIN} (the smallest first chunk), ... ` +
       '(full size: ours, mlx-audio, ..., and our two streaming runs after the rounds).',
@@ -392,6 +406,8 @@ function renderSection(report) {
     if (s.ours && !s.ours.stable) notes.push(`${m.name}: our speech tokens changed between rounds.`);
     if (s.ours && !s.ours.chunksStable) notes.push(`${m.name}: our stream gave a different number of chunks between rounds.`);
     if (s.theirs.t3Tokens >= m.maxTokens) notes.push(`${m.name}: mlx-audio's T3 ran to maxTokens (${m.maxTokens}) without stopping.`);
+    // T3's ids: start-speech, one per position up to stopAt, then the stop token.
+    if (s.theirs.t3Tokens < m.stopAt + 2) notes.push(`${m.name}: T3 stopped after ${s.theirs.t3Tokens - 2} tokens, before the position it is built to stop at (${m.stopAt}).`);
   }
   if (notes.length) parts.push('', '### Anomalies', '', ...notes.map((n) => `- ${n}`));
   parts.push('');
@@ -417,7 +433,7 @@ function writeSection(file, section) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const groups = args.quick ? ['fixtures'] : args.only ? [args.only] : ['fixtures', 'full'];
+  const groups = args.quick ? ['fixtures'] : args.only ? [args.only] : ['fixtures', 'long', 'full'];
   const started = Date.now();
   const loadBefore = loadavg();
   if (os.loadavg()[0] > os.cpus().length * 0.5) {
@@ -427,14 +443,20 @@ async function main() {
   const { ensureVenv } = require('../scripts/venv');
   const { python, env } = ensureVenv();
   const targets = [];
+  const rounds = args.rounds ?? (args.quick ? 1 : PLAN.fixtures.rounds);
   if (groups.includes('fixtures')) {
     const dir = require('../scripts/fixtures-tts').ensureTtsFixtures();
-    const rounds = args.rounds ?? (args.quick ? 1 : PLAN.fixtures.rounds);
     for (const name of PLAN.fixtures.models) targets.push({ name, dir: path.join(dir, name), plan: PLAN.fixtures, run: { rounds } });
   }
+  if (groups.includes('long')) {
+    const p = PLAN.long;
+    const dir = ensureBenchModels(p.folder, ['--stop-at', String(p.stopAt)], `the fixtures stopping at speech position ${p.stopAt}`, python, env);
+    for (const name of p.models) targets.push({ name: `${name}, stop ${p.stopAt}`, dir: path.join(dir, name), plan: p, run: { rounds } });
+  }
   if (groups.includes('full')) {
-    const dir = ensureFullModel(python, env);
-    targets.push({ name: 'chatterbox-full', dir, plan: PLAN.full, run: { rounds: args.fullRounds ?? PLAN.full.rounds, budgetS: args.fullRounds ? null : FULL_BUDGET_S, streamOnce: true } });
+    const p = PLAN.full;
+    const dir = ensureBenchModels(p.folder, ['--full'], 'the full-size random-weight Chatterbox (~2.6 GB)', python, env);
+    targets.push({ name: 'chatterbox-full', dir, plan: p, run: { rounds: args.fullRounds ?? p.rounds, budgetS: args.fullRounds ? null : FULL_BUDGET_S, streamOnce: true } });
   }
 
   const { mlxInfo } = require('..');
@@ -458,7 +480,7 @@ async function main() {
     if (report.theirs.mlx !== report.ours.mlxVersion) log(`warning: MLX versions differ (ours ${report.ours.mlxVersion}, mlx-audio's ${report.theirs.mlx})`);
     if (report.theirs.blas !== report.ours.blas) log(`warning: BLAS differs (ours ${report.ours.blas}, mlx-audio's ${report.theirs.blas})`);
     for (const t of targets) {
-      const entry = { name: t.name, dir: t.dir, text: t.plan.text, maxTokens: t.plan.maxTokens, rounds: [] };
+      const entry = { name: t.name, dir: t.dir, text: t.plan.text, maxTokens: t.plan.maxTokens, stopAt: t.plan.stopAt, rounds: [] };
       report.models.push(entry);
       await benchModel(t.name, t.dir, t.plan, t.run, worker, entry);
       if (entry.rounds.length) entry.summary = summarize(entry);

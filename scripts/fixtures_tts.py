@@ -1,7 +1,10 @@
 """Write the Chatterbox (text-to-speech) test fixtures: shrunk models with seeded random weights.
 
-Usage: fixtures_tts.py OUT_DIR
-       fixtures_tts.py --full OUT_DIR   (benchmarks: one full-size folder, see write_full)
+Usage: fixtures_tts.py [--stop-at N] OUT_DIR
+       fixtures_tts.py [--stop-at N] --full OUT_DIR   (benchmarks: one full-size folder, see write_full)
+
+--stop-at N moves the speech position T3 stops at (default STOP_POSITION): the benchmarks
+use it for an utterance as long as a real voice would make of their text.
 
 Writes OUT_DIR/chatterbox (float32) and OUT_DIR/chatterbox-q4 (the same weights with the T3
 backbone quantized to 4 bits, group 64, by mlx-audio's own conversion helper). Each folder holds
@@ -108,7 +111,8 @@ LM_HEAD = "t3.tfmr.lm_head.weight"
 EMBED_TOKENS = "t3.tfmr.model.embed_tokens.weight"
 COMPUTED_BUFFERS = tuple(f"s3gen.{k}" for k in S3GEN_GENERATED_BUFFERS)
 
-# T3 step whose input carries this speech position embedding is pushed to emit the stop token.
+# T3 step whose input carries this speech position embedding is pushed to emit the stop token
+# (the tests' fixtures; --stop-at gives others).
 STOP_POSITION = 40
 STOP_GAIN = 3.0
 STOP_POSITION_BOOST = 3.0  # that position's embedding is made longer so the push dominates
@@ -245,7 +249,7 @@ def _gain(name):
     return 1.0
 
 
-def random_weights(params: dict, seed: int) -> dict:
+def random_weights(params: dict, seed: int, stop_position: int = STOP_POSITION) -> dict:
     """Seeded values for every parameter, by role:
     - 1-d `weight` (LayerNorm / RMSNorm / BatchNorm gains): 1 + 0.1 N(0, 1)
     - biases and BatchNorm running means: 0.05 N(0, 1); running variances: U(0.5, 1.5)
@@ -292,8 +296,8 @@ def random_weights(params: dict, seed: int) -> dict:
 
     # Stop row of the speech head along one position embedding (see module docstring).
     stop = T3Config().stop_speech_token
-    out["t3.speech_pos_emb.emb.weight"][STOP_POSITION] *= STOP_POSITION_BOOST
-    direction = out["t3.speech_pos_emb.emb.weight"][STOP_POSITION]
+    out["t3.speech_pos_emb.emb.weight"][stop_position] *= STOP_POSITION_BOOST
+    direction = out["t3.speech_pos_emb.emb.weight"][stop_position]
     head = out["t3.speech_head.weight"]
     head[stop] = direction / np.linalg.norm(direction) * np.float32(STOP_GAIN)
     # F0 in Hz, mostly voiced; log-magnitude channels of HiFT's conv_post kept small.
@@ -506,14 +510,14 @@ def write_folder(out: Path, model: Model, quantized: bool, conds: dict, tokenize
     print(f"  {out.name}: {len(weights)} tensors, {size / 2**20:.1f} MiB", file=sys.stderr)
 
 
-def main(out_dir: str):
+def main(out_dir: str, stop_position: int = STOP_POSITION):
     t0 = time.time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     mx.random.seed(SEED)
     model = build_model(fixture_config(False))
     params = dict(tree_flatten(model.parameters()))
-    weights = random_weights({k: v for k, v in params.items() if k not in COMPUTED_BUFFERS}, SEED)
+    weights = random_weights({k: v for k, v in params.items() if k not in COMPUTED_BUFFERS}, SEED, stop_position)
     model.load_weights(list(weights.items()))
     mx.eval(model.parameters())
     model.eval()
@@ -538,7 +542,7 @@ def full_config() -> dict:
     return config
 
 
-def write_full(out_dir: str):
+def write_full(out_dir: str, stop_position: int = STOP_POSITION):
     """A full-size Chatterbox (the real architecture, float32) with the fixtures' seeded random
     weights, for benchmarks: the speech is noise, the work per token is the real model's.
     Its voice has real-length references: S3Gen's 10 s (FULL_PROMPT_TOKENS tokens)."""
@@ -549,7 +553,7 @@ def write_full(out_dir: str):
     config = full_config()
     model = build_model(config)
     params = dict(tree_flatten(model.parameters()))
-    weights = random_weights({k: v for k, v in params.items() if k not in COMPUTED_BUFFERS}, SEED)
+    weights = random_weights({k: v for k, v in params.items() if k not in COMPUTED_BUFFERS}, SEED, stop_position)
     del params
     model.load_weights(list(weights.items()))
     del weights
@@ -563,10 +567,25 @@ def write_full(out_dir: str):
     print(f"  {out.name}: {len(weights)} tensors, {size / 2**20:.1f} MiB, in {time.time() - t0:.1f} s", file=sys.stderr)
 
 
+def parse_args(argv: list):
+    """(write_full or main, OUT_DIR, stop position); exits with the usage on anything else."""
+    usage = "usage: fixtures_tts.py [--stop-at N] [--full] OUT_DIR"
+    args = list(argv)
+    stop = STOP_POSITION
+    if args[:1] == ["--stop-at"]:
+        if len(args) < 2 or not args[1].isdigit() or not 1 <= int(args[1]) < T3Config().max_speech_tokens:
+            sys.exit(f"--stop-at takes a speech position in 1..{T3Config().max_speech_tokens - 1}\n{usage}")
+        stop = int(args[1])
+        args = args[2:]
+    write = main
+    if args[:1] == ["--full"]:
+        write = write_full
+        args = args[1:]
+    if len(args) != 1 or args[0].startswith("--"):
+        sys.exit(usage)
+    return write, args[0], stop
+
+
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--full":
-        write_full(sys.argv[2])
-    elif len(sys.argv) == 2:
-        main(sys.argv[1])
-    else:
-        sys.exit("usage: fixtures_tts.py OUT_DIR | fixtures_tts.py --full OUT_DIR")
+    write, out_dir, stop_position = parse_args(sys.argv[1:])
+    write(out_dir, stop_position)
