@@ -170,7 +170,10 @@ export interface StreamOptions extends SynthesizeOptions {
    * at least 5). Fewer: earlier first audio, more chunks to vocode.
    */
   firstChunkTokens?: number;
-  /** Speech tokens per later chunk (default 50; at least 1). */
+  /**
+   * The most speech tokens of a later chunk (default 50; at least 1): each chunk has twice
+   * the tokens of the one before, up to this (10, 20, 40, 50, 50, ... by default).
+   */
   chunkTokens?: number;
 }
 

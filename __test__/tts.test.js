@@ -171,19 +171,22 @@ test('stream() starts before T3 finishes and matches synthesize() in length and 
 // The chunks stream() should hand out for n speech tokens: the first once
 // firstChunk tokens plus the 3 look-ahead tokens exist, then every chunk
 // tokens, and the rest (or the held-back overlap) at the end.
+// Chunk sizes double from the first up to `chunk`; each waits for 3 look-ahead tokens.
 function expectedChunks(n, firstChunk, chunk) {
   let done = 0;
   let count = 0;
+  let want = firstChunk;
   for (let t = 1; t <= n; t++) {
-    if (t >= done + (count ? chunk : firstChunk) + 3) {
+    if (t >= done + want + 3) {
       count++;
       done = t - 3;
+      want = Math.min(2 * want, chunk);
     }
   }
   return count + (n > done || count > 0 ? 1 : 0);
 }
 
-test('stream() chunk sizes: firstChunkTokens and chunkTokens set where the chunks fall, same audio length and contour', async () => {
+test('stream() chunk sizes: firstChunkTokens, then doubling up to chunkTokens, set where the chunks fall; same audio length and contour', async () => {
   const model = await tts('chatterbox');
   const { meta } = refCase('chatterbox', 'sampled');
   const opts = optionsOf(meta);
@@ -198,6 +201,10 @@ test('stream() chunk sizes: firstChunkTokens and chunkTokens set where the chunk
     // The first chunk is its tokens' mel frames (2 per token, 480 samples each)
     // less the 8 frames held back for the cross-fade with the next chunk.
     assert.equal(chunks[0].length, (2 * first - 8) * 480);
+    // A middle chunk hands out as many frames as it has tokens' worth (the 8 held back
+    // before it, less the 8 it holds back), with twice the tokens of the one before.
+    assert.ok(chunks.length > 2, `${chunks.length} chunks`);
+    assert.equal(chunks[1].length, 2 * Math.min(2 * first, every) * 480);
     const joined = Float32Array.from(chunks.flatMap((c) => Array.from(c)));
     assert.equal(joined.length, whole.audio.length);
     const db = envelopeDb(joined, whole.audio);

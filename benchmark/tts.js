@@ -143,7 +143,7 @@ async function synthesizeOurs(tts, text, options) {
   const t3Prompt = a.promptTokens / a.promptTps;
   const t3Decode = a.generationTokens / a.generationTps;
   const t3Step = a.generationTokens > 1 ? t3Decode / (a.generationTokens - 1) : 0;
-  return { seconds, samples: a.audio.length, sampleRate: a.sampleRate, speechTokens: a.speechTokens, t3Seconds: t3Prompt + t3Decode, t3Prompt, t3Step };
+  return { seconds, samples: a.audio.length, sampleRate: a.sampleRate, speechTokens: a.speechTokens, t3Tokens: a.generationTokens, t3Seconds: t3Prompt + t3Decode, t3Prompt, t3Step };
 }
 
 // T3's time to the last token a first chunk of `first` tokens waits for: a floor under
@@ -152,20 +152,30 @@ function t3Floor(run, first) {
   return run.t3Prompt + (first + LOOKAHEAD_TOKENS - 1) * run.t3Step;
 }
 
-// Time to the first chunk and to the end of the iteration; no speech tokens in chunks.
+// Time to the first chunk and to the end of the iteration, and the stalls of a player that
+// starts with the first chunk and plays each one as soon as it has both it and the end of
+// the one before: the seconds it waits on a chunk not there yet. No speech tokens in chunks.
 async function streamOurs(tts, text, options) {
   const t0 = performance.now();
   let first = null;
   let samples = 0;
   let chunks = 0;
   let sampleRate = 0;
+  let playedTo = 0;
+  let stalls = 0;
   for await (const c of tts.stream(text, options)) {
-    if (first === null) first = (performance.now() - t0) / 1000;
+    const now = (performance.now() - t0) / 1000;
+    if (first === null) first = playedTo = now;
+    else if (now > playedTo) {
+      stalls += now - playedTo;
+      playedTo = now;
+    }
+    playedTo += c.audio.length / c.sampleRate;
     samples += c.audio.length;
     sampleRate = c.sampleRate;
     chunks += 1;
   }
-  return { seconds: (performance.now() - t0) / 1000, firstChunk: first, chunks, samples, sampleRate };
+  return { seconds: (performance.now() - t0) / 1000, firstChunk: first, chunks, samples, sampleRate, stalls };
 }
 
 function synthesizeTheirs(worker, text, options) {
@@ -268,14 +278,17 @@ function summarize(entry) {
       seconds: ours.map((x) => x.seconds),
       firstChunk: streams.map((x) => x.firstChunk),
       streamSeconds: streams.map((x) => x.seconds),
+      stalls: streams.map((x) => x.stalls),
       chunks: streams.length ? streams[0].chunks : null,
       chunksStable: streams.every((x) => x.chunks === streams[0].chunks),
       firstChunk5: streams5.map((x) => x.firstChunk),
       streamSeconds5: streams5.map((x) => x.seconds),
+      stalls5: streams5.map((x) => x.stalls),
       chunks5: streams5.length ? streams5[0].chunks : null,
       coldStream: entry.coldStream ?? null,
       audioSeconds: ours[0].samples / ours[0].sampleRate,
       t3Seconds: ours.map((x) => x.t3Seconds),
+      t3Tokens: tokensRun.t3Tokens,
       speechTokens: tokensRun.speechTokens.length,
       stable: ours.every((x) => sameTokens(x.speechTokens, tokensRun.speechTokens)),
     };
@@ -299,7 +312,7 @@ function summarize(entry) {
 
 function sideTable(report) {
   const lines = [
-    `| model | side | total s, median (min-max) | audio s | real-time factor | speech tokens | T3 s | stream: first audio s of total s | stream, firstChunkTokens ${FIRST_CHUNK_MIN}: first audio s of total s | first stream of the voice (makes its prompt cache) |`,
+    `| model | side | total s, median (min-max) | audio s | real-time factor | speech tokens | T3 s | stream: first audio s of total s, stalls s | stream, firstChunkTokens ${FIRST_CHUNK_MIN}: the same | first stream of the voice (makes its prompt cache) |`,
     '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
   ];
   for (const m of report.models) {
@@ -307,10 +320,10 @@ function sideTable(report) {
     if (!s) continue;
     if (s.ours) {
       const rtf = s.ours.seconds.map((x) => x / s.ours.audioSeconds);
-      const chunks = s.ours.chunks ? `, ${s.ours.chunks} chunk${s.ours.chunks > 1 ? 's' : ''}` : '';
-      const first = s.ours.firstChunk.length ? `${spread(s.ours.firstChunk)} of ${spread(s.ours.streamSeconds)}${chunks}` : '-';
-      const chunks5 = s.ours.chunks5 ? `, ${s.ours.chunks5} chunk${s.ours.chunks5 > 1 ? 's' : ''}` : '';
-      const first5 = s.ours.firstChunk5.length ? `${spread(s.ours.firstChunk5)} of ${spread(s.ours.streamSeconds5)}${chunks5}` : '-';
+      const stream = (firsts, totals, chunks, stalls) =>
+        firsts.length ? `${spread(firsts)} of ${spread(totals)}, ${chunks} chunk${chunks > 1 ? 's' : ''}, stalls ${spread(stalls)}` : '-';
+      const first = stream(s.ours.firstChunk, s.ours.streamSeconds, s.ours.chunks, s.ours.stalls);
+      const first5 = stream(s.ours.firstChunk5, s.ours.streamSeconds5, s.ours.chunks5, s.ours.stalls5);
       const cold = s.ours.coldStream ? `${fmt(s.ours.coldStream.firstChunk)} of ${fmt(s.ours.coldStream.seconds)}` : '-';
       lines.push(`| ${m.name} | mlx-node | ${spread(s.ours.seconds)} | ${fmt(s.ours.audioSeconds)} | ${spread(rtf, 1)} | ${s.ours.speechTokens} | ${spread(s.ours.t3Seconds)} | ${first} | ${first5} | ${cold} |`);
     } else {
@@ -343,6 +356,23 @@ function targetTable(report) {
     );
   }
   return any ? lines.join('\n') : null;
+}
+
+// Under the targets, for each row that misses the first-chunk target: how much of it T3 alone
+// takes (the floor column) and what that leaves for the chunk's S3Gen and vocoder work.
+function floorNotes(report) {
+  const lines = [];
+  for (const m of report.models) {
+    const s = m.summary;
+    if (!s?.ours || median(s.firstShare) < 0.25) continue;
+    const floor = median(s.floorShare);
+    lines.push(
+      `- ${m.name} (${fmt(s.ours.audioSeconds, 1)} s of audio): its first chunk waits for ${FIRST_CHUNK_DEFAULT + LOOKAHEAD_TOKENS} of T3's ${s.ours.t3Tokens} steps, ` +
+        `which with T3's prompt take ${fmt(floor)} of the total before any S3Gen or vocoder work, ` +
+        `leaving ${fmt(Math.max(0, 0.25 - floor))} for that chunk's encoder pass, solver steps and vocoder.`
+    );
+  }
+  return lines.length ? ['', ...lines] : [];
 }
 
 function renderSection(report) {
@@ -384,7 +414,8 @@ function renderSection(report) {
       'timed in its worker from the call to the evaluated waveform (`mx.eval(result.audio)`); T3 s: until `t3.inference` returned. It has no streaming, so its first audio is its total. ' +
       'Loaded as the parity tests load it (`__test__/ref/chatterbox_ref.py`).',
     '- mlx-node: total = `await tts.synthesize(text, options)` in JS (call to resolved promise). Streaming: a separate `for await (const c of tts.stream(text, options))` run; ' +
-      'first audio = time to its first chunk, shown with that run\'s own total (every chunk runs S3Gen over its new tokens and 50 earlier ones, after the voice prompt\'s cached frames). ' +
+      'first audio = time to its first chunk, shown with that run\'s own total (every chunk runs S3Gen over its new tokens and 50 earlier ones, after the voice prompt\'s cached frames); ' +
+      'stalls = the seconds a player that starts at the first chunk and plays each chunk once it has it would wait for audio (0: no gap after the first chunk). ' +
       'In the targets, first chunk / total divides it by our `synthesize()` total of the same round (full size: by the median).',
     '- mlx-node T3 s: from the `Audio` of each `synthesize()`, `promptTokens / promptTps + generationTokens / generationTps` (T3\'s prompt with its first speech token, then its decode steps). ' +
       `"T3 alone to that chunk's tokens": T3's prompt seconds plus (firstChunkTokens + ${LOOKAHEAD_TOKENS} - 1) decode steps, the tokens a first chunk waits for (its own and the ${LOOKAHEAD_TOKENS} S3Gen looks ahead), ` +
@@ -397,7 +428,7 @@ function renderSection(report) {
     sideTable(report),
   ];
   const tt = targetTable(report);
-  if (tt) parts.push('', '### Targets', '', tt);
+  if (tt) parts.push('', '### Targets', '', tt, ...floorNotes(report));
   const notes = [];
   for (const m of report.models) {
     const s = m.summary;

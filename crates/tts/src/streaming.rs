@@ -3,7 +3,12 @@
 //! vocoded, overlapping the previous chunk by a few mel frames whose audio is
 //! cross-faded (the scheme of CosyVoice's streaming token2wav, which
 //! Chatterbox's S3Gen comes from, with a bounded token window so a chunk costs
-//! the same at any point of a long utterance).
+//! the same at any point of a long utterance). Chunks double in size from the
+//! first up to `chunk` (CosyVoice's `stream_scale_factor` of 2): a small first
+//! chunk is early audio, and each next one is ready before the audio handed
+//! out so far has played whenever the work runs at least twice as fast as
+//! real time, where fixed large chunks after a small first one would leave a
+//! gap after it.
 use mlx::random::KeySequence;
 use mlx::{Array, Dtype};
 
@@ -29,7 +34,8 @@ pub struct StreamSchedule {
     /// Tokens before the first chunk (25 tokens = 1 s of audio), at least
     /// `MIN_FIRST_CHUNK`.
     pub first_chunk: usize,
-    /// Tokens per later chunk, at least 1.
+    /// The most tokens of a later chunk, at least 1: each takes twice the
+    /// tokens of the one before, up to this.
     pub chunk: usize,
     /// Earlier tokens given to S3Gen as context for a chunk.
     pub context: usize,
@@ -60,7 +66,8 @@ pub struct ChunkVocoder<'a> {
     /// Tokens whose audio has been handed out (up to the overlap).
     done: usize,
     overlap: Option<Overlap>,
-    started: bool,
+    /// Tokens the next chunk waits for.
+    want: usize,
 }
 
 impl<'a> ChunkVocoder<'a> {
@@ -72,13 +79,12 @@ impl<'a> ChunkVocoder<'a> {
         schedule: StreamSchedule,
         keys: KeySequence,
     ) -> Self {
-        ChunkVocoder { flow, hift, conds, cache, schedule, keys, done: 0, overlap: None, started: false }
+        ChunkVocoder { flow, hift, conds, cache, schedule, keys, done: 0, overlap: None, want: schedule.first_chunk }
     }
 
     /// Whether `tokens` clean speech tokens are enough for the next chunk.
     pub fn ready(&self, tokens: usize) -> bool {
-        let want = if self.started { self.schedule.chunk } else { self.schedule.first_chunk };
-        tokens >= self.done + want + LOOKAHEAD_TOKENS
+        tokens >= self.done + self.want + LOOKAHEAD_TOKENS
     }
 
     /// Audio for the tokens not yet vocoded (all of them when `last`).
@@ -105,10 +111,10 @@ impl<'a> ChunkVocoder<'a> {
             Some(o) => crossfade(&audio, &o.audio)?,
             None => audio,
         };
-        if !self.started {
+        if self.done == 0 {
             audio = hift::fade_in(&audio)?;
-            self.started = true;
         }
+        self.want = (self.want * 2).min(self.schedule.chunk);
         self.done = end;
         let n = audio.dim(1);
         let keep = OVERLAP_FRAMES * SAMPLES_PER_FRAME;
