@@ -6,8 +6,9 @@ Usage: fixtures_tts.py [--stop-at N] OUT_DIR
 --stop-at N moves the speech position T3 stops at (default STOP_POSITION): the benchmarks
 use it for an utterance as long as a real voice would make of their text.
 
-Writes OUT_DIR/chatterbox (float32) and OUT_DIR/chatterbox-q4 (the same weights with the T3
-backbone quantized to 4 bits, group 64, by mlx-audio's own conversion helper). Each folder holds
+Writes OUT_DIR/chatterbox (float32) and OUT_DIR/chatterbox-q4, -q6 and -q8 (the same weights
+with the T3 backbone quantized to 4, 6 or 8 bits, group 64, by mlx-audio's own conversion
+helper, as mlx-community publishes Chatterbox at those widths). Each folder holds
 config.json, model.safetensors, conds.safetensors and tokenizer.json, laid out as the
 mlx-community Chatterbox conversions are. Nothing here downloads anything.
 
@@ -40,7 +41,7 @@ s3gen.flow.encoder.embed.pos_enc.pe, s3gen.flow.encoder.up_embed.pos_enc.pe,
 s3gen.mel2wav.stft_window and s3gen.trim_fade. Like the real checkpoints (converted from
 Resemble AI's T3, whose Llama has vocab_size 8), t3.tfmr.model.embed_tokens.weight is [8, 1024]
 and unused; the float32 folder has no t3.tfmr.lm_head.weight (the original T3 has none), while
-the q4 folder has one ([4000, 1024], float32, unused) because convert.py flattens a freshly built
+the quantized folders have one ([4000, 1024], float32, unused) because convert.py flattens a freshly built
 T3 after quantizing it.
 
 Weights: every parameter gets a seeded random value (numpy), scaled per role (see
@@ -75,7 +76,7 @@ from mlx_audio.tts.models.chatterbox.scripts.convert import (
 )
 
 SEED = 20240611
-Q_BITS = 4
+Q_BITS = (4, 6, 8)
 Q_GROUP_SIZE = 64
 
 LLAMA_SHRINK = {"num_hidden_layers": 2, "intermediate_size": 256}
@@ -216,7 +217,8 @@ def build_model(config: dict) -> Model:
     return model
 
 
-def fixture_config(quantized: bool) -> dict:
+def fixture_config(bits: int | None) -> dict:
+    """config.json; `bits`: the T3 backbone's quantization width, or None for float32."""
     config = {
         "model_type": "chatterbox",
         "version": "1.0",
@@ -227,9 +229,9 @@ def fixture_config(quantized: bool) -> dict:
         "t3_config": {**asdict(T3Config.english_only()), "llama_config": dict(LLAMA_SHRINK)},
         "s3gen_config": dict(S3GEN_SHRINK),
     }
-    if quantized:
+    if bits is not None:
         config["quantization"] = {
-            "bits": Q_BITS,
+            "bits": bits,
             "group_size": Q_GROUP_SIZE,
             "quantized_components": ["t3.tfmr.model.layers"],
         }
@@ -499,12 +501,12 @@ def check_model(model: Model, conds: dict, tokenizer_path: Path):
     model._conds = None
 
 
-def write_folder(out: Path, model: Model, quantized: bool, conds: dict, tokenizer: str):
+def write_folder(out: Path, model: Model, bits: int | None, conds: dict, tokenizer: str):
     out.mkdir(parents=True)
-    weights = checkpoint_weights(model, quantized)
+    weights = checkpoint_weights(model, bits is not None)
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
     mx.save_safetensors(str(out / "conds.safetensors"), conds)
-    (out / "config.json").write_text(json.dumps(fixture_config(quantized), indent=2) + "\n")
+    (out / "config.json").write_text(json.dumps(fixture_config(bits), indent=2) + "\n")
     (out / "tokenizer.json").write_text(tokenizer)
     size = sum(f.stat().st_size for f in out.iterdir())
     print(f"  {out.name}: {len(weights)} tensors, {size / 2**20:.1f} MiB", file=sys.stderr)
@@ -515,7 +517,7 @@ def main(out_dir: str, stop_position: int = STOP_POSITION):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     mx.random.seed(SEED)
-    model = build_model(fixture_config(False))
+    model = build_model(fixture_config(None))
     params = dict(tree_flatten(model.parameters()))
     weights = random_weights({k: v for k, v in params.items() if k not in COMPUTED_BUFFERS}, SEED, stop_position)
     model.load_weights(list(weights.items()))
@@ -527,16 +529,21 @@ def main(out_dir: str, stop_position: int = STOP_POSITION):
     check_model(model, conds, out / "tokenizer.json")
     (out / "tokenizer.json").unlink()
 
-    write_folder(out / "chatterbox", model, False, conds, tokenizer)
-    quantize_t3_backbone(model, bits=Q_BITS, group_size=Q_GROUP_SIZE)
-    mx.eval(model.parameters())
-    write_folder(out / "chatterbox-q4", model, True, conds, tokenizer)
+    write_folder(out / "chatterbox", model, None, conds, tokenizer)
+    for bits in Q_BITS:
+        # Quantizing replaces the layers in place: each width starts from the float weights.
+        if bits != Q_BITS[0]:
+            model = build_model(fixture_config(None))
+            model.load_weights(list(weights.items()))
+        quantize_t3_backbone(model, bits=bits, group_size=Q_GROUP_SIZE)
+        mx.eval(model.parameters())
+        write_folder(out / f"chatterbox-q{bits}", model, bits, conds, tokenizer)
     print(f"  models written in {time.time() - t0:.1f} s", file=sys.stderr)
 
 
 def full_config() -> dict:
     """config.json of the real English Chatterbox: the fixtures' config without shrink keys."""
-    config = fixture_config(False)
+    config = fixture_config(None)
     del config["t3_config"]["llama_config"]
     del config["s3gen_config"]
     return config

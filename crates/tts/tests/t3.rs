@@ -161,6 +161,12 @@ fn q4_backbone_matches_mlx_audio() {
 }
 
 #[test]
+fn q6_and_q8_backbones_match_mlx_audio() {
+    check_model("chatterbox-q6");
+    check_model("chatterbox-q8");
+}
+
+#[test]
 fn callback_stop_ends_generation() {
     let dir = fixtures_root().join("chatterbox");
     let f = load_fixture(&dir);
