@@ -49,8 +49,8 @@ test.after(async () => {
   for (const p of loaded.values()) await (await p).dispose();
 });
 
-// mlx-community publishes Chatterbox with T3 in 4, 6 and 8 bits.
-for (const fixture of ['chatterbox', 'chatterbox-q4', 'chatterbox-q6', 'chatterbox-q8']) {
+// mlx-community publishes Chatterbox with T3 in 4, 6 and 8 bits; others convert to half precision.
+for (const fixture of ['chatterbox', 'chatterbox-f16', 'chatterbox-bf16', 'chatterbox-q4', 'chatterbox-q6', 'chatterbox-q8']) {
   for (const name of ['greedy', 'sampled', 'nocfg']) {
     test(`${fixture} ${name}: speech tokens identical to mlx-audio, audio within ${AUDIO_TOLERANCE}`, async () => {
       const { meta, arrays } = refCase(fixture, name);

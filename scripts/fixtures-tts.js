@@ -1,5 +1,5 @@
 'use strict';
-// Seeded random-weight Chatterbox fixtures under .cache/fixtures-tts (float32; T3 in 4, 6, 8 bits),
+// Seeded random-weight Chatterbox fixtures under .cache/fixtures-tts (float32, float16, bfloat16; T3 in 4, 6, 8 bits),
 // written by scripts/fixtures_tts.py with mlx-audio's own model classes, plus the live
 // mlx-audio reference dumps (<fixture>/ref/) written by __test__/ref/chatterbox_ref.py.
 // Regenerated only when either script or the reference package spec changes.
@@ -13,7 +13,7 @@ const { ensureVenv, withLock, ROOT, VENV_SPEC } = require('./venv');
 const TTS_FIXTURES_DIR = path.join(ROOT, '.cache', 'fixtures-tts');
 const MODEL_SCRIPT = path.join(__dirname, 'fixtures_tts.py');
 const REF_SCRIPT = path.join(ROOT, '__test__', 'ref', 'chatterbox_ref.py');
-const FIXTURES = ['chatterbox', 'chatterbox-q4', 'chatterbox-q6', 'chatterbox-q8'];
+const FIXTURES = ['chatterbox', 'chatterbox-f16', 'chatterbox-bf16', 'chatterbox-q4', 'chatterbox-q6', 'chatterbox-q8'];
 const STAMP_NAME = '.stamp';
 
 function log(msg) {

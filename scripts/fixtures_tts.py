@@ -6,9 +6,10 @@ Usage: fixtures_tts.py [--stop-at N] OUT_DIR
 --stop-at N moves the speech position T3 stops at (default STOP_POSITION): the benchmarks
 use it for an utterance as long as a real voice would make of their text.
 
-Writes OUT_DIR/chatterbox (float32) and OUT_DIR/chatterbox-q4, -q6 and -q8 (the same weights
-with the T3 backbone quantized to 4, 6 or 8 bits, group 64, by mlx-audio's own conversion
-helper, as mlx-community publishes Chatterbox at those widths). Each folder holds
+Writes OUT_DIR/chatterbox (float32), OUT_DIR/chatterbox-f16 and -bf16 (the same weights cast
+to float16 / bfloat16) and OUT_DIR/chatterbox-q4, -q6 and -q8 (the same weights with the T3
+backbone quantized to 4, 6 or 8 bits, group 64, by mlx-audio's own conversion helper, as
+mlx-community publishes Chatterbox at those widths). Each folder holds
 config.json, model.safetensors, conds.safetensors and tokenizer.json, laid out as the
 mlx-community Chatterbox conversions are. Nothing here downloads anything.
 
@@ -501,9 +502,12 @@ def check_model(model: Model, conds: dict, tokenizer_path: Path):
     model._conds = None
 
 
-def write_folder(out: Path, model: Model, bits: int | None, conds: dict, tokenizer: str):
+def write_folder(out: Path, model: Model, bits: int | None, conds: dict, tokenizer: str, dtype=None):
+    """One model folder; `dtype`: the float weights cast to it (the voice stays float32)."""
     out.mkdir(parents=True)
     weights = checkpoint_weights(model, bits is not None)
+    if dtype is not None:
+        weights = {k: v.astype(dtype) if mx.issubdtype(v.dtype, mx.floating) else v for k, v in weights.items()}
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
     mx.save_safetensors(str(out / "conds.safetensors"), conds)
     (out / "config.json").write_text(json.dumps(fixture_config(bits), indent=2) + "\n")
@@ -530,6 +534,10 @@ def main(out_dir: str, stop_position: int = STOP_POSITION):
     (out / "tokenizer.json").unlink()
 
     write_folder(out / "chatterbox", model, None, conds, tokenizer)
+    # Half-precision conversions exist too: mlx-audio then computes in float16 / bfloat16
+    # wherever no float32 input (voice, noise) promotes an op.
+    write_folder(out / "chatterbox-f16", model, None, conds, tokenizer, mx.float16)
+    write_folder(out / "chatterbox-bf16", model, None, conds, tokenizer, mx.bfloat16)
     for bits in Q_BITS:
         # Quantizing replaces the layers in place: each width starts from the float weights.
         if bits != Q_BITS[0]:

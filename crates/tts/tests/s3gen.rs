@@ -67,7 +67,8 @@ fn flow_matches_mlx_audio() {
     // Naming the BLAS also keeps this binary linked to OpenBLAS, as the addon is
     // (the reference ran on it; the wheel's reference BLAS is ~15x slower here).
     println!("BLAS: {}", mlx::info::blas_name().unwrap());
-    for name in ["chatterbox", "chatterbox-q4"] {
+    // Half-precision weights: mlx-audio's encoder runs in float32 all the same.
+    for name in ["chatterbox", "chatterbox-q4", "chatterbox-f16", "chatterbox-bf16"] {
         let dir = fixture(name);
         let flow = load_flow(&dir);
         let conds = GenConds::load(&dir.join("conds.safetensors")).unwrap();

@@ -150,12 +150,13 @@ impl S3GenFlow {
             return Err(no_frames(speech_tokens.len(), finalize, p));
         }
         let frames = check_noise(p as i64 + frames, speech_tokens.len())? - p;
-        let embedded = self.token_embedding.forward(&self.token_ids(speech_tokens)?)?;
+        let spks = self.speaker(conds)?;
+        let embedded = self.embed(speech_tokens, &spks)?;
         let h = self.encoder.forward_after(&embedded, &cache.encoder)?;
         let mu = self.encoder_proj.forward_rows(&h.slice_axis(1, 0, frames)?)?;
         let cond = Array::zeros(&[1, frames, MEL_BINS], mu.dtype())?;
         let noise = self.noise.slice_axis(1, p, p + frames)?;
-        let mel = self.solve(noise, &mu, &self.speaker(conds)?, &cond, Plan::Extend(cache))?;
+        let mel = self.solve(noise, &mu, &spks, &cond, Plan::Extend(cache))?;
         let mel = mel.swapaxes(1, 2)?;
         mel.eval()?;
         Ok(mel)
@@ -171,14 +172,14 @@ impl S3GenFlow {
         if conds.prompt_tokens.is_empty() || frames != conds.prompt_tokens.len() as i32 * UPSAMPLE {
             return Ok(None);
         }
-        let ids = self.token_ids(&conds.prompt_tokens)?;
-        let Some((h, encoder)) = self.encoder.record(&self.token_embedding.forward(&ids)?)? else {
+        let spks = self.speaker(conds)?;
+        let Some((h, encoder)) = self.encoder.record(&self.embed(&conds.prompt_tokens, &spks)?)? else {
             return Ok(None);
         };
         let mu = self.encoder_proj.forward(&h)?;
         let cond = conds.prompt_feat.astype(mu.dtype())?;
         let mut steps = Vec::new();
-        self.solve(self.noise.slice_axis(1, 0, frames)?, &mu, &self.speaker(conds)?, &cond, Plan::Record(&mut steps, keep_going))?;
+        self.solve(self.noise.slice_axis(1, 0, frames)?, &mu, &spks, &cond, Plan::Record(&mut steps, keep_going))?;
         mlx::eval(&encoder.arrays())?;
         Ok(Some(PromptCache { encoder, steps, frames }))
     }
@@ -188,6 +189,18 @@ impl S3GenFlow {
         let max_id = (SPEECH_VOCAB - 1) as u32;
         let ids: Vec<i32> = ids.into_iter().map(|&t| t.min(max_id) as i32).collect();
         Ok(Array::from_slice(&ids, &[1, ids.len() as i32])?)
+    }
+
+    /// The encoder's input for `ids`: `(1, N, 512)`. mlx-audio multiplies the
+    /// embeddings by a padding mask in the speaker projection's dtype, which for
+    /// float16 or bfloat16 weights and a float32 voice makes them float32, and
+    /// the encoder then runs in float32: so here, with no mask (one sequence).
+    fn embed<'a>(&self, ids: impl IntoIterator<Item = &'a u32>, spks: &Array) -> Result<Array> {
+        let emb = self.token_embedding.forward(&self.token_ids(ids)?)?;
+        if emb.dtype() == spks.dtype() {
+            return Ok(emb);
+        }
+        Ok(emb.multiply(&Array::ones(&[1], spks.dtype())?)?)
     }
 
     /// The speaker embedding, normalised and projected to 80 channels: `(1, 80)`.
@@ -207,14 +220,14 @@ impl S3GenFlow {
         }
         let frames = check_noise(frames, speech_tokens.len())?;
 
-        let ids = self.token_ids(conds.prompt_tokens.iter().chain(speech_tokens))?;
-        let h = self.encoder.forward(&self.token_embedding.forward(&ids)?)?;
+        let spks = self.speaker(conds)?;
+        let h = self.encoder.forward(&self.embed(conds.prompt_tokens.iter().chain(speech_tokens), &spks)?)?;
         let mu = self.encoder_proj.forward(&h.slice_axis(1, 0, frames)?)?;
 
         let prompt_feat = conds.prompt_feat.astype(mu.dtype())?;
         let tail = Array::zeros(&[1, frames - prompt_frames, MEL_BINS], mu.dtype())?;
         let cond = Array::concatenate(&[&prompt_feat, &tail], 1)?;
-        Ok((self.noise.slice_axis(1, 0, frames)?, mu, self.speaker(conds)?, cond))
+        Ok((self.noise.slice_axis(1, 0, frames)?, mu, spks, cond))
     }
 
     /// Euler steps on a cosine schedule `t = 1 - cos(pi/2 s)`, `s` uniform in
