@@ -111,7 +111,7 @@ add('EOS blocked by logitBias', 'qwen3-f32', STR2, { temperature: 1, topK: 50, s
 // sampled case each (top-p/min-p or top-k/XTC/penalties, alternating; top-p sorts the
 // whole vocabulary every step, which is slow on a CPU on both sides).
 const OTHERS = ['llama-f32', 'qwen2-f32', 'qwen3-bf16', 'qwen3-q4', 'qwen3-q8', 'qwen3-q4-mixed', 'qwen3-sharded', 'mistral-f32', 'llama-linear',
-  'llama-dynamic', 'qwen3-f16', 'qwen3-bf16-q4'];
+  'llama-dynamic', 'qwen3-f16', 'qwen3-bf16-q4', 'qwen3-bf16-q6'];
 OTHERS.forEach((name, i) => {
   const seed = 31 + i;
   add('greedy, string', name, STR, { maxTokens: 32 });

@@ -452,6 +452,8 @@ def main():
                                                   mixed_predicate)),
         # bfloat16 with 4-bit weights, as MLX-community's quantized models are.
         ("qwen3-bf16-q4", lambda: make_quantized(out, "qwen3-bf16-q4", out / "qwen3-bf16", tok_dir, 4)),
+        # 6 bits (also published by MLX-community) run re-packed at 8 bits on the CPU.
+        ("qwen3-bf16-q6", lambda: make_quantized(out, "qwen3-bf16-q6", out / "qwen3-bf16", tok_dir, 6)),
     ]
     for name, make in derived:
         t = time.perf_counter()

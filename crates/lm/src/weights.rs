@@ -147,7 +147,9 @@ impl Weights {
         Ok(Some(nn::QuantParams { group_size: in_dims / n_groups, bits: packed * 32 / in_dims }))
     }
 
-    fn take_packed(&mut self, prefix: &str, out_dims: i32, in_dims: i32, q: nn::QuantParams) -> Result<(Array, Array, Array)> {
+    /// The packed weight (as this device runs it best: `quant::for_device`),
+    /// scales and biases of `prefix`, and the weight's width.
+    fn take_packed(&mut self, prefix: &str, out_dims: i32, in_dims: i32, q: nn::QuantParams) -> Result<(Array, Array, Array, nn::QuantParams)> {
         let groups = in_dims / q.group_size;
         let packed = in_dims * q.bits / 32;
         let w = self.raw(&format!("{prefix}.weight"))?;
@@ -161,7 +163,8 @@ impl Weights {
         }
         let scales = self.take(&format!("{prefix}.scales"), &[out_dims, groups])?;
         let biases = self.take(&format!("{prefix}.biases"), &[out_dims, groups])?;
-        Ok((w, scales, biases))
+        let (w, bits) = mlx::quant::for_device(w, q.bits)?;
+        Ok((w, scales, biases, nn::QuantParams { bits, ..q }))
     }
 
     pub fn linear(&mut self, prefix: &str, in_dims: i32, out_dims: i32, bias: bool) -> Result<nn::Linear> {
@@ -169,7 +172,7 @@ impl Weights {
         match self.quant_params(prefix, in_dims)? {
             None => Ok(nn::Linear::Dense { weight: self.take(&format!("{prefix}.weight"), &[out_dims, in_dims])?, bias: b }),
             Some(q) => {
-                let (weight, scales, biases) = self.take_packed(prefix, out_dims, in_dims, q)?;
+                let (weight, scales, biases, q) = self.take_packed(prefix, out_dims, in_dims, q)?;
                 Ok(nn::Linear::Quantized { weight, scales, biases, bias: b, q })
             }
         }
@@ -179,7 +182,7 @@ impl Weights {
         match self.quant_params(prefix, dims)? {
             None => Ok(nn::Embedding::Dense { weight: self.take(&format!("{prefix}.weight"), &[vocab, dims])? }),
             Some(q) => {
-                let (weight, scales, biases) = self.take_packed(prefix, vocab, dims, q)?;
+                let (weight, scales, biases, q) = self.take_packed(prefix, vocab, dims, q)?;
                 Ok(nn::Embedding::Quantized { weight, scales, biases, q })
             }
         }

@@ -19,8 +19,8 @@ use crate::{Array, Dtype, Result};
 
 /// The kernel's result for `quantized_matmul(x, w, scales, biases, transpose =
 /// true, group_size, bits)`, or `None` where it does not apply (another dtype
-/// or device, a batched `w`, 3/5/6 bits, shapes MLX would reject): MLX's op
-/// runs those. `MLX_NODE_QMM_KERNEL=0` turns it off.
+/// or device, a batched `w`, 3/5/6 bits (see `widen_packed`), shapes MLX would
+/// reject): MLX's op runs those. `MLX_NODE_QMM_KERNEL=0` turns it off.
 pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Array, group_size: i32, bits: i32) -> Result<Option<Array>> {
     // The compute type is MLX's promotion of x's and the scales' dtypes; the
     // kernel is fed float32 copies (exact) and, for bfloat16, rounds as MLX.
@@ -51,6 +51,35 @@ pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Ar
     let y = cpu_kernel_f32("QuantizedMatmul", QMM, &params, &[x, &w_bits, scales, biases], &out_shape)?;
     // bfloat16 results are exact in float32: the cast back loses nothing.
     Ok(Some(if bf16 { y.astype(Dtype::Bfloat16)? } else { y }))
+}
+
+/// Packed weights of 3, 5 or 6 bits re-packed at 8 bits (the same integers, one
+/// per byte) where this kernel runs, `None` elsewhere or for other widths. The
+/// kernel covers 2, 4 and 8 bits, and MLX's CPU op gives the same bits at
+/// either width: it packs those widths as one little-endian bit stream, and
+/// dequantizes and sums the integers the same way whatever their width
+/// (`tests/qmm_cpu.rs`). Costs 8/bits the memory of the packed weights.
+pub(crate) fn widen_packed(w: &Array, bits: i32) -> Result<Option<Array>> {
+    if !matches!(bits, 3 | 5 | 6) || w.dtype() != Dtype::Uint32 || w.ndim() != 2 || !enabled() {
+        return Ok(None);
+    }
+    let (rows, words) = (w.dim(0) as usize, w.dim(1) as usize);
+    let bits = bits as usize;
+    if words * 32 % bits != 0 || words * 32 / bits % 4 != 0 {
+        return Ok(None);
+    }
+    let per_row = words * 32 / bits;
+    let packed = w.to_vec::<u32>()?;
+    let mask = (1u64 << bits) - 1;
+    let mut out = vec![0u32; rows * per_row / 4];
+    for (src, dst) in packed.chunks_exact(words).zip(out.chunks_exact_mut(per_row / 4)) {
+        for i in 0..per_row {
+            let (word, shift) = ((i * bits) / 32, (i * bits) % 32);
+            let window = src[word] as u64 | src.get(word + 1).map_or(0, |&v| (v as u64) << 32);
+            dst[i / 4] |= (((window >> shift) & mask) as u32) << (8 * (i % 4));
+        }
+    }
+    Ok(Some(Array::from_slice(&out, &[rows as i32, (per_row / 4) as i32])?))
 }
 
 /// MLX's type promotion for the floating pairs the kernel covers (float32 with

@@ -17,6 +17,16 @@ pub fn dequantize(w: &Array, scales: &Array, biases: Option<&Array>, group_size:
     make(|out| unsafe { sys::mlxn_dequantize(w.raw, scales.raw, raw_or_null(biases), group_size, bits, out) })
 }
 
+/// Packed weights for `quantized_matmul` on this device, and their width:
+/// 3-, 5- and 6-bit weights re-packed at 8 bits where the CPU kernel runs
+/// (same results, see `qmm_cpu::widen_packed`), anything else as it is.
+pub fn for_device(w: Array, bits: i32) -> Result<(Array, i32)> {
+    Ok(match crate::qmm_cpu::widen_packed(&w, bits)? {
+        Some(wide) => (wide, 8),
+        None => (w, bits),
+    })
+}
+
 /// `x @ dequantize(w).T` (or without the transpose). For float32 and bfloat16
 /// on the CPU backend it runs as a kernel with MLX's exact bits (`qmm_cpu`);
 /// otherwise, and for what that kernel does not cover, it is MLX's op.

@@ -1,6 +1,6 @@
 //! The CPU quantized-matmul kernel behind `quant::quantized_matmul` must give
 //! MLX's own op's bits (4-bit models' parity with MLX-LM rests on it).
-use mlx::quant::{quantize, quantized_matmul, quantized_matmul_mlx};
+use mlx::quant::{dequantize, for_device, quantize, quantized_matmul, quantized_matmul_mlx};
 use mlx::{random, Array, Dtype};
 
 fn normal(shape: &[i32], std: f32, seed: u64) -> Array {
@@ -41,6 +41,47 @@ fn equals_mlx_op_bit_for_bit() {
         let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap();
         assert_same_bits(&ours, &mlx, &format!("case {i}: x {x_shape:?}, n {n}, group {group_size}, {bits} bits"));
     }
+}
+
+#[test]
+fn three_five_and_six_bits_run_at_8_bits_with_mlx_op_bits() {
+    // MLX-community also publishes 3-, 5- and 6-bit models: their weights are
+    // re-packed at 8 bits for the kernel, which must give MLX's op's bits at
+    // the original width.
+    let cases: &[(&[i32], i32, i32, i32, Dtype)] = &[
+        (&[1, 512], 96, 64, 6, Dtype::Float32),
+        (&[7, 256], 40, 32, 6, Dtype::Float32),
+        (&[3, 1024], 33, 128, 5, Dtype::Float32),
+        (&[2, 256], 64, 64, 3, Dtype::Float32),
+        (&[1, 512], 72, 64, 6, Dtype::Bfloat16),
+        (&[5, 256], 48, 32, 3, Dtype::Bfloat16),
+    ];
+    for (i, &(x_shape, n, group_size, bits, dtype)) in cases.iter().enumerate() {
+        let what = format!("case {i}: x {x_shape:?} {dtype:?}, n {n}, group {group_size}, {bits} bits");
+        let k = *x_shape.last().unwrap();
+        let x = normal(x_shape, 1.0, 50 + i as u64).astype(dtype).unwrap();
+        let w = normal(&[n, k], 0.05, 500 + i as u64).astype(dtype).unwrap();
+        let (wq, s, b) = quantize(&w, group_size, bits).unwrap();
+        let (wide, wide_bits) = for_device(wq.clone(), bits).unwrap();
+        assert_eq!(wide_bits, 8, "{what}: re-packed");
+        assert_eq!(wide.shape(), [n, k / 4], "{what}: one integer per byte");
+        let same = |a: Array, b: Array, part: &str| {
+            assert_same_bits(&a.astype(Dtype::Float32).unwrap(), &b.astype(Dtype::Float32).unwrap(), &format!("{what}: {part}"))
+        };
+        same(
+            dequantize(&wide, &s, Some(&b), group_size, 8).unwrap(),
+            dequantize(&wq, &s, Some(&b), group_size, bits).unwrap(),
+            "dequantized",
+        );
+        same(
+            quantized_matmul(&x, &wide, &s, Some(&b), true, group_size, 8).unwrap(),
+            quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap(),
+            "matmul",
+        );
+    }
+    // Widths the kernel runs stay as they are.
+    let (wq, _, _) = quantize(&normal(&[8, 64], 0.1, 9), 64, 4).unwrap();
+    assert_eq!(for_device(wq, 4).unwrap().1, 4);
 }
 
 #[test]
