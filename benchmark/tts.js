@@ -48,7 +48,7 @@ const FULL_TEXT = 'The quick brown fox jumps over the lazy dog.';
 // Full size: a run takes minutes on 2 CPU cores, so it keeps the short length, and its rounds
 // stop early when the next one would end after FULL_BUDGET_S.
 const PLAN = {
-  fixtures: { models: ['chatterbox', 'chatterbox-q4'], text: FIXTURE_TEXT, maxTokens: 200, rounds: 3, stopAt: 40 },
+  fixtures: { models: ['chatterbox', 'chatterbox-q4', 'chatterbox-q6'], text: FIXTURE_TEXT, maxTokens: 200, rounds: 3, stopAt: 40 },
   long: { models: ['chatterbox', 'chatterbox-q4'], folder: 'fixtures-stop152', text: FIXTURE_TEXT, maxTokens: 300, rounds: 3, stopAt: 152 },
   full: { models: ['chatterbox-full'], folder: 'chatterbox-full', text: FULL_TEXT, maxTokens: 100, rounds: 2, stopAt: 40 },
 };
@@ -397,7 +397,7 @@ function renderSection(report) {
     '### Method',
     '',
     `- Same model folder, text, options and seed on both sides: ${Object.entries(OPTIONS).map(([k, v]) => `${k} ${v}`).join(', ')}, seed ${SEED}.`,
-    '- Models: the shrunk test fixtures (`.cache/fixtures-tts/chatterbox`, float32, and `chatterbox-q4`, T3 4-bit; 2 T3 layers, small S3Gen/HiFT, 20-token voice prompt); ' +
+    '- Models: the shrunk test fixtures (`.cache/fixtures-tts/chatterbox`, float32, `chatterbox-q4` and `chatterbox-q6`, T3 4- and 6-bit; 2 T3 layers, small S3Gen/HiFT, 20-token voice prompt); ' +
       `the same fixtures built to stop at speech position ${PLAN.long.stopAt} instead of ${PLAN.fixtures.stopAt} (the "stop ${PLAN.long.stopAt}" rows, \`.cache/bench-models/${PLAN.long.folder}\`, \`scripts/fixtures_tts.py --stop-at ${PLAN.long.stopAt}\`); ` +
       'and `.cache/bench-models/chatterbox-full`, the real architecture in float32 with seeded random weights ' +
       '(`scripts/fixtures_tts.py --full`: T3 30 layers, full S3Gen with 10 Euler steps, HiFT 512 channels, a 250-token (10 s) S3Gen voice prompt). ' +
