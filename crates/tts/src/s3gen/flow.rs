@@ -193,8 +193,9 @@ impl S3GenFlow {
 
     /// The encoder's input for `ids`: `(1, N, 512)`. mlx-audio multiplies the
     /// embeddings by a padding mask in the speaker projection's dtype, which for
-    /// float16 or bfloat16 weights and a float32 voice makes them float32, and
-    /// the encoder then runs in float32: so here, with no mask (one sequence).
+    /// float16 or bfloat16 weights and a float32 voice makes them float32, so
+    /// that its encoder runs in float32; here the same promotion, without the
+    /// mask (one sequence: nothing is padded).
     fn embed<'a>(&self, ids: impl IntoIterator<Item = &'a u32>, spks: &Array) -> Result<Array> {
         let emb = self.token_embedding.forward(&self.token_ids(ids)?)?;
         if emb.dtype() == spks.dtype() {
