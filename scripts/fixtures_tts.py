@@ -7,7 +7,7 @@ Usage: fixtures_tts.py [--stop-at N] OUT_DIR
 use it for an utterance as long as a real voice would make of their text.
 
 Writes OUT_DIR/chatterbox (float32), OUT_DIR/chatterbox-f16 and -bf16 (the same weights cast
-to float16 / bfloat16) and OUT_DIR/chatterbox-q4, -q6 and -q8 (the same weights with the T3
+to float16, voice included, / bfloat16, voice float32) and OUT_DIR/chatterbox-q4, -q6 and -q8 (the same weights with the T3
 backbone quantized to 4, 6 or 8 bits, group 64, by mlx-audio's own conversion helper, as
 mlx-community publishes Chatterbox at those widths). Each folder holds
 config.json, model.safetensors, conds.safetensors and tokenizer.json, laid out as the
@@ -535,8 +535,10 @@ def main(out_dir: str, stop_position: int = STOP_POSITION):
 
     write_folder(out / "chatterbox", model, None, conds, tokenizer)
     # Half-precision conversions exist too: mlx-audio then computes in float16 / bfloat16
-    # wherever no float32 input (voice, noise) promotes an op.
-    write_folder(out / "chatterbox-f16", model, None, conds, tokenizer, mx.float16)
+    # wherever no float32 input (voice, noise) promotes an op. The float16 one casts the
+    # voice as well, as conversions that store every float tensor in float16 do.
+    half_conds = {k: v.astype(mx.float16) if mx.issubdtype(v.dtype, mx.floating) else v for k, v in conds.items()}
+    write_folder(out / "chatterbox-f16", model, None, half_conds, tokenizer, mx.float16)
     write_folder(out / "chatterbox-bf16", model, None, conds, tokenizer, mx.bfloat16)
     for bits in Q_BITS:
         # Quantizing replaces the layers in place: each width starts from the float weights.

@@ -233,6 +233,9 @@ def recording(model: Model):
 
 
 def as_np(x):
+    # Half-precision models record half-precision arrays: float32 holds them exactly.
+    if isinstance(x, mx.array) and x.dtype in (mx.float16, mx.bfloat16):
+        x = x.astype(mx.float32)
     return np.array(x)
 
 
@@ -292,6 +295,7 @@ def run_case(model: Model, case: dict):
 def check_ranges(name, arrays):
     logits = arrays.get("step0_logits")
     if logits is not None:
+        logits = logits.astype(np.float32)  # half-precision models' logits are half too
         assert 1.0 < logits.std() < 10.0, f"{name}: step-0 logits std {logits.std()}"
     mel = arrays["mel"]
     assert np.isfinite(mel).all() and np.abs(mel).max() < 20, f"{name}: mel out of range"
@@ -447,7 +451,7 @@ def write_refs(fixture_dir: Path):
         print(
             f"  {fixture_dir.name}/{case['name']}: {len(meta['speech_tokens'])} speech tokens "
             f"({len(set(meta['speech_tokens_clean']))} distinct clean, stopped={meta['stopped']}), "
-            f"step-0 logits std {arrays['step0_logits'].std():.2f}, "
+            f"step-0 logits std {arrays['step0_logits'].astype(np.float32).std():.2f}, "
             f"mel [{arrays['mel'].min():.2f}, {arrays['mel'].max():.2f}], "
             f"wav peak {np.abs(arrays['wav']).max():.3f}",
             file=sys.stderr,

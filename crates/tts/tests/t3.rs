@@ -161,6 +161,15 @@ fn q4_backbone_matches_mlx_audio() {
 }
 
 #[test]
+fn half_precision_weights_and_voice_match_mlx_audio() {
+    // float16 weights and voice: mlx-audio's conditioning stays float16, its
+    // emotion position float16 when the exaggeration is the voice's own.
+    check_model("chatterbox-f16");
+    // bfloat16 weights with a float32 voice.
+    check_model("chatterbox-bf16");
+}
+
+#[test]
 fn q6_and_q8_backbones_match_mlx_audio() {
     check_model("chatterbox-q6");
     check_model("chatterbox-q8");

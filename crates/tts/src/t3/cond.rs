@@ -9,13 +9,15 @@ use mlx::{Array, Dtype};
 use crate::{Result, TtsError};
 
 pub struct T3Cond {
-    /// `t3.speaker_emb`, flattened to `[1, N]` (the voice encoder's embedding).
+    /// `t3.speaker_emb`, flattened to `[1, N]` (the voice encoder's
+    /// embedding), in the file's dtype as mlx-audio uses it.
     pub speaker_emb: Array,
     /// `t3.cond_prompt_speech_tokens` `(1, T)`: the reference clip as speech tokens.
     pub prompt_speech_tokens: Option<Vec<u32>>,
-    /// `t3.emotion_adv` (mlx-audio's default 0.5 when absent). Generation
-    /// replaces it with the requested exaggeration, as mlx-audio does.
-    pub emotion_adv: f32,
+    /// `t3.emotion_adv` `(1, 1, 1)` in the file's dtype (mlx-audio's float32
+    /// 0.5 when absent), and its value: see [`Self::emotion`].
+    emotion_adv: Array,
+    emotion_value: f64,
     /// The conditioning encoder's output for the reference clip, kept for the
     /// model (`T3::id`) that computed it: it depends on the voice and the
     /// weights only, and the perceiver over a 150-token clip costs as much as
@@ -46,10 +48,7 @@ impl T3Cond {
         if !speaker.dtype().is_float() || speaker.size() == 0 || speaker.shape().first() != Some(&1) {
             return Err(bad(key, format!("must be a float tensor (1, N), got {:?} {:?}", speaker.dtype(), speaker.shape())));
         }
-        let speaker_emb = speaker
-            .reshape(&[1, -1])
-            .and_then(|a| a.astype(Dtype::Float32))
-            .map_err(|e| bad(key, e.message))?;
+        let speaker_emb = speaker.reshape(&[1, -1]).map_err(|e| bad(key, e.message))?;
         // Read it now, so a truncated file fails here rather than mid-synthesis.
         speaker_emb.eval().map_err(|e| bad(key, e.message))?;
 
@@ -71,12 +70,28 @@ impl T3Cond {
 
         let key = "t3.emotion_adv";
         let emotion_adv = match tensors.remove(key) {
-            None => 0.5,
-            Some(t) if t.dtype().is_float() && t.size() == 1 => {
-                t.astype(Dtype::Float32).and_then(|a| a.reshape(&[])).and_then(|a| a.item::<f32>()).map_err(|e| bad(key, e.message))?
-            }
+            None => Array::full(&[1, 1, 1], 0.5, Dtype::Float32),
+            Some(t) if t.dtype().is_float() && t.size() == 1 => t.reshape(&[1, 1, 1]),
             Some(t) => return Err(bad(key, format!("must be one float, got {:?} {:?}", t.dtype(), t.shape()))),
-        };
-        Ok(T3Cond { speaker_emb, prompt_speech_tokens, emotion_adv, clip: Mutex::new(None) })
+        }
+        .map_err(|e| bad(key, e.message))?;
+        let emotion_value =
+            emotion_adv.astype(Dtype::Float32).and_then(|a| a.reshape(&[])).and_then(|a| a.item::<f32>()).map_err(|e| bad(key, e.message))?
+                as f64;
+        Ok(T3Cond { speaker_emb, prompt_speech_tokens, emotion_adv, emotion_value, clip: Mutex::new(None) })
+    }
+
+    /// The emotion input `(1, 1, 1)` for `exaggeration` (the f64 the user
+    /// typed), as mlx-audio's `generate` feeds it: the voice's own tensor, in
+    /// its dtype, when it holds that value, otherwise `exaggeration` as float32.
+    /// The dtype carries on: a float16 voice makes a float16 emotion position.
+    /// (mlx-audio also writes the replacement into its loaded voice, so there a
+    /// call after another exaggeration gets float32 whatever it asks; this
+    /// follows a freshly loaded model on every call.)
+    pub(super) fn emotion(&self, exaggeration: f64) -> mlx::Result<Array> {
+        if exaggeration == self.emotion_value {
+            return Ok(self.emotion_adv.clone());
+        }
+        Array::full(&[1, 1, 1], exaggeration, Dtype::Float32)
     }
 }

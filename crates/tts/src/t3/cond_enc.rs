@@ -2,7 +2,7 @@
 //! speaker (one), reference clip (32 after the perceiver), emotion (one).
 use lm::weights::Weights;
 use mlx::nn::Linear;
-use mlx::{Array, Dtype};
+use mlx::Array;
 
 use super::perceiver::Perceiver;
 use super::T3Config;
@@ -47,15 +47,14 @@ impl CondEncoder {
     }
 
     /// `speaker` `[1, speaker_embed_size]`; `clip` the reference clip from
-    /// [`Self::clip`], if any. Returns `[1, L, dims]`.
-    pub fn forward(&self, speaker: &Array, clip: Option<&Array>, emotion: f32) -> mlx::Result<Array> {
+    /// [`Self::clip`], if any; `emotion` `(1, 1, 1)`. Returns `[1, L, dims]`.
+    pub fn forward(&self, speaker: &Array, clip: Option<&Array>, emotion: &Array) -> mlx::Result<Array> {
         let mut parts = vec![self.spkr_enc.forward(speaker)?.expand_dims(&[1])?];
         if let Some(c) = clip {
             parts.push(c.clone());
         }
         if let Some(fc) = &self.emotion_adv_fc {
-            let e = Array::full(&[1, 1, 1], emotion as f64, Dtype::Float32)?.astype(speaker.dtype())?;
-            parts.push(fc.forward(&e)?);
+            parts.push(fc.forward(emotion)?);
         }
         let refs: Vec<&Array> = parts.iter().collect();
         Array::concatenate(&refs, 1)

@@ -81,7 +81,7 @@ impl T3Options {
 /// The f64 a user most likely typed for `v`: its shortest decimal form.
 /// Options reach us as f32, while mlx-audio computes `1 - top_p` on the
 /// Python float; `0.9f32 as f64` would give a different f32 threshold.
-fn typed(v: f32) -> f64 {
+pub(super) fn typed(v: f32) -> f64 {
     v.to_string().parse().unwrap_or(v as f64)
 }
 

@@ -82,7 +82,8 @@ impl T3 {
             None => None,
             Some(tokens) => Some(self.clip_embeddings(cond, tokens)?),
         };
-        Ok(self.cond_enc.forward(&cond.speaker_emb, clip.as_ref(), exaggeration)?)
+        let emotion = cond.emotion(super::inference::typed(exaggeration))?;
+        Ok(self.cond_enc.forward(&cond.speaker_emb, clip.as_ref(), &emotion)?)
     }
 
     /// The reference clip `tokens` of `cond` through the conditioning encoder's
