@@ -61,6 +61,7 @@ import time
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -218,7 +219,7 @@ def build_model(config: dict) -> Model:
     return model
 
 
-def fixture_config(bits: int | None) -> dict:
+def fixture_config(bits: Optional[int]) -> dict:
     """config.json; `bits`: the T3 backbone's quantization width, or None for float32."""
     config = {
         "model_type": "chatterbox",
@@ -502,7 +503,7 @@ def check_model(model: Model, conds: dict, tokenizer_path: Path):
     model._conds = None
 
 
-def write_folder(out: Path, model: Model, bits: int | None, conds: dict, tokenizer: str, dtype=None):
+def write_folder(out: Path, model: Model, bits: Optional[int], conds: dict, tokenizer: str, dtype=None):
     """One model folder; `dtype`: the float weights cast to it (the voice stays float32)."""
     out.mkdir(parents=True)
     weights = checkpoint_weights(model, bits is not None)
