@@ -6,7 +6,7 @@
 // default run also writes them into benchmark/RESULTS.md as the "Speech (Chatterbox)"
 // section (the rest of that file is left as it is).
 //
-// Models: the shrunk test fixtures (.cache/fixtures-tts: chatterbox fp32, chatterbox-q4),
+// Models: the shrunk test fixtures (.cache/fixtures-tts: chatterbox fp32, chatterbox-q4, -q6),
 // the same fixtures built to speak as long as a real voice would (.cache/bench-models/
 // fixtures-stop152, written by scripts/fixtures_tts.py --stop-at 152) and a full-size
 // Chatterbox with random weights (.cache/bench-models/chatterbox-full, written by
