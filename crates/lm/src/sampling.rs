@@ -132,7 +132,7 @@ fn add_at(logits: &Array, ids: &Array, vals: &Array) -> Result<Array> {
 /// The kernels on the CPU backend, unless `MLX_NODE_SAMPLING_KERNELS=0` asks
 /// for MLX's own ops (for the benchmark's before/after rows).
 fn use_kernels() -> bool {
-    mlx::kernel::cpu_default() && std::env::var("MLX_NODE_SAMPLING_KERNELS").map_or(true, |v| v != "0")
+    mlx::kernel::Kernel::Sampling.enabled()
 }
 
 type StepFn = Box<dyn Fn(&[&Array]) -> Result<Array> + Send>;

@@ -155,6 +155,15 @@ int mlxn_blas_library(char* buf, size_t len) {
   });
 }
 
+int mlxn_openblas_core(char* buf, size_t len) {
+  return guard([&] {
+    // Looked up, not linked: any BLAS (or none) may serve libmlx.
+    using corename_fn = char* (*)();
+    auto f = reinterpret_cast<corename_fn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+    copy_cstr(f ? std::string(f()) : std::string(), buf, len);
+  });
+}
+
 void mlxn_free(mlxn_array a) { delete a; }
 
 int mlxn_clone(mlxn_array a, mlxn_array* out) {

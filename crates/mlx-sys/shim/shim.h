@@ -26,6 +26,8 @@ int mlxn_device_info(char* buf, size_t len);
 // 1 when the default device is the CPU; cheap enough to ask per op (no device query).
 int mlxn_default_device_is_cpu(void);
 int mlxn_blas_library(char* buf, size_t len);
+// OpenBLAS's core type (openblas_get_corename), or "" when OpenBLAS is not loaded.
+int mlxn_openblas_core(char* buf, size_t len);
 
 // Lifetime and inspection
 void mlxn_free(mlxn_array a);

@@ -44,6 +44,7 @@ extern "C" {
     pub fn mlxn_device_info(buf: *mut c_char, len: usize) -> c_int;
     pub fn mlxn_default_device_is_cpu() -> c_int;
     pub fn mlxn_blas_library(buf: *mut c_char, len: usize) -> c_int;
+    pub fn mlxn_openblas_core(buf: *mut c_char, len: usize) -> c_int;
 
     pub fn mlxn_free(a: mlxn_array);
     pub fn mlxn_clone(a: mlxn_array, out: *mut mlxn_array) -> c_int;

@@ -16,7 +16,7 @@
 //! last bits: streamed chunks are compared with whole renders within a
 //! tolerance anyway, and whole renders do not take this path.
 use crate::cpu_math::has_avx2_fma;
-use crate::kernel::{cpu_default, cpu_kernel_f32, par_ranges, KernelF32, OutPtr};
+use crate::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::{Array, Dtype, Result};
 
 /// Queries per pass over a head's keys.
@@ -41,7 +41,7 @@ pub fn attend_after(
     scale: f32,
 ) -> Result<Option<Array>> {
     let all = [q, k, v, earlier_k, earlier_v];
-    if all.iter().any(|a| a.dtype() != Dtype::Float32) || !cpu_default() || !has_avx2_fma() {
+    if all.iter().any(|a| a.dtype() != Dtype::Float32) || !Kernel::Attention.enabled() || !has_avx2_fma() {
         return Ok(None);
     }
     if q.ndim() != 3 || earlier_k.ndim() != 4 || heads <= 0 {

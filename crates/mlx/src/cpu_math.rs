@@ -226,7 +226,7 @@ pub fn softmax_last_kernel(x: &Array) -> Result<Array> {
     let shape = x.shape();
     let m = shape.last().copied().unwrap_or(0);
     // The row length travels as a float parameter: exact below 2^24.
-    if x.dtype() != Dtype::Float32 || m == 0 || m >= 1 << 24 || !crate::kernel::cpu_default() {
+    if x.dtype() != Dtype::Float32 || m == 0 || m >= 1 << 24 || !crate::kernel::Kernel::Math.enabled() {
         return x.softmax(&[-1], false);
     }
     // In place, as MLX's `Softmax` donates its input: attention's scores.
@@ -314,7 +314,7 @@ fn softmax_rows_body(data: &mut [f32], m: usize) {
 /// five, vectorized and over the cores, for float32 on the CPU backend; the
 /// op chain otherwise. Same bits either way.
 pub fn gelu(x: &Array) -> Result<Array> {
-    if x.dtype() != Dtype::Float32 || !crate::kernel::cpu_default() {
+    if x.dtype() != Dtype::Float32 || !crate::kernel::Kernel::Math.enabled() {
         let cdf = x.divide_scalar(std::f64::consts::SQRT_2)?.erf()?.add_scalar(1.0)?;
         return x.multiply(&cdf)?.divide_scalar(2.0);
     }
@@ -354,7 +354,7 @@ pub fn cpu_erf(v: f32) -> f32 {
 /// vectorized and over the cores (MLX's is a scalar polynomial per element
 /// with a libm `fmaf` call per step); MLX's op otherwise.
 pub fn sin(x: &Array) -> Result<Array> {
-    if x.dtype() != Dtype::Float32 || !crate::kernel::cpu_default() {
+    if x.dtype() != Dtype::Float32 || !crate::kernel::Kernel::Math.enabled() {
         return x.sin();
     }
     cpu_kernel_f32_in_place("Sin", SIN, &[], x, &[])

@@ -49,7 +49,7 @@ pub enum AttentionMask<'a> {
 pub fn scaled_dot_product_attention(q: &Array, k: &Array, v: &Array, scale: f32, mask: AttentionMask) -> Result<Array> {
     let f32_4d = |a: &Array| a.dtype() == Dtype::Float32 && a.ndim() == 4;
     let grouped = k.ndim() == 4 && k.dim(1) > 0 && q.ndim() == 4 && q.dim(1) % k.dim(1) == 0;
-    if !matches!(mask, AttentionMask::Array(_)) && f32_4d(q) && f32_4d(k) && f32_4d(v) && grouped && crate::kernel::cpu_default() {
+    if !matches!(mask, AttentionMask::Array(_)) && f32_4d(q) && f32_4d(k) && f32_4d(v) && grouped && crate::kernel::Kernel::Attention.enabled() {
         return attention_cpu(q, k, v, scale, matches!(mask, AttentionMask::Causal));
     }
     scaled_dot_product_attention_mlx(q, k, v, scale, mask)

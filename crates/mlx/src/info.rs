@@ -43,3 +43,28 @@ pub fn blas_name() -> Result<String> {
         file
     })
 }
+
+/// OpenBLAS's core type ("Haswell", "SkylakeX", ...), or "" without OpenBLAS.
+/// Call after `blas_library_path`, which makes sure OpenBLAS is loaded.
+pub fn openblas_core() -> Result<String> {
+    read_string(sys::mlxn_openblas_core)
+}
+
+/// Each custom CPU kernel by name, and whether it runs in this process:
+/// switched on, on the CPU backend, with the CPU features it needs (and for
+/// `gemv`, a blocking that gives OpenBLAS's bits).
+pub fn cpu_kernels() -> Vec<(&'static str, bool)> {
+    use crate::kernel::Kernel;
+    Kernel::ALL
+        .iter()
+        .map(|&k| {
+            let on = k.enabled()
+                && match k {
+                    Kernel::Gemv => crate::gemv_cpu::active(),
+                    Kernel::Rows | Kernel::Attention => crate::cpu_math::has_avx2_fma(),
+                    _ => true,
+                };
+            (k.name(), on)
+        })
+        .collect()
+}

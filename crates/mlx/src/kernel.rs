@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::os::raw::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
+use std::sync::OnceLock;
 use std::slice;
 
 use mlx_sys as sys;
@@ -57,6 +58,74 @@ unsafe extern "C" fn trampoline(
 /// 2.1-3.2 ms per token to build on an H100 against 1.5 ms for the float32 one.
 pub fn cpu_default() -> bool {
     unsafe { sys::mlxn_default_device_is_cpu() == 1 }
+}
+
+/// The custom CPU kernels, each with its own off switch (an environment
+/// variable set to `0`); `MLX_NODE_CPU_KERNELS=0` switches them all off, which
+/// leaves MLX's own ops everywhere (the path Metal and CUDA builds take).
+/// Read once per process. `docs/kernels.md` lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// `gemv_cpu`: float32 `x @ w.T` for one or two rows with OpenBLAS's bits.
+    Gemv,
+    /// `qmm_cpu`: quantized matmul.
+    Qmm,
+    /// `rows_cpu`: float32 `x @ w.T` for a few dozen rows (S3Gen, within tolerance).
+    Rows,
+    /// `attention_cpu`: float32 attention on the CPU stream.
+    Attention,
+    /// `cpu_math`: softmax, GELU and sin with MLX's bits.
+    Math,
+    /// `lm::sampling`: top-p, min-p, top-k and the categorical draw.
+    Sampling,
+    /// `tts`: Snake and Mish activations.
+    Speech,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 7] = [Kernel::Gemv, Kernel::Qmm, Kernel::Rows, Kernel::Attention, Kernel::Math, Kernel::Sampling, Kernel::Speech];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Gemv => "gemv",
+            Kernel::Qmm => "qmm",
+            Kernel::Rows => "rows",
+            Kernel::Attention => "attention",
+            Kernel::Math => "math",
+            Kernel::Sampling => "sampling",
+            Kernel::Speech => "speech",
+        }
+    }
+
+    /// The variable that switches this kernel off.
+    pub fn switch(self) -> &'static str {
+        match self {
+            Kernel::Gemv => "MLX_NODE_GEMV_KERNEL",
+            Kernel::Qmm => "MLX_NODE_QMM_KERNEL",
+            Kernel::Rows => "MLX_NODE_ROWS_KERNEL",
+            Kernel::Attention => "MLX_NODE_ATTENTION_KERNEL",
+            Kernel::Math => "MLX_NODE_MATH_KERNELS",
+            Kernel::Sampling => "MLX_NODE_SAMPLING_KERNELS",
+            Kernel::Speech => "MLX_NODE_SPEECH_KERNELS",
+        }
+    }
+
+    /// Whether neither its own switch nor `MLX_NODE_CPU_KERNELS` is `0`.
+    pub fn switched_on(self) -> bool {
+        static ON: OnceLock<[bool; 7]> = OnceLock::new();
+        let on = ON.get_or_init(|| {
+            let off = |var: &str| std::env::var(var).is_ok_and(|v| v.trim() == "0");
+            let all_off = off("MLX_NODE_CPU_KERNELS");
+            Kernel::ALL.map(|k| !all_off && !off(k.switch()))
+        });
+        on[Kernel::ALL.iter().position(|&k| k == self).unwrap_or(0)]
+    }
+
+    /// Switched on and MLX's default device is the CPU: the kernel may run
+    /// (it may still decline an input, or need AVX2 and FMA).
+    pub fn enabled(self) -> bool {
+        self.switched_on() && cpu_default()
+    }
 }
 
 /// A graph node computing `f(params, inputs) -> out` on the CPU stream. Inputs

@@ -14,7 +14,7 @@
 //! the cores.
 use std::ops::Range;
 
-use crate::kernel::{cpu_default, cpu_kernel_f32, par_ranges, KernelF32, OutPtr};
+use crate::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::{Array, Dtype, Result};
 
 /// The kernel's result for `quantized_matmul(x, w, scales, biases, transpose =
@@ -95,7 +95,7 @@ fn compute_dtype(a: Dtype, b: Dtype) -> Option<Dtype> {
 }
 
 fn enabled() -> bool {
-    cpu_default() && std::env::var("MLX_NODE_QMM_KERNEL").map_or(true, |v| v != "0")
+    Kernel::Qmm.enabled()
 }
 
 /// One call's operands, as the kernel sees them.

@@ -12,7 +12,7 @@
 //! match its reference bit for bit (`gemv_cpu` keeps OpenBLAS's bits for one
 //! or two rows).
 use crate::cpu_math::has_avx2_fma;
-use crate::kernel::{cpu_default, cpu_kernel_f32, par_ranges, KernelF32, OutPtr};
+use crate::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::{Array, Dtype, Result};
 
 /// Rows of `x` and of `w` per block of sums.
@@ -35,7 +35,7 @@ pub fn matmul_t(x: &Array, w: &Array, bias: Option<&Array>) -> Result<Option<Arr
     if x.dim(-1) != k || k % 8 != 0 || k <= 0 || n <= 0 || rows == 0 || !bias_ok || n >= 1 << 24 || k >= 1 << 24 {
         return Ok(None);
     }
-    if !cpu_default() || !has_avx2_fma() {
+    if !Kernel::Rows.enabled() || !has_avx2_fma() {
         return Ok(None);
     }
     let mut shape = x.shape();

@@ -27,7 +27,7 @@ fn composed(q: &Array, k: &Array, v: &Array, pk: &Array, pv: &Array, heads: i32,
 }
 
 fn has_kernel() -> bool {
-    cfg!(target_arch = "x86_64") && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    mlx::cpu_math::has_avx2_fma() && mlx::kernel::Kernel::Attention.enabled()
 }
 
 #[test]

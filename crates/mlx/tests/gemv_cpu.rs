@@ -1,6 +1,7 @@
 //! The few-rows float32 matmul kernel (`gemv_cpu`) against MLX's own matmul,
 //! bit for bit, through `nn::Linear` (where models call it).
 use mlx::nn::Linear;
+use mlx::gemv_cpu::Blocking;
 use mlx::{gemv_cpu, info, random, Array, Dtype};
 
 fn normal(shape: &[i32], seed: u64) -> Array {
@@ -17,21 +18,38 @@ fn openblas() -> bool {
     info::blas_name().unwrap() == "openblas"
 }
 
+/// What must hold for the OpenBLAS core type at hand (not the CPU): the kernel
+/// reproduces the core types x86-64 machines get with AVX2 and FMA kernels,
+/// and stays off where OpenBLAS sums without fused multiply-adds.
 #[test]
-fn kernel_is_in_use_with_openblas() {
-    if cfg!(all(target_os = "linux", target_arch = "x86_64")) && std::env::var("MLX_NODE_OPENBLAS").as_deref() != Ok("none") {
-        assert!(openblas(), "expected OpenBLAS to serve cblas_sgemm, got {}", info::blas_library_path().unwrap());
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            assert!(gemv_cpu::active(), "the calibration found no blocking that gives OpenBLAS's bits");
-        }
+fn kernel_use_follows_the_openblas_core_type() {
+    let on_switch = mlx::kernel::Kernel::Gemv.enabled();
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) || !openblas() {
+        return assert!(!gemv_cpu::active() || openblas(), "the kernel reproduces OpenBLAS only");
     }
+    let core = info::openblas_core().unwrap();
+    let chosen = gemv_cpu::chosen();
+    eprintln!("OpenBLAS core {core}: gemv kernel {chosen:?}");
+    if !on_switch || !mlx::cpu_math::has_avx2_fma() {
+        return assert_eq!(chosen, None, "switched off, or no AVX2 and FMA");
+    }
+    // OpenBLAS 0.3.21 (Debian 12): GEMM_Q and the AVX-512 small-matrix kernel.
+    let expected = match core.as_str() {
+        "Haswell" | "Zen" => Some(Blocking { q: 320, small: false }),
+        "SkylakeX" => Some(Blocking { q: 448, small: true }),
+        "Cooperlake" | "SapphireRapids" => Some(Blocking { q: 320, small: true }),
+        // No fused multiply-adds in their sgemm: no blocking gives their bits.
+        "Sandybridge" | "Prescott" | "Nehalem" | "Core2" | "Atom" => None,
+        other => return eprintln!("core type {other} has no expectation here; the bit-for-bit test below decides"),
+    };
+    assert_eq!(chosen, expected, "OpenBLAS core {core}");
 }
 
 #[test]
 fn linear_equals_mlx_matmul_bit_for_bit() {
     let _ = openblas();
     // (rows as x's leading shape, k, n, bias)
-    let cases: [(&[i32], i32, i32, bool); 12] = [
+    let cases: [(&[i32], i32, i32, bool); 19] = [
         (&[1], 1024, 3072, false),
         (&[1, 1], 3072, 1024, false),
         (&[2], 1024, 1024, false),
@@ -45,6 +63,16 @@ fn linear_equals_mlx_matmul_bit_for_bit() {
         (&[3], 512, 64, false),
         (&[1], 1000, 64, false),
         (&[91], 1024, 256, true),
+        // AVX-512 OpenBLAS: the small-matrix kernel's last columns (n % 4), its
+        // limits (1200 outputs, 1e6 multiply-adds) from both sides, and a K
+        // that its GEMM_Q (448) cuts in two halves.
+        (&[1], 2048, 487, true),
+        (&[2], 384, 600, false),
+        (&[2], 448, 601, true),
+        (&[1], 832, 1202, false),
+        (&[1], 1024, 1201, true),
+        (&[2], 960, 64, false),
+        (&[2], 1152, 2048, true),
     ];
     for (i, &(lead, k, n, with_bias)) in cases.iter().enumerate() {
         let mut xs = lead.to_vec();

@@ -8,7 +8,7 @@ fn normal(shape: &[i32], seed: u64) -> Array {
 }
 
 fn has_kernel() -> bool {
-    cfg!(target_arch = "x86_64") && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    mlx::cpu_math::has_avx2_fma() && mlx::kernel::Kernel::Rows.enabled()
 }
 
 #[test]

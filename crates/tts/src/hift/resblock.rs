@@ -33,7 +33,7 @@ impl Snake {
     /// scalar polynomial with libm calls there, and each op a pass of its own).
     pub fn forward(&self, x: &Array) -> mlx::Result<Array> {
         let c = self.alpha.dim(0);
-        if x.dtype() == Dtype::Float32 && self.alpha.dtype() == Dtype::Float32 && x.ndim() > 0 && x.dim(-1) == c && c > 0 && c < 1 << 24 && mlx::kernel::cpu_default() {
+        if x.dtype() == Dtype::Float32 && self.alpha.dtype() == Dtype::Float32 && x.ndim() > 0 && x.dim(-1) == c && c > 0 && c < 1 << 24 && mlx::kernel::Kernel::Speech.enabled() {
             return mlx::kernel::cpu_kernel_f32_in_place("Snake", SNAKE, &[c as f32], x, &[&self.alpha, &self.inv_alpha]);
         }
         self.forward_ops(x)

@@ -21,7 +21,7 @@ pub fn gelu(x: &Array) -> Result<Array> {
 /// bits (MLX's `exp` formula; libm's `log1pf` and `tanhf`, which MLX's ops
 /// call), over the cores, instead of eight ops and their buffers.
 pub fn mish(x: &Array) -> Result<Array> {
-    if x.dtype() == Dtype::Float32 && mlx::kernel::cpu_default() {
+    if x.dtype() == Dtype::Float32 && mlx::kernel::Kernel::Speech.enabled() {
         return mlx::kernel::cpu_kernel_f32_in_place("Mish", MISH, &[], x, &[]);
     }
     mish_ops(x)
