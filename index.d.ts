@@ -22,6 +22,13 @@ export interface MlxInfo {
   blas: string;
   /** The file that library was loaded from. */
   blasPath: string;
+  /** OpenBLAS's core type (the kernels it chose for this CPU, or OPENBLAS_CORETYPE's); '' without OpenBLAS. */
+  openblasCore: string;
+  /**
+   * Each custom CPU kernel and whether it runs in this process: switched on, on the CPU
+   * backend, with the CPU features it needs. See docs/kernels.md for the switches.
+   */
+  kernels: Record<'gemv' | 'qmm' | 'rows' | 'attention' | 'math' | 'sampling' | 'speech', boolean>;
 }
 
 export function mlxInfo(): MlxInfo;

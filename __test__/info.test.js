@@ -36,3 +36,43 @@ test('loading the addon sets OPENBLAS_THREAD_TIMEOUT unless the user has set it'
   assert.equal(read(undefined), '16');
   assert.equal(read('24'), '24');
 });
+
+// mlxInfo() of a child process with `env` added to this one's.
+function childInfo(env) {
+  const { spawnSync } = require('node:child_process');
+  const r = spawnSync(process.execPath, ['-e', "process.stdout.write(JSON.stringify(require('.').mlxInfo()))"], {
+    cwd: require('node:path').join(__dirname, '..'),
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+  });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+const KERNELS = ['attention', 'gemv', 'math', 'qmm', 'rows', 'sampling', 'speech'];
+
+test('mlxInfo lists every custom CPU kernel; MLX_NODE_CPU_KERNELS=0 and each switch turn them off', { skip: process.platform !== 'linux' }, () => {
+  const clean = { MLX_NODE_CPU_KERNELS: '', OPENBLAS_CORETYPE: process.env.OPENBLAS_CORETYPE || '' };
+  for (const k of KERNELS) clean[`MLX_NODE_${k.toUpperCase()}_KERNEL${['math', 'sampling', 'speech'].includes(k) ? 'S' : ''}`] = '';
+  const on = childInfo(clean);
+  assert.deepEqual(Object.keys(on.kernels).sort(), KERNELS);
+  // The kernels without CPU-feature or calibration conditions run wherever the backend is the CPU.
+  for (const k of ['math', 'qmm', 'sampling', 'speech']) assert.equal(on.kernels[k], true, k);
+  const off = childInfo({ ...clean, MLX_NODE_CPU_KERNELS: '0' });
+  assert.deepEqual(Object.values(off.kernels), KERNELS.map(() => false));
+  const noGemv = childInfo({ ...clean, MLX_NODE_GEMV_KERNEL: '0' });
+  assert.deepEqual(noGemv.kernels, { ...on.kernels, gemv: false });
+  const noSampling = childInfo({ ...clean, MLX_NODE_SAMPLING_KERNELS: '0' });
+  assert.deepEqual(noSampling.kernels, { ...on.kernels, sampling: false });
+});
+
+test('mlxInfo names the OpenBLAS core type; one without fused multiply-adds runs with the gemv kernel off', { skip: process.platform !== 'linux' || process.env.MLX_NODE_OPENBLAS === 'none' }, () => {
+  const prescott = childInfo({ OPENBLAS_CORETYPE: 'Prescott', MLX_NODE_CPU_KERNELS: '' });
+  assert.equal(prescott.openblasCore, 'Prescott');
+  assert.equal(prescott.kernels.gemv, false);
+  assert.equal(prescott.kernels.qmm, true);
+  // An unknown name: OpenBLAS falls back to its own detection, and the process still runs.
+  const unknown = childInfo({ OPENBLAS_CORETYPE: 'NoSuchCore' });
+  assert.ok(unknown.openblasCore.length > 0);
+  assert.equal(typeof unknown.kernels.gemv, 'boolean');
+});

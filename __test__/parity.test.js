@@ -107,6 +107,18 @@ add('all combined, ids', 'qwen3-f32', IDS, { ...ALL, seed: 16, maxTokens: 32 });
 add('EOS reachable (bias towards <|im_end|>)', 'qwen3-f32', CHAT, { temperature: 0.8, logitBias: { 151645: 16 }, seed: 17, maxTokens: 48 });
 add('EOS blocked by logitBias', 'qwen3-f32', STR2, { temperature: 1, topK: 50, seed: 18, maxTokens: 48, logitBias: NO_EOS }, false);
 
+// Long seeded generations, 256 tokens with EOS blocked, several seeds, every kind of
+// sampler on, in float32, bfloat16 and 4 bits: a difference in one draw's last bit
+// anywhere on the way would show.
+const LONG_OPTIONS = [
+  { temperature: 0.8, topP: 0.95, minP: 0.02, topK: 100 },
+  { temperature: 1, topK: 40, xtcProbability: 0.5, xtcThreshold: 0.1, repetitionPenalty: 1.1, presencePenalty: 0.3, frequencyPenalty: 0.2 },
+  { temperature: 0.7, minP: 0.05, repetitionPenalty: 1.05, repetitionContextSize: 40 },
+];
+[['qwen3-f32', 101], ['qwen3-f32', 102], ['qwen3-f32', 103], ['qwen3-bf16', 104], ['qwen3-bf16', 105], ['qwen3-q4', 106], ['qwen3-q4', 107]].forEach(([name, seed], i) => {
+  add(`long seeded generation, seed ${seed}`, name, i % 2 ? CHAT2 : STR2, { ...LONG_OPTIONS[i % 3], logitBias: NO_EOS, seed, maxTokens: 256 }, false);
+});
+
 // Other families, dtypes, quantizations and layouts: greedy on two inputs and one
 // sampled case each (top-p/min-p or top-k/XTC/penalties, alternating; top-p sorts the
 // whole vocabulary every step, which is slow on a CPU on both sides).
@@ -138,6 +150,17 @@ add('greedy, prompt longer than one prefill step', 'llama-linear', LONG, { maxTo
 add('greedy, prompt longer than one prefill step', 'qwen3-q4', LONG, { maxTokens: 32 });
 // Each prefill chunk has its own dynamic RoPE base (it depends on the chunk's end).
 add('greedy, prompt longer than one prefill step', 'llama-dynamic', LONG, { maxTokens: 32 });
+
+// PARITY_SUBSET=1 (the per-core-type runs in `npm test`, `npm run test:cpus -- --subset`):
+// greedy and every sampler on float32, the long seeded runs, and one greedy and one
+// sampled case of bfloat16, 4-bit and another family.
+if (process.env.PARITY_SUBSET === '1') {
+  const keep = (c) =>
+    c.name.startsWith('long seeded') ||
+    (c.model === 'qwen3-f32' && /^(greedy|temperature |top-p 0.9|min-p 0.1|top-k 5|XTC 0.5|all combined, string|EOS reachable)/.test(c.name)) ||
+    (['qwen3-bf16', 'qwen3-q4', 'llama-f32'].includes(c.model) && !c.name.startsWith('greedy, chat') && !c.name.includes('longer than'));
+  cases.splice(0, cases.length, ...cases.filter(keep));
+}
 
 let refs;
 let unscaled;

@@ -1,3 +1,5 @@
+use std::collections::HashMap;
+
 use napi_derive::napi;
 
 use crate::errors::mlx_error;
@@ -12,6 +14,11 @@ pub struct MlxInfo {
     pub blas: String,
     /// The file that library was loaded from.
     pub blas_path: String,
+    /// OpenBLAS's core type (its choice of kernels for this CPU, or
+    /// OPENBLAS_CORETYPE's), "" without OpenBLAS.
+    pub openblas_core: String,
+    /// Each custom CPU kernel and whether it runs in this process.
+    pub kernels: HashMap<String, bool>,
 }
 
 #[napi]
@@ -28,5 +35,7 @@ pub fn mlx_info() -> napi::Result<MlxInfo, String> {
         device,
         blas: mlx::info::blas_name().map_err(mlx_error)?,
         blas_path: mlx::info::blas_library_path().map_err(mlx_error)?,
+        openblas_core: mlx::info::openblas_core().map_err(mlx_error)?,
+        kernels: mlx::info::cpu_kernels().into_iter().map(|(k, on)| (k.to_string(), on)).collect(),
     })
 }

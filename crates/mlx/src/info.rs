@@ -61,7 +61,9 @@ pub fn cpu_kernels() -> Vec<(&'static str, bool)> {
             let on = k.enabled()
                 && match k {
                     Kernel::Gemv => crate::gemv_cpu::active(),
-                    Kernel::Rows | Kernel::Attention => crate::cpu_math::has_avx2_fma(),
+                    // (Attention's whole-sequence path has a portable fallback; its
+                    // streamed-chunk path needs AVX2 and FMA.)
+                    Kernel::Rows => crate::cpu_math::has_avx2_fma(),
                     _ => true,
                 };
             (k.name(), on)

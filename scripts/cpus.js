@@ -1,0 +1,66 @@
+'use strict';
+// OpenBLAS core types: which ones this CPU can run, and what mlx-node does on each.
+// OpenBLAS (DYNAMIC_ARCH) picks its kernels per CPU; OPENBLAS_CORETYPE=<name> forces
+// another, which is how one machine tries the paths other machines take. MLX-LM in the
+// reference venv inherits the variable, so both sides of a parity test use the same one.
+const fs = require('node:fs');
+const { spawnSync } = require('node:child_process');
+const { ROOT } = require('./mlx');
+
+// What each core type's kernels execute (OpenBLAS's own checks, kernel/x86_64 and
+// driver/others/dynamic.c, ask for these), strongest last.
+const CORE_TYPES = [
+  { name: 'Prescott', flags: ['sse3'] },
+  { name: 'Sandybridge', flags: ['avx'] },
+  { name: 'Haswell', flags: ['avx2', 'fma'] },
+  { name: 'Zen', flags: ['avx2', 'fma'] },
+  { name: 'SkylakeX', flags: ['avx512f', 'avx512cd', 'avx512bw', 'avx512dq', 'avx512vl'] },
+  { name: 'Cooperlake', flags: ['avx512f', 'avx512cd', 'avx512bw', 'avx512dq', 'avx512vl', 'avx512_bf16'] },
+  { name: 'SapphireRapids', flags: ['avx512f', 'avx512cd', 'avx512bw', 'avx512dq', 'avx512vl', 'avx512_bf16', 'avx512_fp16'] },
+];
+
+function cpuFlags() {
+  try {
+    const info = fs.readFileSync('/proc/cpuinfo', 'utf8');
+    const line = info.split('\n').find((l) => l.startsWith('flags'));
+    // /proc/cpuinfo calls SSE3 "pni".
+    const flags = new Set(line ? line.split(':')[1].trim().split(/\s+/) : []);
+    if (flags.has('pni')) flags.add('sse3');
+    return flags;
+  } catch {
+    return new Set();
+  }
+}
+
+// The core types whose kernels this CPU can execute.
+function runnableCoreTypes() {
+  const flags = cpuFlags();
+  return CORE_TYPES.filter((c) => c.flags.every((f) => flags.has(f))).map((c) => c.name);
+}
+
+// mlxInfo() in a child process with OPENBLAS_CORETYPE=core (and `env`): the core type
+// OpenBLAS really took (0.3.21 takes Cooperlake for SapphireRapids) and the kernels in use.
+function infoFor(core, env = {}) {
+  const r = spawnSync(process.execPath, ['-e', "process.stdout.write(JSON.stringify(require('.').mlxInfo()))"], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, OPENBLAS_CORETYPE: core },
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) throw new Error(`mlxInfo() with OPENBLAS_CORETYPE=${core} failed (exit ${r.status}): ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+// Runnable core types with the one OpenBLAS reports for each, without repeats.
+function distinctCoreTypes(names = runnableCoreTypes()) {
+  const seen = new Set();
+  const out = [];
+  for (const name of names) {
+    const info = infoFor(name);
+    if (seen.has(info.openblasCore)) continue;
+    seen.add(info.openblasCore);
+    out.push({ name, info });
+  }
+  return out;
+}
+
+module.exports = { CORE_TYPES, runnableCoreTypes, infoFor, distinctCoreTypes };
