@@ -7,7 +7,8 @@
 // --model at a real MLX model folder (e.g. an mlx-community Qwen3-0.6B-4bit
 // download) for real text. Likewise the embedded speech model is a shrunk
 // Chatterbox with random weights (its audio is noise); --tts takes a real
-// MLX-community Chatterbox folder.
+// MLX-community Chatterbox folder. The embedded models are written by
+// scripts/demo-models.js in a few seconds, with no Python and no test fixtures.
 const path = require('node:path');
 const { ROOT, log } = require('./mlx');
 
@@ -45,7 +46,7 @@ async function main() {
   require('./deps').ensureNpmDeps();
   require('./build').build({ quiet: true });
   if (!args.model) {
-    args.model = require('./fixtures').ensureDemoModel();
+    args.model = require('./demo-models').ensureDemoModel('qwen3');
     log('using the embedded demo model (random weights: its text is noise; use --model <folder> for a real one)');
   }
   const { mlxInfo, loadModel } = require(ROOT);
@@ -84,9 +85,9 @@ async function main() {
 // Streams speech, reporting when the first audio arrived and the real-time factor.
 async function speak(args) {
   const { loadTTS, Audio } = require(ROOT);
-  if (!args.tts) {
-    require('./fixtures-tts').ensureTtsFixtures();
-    args.tts = path.join(require('./fixtures-tts').TTS_FIXTURES_DIR, 'chatterbox');
+  const embedded = !args.tts;
+  if (embedded) {
+    args.tts = require('./demo-models').ensureDemoModel('chatterbox');
     log('speech: the embedded demo Chatterbox (random weights: its audio is noise; use --tts <folder> for a real one)');
   }
   const tts = await loadTTS(args.tts);
@@ -94,7 +95,9 @@ async function speak(args) {
   const t0 = performance.now();
   let first = 0;
   const chunks = [];
-  const stream = tts.stream(args.say, { seed: 0 });
+  // The embedded model is rigged to stop by itself at speech position 40; the cap only
+  // keeps the demo short should that ever fail (25 tokens = 1 s of audio).
+  const stream = tts.stream(args.say, { seed: 0, ...(embedded ? { maxTokens: 100 } : {}) });
   for await (const chunk of stream) {
     if (chunks.length === 0) first = performance.now() - t0;
     chunks.push(chunk.audio);

@@ -91,13 +91,7 @@ function fixtureIndex() {
   return index;
 }
 
-// The demo model is one of the fixtures (a small Qwen3, seeded random weights,
-// the real tokenizer), written by MLX-LM's own classes in the project venv.
-function ensureDemoModel() {
-  return path.join(ensureFixtures(), 'demo');
-}
-
-module.exports = { ensureFixtures, ensureDemoModel, fixtureIndex, FIXTURES_DIR };
+module.exports = { ensureFixtures, fixtureIndex, FIXTURES_DIR };
 
 if (require.main === module) {
   try {
