@@ -40,10 +40,14 @@ function runnableCoreTypes() {
 
 // mlxInfo() in a child process with OPENBLAS_CORETYPE=core (and `env`): the core type
 // OpenBLAS really took (0.3.21 takes Cooperlake for SapphireRapids) and the kernels in use.
+// No core: OpenBLAS's own choice for this CPU (an empty or unknown name is not that: 0.3.21
+// then takes its newest x86 core type).
 function infoFor(core, env = {}) {
+  const childEnv = { ...process.env, ...env, OPENBLAS_CORETYPE: core };
+  if (!core) delete childEnv.OPENBLAS_CORETYPE;
   const r = spawnSync(process.execPath, ['-e', "process.stdout.write(JSON.stringify(require('.').mlxInfo()))"], {
     cwd: ROOT,
-    env: { ...process.env, ...env, OPENBLAS_CORETYPE: core },
+    env: childEnv,
     encoding: 'utf8',
   });
   if (r.status !== 0) throw new Error(`mlxInfo() with OPENBLAS_CORETYPE=${core} failed (exit ${r.status}): ${r.stderr}`);

@@ -62,6 +62,10 @@ pub fn shutdown_all(limit: Duration) {
             asked += 1;
         }
     }
+    // A request left queued behind a dispose()'s shutdown is dropped unanswered when
+    // the engine thread exits (its model already freed); with only the requests'
+    // copies of the sender left, that ends the wait at once instead of at `limit`.
+    drop(t);
     let deadline = Instant::now() + limit;
     for _ in 0..asked {
         if r.recv_timeout(deadline.saturating_duration_since(Instant::now())).is_err() {
