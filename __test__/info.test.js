@@ -76,3 +76,11 @@ test('mlxInfo names the OpenBLAS core type; one without fused multiply-adds runs
   assert.ok(unknown.openblasCore.length > 0);
   assert.equal(typeof unknown.kernels.gemv, 'boolean');
 });
+
+test('MLX_NODE_CPU_FEATURES=baseline runs as on a CPU without AVX2: the kernels that need it are reported off', { skip: process.platform !== 'linux' || process.arch !== 'x64' }, () => {
+  const info = childInfo({ MLX_NODE_CPU_FEATURES: 'baseline', MLX_NODE_CPU_KERNELS: '' });
+  assert.equal(info.kernels.gemv, false);
+  assert.equal(info.kernels.rows, false);
+  // Their portable code (same bits) still runs.
+  for (const k of ['math', 'qmm', 'sampling', 'speech']) assert.equal(info.kernels[k], true, k);
+});

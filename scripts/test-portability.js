@@ -2,7 +2,10 @@
 // `npm run test:portability` (CI runs it after `npm test`, which sets everything up):
 // 1. the LLM and speech parity subsets with every custom CPU kernel off
 //    (MLX_NODE_CPU_KERNELS=0): MLX's own ops everywhere, the path Metal and CUDA take;
-// 2. the LLM parity subset on each other OpenBLAS core type this CPU can run, one per
+// 2. the same with MLX_NODE_CPU_FEATURES=baseline: the kernels' portable fallbacks, as on a
+//    CPU without AVX2 (the aarch64 build cannot be checked here: no aarch64 Rust std library
+//    can be installed from the registries this project reaches);
+// 3. the LLM parity subset on each other OpenBLAS core type this CPU can run, one per
 //    gemv blocking x86-64 machines get (`npm run test:cpus` runs every core type in full).
 // A separate command so that each stays well inside CI's time on 2 cores.
 const path = require('node:path');
@@ -28,6 +31,17 @@ function main() {
   });
   if (off.status !== 0) {
     console.error('[mlx-node] parity with the kernels off failed');
+    process.exit(1);
+  }
+  // The portable code each kernel falls back to, as on a CPU without AVX2 (or off x86).
+  log('parity subsets as on a CPU without AVX, AVX2 and FMA (MLX_NODE_CPU_FEATURES=baseline)');
+  const baseline = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...files], {
+    cwd: ROOT,
+    stdio: 'inherit',
+    env: { ...process.env, MLX_NODE_CPU_FEATURES: 'baseline', PARITY_SUBSET: '1', TTS_PARITY_SUBSET: '1' },
+  });
+  if (baseline.status !== 0) {
+    console.error('[mlx-node] parity on the portable fallbacks failed');
     process.exit(1);
   }
   const own = require('./cpus').infoFor(process.env.OPENBLAS_CORETYPE).openblasCore;

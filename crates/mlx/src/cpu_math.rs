@@ -100,13 +100,45 @@ fn floor_half_up(x: f32) -> f32 {
     }
 }
 
+/// `MLX_NODE_CPU_FEATURES=baseline`: act as on an x86-64 CPU without AVX, AVX2
+/// and FMA, so the portable code every kernel falls back to runs (and is tested)
+/// on any machine. Read once per process.
+pub fn baseline_only() -> bool {
+    static BASELINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *BASELINE.get_or_init(|| std::env::var("MLX_NODE_CPU_FEATURES").is_ok_and(|v| v.trim() == "baseline"))
+}
+
 /// Whether the CPU has AVX2 and FMA (the condition of `avx2_fma_dispatch!`'s
 /// feature-specific copy).
 #[cfg(target_arch = "x86_64")]
 #[doc(hidden)]
 #[inline(always)]
 pub fn avx2_fma() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && !baseline_only()
+}
+
+/// Whether the CPU has AVX2 (false off x86-64 and under `baseline_only`).
+pub fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2") && !baseline_only()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the CPU has AVX (false off x86-64 and under `baseline_only`).
+pub fn has_avx() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx") && !baseline_only()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// Whether the CPU has AVX2 and FMA, on any architecture (false off x86-64):

@@ -163,7 +163,7 @@ fn run_parallel(p: &Problem, out: &mut [f32]) {
 
 fn run_blocks(p: &Problem, blocks: Range<usize>, out: OutPtr) {
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") {
+    if crate::cpu_math::has_avx2() {
         // SAFETY: the CPU has AVX2, checked just above.
         unsafe {
             match (p.bits, p.bf16) {

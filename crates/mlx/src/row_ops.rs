@@ -92,7 +92,7 @@ pub fn for_each_candidate(
 #[inline(always)]
 pub fn mask_below(row: &mut [f32], t: f32) {
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx") {
+    if crate::cpu_math::has_avx() {
         // SAFETY: the CPU has AVX, checked just above.
         return unsafe { mask_below_avx(row, t) };
     }
