@@ -1,5 +1,5 @@
 'use strict';
-// Public entry point: the typed API of DESIGN.md over the native addon.
+// Public entry point: the typed API (index.d.ts, docs/architecture.md) over the native addon.
 // The native side validates generation options and does all model work on its
 // own engine thread; this file handles inputs, AbortSignal and async iteration.
 const { loadNative } = require('./lib/native-loader');

@@ -1,5 +1,5 @@
 'use strict';
-// Errors with a stable `code`, as DESIGN.md lists them.
+// Errors with a stable `code`, as README.md ("Errors") lists them.
 const CODES = new Set([
   'MODEL_NOT_FOUND',
   'UNSUPPORTED_MODEL',

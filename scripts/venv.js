@@ -45,7 +45,7 @@ function venvPython() {
 }
 
 // The environment every reference run uses. OpenBLAS is preloaded so that MLX's CPU
-// backend in Python calls the same BLAS as the addon (DESIGN.md: same BLAS on both sides).
+// backend in Python calls the same BLAS as the addon (docs/parity.md: same BLAS on both sides).
 function referenceEnv() {
   const env = { ...process.env };
   const openblas = process.env.MLX_NODE_OPENBLAS || OPENBLAS;

@@ -4,15 +4,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use lm::generate::{generate, per_second, Next};
 use lm::models::LanguageModel;
-use lm::tokenizer::{StreamingDetokenizer, Tokenizer};
+use lm::text::generate_text;
+use lm::tokenizer::Tokenizer;
 use lm::LmError;
 use mlx::Dtype;
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
 use crate::options::ParsedOptions;
-use crate::stop::{Feed, StopMatcher};
 use crate::worker::{guarded, Worker};
 
 pub struct Summary {
@@ -111,6 +110,9 @@ fn load_model(
     Ok((model, loaded))
 }
 
+/// One `generate()` call: `lm`'s text loop on fresh caches, its chunks and
+/// result turned into events. It stops early when JS aborts, stops listening
+/// (a closed receiver: it broke out of for-await) or the process exits.
 fn run_generation(
     model: &dyn LanguageModel,
     tok: &Tokenizer,
@@ -119,76 +121,20 @@ fn run_generation(
     abort: &AtomicBool,
     events: &tmpsc::UnboundedSender<Event>,
 ) -> Result<Summary, LmError> {
-    let mut detok = StreamingDetokenizer::new(tok);
-    let mut stop = StopMatcher::new(opts.stop);
-    let mut text = String::new();
-    let mut tokens = Vec::new();
-    let mut finish = "length";
-    let mut stopped_by_string = false;
-    let mut last_token = 0u32;
-    let emit = |piece: String, token: u32, text: &mut String| {
-        text.push_str(&piece);
-        let _ = events.send(Event::Chunk { text: piece, token });
+    let mut caches = model.new_caches();
+    let should_abort = || abort.load(Ordering::Relaxed) || events.is_closed() || crate::worker::exiting();
+    let mut on_chunk = |text: &str, token: u32| {
+        let _ = events.send(Event::Chunk { text: text.to_string(), token });
     };
-    if abort.load(Ordering::Relaxed) {
-        // Aborted while queued: no work at all.
-        return Ok(Summary {
-            text,
-            tokens,
-            finish_reason: "abort",
-            prompt_tokens: prompt.len(),
-            generation_tokens: 0,
-            prompt_tps: 0.0,
-            generation_tps: 0.0,
-            peak_memory: 0,
-        });
-    }
-    let stats = generate(model, prompt, &opts.params, |t| {
-        // A closed receiver means JS stopped listening (it broke out of for-await).
-        if abort.load(Ordering::Relaxed) || events.is_closed() || crate::worker::exiting() {
-            finish = "abort";
-            return Ok(Next::Stop);
-        }
-        last_token = t;
-        if tok.is_eos(t) {
-            finish = "stop";
-            return Ok(Next::Stop);
-        }
-        tokens.push(t);
-        match stop.feed(&detok.add_token(t)) {
-            Feed::Emit(s) => emit(s, t, &mut text),
-            Feed::Stopped(s) => {
-                emit(s, t, &mut text);
-                finish = "stop";
-                stopped_by_string = true;
-                return Ok(Next::Stop);
-            }
-        }
-        Ok(Next::Continue)
-    })?;
-    if !stopped_by_string {
-        // What the detokenizer and the stop matcher still hold at the end.
-        let mut rest = match stop.feed(&detok.finalize()) {
-            Feed::Emit(s) => s,
-            Feed::Stopped(s) => {
-                finish = "stop";
-                s
-            }
-        };
-        rest.push_str(&stop.flush());
-        if !rest.is_empty() {
-            emit(rest, last_token, &mut text);
-        }
-    }
-    let gen_n = stats.generated;
+    let o = generate_text(model, tok, prompt, &opts, &mut caches, &should_abort, &mut on_chunk)?;
     Ok(Summary {
-        text,
-        tokens,
-        finish_reason: finish,
-        prompt_tokens: prompt.len(),
-        generation_tokens: gen_n,
-        prompt_tps: per_second(prompt.len(), stats.prompt_seconds),
-        generation_tps: per_second(gen_n, stats.generation_seconds),
-        peak_memory: stats.peak_memory,
+        text: o.text,
+        tokens: o.tokens,
+        finish_reason: o.finish_reason.as_str(),
+        prompt_tokens: o.prompt_tokens,
+        generation_tokens: o.generation_tokens,
+        prompt_tps: o.prompt_tps,
+        generation_tps: o.generation_tps,
+        peak_memory: o.peak_memory,
     })
 }

@@ -7,7 +7,6 @@ mod info;
 mod jobs;
 mod model;
 mod options;
-mod stop;
 mod tts;
 mod tts_options;
 mod worker;

@@ -61,10 +61,8 @@ pub(crate) fn options_object(value: &Value, known: &[&str]) -> R<Map<String, Val
     Ok(map)
 }
 
-pub struct ParsedOptions {
-    pub params: GenerateParams,
-    pub stop: Vec<String>,
-}
+/// The generation options, as `lm`'s text loop takes them.
+pub type ParsedOptions = lm::text::TextOptions;
 
 /// `vocab`: model vocabulary size (top-k and logit-bias ids are checked against it).
 pub fn parse(value: &Value, vocab: u32, xtc_special_tokens: Vec<u32>) -> R<ParsedOptions> {

@@ -12,6 +12,7 @@
 use std::path::Path;
 use std::time::Instant;
 
+use lm::cache::Cache;
 use lm::models::LanguageModel;
 use lm::sampling::{LogitsProcessors, Sampler, SamplingOptions};
 use mlx::random::KeySequence;
@@ -31,7 +32,7 @@ struct Step<'a> {
 }
 
 impl Step<'_> {
-    fn forward(&self, ids: &Array, caches: &mut [lm::cache::KvCache]) -> Array {
+    fn forward(&self, ids: &Array, caches: &mut [Box<dyn Cache>]) -> Array {
         let logits = self.model.forward(&ids.reshape(&[1, -1]).unwrap(), caches, true).unwrap();
         let v = logits.dim(-1);
         logits.reshape(&[1, v]).unwrap()
@@ -56,7 +57,7 @@ impl Step<'_> {
 }
 
 /// Prefill all but the last prompt id (caches only), as the generation loop does.
-fn prefill(step: &Step, prompt: &Array, caches: &mut [lm::cache::KvCache]) -> Array {
+fn prefill(step: &Step, prompt: &Array, caches: &mut [Box<dyn Cache>]) -> Array {
     let n = prompt.dim(0);
     step.forward(&prompt.slice_axis(0, 0, n - 1).unwrap(), caches);
     let state: Vec<&Array> = caches.iter().flat_map(|c| c.state()).collect();

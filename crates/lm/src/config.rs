@@ -5,8 +5,6 @@ use serde_json::Value;
 
 use crate::error::{LmError, Result};
 
-pub const SUPPORTED_MODEL_TYPES: &[&str] = &["qwen3", "llama", "mistral", "qwen2"];
-
 #[derive(Debug, Clone)]
 pub enum RopeScaling {
     None,
@@ -71,11 +69,11 @@ impl ModelConfig {
             .and_then(Value::as_str)
             .ok_or_else(|| bad(path, "missing \"model_type\"".into()))?
             .to_string();
-        if !SUPPORTED_MODEL_TYPES.contains(&model_type.as_str()) {
+        if crate::models::registry::family(&model_type).is_none() {
             return Err(LmError::UnsupportedModel(format!(
                 "model_type \"{model_type}\" in {} is not supported; supported: {}",
                 path.display(),
-                SUPPORTED_MODEL_TYPES.join(", ")
+                crate::models::registry::model_types().join(", ")
             )));
         }
         let int = |key: &str| -> Result<Option<i32>> {

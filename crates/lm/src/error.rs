@@ -1,7 +1,7 @@
 //! The error type of the `lm` crate.
 //!
 //! Every variant maps to one stable code string that the Node binding exposes
-//! as `error.code` (see DESIGN.md, "Errors"); the message names the file, key
+//! as `error.code` (see docs/text-generation.md, "Abort and errors"); the message names the file, key
 //! or option at fault.
 
 use std::fmt;

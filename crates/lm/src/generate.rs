@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use mlx::{memory, random, Array, Result as MlxResult};
 
-use crate::cache::KvCache;
+use crate::cache::Cache;
 use crate::error::{LmError, Result};
 use crate::models::LanguageModel;
 use crate::sampling::{LogitsProcessors, Sampler, SamplingOptions};
@@ -192,14 +192,14 @@ pub fn run_loop(
 /// token (only the caches are evaluated), then one token at a time.
 struct TextSource<'a> {
     model: &'a dyn LanguageModel,
-    caches: Vec<KvCache>,
+    caches: &'a mut [Box<dyn Cache>],
     prompt: Array,
     prefill_step_size: usize,
 }
 
 impl TextSource<'_> {
     fn logits(&mut self, ids: &Array) -> MlxResult<Array> {
-        let logits = self.model.forward(&ids.reshape(&[1, -1])?, &mut self.caches, true)?;
+        let logits = self.model.forward(&ids.reshape(&[1, -1])?, &mut *self.caches, true)?;
         let v = logits.dim(-1);
         logits.reshape(&[1, v])
     }
@@ -213,7 +213,7 @@ impl LogitsSource for TextSource<'_> {
         while len - done > 1 {
             let n = (len - done - 1).min(step_size);
             let chunk = self.prompt.slice_axis(0, done as i32, (done + n) as i32)?;
-            self.model.forward(&chunk.reshape(&[1, -1])?, &mut self.caches, true)?;
+            self.model.forward(&chunk.reshape(&[1, -1])?, &mut *self.caches, true)?;
             let state: Vec<&Array> = self.caches.iter().flat_map(|c| c.state()).collect();
             mlx::eval(&state)?;
             done += n;
@@ -230,11 +230,15 @@ impl LogitsSource for TextSource<'_> {
 
 /// Runs a text model on `prompt` ids with MLX-LM's semantics; `on_token`
 /// sees each sampled id in order and may stop it. EOS handling belongs to
-/// the caller (it sees the EOS id and returns Stop).
+/// the caller (it sees the EOS id and returns Stop). `caches` are the
+/// caller's (`model.new_caches()`, or kept from an earlier call, which the
+/// prompt then continues); they end holding the prompt and every token fed
+/// back (the last sampled id is not fed).
 pub fn generate(
     model: &dyn LanguageModel,
     prompt: &[u32],
     params: &GenerateParams,
+    caches: &mut [Box<dyn Cache>],
     on_token: impl FnMut(u32) -> Result<Next>,
 ) -> Result<GenerationStats> {
     if prompt.is_empty() {
@@ -253,9 +257,16 @@ pub fn generate(
     };
     let ids: Vec<i32> = prompt.iter().map(|&t| t as i32).collect();
     let all = Array::from_slice(&ids, &[ids.len() as i32])?;
+    if caches.len() != model.config().num_hidden_layers as usize {
+        return Err(LmError::InvalidArgument(format!(
+            "{} caches given for a model of {} layers",
+            caches.len(),
+            model.config().num_hidden_layers
+        )));
+    }
     let mut source = TextSource {
         model,
-        caches: model.new_caches(),
+        caches,
         prompt: all.clone(),
         prefill_step_size: params.prefill_step_size,
     };

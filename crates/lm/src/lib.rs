@@ -5,6 +5,8 @@ pub mod config;
 pub mod models;
 pub mod weights;
 pub mod generate;
+pub mod stop;
+pub mod text;
 pub mod sampling;
 pub mod categorical;
 pub mod top_p;

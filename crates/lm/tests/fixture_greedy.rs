@@ -29,7 +29,7 @@ fn greedy_tokens_match_mlx_lm_on_every_fixture() {
             let ids = tok.encode_prompt(&prompt).unwrap();
             let params = GenerateParams { max_tokens: max, ..Default::default() };
             let mut out = Vec::new();
-            generate(model.as_ref(), &ids, &params, |t| {
+            generate(model.as_ref(), &ids, &params, &mut model.new_caches(), |t| {
                 if tok.is_eos(t) {
                     return Ok(Next::Stop);
                 }

@@ -2,18 +2,42 @@
 //! `KVCache`: a slice update per token instead of a concatenate.
 use mlx::{Array, Result};
 
+use super::Cache;
+
 const STEP: i32 = 256;
 
 #[derive(Default)]
 pub struct KvCache {
     keys: Option<Array>,
     values: Option<Array>,
-    pub offset: i32,
+    offset: i32,
 }
 
-impl KvCache {
+impl Cache for KvCache {
+    fn offset(&self) -> i32 {
+        self.offset
+    }
+
+    /// As MLX-LM's `KVCache.trim`: the positions stay allocated and are
+    /// overwritten by the next update.
+    fn trim(&mut self, n: i32) -> i32 {
+        let n = n.clamp(0, self.offset);
+        self.offset -= n;
+        n
+    }
+
+    /// The allocated buffers (positions past `offset` included, as evaluating
+    /// them is what materialises the cache).
+    fn state(&self) -> Vec<&Array> {
+        self.keys.iter().chain(self.values.iter()).collect()
+    }
+
+    fn nbytes(&self) -> usize {
+        self.state().iter().map(|a| a.size() * a.dtype().size()).sum()
+    }
+
     /// Appends `[B, heads, L, dim]` keys and values; returns everything cached so far.
-    pub fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<(Array, Array)> {
+    fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<(Array, Array)> {
         let prev = self.offset;
         let n = keys.dim(2);
         let capacity = self.keys.as_ref().map_or(0, |k| k.dim(2));
@@ -52,10 +76,5 @@ impl KvCache {
         self.keys = Some(k);
         self.values = Some(v);
         Ok(out)
-    }
-
-    /// The arrays to evaluate to materialise the cache (MLX-LM's `c.state`).
-    pub fn state(&self) -> Vec<&Array> {
-        self.keys.iter().chain(self.values.iter()).collect()
     }
 }

@@ -5,7 +5,6 @@
 //! `DecoderStack` is the layer stack plus final norm on its own, loadable under
 //! any name prefix and fed embeddings, so other models (Chatterbox's T3) run
 //! their own inputs and heads on the same blocks.
-use std::path::Path;
 
 use mlx::fast::{scaled_dot_product_attention, AttentionMask};
 use mlx::nn::{self, Embedding, Linear, RmsNorm, Rope};
@@ -13,7 +12,7 @@ use mlx::{Array, Dtype};
 use serde_json::Value;
 
 use super::LanguageModel;
-use crate::cache::KvCache;
+use crate::cache::{kv_caches, Cache, CacheMask, LayerCaches};
 use crate::config::{ModelConfig, RopeScaling};
 use crate::error::Result;
 use crate::weights::Weights;
@@ -128,13 +127,11 @@ impl DecoderStack {
 
     /// Runs `h` `[B, L, hidden]` through every layer (appending to `caches`)
     /// and the final norm; only the last position when `last_only`.
-    pub fn forward(&self, h: Array, caches: &mut [KvCache], last_only: bool) -> mlx::Result<Array> {
+    pub fn forward(&self, h: Array, caches: &mut [Box<dyn Cache>], last_only: bool) -> mlx::Result<Array> {
         let mut h = h;
         let l = h.dim(1);
         for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
-            // MLX-LM: no mask for one query, the fused causal mode otherwise.
-            let mask = if l > 1 { AttentionMask::Causal } else { AttentionMask::None };
-            let r = self.attention(&layer.attn, &layer.input_layernorm.forward(&h)?, cache, mask)?;
+            let r = self.attention(&layer.attn, &layer.input_layernorm.forward(&h)?, cache.as_mut())?;
             let hh = h.add(&r)?;
             let x = layer.post_attention_layernorm.forward(&hh)?;
             let m = &layer.mlp;
@@ -148,15 +145,15 @@ impl DecoderStack {
         self.norm.forward(&h)
     }
 
-    pub fn new_caches(&self) -> Vec<KvCache> {
-        (0..self.layers.len()).map(|_| KvCache::default()).collect()
+    pub fn new_caches(&self) -> LayerCaches {
+        kv_caches(self.layers.len())
     }
 
     pub fn config(&self) -> &ModelConfig {
         &self.config
     }
 
-    fn attention(&self, a: &Attention, x: &Array, cache: &mut KvCache, mask: AttentionMask) -> mlx::Result<Array> {
+    fn attention(&self, a: &Attention, x: &Array, cache: &mut dyn Cache) -> mlx::Result<Array> {
         let s = x.shape();
         let (b, l) = (s[0], s[1]);
         let c = &self.config;
@@ -171,29 +168,42 @@ impl DecoderStack {
         let q = heads(a.q_proj.forward(x)?, c.num_attention_heads, &a.q_norm)?;
         let k = heads(a.k_proj.forward(x)?, c.num_key_value_heads, &a.k_norm)?;
         let v = heads(a.v_proj.forward(x)?, c.num_key_value_heads, &None)?;
-        let q = self.rope.forward(&q, cache.offset)?;
-        let k = self.rope.forward(&k, cache.offset)?;
+        let q = self.rope.forward(&q, cache.offset())?;
+        let k = self.rope.forward(&k, cache.offset())?;
+        let mask = cache.mask(l);
         let (k, v) = cache.update_and_fetch(&k, &v)?;
+        let mask = match &mask {
+            CacheMask::None => AttentionMask::None,
+            CacheMask::Causal => AttentionMask::Causal,
+            CacheMask::Array(m) => AttentionMask::Array(m),
+        };
         let o = scaled_dot_product_attention(&q, &k, &v, self.scale, mask)?;
         a.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?)
     }
 }
 
+/// As MLX-LM's sanitize for these families: tied models ignore a stored
+/// lm_head; rotary tables are recomputed.
+pub(super) fn sanitize(config: &ModelConfig, w: &mut Weights) {
+    let tied = config.tie_word_embeddings;
+    w.discard(|k| k.contains("self_attn.rotary_emb.inv_freq") || (tied && k == "lm_head.weight"));
+}
+
+pub(super) fn build(config: ModelConfig, w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
+    Ok(Box::new(Decoder::build(config, w, dtype, progress)?))
+}
+
 impl Decoder {
     /// `progress` hears the fraction of weight bytes read (see `Weights::finish_with_progress`).
-    pub fn load(dir: &Path, config: ModelConfig, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Decoder> {
+    fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Decoder> {
         let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
-        let mut w = Weights::load(dir, dtype, quant_cfg.clone())?;
         let native = w.native_dtype().unwrap_or(Dtype::Float32);
         let dtype = dtype.unwrap_or(native);
-        // As MLX-LM's sanitize: tied models ignore a stored lm_head; rotary tables are recomputed.
-        let tied = config.tie_word_embeddings;
-        w.discard(|k| k.contains("self_attn.rotary_emb.inv_freq") || (tied && k == "lm_head.weight"));
 
         let c = &config;
         let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, c.hidden_size)?;
         let stack = DecoderStack::load(&mut w, "model", c)?;
-        let lm_head = if tied { None } else { Some(w.linear("lm_head", c.hidden_size, c.vocab_size, false)?) };
+        let lm_head = if config.tie_word_embeddings { None } else { Some(w.linear("lm_head", c.hidden_size, c.vocab_size, false)?) };
         w.finish_with_progress(progress)?;
 
         let quantization = quant_cfg.as_ref().and_then(|q| {
@@ -204,7 +214,7 @@ impl Decoder {
 }
 
 impl LanguageModel for Decoder {
-    fn forward(&self, ids: &Array, caches: &mut [KvCache], last_only: bool) -> mlx::Result<Array> {
+    fn forward(&self, ids: &Array, caches: &mut [Box<dyn Cache>], last_only: bool) -> mlx::Result<Array> {
         let h = self.stack.forward(self.embed_tokens.forward(ids)?, caches, last_only)?;
         match &self.lm_head {
             Some(head) => head.forward(&h),
@@ -212,7 +222,7 @@ impl LanguageModel for Decoder {
         }
     }
 
-    fn new_caches(&self) -> Vec<KvCache> {
+    fn new_caches(&self) -> LayerCaches {
         self.stack.new_caches()
     }
 

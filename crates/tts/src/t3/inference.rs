@@ -2,7 +2,7 @@
 //! semantics: classifier-free guidance over a batch of two, repetition
 //! penalty over every token so far (start-of-speech included), and
 //! mlx-audio's sampler on the raw guided logits.
-use lm::cache::KvCache;
+use lm::cache::LayerCaches;
 use lm::generate::{run_loop, Decoding, GenerationStats, LogitsSource, Next, TokenSampler};
 use lm::sampling::{LogitsProcessors, Sampler, SamplingOptions};
 use mlx::random::KeySequence;
@@ -116,7 +116,7 @@ impl TokenSampler for T3Sampler {
 /// token at a time (duplicated over the guidance batch).
 struct T3Steps<'a> {
     t3: &'a T3,
-    caches: Vec<KvCache>,
+    caches: LayerCaches,
     prompt: Option<Array>,
     cfg_weight: Option<f32>,
     /// Speech position of the next token fed (the prompt's start token is at 0).

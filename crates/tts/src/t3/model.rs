@@ -3,7 +3,7 @@
 //! learned positions, and the speech head on the Llama stack's hidden states.
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use lm::cache::KvCache;
+use lm::cache::Cache;
 use lm::models::DecoderStack;
 use lm::weights::Weights;
 use mlx::nn::{Embedding, Linear};
@@ -161,7 +161,7 @@ impl T3 {
 
     /// Runs `embeds` through the stack; returns the speech logits `[B, vocab]`
     /// of the last position.
-    pub(super) fn speech_logits(&self, embeds: Array, caches: &mut [KvCache]) -> mlx::Result<Array> {
+    pub(super) fn speech_logits(&self, embeds: Array, caches: &mut [Box<dyn Cache>]) -> mlx::Result<Array> {
         let h = self.stack.forward(embeds, caches, true)?;
         let logits = self.speech_head.forward(&h)?;
         logits.squeeze(&[1])

@@ -1,0 +1,51 @@
+//! Which families load, keyed on `config.json`'s `model_type`, as MLX-LM's
+//! `models/<model_type>.py`. A new family is a file beside this one and a line
+//! in `FAMILIES`; nothing else changes.
+use std::path::Path;
+
+use mlx::Dtype;
+use serde_json::Value;
+
+use super::{decoder, LanguageModel};
+use crate::config::ModelConfig;
+use crate::error::Result;
+use crate::weights::Weights;
+
+pub struct Family {
+    pub model_type: &'static str,
+    /// Drops or renames checkpoint tensors the model does not hold, as the
+    /// family's `sanitize` in MLX-LM.
+    pub sanitize: fn(&ModelConfig, &mut Weights),
+    /// Builds the model from its sanitized weights; `progress` hears the
+    /// fraction of weight bytes read.
+    pub build: fn(ModelConfig, Weights, Option<Dtype>, &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>>,
+}
+
+/// Qwen3, Llama, Mistral (as Llama, as MLX-LM) and Qwen2 share the decoder;
+/// their differences are `ModelConfig` flags.
+const FAMILIES: &[Family] = &[
+    Family { model_type: "qwen3", sanitize: decoder::sanitize, build: decoder::build },
+    Family { model_type: "llama", sanitize: decoder::sanitize, build: decoder::build },
+    Family { model_type: "mistral", sanitize: decoder::sanitize, build: decoder::build },
+    Family { model_type: "qwen2", sanitize: decoder::sanitize, build: decoder::build },
+];
+
+pub fn family(model_type: &str) -> Option<&'static Family> {
+    FAMILIES.iter().find(|f| f.model_type == model_type)
+}
+
+/// Every `model_type` that loads, for error messages.
+pub fn model_types() -> Vec<&'static str> {
+    FAMILIES.iter().map(|f| f.model_type).collect()
+}
+
+/// Reads `dir`'s config and weights and builds the model of its family.
+pub fn load(dir: &Path, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
+    let config = ModelConfig::from_dir(dir)?;
+    // `from_dir` refuses a model_type not listed here.
+    let family = family(&config.model_type).ok_or_else(|| crate::LmError::UnsupportedModel(config.model_type.clone()))?;
+    let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
+    let mut weights = Weights::load(dir, dtype, quant_cfg)?;
+    (family.sanitize)(&config, &mut weights);
+    (family.build)(config, weights, dtype, progress)
+}
