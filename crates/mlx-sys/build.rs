@@ -33,14 +33,7 @@ fn main() {
     println!("cargo:rerun-if-changed={}", include.join("mlx/mlx.h").display());
 
     let mut build = cc::Build::new();
-    build
-        .cpp(true)
-        .std("c++20")
-        .file("shim/shim.cpp")
-        .include(&include)
-        .opt_level(2)
-        .warnings(false)
-        .flag_if_supported("-fvisibility=hidden");
+    build.cpp(true).std("c++20").file("shim/shim.cpp").include(&include).opt_level(2).warnings(false).flag_if_supported("-fvisibility=hidden");
     if openblas.is_some() {
         build.define("MLXN_OPENBLAS", None);
     }

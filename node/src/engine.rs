@@ -88,11 +88,7 @@ impl Engine {
     }
 }
 
-fn load_model(
-    dir: &std::path::Path,
-    dtype: Option<Dtype>,
-    progress: &mut dyn FnMut(f64),
-) -> Result<(Box<dyn LanguageModel>, Loaded), LmError> {
+fn load_model(dir: &std::path::Path, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<(Box<dyn LanguageModel>, Loaded), LmError> {
     if !dir.is_dir() {
         return Err(LmError::ModelNotFound(format!("model folder {} does not exist", dir.display())));
     }

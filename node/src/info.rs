@@ -25,7 +25,11 @@ pub struct MlxInfo {
 pub fn mlx_info() -> napi::Result<MlxInfo, String> {
     let device = mlx::info::device().map_err(mlx_error)?;
     let backend = if device.starts_with("gpu") {
-        if cfg!(target_os = "macos") { "metal" } else { "cuda" }
+        if cfg!(target_os = "macos") {
+            "metal"
+        } else {
+            "cuda"
+        }
     } else {
         "cpu"
     };

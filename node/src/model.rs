@@ -65,10 +65,7 @@ fn parse_dtype(s: Option<String>) -> Result<Option<Dtype>> {
     match s.as_deref() {
         None => Ok(None),
         Some(n @ ("float32" | "float16" | "bfloat16")) => Ok(Dtype::from_name(n)),
-        Some(other) => Err(js_error(
-            Code::InvalidArgument,
-            format!("option dtype must be 'float32', 'float16' or 'bfloat16', got '{other}'"),
-        )),
+        Some(other) => Err(js_error(Code::InvalidArgument, format!("option dtype must be 'float32', 'float16' or 'bfloat16', got '{other}'"))),
     }
 }
 
@@ -94,10 +91,7 @@ async fn load(path: String, dtype: Option<String>, on_progress: Option<ProgressF
         }
     };
     let (engine, reply) = Engine::start(PathBuf::from(&path), dtype, progress);
-    let loaded = reply
-        .await
-        .map_err(|_| js_error(Code::MlxError, "the engine thread stopped while loading"))?
-        .map_err(lm_error)?;
+    let loaded = reply.await.map_err(|_| js_error(Code::MlxError, "the engine thread stopped while loading"))?.map_err(lm_error)?;
     Ok(NativeModel {
         engine: engine.with_tokenizer(loaded.tokenizer.clone()),
         info: (loaded.model_type, loaded.num_layers, loaded.vocab_size, loaded.dtype, loaded.quantization),
@@ -108,18 +102,13 @@ async fn load(path: String, dtype: Option<String>, on_progress: Option<ProgressF
 }
 
 fn to_ids(v: &Value, vocab: u32) -> Result<Vec<u32>> {
-    let items = v
-        .as_array()
-        .ok_or_else(|| js_error(Code::InvalidArgument, format!("token ids must be an array, got {v}")))?;
+    let items = v.as_array().ok_or_else(|| js_error(Code::InvalidArgument, format!("token ids must be an array, got {v}")))?;
     items
         .iter()
         .enumerate()
         .map(|(i, x)| match x.as_f64() {
             Some(f) if f.fract() == 0.0 && f >= 0.0 && f < vocab as f64 => Ok(f as u32),
-            _ => Err(js_error(
-                Code::InvalidArgument,
-                format!("token id at index {i} ({x}) is not an integer in [0, {vocab})"),
-            )),
+            _ => Err(js_error(Code::InvalidArgument, format!("token id at index {i} ({x}) is not an integer in [0, {vocab})"))),
         })
         .collect()
 }
@@ -201,9 +190,7 @@ impl NativeModel {
         tools: Option<Value>,
     ) -> Result<String> {
         self.check_live()?;
-        let msgs = messages
-            .as_array()
-            .ok_or_else(|| js_error(Code::InvalidArgument, "messages must be an array"))?;
+        let msgs = messages.as_array().ok_or_else(|| js_error(Code::InvalidArgument, "messages must be an array"))?;
         for (i, m) in msgs.iter().enumerate() {
             let ok = m.get("role").map_or(false, Value::is_string);
             if !ok {
@@ -215,9 +202,7 @@ impl NativeModel {
             Some(Value::Array(t)) => Some(t),
             Some(_) => return Err(js_error(Code::InvalidArgument, "tools must be an array")),
         };
-        self.tokenizer
-            .apply_chat_template(msgs, add_generation_prompt, enable_thinking, tools)
-            .map_err(lm_error)
+        self.tokenizer.apply_chat_template(msgs, add_generation_prompt, enable_thinking, tools).map_err(lm_error)
     }
 
     /// Validates and queues a generation; events are read with `nextEvents`.

@@ -9,9 +9,23 @@ use crate::errors::{js_error, Code};
 type R<T> = napi::Result<T, String>;
 
 const KNOWN: &[&str] = &[
-    "maxTokens", "temperature", "topP", "topK", "minP", "minTokensToKeep", "repetitionPenalty",
-    "repetitionContextSize", "presencePenalty", "presenceContextSize", "frequencyPenalty",
-    "frequencyContextSize", "logitBias", "xtcProbability", "xtcThreshold", "seed", "stop",
+    "maxTokens",
+    "temperature",
+    "topP",
+    "topK",
+    "minP",
+    "minTokensToKeep",
+    "repetitionPenalty",
+    "repetitionContextSize",
+    "presencePenalty",
+    "presenceContextSize",
+    "frequencyPenalty",
+    "frequencyContextSize",
+    "logitBias",
+    "xtcProbability",
+    "xtcThreshold",
+    "seed",
+    "stop",
     "prefillStepSize",
 ];
 
@@ -95,10 +109,7 @@ pub fn parse(value: &Value, vocab: u32, xtc_special_tokens: Vec<u32>) -> R<Parse
                     .ok()
                     .filter(|&id| id < vocab)
                     .ok_or_else(|| invalid(format!("logitBias key \"{k}\" is not a token id in [0, {vocab})")))?;
-                let val = v
-                    .as_f64()
-                    .filter(|x| x.is_finite())
-                    .ok_or_else(|| invalid(format!("logitBias[{k}] must be a finite number, got {v}")))?;
+                let val = v.as_f64().filter(|x| x.is_finite()).ok_or_else(|| invalid(format!("logitBias[{k}] must be a finite number, got {v}")))?;
                 s.logit_bias.push((id, val as f32));
             }
         }

@@ -85,10 +85,8 @@ pub async fn load_tts_native(path: String, prompt_cache: bool) -> napi::Result<N
         let max = model.max_tokens();
         Ok((model, max))
     });
-    let max_tokens = reply
-        .await
-        .map_err(|_| plain(js_error(Code::MlxError, "the engine thread stopped while loading")))?
-        .map_err(|e| plain(lm_error(e)))?;
+    let max_tokens =
+        reply.await.map_err(|_| plain(js_error(Code::MlxError, "the engine thread stopped while loading")))?.map_err(|e| plain(lm_error(e)))?;
     Ok(NativeTts { worker, max_tokens, jobs: Jobs::new(), disposed: AtomicBool::new(false) })
 }
 

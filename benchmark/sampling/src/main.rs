@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-mod profile;
 mod gemv;
+mod profile;
 mod qmm;
 
 use lm::sampling::{LogitsProcessors, Sampler, SamplingOptions};
@@ -109,7 +109,9 @@ fn repetition_penalty(check: Option<&Path>) {
 fn top_p_rows(check: Option<&Path>) {
     // normal(0, 2) logits: top-p 0.9 keeps most of the vocabulary (the long sum);
     // normal(0, 20): a peaked row where a handful of tokens hold the mass.
-    for (label, file, scale) in [("flat row, normal(0, 2) logits", "top-p-flat.f32", 2.0f32), ("peaked row, normal(0, 20) logits", "top-p-peaked.f32", 20.0)] {
+    for (label, file, scale) in
+        [("flat row, normal(0, 2) logits", "top-p-flat.f32", 2.0f32), ("peaked row, normal(0, 20) logits", "top-p-peaked.f32", 20.0)]
+    {
         let x = random::normal(&[1, VOCAB], Dtype::Float32, 0.0, scale, Some(&random::key(7).unwrap())).unwrap();
         let lp = x.subtract(&x.logsumexp(&[], true).unwrap()).unwrap();
         lp.eval().unwrap();
@@ -246,7 +248,12 @@ fn main() {
         println!("MLX {} on {}, BLAS {}", mlx::info::version(), mlx::info::device().unwrap(), mlx::info::blas_name().unwrap());
         return profile::main(std::path::Path::new(dir), tokens);
     }
-    println!("MLX {} on {}, BLAS {}; vocabulary {VOCAB}, {RUNS} runs after {WARMUP} warm-up", mlx::info::version(), mlx::info::device().unwrap(), mlx::info::blas_name().unwrap());
+    println!(
+        "MLX {} on {}, BLAS {}; vocabulary {VOCAB}, {RUNS} runs after {WARMUP} warm-up",
+        mlx::info::version(),
+        mlx::info::device().unwrap(),
+        mlx::info::blas_name().unwrap()
+    );
     let check: Option<PathBuf> = args.iter().position(|a| a == "--check-dir").map(|i| {
         let dir = PathBuf::from(args.get(i + 1).expect("--check-dir needs a folder"));
         std::fs::create_dir_all(&dir).unwrap();

@@ -133,14 +133,7 @@ pub fn main(dir: &Path, tokens: usize) {
     println!("\n### Decode step profile: {} ({tokens} tokens per row, ms per token)\n", dir.display());
     println!("| configuration | sampling | forward graph | forward run | sampling graph | sampling run | read id | serialized sum | pipelined per token | of it blocked queuing | of it blocked reading |");
     println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
-    let full = SamplingOptions {
-        temperature: 0.7,
-        top_p: 0.9,
-        top_k: 40,
-        min_p: 0.05,
-        repetition_penalty: Some(1.1),
-        ..Default::default()
-    };
+    let full = SamplingOptions { temperature: 0.7, top_p: 0.9, top_k: 40, min_p: 0.05, repetition_penalty: Some(1.1), ..Default::default() };
     for (name, o) in [("greedy", SamplingOptions::default()), ("full sampling", full)] {
         // The kernels run on the CPU stream only; on a GPU there is one row per configuration.
         for kernels in [false, true] {

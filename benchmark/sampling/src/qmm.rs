@@ -44,7 +44,12 @@ pub fn main() {
             let runs = if dtype == Dtype::Bfloat16 || m > 1 { 5 } else { 20 };
             let (tm, sm) = time_ms(runs, theirs);
             let (to, so) = time_ms(runs.max(20), ours);
-            println!("| {m} x {k} -> {n} ({what}) | {} | {tm:.2} ({sm:.2}) | {to:.2} ({so:.2}) | {:.1}x | {} |", dtype.name(), tm / to, if same { "yes" } else { "no" });
+            println!(
+                "| {m} x {k} -> {n} ({what}) | {} | {tm:.2} ({sm:.2}) | {to:.2} ({so:.2}) | {:.1}x | {} |",
+                dtype.name(),
+                tm / to,
+                if same { "yes" } else { "no" }
+            );
         }
     }
 }

@@ -64,11 +64,7 @@ impl ModelConfig {
     }
 
     pub fn from_value(raw: Value, path: &Path) -> Result<ModelConfig> {
-        let model_type = raw
-            .get("model_type")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad(path, "missing \"model_type\"".into()))?
-            .to_string();
+        let model_type = raw.get("model_type").and_then(Value::as_str).ok_or_else(|| bad(path, "missing \"model_type\"".into()))?.to_string();
         if crate::models::registry::family(&model_type).is_none() {
             return Err(LmError::UnsupportedModel(format!(
                 "model_type \"{model_type}\" in {} is not supported; supported: {}",
@@ -86,16 +82,11 @@ impl ModelConfig {
                     .ok_or_else(|| bad(path, format!("\"{key}\" must be a positive integer, got {v}"))),
             }
         };
-        let req = |key: &str| -> Result<i32> {
-            int(key)?.ok_or_else(|| bad(path, format!("missing \"{key}\"")))
-        };
+        let req = |key: &str| -> Result<i32> { int(key)?.ok_or_else(|| bad(path, format!("missing \"{key}\""))) };
         let float = |key: &str| -> Result<Option<f32>> {
             match raw.get(key) {
                 None | Some(Value::Null) => Ok(None),
-                Some(v) => v
-                    .as_f64()
-                    .map(|f| Some(f as f32))
-                    .ok_or_else(|| bad(path, format!("\"{key}\" must be a number, got {v}"))),
+                Some(v) => v.as_f64().map(|f| Some(f as f32)).ok_or_else(|| bad(path, format!("\"{key}\" must be a number, got {v}"))),
             }
         };
         let boolean = |key: &str, default: bool| raw.get(key).and_then(Value::as_bool).unwrap_or(default);
@@ -105,9 +96,10 @@ impl ModelConfig {
         let num_key_value_heads = int("num_key_value_heads")?.unwrap_or(num_attention_heads);
         let head_dim = int("head_dim")?.unwrap_or(hidden_size / num_attention_heads);
         if num_attention_heads % num_key_value_heads != 0 {
-            return Err(bad(path, format!(
-                "num_attention_heads ({num_attention_heads}) is not a multiple of num_key_value_heads ({num_key_value_heads})"
-            )));
+            return Err(bad(
+                path,
+                format!("num_attention_heads ({num_attention_heads}) is not a multiple of num_key_value_heads ({num_key_value_heads})"),
+            ));
         }
         let family = model_type.as_str();
         // rope_theta defaults differ by family; transformers 5 may nest it under rope_parameters.
@@ -140,10 +132,7 @@ impl ModelConfig {
         if family == "llama" || family == "mistral" {
             if let Some(types) = raw.get("layer_types").and_then(Value::as_array) {
                 if types.iter().any(|t| t.as_str() != Some("full_attention")) {
-                    return Err(LmError::UnsupportedModel(format!(
-                        "{}: sliding-window layer_types are not supported yet",
-                        path.display()
-                    )));
+                    return Err(LmError::UnsupportedModel(format!("{}: sliding-window layer_types are not supported yet", path.display())));
                 }
             }
         }
@@ -174,11 +163,7 @@ impl ModelConfig {
 
 fn parse_rope_scaling(v: Option<&Value>, path: &Path) -> Result<RopeScaling> {
     let Some(obj) = v else { return Ok(RopeScaling::None) };
-    let kind = obj
-        .get("type")
-        .and_then(Value::as_str)
-        .or_else(|| obj.get("rope_type").and_then(Value::as_str))
-        .unwrap_or("default");
+    let kind = obj.get("type").and_then(Value::as_str).or_else(|| obj.get("rope_type").and_then(Value::as_str)).unwrap_or("default");
     let num = |key: &str, default: Option<f32>| -> Result<f32> {
         match obj.get(key).and_then(Value::as_f64) {
             Some(f) => Ok(f as f32),

@@ -258,25 +258,10 @@ pub fn generate(
     let ids: Vec<i32> = prompt.iter().map(|&t| t as i32).collect();
     let all = Array::from_slice(&ids, &[ids.len() as i32])?;
     if caches.len() != model.config().num_hidden_layers as usize {
-        return Err(LmError::InvalidArgument(format!(
-            "{} caches given for a model of {} layers",
-            caches.len(),
-            model.config().num_hidden_layers
-        )));
+        return Err(LmError::InvalidArgument(format!("{} caches given for a model of {} layers", caches.len(), model.config().num_hidden_layers)));
     }
-    let mut source = TextSource {
-        model,
-        caches,
-        prompt: all.clone(),
-        prefill_step_size: params.prefill_step_size,
-    };
-    let decoding = Decoding {
-        processors: &processors,
-        sampler: &sampler,
-        history: Some(all),
-        normalize: true,
-        max_tokens: params.max_tokens,
-    };
+    let mut source = TextSource { model, caches, prompt: all.clone(), prefill_step_size: params.prefill_step_size };
+    let decoding = Decoding { processors: &processors, sampler: &sampler, history: Some(all), normalize: true, max_tokens: params.max_tokens };
     let mut stats = run_loop(&mut source, decoding, &mut keys, on_token)?;
     stats.prompt_tokens = prompt.len();
     Ok(stats)

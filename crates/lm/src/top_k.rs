@@ -17,8 +17,7 @@ pub fn top_k(logprobs: &Array, k: i32, use_kernel: bool) -> Result<Array> {
     // The kernel gets the vocabulary size as a float32 parameter.
     if use_kernel && logprobs.ndim() > 0 && vocab > 0 && vocab < 1 << 24 {
         let params = [k.clamp(0, vocab) as f32, vocab as f32];
-        return kernel::cpu_kernel_f32_in_place("TopKMask", mask_kernel, &params, logprobs, &[])?
-            .astype(logprobs.dtype());
+        return kernel::cpu_kernel_f32_in_place("TopKMask", mask_kernel, &params, logprobs, &[])?.astype(logprobs.dtype());
     }
     top_k_partitioned(logprobs, k)
 }
@@ -111,8 +110,5 @@ fn count_finite_and_neg_inf(row: &[f32]) -> (usize, usize) {
     }
     let tail = chunks.remainder();
     let sum = |l: [u32; 8]| l.iter().map(|&n| n as usize).sum::<usize>();
-    (
-        sum(above) + tail.iter().filter(|x| **x > f32::NEG_INFINITY).count(),
-        sum(at) + tail.iter().filter(|x| **x == f32::NEG_INFINITY).count(),
-    )
+    (sum(above) + tail.iter().filter(|x| **x > f32::NEG_INFINITY).count(), sum(at) + tail.iter().filter(|x| **x == f32::NEG_INFINITY).count())
 }

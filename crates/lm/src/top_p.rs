@@ -26,8 +26,7 @@ pub fn top_p(logprobs: &Array, p: f32, use_kernel: bool) -> Result<Array> {
     // The kernel gets the vocabulary size as a float32 parameter. Its output is
     // float32; the kept values and -inf are exact in the input's dtype.
     if use_kernel && logprobs.ndim() > 0 && vocab > 0 && vocab < 1 << 24 {
-        return kernel::cpu_kernel_f32_in_place("TopPMask", mask_kernel, &[p, vocab as f32], logprobs, &[])?
-            .astype(logprobs.dtype());
+        return kernel::cpu_kernel_f32_in_place("TopPMask", mask_kernel, &[p, vocab as f32], logprobs, &[])?.astype(logprobs.dtype());
     }
     let threshold = sorted_threshold(logprobs, p)?;
     let neg_inf = logprobs.scalar_like(f64::NEG_INFINITY)?;
@@ -40,9 +39,7 @@ fn sorted_threshold(logprobs: &Array, p: f32) -> Result<Array> {
     let probs = sorted.astype(Dtype::Float32)?.exp()?;
     let mass_above = probs.cumsum(-1, true, false)?;
     let total = mass_above.slice_axis(-1, 0, 1)?.add(&probs.slice_axis(-1, 0, 1)?)?;
-    let dropped = mass_above
-        .greater_equal(&total.multiply_scalar(p as f64)?)?
-        .sum(&[-1], true)?;
+    let dropped = mass_above.greater_equal(&total.multiply_scalar(p as f64)?)?.sum(&[-1], true)?;
     sorted.take_along_axis(&dropped, -1)
 }
 

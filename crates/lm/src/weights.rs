@@ -24,16 +24,16 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let index = dir.join("model.safetensors.index.json");
     let mut files: Vec<PathBuf> = if index.exists() {
         let v = crate::config::read_json(&index)?;
-        let map = v.get("weight_map").and_then(Value::as_object).ok_or_else(|| {
-            LmError::InvalidWeights(format!("{}: missing \"weight_map\"", index.display()))
-        })?;
+        let map = v
+            .get("weight_map")
+            .and_then(Value::as_object)
+            .ok_or_else(|| LmError::InvalidWeights(format!("{}: missing \"weight_map\"", index.display())))?;
         let mut names: Vec<String> = map.values().filter_map(|f| f.as_str().map(String::from)).collect();
         names.sort();
         names.dedup();
         names.into_iter().map(|n| dir.join(n)).collect()
     } else {
-        let rd = std::fs::read_dir(dir)
-            .map_err(|e| LmError::ModelNotFound(format!("cannot read model folder {}: {e}", dir.display())))?;
+        let rd = std::fs::read_dir(dir).map_err(|e| LmError::ModelNotFound(format!("cannot read model folder {}: {e}", dir.display())))?;
         rd.filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| {
                 let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -47,10 +47,7 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
     }
     for f in &files {
         if !f.exists() {
-            return Err(LmError::InvalidWeights(format!(
-                "{} is listed in model.safetensors.index.json but does not exist",
-                f.display()
-            )));
+            return Err(LmError::InvalidWeights(format!("{} is listed in model.safetensors.index.json but does not exist", f.display())));
         }
     }
     Ok(files)
@@ -61,8 +58,7 @@ impl Weights {
         let mut tensors = HashMap::new();
         let mut origin = HashMap::new();
         for file in weight_files(dir)? {
-            let (t, _meta) = mlx::io::load_safetensors(&file)
-                .map_err(|e| LmError::InvalidWeights(format!("{}: {}", file.display(), e.message)))?;
+            let (t, _meta) = mlx::io::load_safetensors(&file).map_err(|e| LmError::InvalidWeights(format!("{}: {}", file.display(), e.message)))?;
             for (k, v) in t {
                 origin.insert(k.clone(), file.clone());
                 tensors.insert(k, v);
@@ -91,9 +87,7 @@ impl Weights {
         let got = a.shape();
         if got != shape {
             let file = self.origin.get(name).map(|p| p.display().to_string()).unwrap_or_default();
-            return Err(LmError::InvalidWeights(format!(
-                "tensor \"{name}\" in {file} has shape {got:?}, expected {shape:?}"
-            )));
+            return Err(LmError::InvalidWeights(format!("tensor \"{name}\" in {file} has shape {got:?}, expected {shape:?}")));
         }
         self.cast(a)
     }
@@ -123,26 +117,19 @@ impl Weights {
         let Some(scales) = self.tensors.get(&format!("{prefix}.scales")) else {
             return Ok(None);
         };
-        let weight = self
-            .tensors
-            .get(&format!("{prefix}.weight"))
-            .ok_or_else(|| self.missing(&format!("{prefix}.weight")))?;
+        let weight = self.tensors.get(&format!("{prefix}.weight")).ok_or_else(|| self.missing(&format!("{prefix}.weight")))?;
         if let Some(v) = self.quantization.as_ref().and_then(|q| q.get(prefix)) {
             if let (Some(g), Some(b)) = (v.get("group_size").and_then(Value::as_i64), v.get("bits").and_then(Value::as_i64)) {
                 return Ok(Some(nn::QuantParams { group_size: g as i32, bits: b as i32 }));
             }
         }
         if scales.dtype() == Dtype::Uint8 {
-            return Err(LmError::UnsupportedModel(format!(
-                "{prefix}: only affine quantization is supported (found uint8 scales: an fp4/fp8 mode)"
-            )));
+            return Err(LmError::UnsupportedModel(format!("{prefix}: only affine quantization is supported (found uint8 scales: an fp4/fp8 mode)")));
         }
         let n_groups = scales.dim(-1);
         let packed = weight.dim(-1);
         if n_groups <= 0 || in_dims % n_groups != 0 {
-            return Err(LmError::InvalidWeights(format!(
-                "{prefix}.scales has {n_groups} groups, which does not divide the input size {in_dims}"
-            )));
+            return Err(LmError::InvalidWeights(format!("{prefix}.scales has {n_groups} groups, which does not divide the input size {in_dims}")));
         }
         Ok(Some(nn::QuantParams { group_size: in_dims / n_groups, bits: packed * 32 / in_dims }))
     }
@@ -211,10 +198,7 @@ impl Weights {
         const PROGRESS_STEPS: usize = 100;
         if let Some(name) = self.tensors.keys().min() {
             let file = self.origin.get(name).map(|p| p.display().to_string()).unwrap_or_default();
-            return Err(LmError::InvalidWeights(format!(
-                "unexpected tensor \"{name}\" in {file} ({} unused in all)",
-                self.tensors.len()
-            )));
+            return Err(LmError::InvalidWeights(format!("unexpected tensor \"{name}\" in {file} ({} unused in all)", self.tensors.len())));
         }
         let bytes = |a: &Array| a.size() * a.dtype().size();
         // Integers, so that the last fraction is exactly 1.

@@ -22,9 +22,7 @@ fn greedy_tokens_match_mlx_lm_on_every_fixture() {
         let tok = Tokenizer::from_model_dir(&dir).unwrap();
         let greedy = &fx["greedy"];
         let max = greedy["maxTokens"].as_u64().unwrap() as usize;
-        let chat = tok
-            .apply_chat_template(greedy["messages"].as_array().unwrap(), true, None, None)
-            .unwrap();
+        let chat = tok.apply_chat_template(greedy["messages"].as_array().unwrap(), true, None, None).unwrap();
         for (label, prompt) in [("prompt", greedy["promptText"].as_str().unwrap().to_string()), ("chat", chat)] {
             let ids = tok.encode_prompt(&prompt).unwrap();
             let params = GenerateParams { max_tokens: max, ..Default::default() };
@@ -37,12 +35,7 @@ fn greedy_tokens_match_mlx_lm_on_every_fixture() {
                 Ok(Next::Continue)
             })
             .unwrap();
-            let want: Vec<u32> = greedy[label]["tokens"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_u64().unwrap() as u32)
-                .collect();
+            let want: Vec<u32> = greedy[label]["tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
             assert_eq!(out, want, "{name} ({label})");
             checked += 1;
         }

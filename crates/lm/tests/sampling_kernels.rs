@@ -56,10 +56,7 @@ fn ties_masked_entries_bf16_and_batches() {
     }
     // Entries already at -inf (as after a logit bias of -inf or another filter).
     let row = normal_row(8, VOCAB, 2.0);
-    let mask = random::uniform(0.0, 1.0, &[1, VOCAB], Dtype::Float32, Some(&random::key(9).unwrap()))
-        .unwrap()
-        .less_scalar(0.5)
-        .unwrap();
+    let mask = random::uniform(0.0, 1.0, &[1, VOCAB], Dtype::Float32, Some(&random::key(9).unwrap())).unwrap().less_scalar(0.5).unwrap();
     let masked = Array::where_(&mask, &row.scalar_like(f64::NEG_INFINITY).unwrap(), &row).unwrap();
     for p in PS {
         assert_same("masked", &logprobs(&masked), p);

@@ -61,7 +61,10 @@ fn a_stop_string_ends_the_text_before_it() {
     let stop = &full[start..end];
     let cut = full.find(stop).unwrap();
     let mut chunks = String::new();
-    let o = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[stop]), &mut model.new_caches(), &|| false, &mut |s, _| chunks.push_str(s)).unwrap();
+    let o = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[stop]), &mut model.new_caches(), &|| false, &mut |s, _| {
+        chunks.push_str(s)
+    })
+    .unwrap();
     assert_eq!(o.finish_reason, FinishReason::Stop);
     assert_eq!(o.text, full[..cut]);
     assert_eq!(chunks, o.text);
@@ -74,7 +77,10 @@ fn an_abort_before_the_start_does_no_work_and_one_during_stops_at_the_next_token
     let o = generate_text(model.as_ref(), &tok, &prompt, &options(8, &[]), &mut model.new_caches(), &|| true, &mut |_, _| {}).unwrap();
     assert_eq!((o.finish_reason, o.tokens.len(), o.generation_tokens), (FinishReason::Abort, 0, 0));
     let seen = std::cell::Cell::new(0);
-    let o = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[]), &mut model.new_caches(), &|| seen.get() >= 3, &mut |_, _| seen.set(seen.get() + 1)).unwrap();
+    let o = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[]), &mut model.new_caches(), &|| seen.get() >= 3, &mut |_, _| {
+        seen.set(seen.get() + 1)
+    })
+    .unwrap();
     assert_eq!(o.finish_reason, FinishReason::Abort);
     assert_eq!(o.tokens, want[..o.tokens.len()]);
     assert!(o.tokens.len() < want.len());
@@ -91,7 +97,8 @@ fn kept_caches_trimmed_back_to_the_prompt_give_the_same_tokens_again() {
     let keep = prompt.len() as i32 - 1;
     assert_eq!(trim_all(&mut caches, held - keep), Some(held - keep));
     assert!(caches.iter().all(|c| c.offset() == keep));
-    let again = generate_text(model.as_ref(), &tok, &prompt[prompt.len() - 1..], &options(want.len(), &[]), &mut caches, &|| false, &mut |_, _| {}).unwrap();
+    let again =
+        generate_text(model.as_ref(), &tok, &prompt[prompt.len() - 1..], &options(want.len(), &[]), &mut caches, &|| false, &mut |_, _| {}).unwrap();
     assert_eq!(again.tokens, first.tokens);
     assert_eq!(first.tokens, want);
 }

@@ -59,8 +59,7 @@ fn fixture() -> &'static Fixture {
         let mut decodes: Vec<Vec<u32>> = encode_texts().iter().map(|t| tok.encode(t, false).unwrap()).collect();
         decodes.extend(streams.iter().cloned());
         decodes.push(vec![151643, 151644, 151645, 151667, 151668, 151669, 151935, 4_000_000]);
-        let prompts: Vec<String> =
-            ["Hello", "<|endoftext|>Hello", " <|endoftext|>", "<|im_start|>user"].iter().map(|s| s.to_string()).collect();
+        let prompts: Vec<String> = ["Hello", "<|endoftext|>Hello", " <|endoftext|>", "<|im_start|>user"].iter().map(|s| s.to_string()).collect();
 
         let encode_req: Vec<Value> = encode_texts()
             .iter()
@@ -91,13 +90,7 @@ fn run_reference(python: &Path, request: &Value) -> Value {
     let body = serde_json::to_vec(request).unwrap();
     child.stdin.take().unwrap().write_all(&body).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{} failed ({}):\n{}",
-        script.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{} failed ({}):\n{}", script.display(), out.status, String::from_utf8_lossy(&out.stderr));
     let answer: Value = serde_json::from_slice(&out.stdout).expect("reference output is JSON");
     // For debugging a mismatch: LM_PARITY_DUMP=file.json keeps both sides.
     if let Some(path) = std::env::var_os("LM_PARITY_DUMP") {
@@ -111,10 +104,7 @@ fn run_reference(python: &Path, request: &Value) -> Value {
 fn load(dir: &Path) -> Tokenizer {
     static CACHE: OnceLock<Mutex<HashMap<PathBuf, Tokenizer>>> = OnceLock::new();
     let mut cache = CACHE.get_or_init(Default::default).lock().unwrap();
-    cache
-        .entry(dir.to_path_buf())
-        .or_insert_with(|| Tokenizer::from_dir(dir).unwrap())
-        .clone()
+    cache.entry(dir.to_path_buf()).or_insert_with(|| Tokenizer::from_dir(dir).unwrap()).clone()
 }
 
 fn reference(i: usize) -> &'static Value {
@@ -122,11 +112,7 @@ fn reference(i: usize) -> &'static Value {
 }
 
 fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
 // ---------------------------------------------------------------- tests
@@ -137,30 +123,13 @@ fn tokenizer_info_matches_transformers() {
     for (i, dir) in [&f.qwen, &f.bos].into_iter().enumerate() {
         let tok = load(dir);
         let info = &reference(i)["info"];
-        assert_eq!(
-            tok.vocab_size() as u64,
-            info["len"].as_u64().unwrap(),
-            "len(tokenizer)"
-        );
-        assert_eq!(
-            tok.base_vocab_size() as u64,
-            info["vocab_size"].as_u64().unwrap()
-        );
+        assert_eq!(tok.vocab_size() as u64, info["len"].as_u64().unwrap(), "len(tokenizer)");
+        assert_eq!(tok.base_vocab_size() as u64, info["vocab_size"].as_u64().unwrap());
         assert_eq!(tok.bos_token(), info["bos_token"].as_str());
-        assert_eq!(
-            tok.bos_token_id().map(u64::from),
-            info["bos_token_id"].as_u64()
-        );
+        assert_eq!(tok.bos_token_id().map(u64::from), info["bos_token_id"].as_u64());
         assert_eq!(tok.eos_token(), info["eos_token"].as_str());
-        assert_eq!(
-            tok.eos_token_id().map(u64::from),
-            info["eos_token_id"].as_u64()
-        );
-        let map: serde_json::Map<String, Value> = tok
-            .special_tokens()
-            .iter()
-            .map(|(k, v)| (k.to_string(), json!(v)))
-            .collect();
+        assert_eq!(tok.eos_token_id().map(u64::from), info["eos_token_id"].as_u64());
+        let map: serde_json::Map<String, Value> = tok.special_tokens().iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
         assert_eq!(Value::Object(map), info["special_tokens_map"]);
         assert_eq!(info["detokenizer"], "BPEStreamingDetokenizer");
         assert_eq!(tok.detokenizer_kind(), DetokenizerKind::Bpe);
@@ -177,11 +146,7 @@ fn encode_matches_transformers() {
         for text in encode_texts() {
             for add_special in [false, true] {
                 let ours = tok.encode(&text, add_special).unwrap();
-                assert_eq!(
-                    ours,
-                    ids(&expected[n]),
-                    "encode({text:?}, add_special_tokens={add_special}) in {dir:?}"
-                );
+                assert_eq!(ours, ids(&expected[n]), "encode({text:?}, add_special_tokens={add_special}) in {dir:?}");
                 n += 1;
             }
         }
@@ -196,11 +161,7 @@ fn decode_matches_transformers() {
     let expected = reference(0)["decode"].as_array().unwrap();
     assert_eq!(expected.len(), f.decodes.len());
     for (ids, want) in f.decodes.iter().zip(expected) {
-        assert_eq!(
-            tok.decode(ids).unwrap(),
-            want.as_str().unwrap(),
-            "decode({ids:?})"
-        );
+        assert_eq!(tok.decode(ids).unwrap(), want.as_str().unwrap(), "decode({ids:?})");
     }
     // Round trip of text without special tokens is exact for this tokenizer.
     for text in encode_texts() {
@@ -219,11 +180,7 @@ fn raw_prompt_bos_rule_matches_mlx_lm() {
         let tok = load(dir);
         let expected = reference(i)["prompts"].as_array().unwrap();
         for (prompt, want) in f.prompts.iter().zip(expected) {
-            assert_eq!(
-                tok.encode_prompt(prompt).unwrap(),
-                ids(want),
-                "prompt {prompt:?} in {dir:?}"
-            );
+            assert_eq!(tok.encode_prompt(prompt).unwrap(), ids(want), "prompt {prompt:?} in {dir:?}");
         }
     }
 }
@@ -238,12 +195,7 @@ fn chat_template_matches_transformers() {
         for (case, want) in f.chat.iter().zip(expected) {
             let messages = case["messages"].as_array().unwrap();
             let tools = case["tools"].as_array().cloned();
-            let ours = tok.apply_chat_template(
-                messages,
-                case["add_generation_prompt"].as_bool().unwrap(),
-                case["enable_thinking"].as_bool(),
-                tools,
-            );
+            let ours = tok.apply_chat_template(messages, case["add_generation_prompt"].as_bool().unwrap(), case["enable_thinking"].as_bool(), tools);
             match (&ours, want.get("text")) {
                 (Ok(text), Some(Value::String(w))) => assert_eq!(text, w, "case {case}"),
                 (Err(e), None) => {
@@ -265,12 +217,7 @@ fn streaming_matches_mlx_lm() {
         let mut detok = tok.detokenizer();
         let mut chunks: Vec<String> = ids.iter().map(|&id| detok.add_token(id)).collect();
         chunks.push(detok.finalize());
-        let want: Vec<&str> = want
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c.as_str().unwrap())
-            .collect();
+        let want: Vec<&str> = want.as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
         assert_eq!(chunks, want, "chunks for ids {ids:?}");
         if n < text_derived {
             // Valid text never shows a replacement char mid-stream, and the
@@ -303,20 +250,11 @@ fn naive_streaming_matches_mlx_lm() {
     let decodes = answer["decode"].as_array().unwrap();
     let streams = answer["stream"].as_array().unwrap();
     for ((ids, want_text), want_chunks) in f.word_streams.iter().zip(decodes).zip(streams) {
-        assert_eq!(
-            tok.decode(ids).unwrap(),
-            want_text.as_str().unwrap(),
-            "decode({ids:?})"
-        );
+        assert_eq!(tok.decode(ids).unwrap(), want_text.as_str().unwrap(), "decode({ids:?})");
         let mut detok = tok.detokenizer();
         let mut chunks: Vec<String> = ids.iter().map(|&id| detok.add_token(id)).collect();
         chunks.push(detok.finalize());
-        let want: Vec<&str> = want_chunks
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c.as_str().unwrap())
-            .collect();
+        let want: Vec<&str> = want_chunks.as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
         assert_eq!(chunks, want, "chunks for ids {ids:?}");
     }
 }

@@ -82,7 +82,15 @@ extern "C" {
     pub fn mlxn_stack(arrays: *const mlxn_array, n: usize, axis: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_split(a: mlxn_array, indices: *const i32, n_idx: usize, axis: c_int, outs: *mut mlxn_array, cap: usize, n_out: *mut usize) -> c_int;
     pub fn mlxn_slice(a: mlxn_array, start: *const i32, stop: *const i32, strides: *const i32, n: usize, out: *mut mlxn_array) -> c_int;
-    pub fn mlxn_slice_update(src: mlxn_array, upd: mlxn_array, start: *const i32, stop: *const i32, strides: *const i32, n: usize, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_slice_update(
+        src: mlxn_array,
+        upd: mlxn_array,
+        start: *const i32,
+        stop: *const i32,
+        strides: *const i32,
+        n: usize,
+        out: *mut mlxn_array,
+    ) -> c_int;
     pub fn mlxn_pad(a: mlxn_array, axes: *const i32, lo: *const i32, hi: *const i32, n: usize, value: mlxn_array, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_repeat(a: mlxn_array, repeats: c_int, axis: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_tri(op: c_int, a: mlxn_array, k: c_int, out: *mut mlxn_array) -> c_int;
@@ -91,7 +99,15 @@ extern "C" {
     pub fn mlxn_take(a: mlxn_array, idx: mlxn_array, axis: c_int, has_axis: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_take_along_axis(a: mlxn_array, idx: mlxn_array, axis: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_put_along_axis(a: mlxn_array, idx: mlxn_array, vals: mlxn_array, axis: c_int, out: *mut mlxn_array) -> c_int;
-    pub fn mlxn_scatter(op: c_int, a: mlxn_array, indices: *const mlxn_array, n_idx: usize, updates: mlxn_array, axes: *const i32, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_scatter(
+        op: c_int,
+        a: mlxn_array,
+        indices: *const mlxn_array,
+        n_idx: usize,
+        updates: mlxn_array,
+        axes: *const i32,
+        out: *mut mlxn_array,
+    ) -> c_int;
 
     pub fn mlxn_sort(op: c_int, a: mlxn_array, axis: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_partition(op: c_int, a: mlxn_array, kth: c_int, axis: c_int, out: *mut mlxn_array) -> c_int;
@@ -100,7 +116,15 @@ extern "C" {
     pub fn mlxn_random_seed(seed: u64) -> c_int;
     pub fn mlxn_random_key(seed: u64, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_random_split(key: mlxn_array, num: c_int, out: *mut mlxn_array) -> c_int;
-    pub fn mlxn_random_uniform(lo: mlxn_array, hi: mlxn_array, shape: *const i32, ndim: usize, dtype: c_int, key: mlxn_array, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_random_uniform(
+        lo: mlxn_array,
+        hi: mlxn_array,
+        shape: *const i32,
+        ndim: usize,
+        dtype: c_int,
+        key: mlxn_array,
+        out: *mut mlxn_array,
+    ) -> c_int;
     pub fn mlxn_random_normal(shape: *const i32, ndim: usize, dtype: c_int, loc: f32, scale: f32, key: mlxn_array, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_random_gumbel(shape: *const i32, ndim: usize, dtype: c_int, key: mlxn_array, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_random_categorical(logits: mlxn_array, axis: c_int, key: mlxn_array, out: *mut mlxn_array) -> c_int;
@@ -108,16 +132,70 @@ extern "C" {
 
     pub fn mlxn_rms_norm(x: mlxn_array, w: mlxn_array, eps: f32, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_layer_norm(x: mlxn_array, w: mlxn_array, b: mlxn_array, eps: f32, out: *mut mlxn_array) -> c_int;
-    pub fn mlxn_rope(x: mlxn_array, dims: c_int, traditional: c_int, base: f32, has_base: c_int, scale: f32, offset: c_int, freqs: mlxn_array, out: *mut mlxn_array) -> c_int;
-    pub fn mlxn_sdpa(q: mlxn_array, k: mlxn_array, v: mlxn_array, scale: f32, mask_mode: *const c_char, mask: mlxn_array, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_rope(
+        x: mlxn_array,
+        dims: c_int,
+        traditional: c_int,
+        base: f32,
+        has_base: c_int,
+        scale: f32,
+        offset: c_int,
+        freqs: mlxn_array,
+        out: *mut mlxn_array,
+    ) -> c_int;
+    pub fn mlxn_sdpa(
+        q: mlxn_array,
+        k: mlxn_array,
+        v: mlxn_array,
+        scale: f32,
+        mask_mode: *const c_char,
+        mask: mlxn_array,
+        out: *mut mlxn_array,
+    ) -> c_int;
 
-    pub fn mlxn_quantize(w: mlxn_array, group_size: c_int, bits: c_int, wq: *mut mlxn_array, scales: *mut mlxn_array, biases: *mut mlxn_array) -> c_int;
+    pub fn mlxn_quantize(
+        w: mlxn_array,
+        group_size: c_int,
+        bits: c_int,
+        wq: *mut mlxn_array,
+        scales: *mut mlxn_array,
+        biases: *mut mlxn_array,
+    ) -> c_int;
     pub fn mlxn_dequantize(w: mlxn_array, scales: mlxn_array, biases: mlxn_array, group_size: c_int, bits: c_int, out: *mut mlxn_array) -> c_int;
-    pub fn mlxn_quantized_matmul(x: mlxn_array, w: mlxn_array, scales: mlxn_array, biases: mlxn_array, transpose: c_int, group_size: c_int, bits: c_int, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_quantized_matmul(
+        x: mlxn_array,
+        w: mlxn_array,
+        scales: mlxn_array,
+        biases: mlxn_array,
+        transpose: c_int,
+        group_size: c_int,
+        bits: c_int,
+        out: *mut mlxn_array,
+    ) -> c_int;
 
     pub fn mlxn_conv1d(x: mlxn_array, w: mlxn_array, stride: c_int, padding: c_int, dilation: c_int, groups: c_int, out: *mut mlxn_array) -> c_int;
-    pub fn mlxn_conv_transpose1d(x: mlxn_array, w: mlxn_array, stride: c_int, padding: c_int, dilation: c_int, output_padding: c_int, groups: c_int, out: *mut mlxn_array) -> c_int;
-    pub fn mlxn_conv2d(x: mlxn_array, w: mlxn_array, sh: c_int, sw: c_int, ph: c_int, pw: c_int, dh: c_int, dw: c_int, groups: c_int, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_conv_transpose1d(
+        x: mlxn_array,
+        w: mlxn_array,
+        stride: c_int,
+        padding: c_int,
+        dilation: c_int,
+        output_padding: c_int,
+        groups: c_int,
+        out: *mut mlxn_array,
+    ) -> c_int;
+    pub fn mlxn_conv2d(
+        x: mlxn_array,
+        w: mlxn_array,
+        sh: c_int,
+        sw: c_int,
+        ph: c_int,
+        pw: c_int,
+        dh: c_int,
+        dw: c_int,
+        groups: c_int,
+        out: *mut mlxn_array,
+    ) -> c_int;
     pub fn mlxn_rfft(a: mlxn_array, n: c_int, axis: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_irfft(a: mlxn_array, n: c_int, axis: c_int, out: *mut mlxn_array) -> c_int;
 
@@ -127,10 +205,35 @@ extern "C" {
     pub fn mlxn_set_default_stream(index: c_int) -> c_int;
     pub fn mlxn_synchronize() -> c_int;
     pub fn mlxn_set_compile_enabled(enabled: c_int) -> c_int;
-    pub fn mlxn_compile(f: mlxn_fn, ctx: *mut c_void, drop_ctx: Option<unsafe extern "C" fn(*mut c_void)>, shapeless: c_int, out: *mut mlxn_closure) -> c_int;
-    pub fn mlxn_closure_call(c: mlxn_closure, inputs: *const mlxn_array, n_inputs: usize, outputs: *mut mlxn_array, max_outputs: usize, n_outputs: *mut usize) -> c_int;
+    pub fn mlxn_compile(
+        f: mlxn_fn,
+        ctx: *mut c_void,
+        drop_ctx: Option<unsafe extern "C" fn(*mut c_void)>,
+        shapeless: c_int,
+        out: *mut mlxn_closure,
+    ) -> c_int;
+    pub fn mlxn_closure_call(
+        c: mlxn_closure,
+        inputs: *const mlxn_array,
+        n_inputs: usize,
+        outputs: *mut mlxn_array,
+        max_outputs: usize,
+        n_outputs: *mut usize,
+    ) -> c_int;
     pub fn mlxn_closure_free(c: mlxn_closure);
-    pub fn mlxn_cpu_kernel_f32(name: *const c_char, f: mlxn_cpu_kernel_fn, ctx: *const c_void, params: *const f32, n_params: usize, inputs: *const mlxn_array, n_inputs: usize, out_shape: *const i32, out_ndim: usize, in_place: c_int, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_cpu_kernel_f32(
+        name: *const c_char,
+        f: mlxn_cpu_kernel_fn,
+        ctx: *const c_void,
+        params: *const f32,
+        n_params: usize,
+        inputs: *const mlxn_array,
+        n_inputs: usize,
+        out_shape: *const i32,
+        out_ndim: usize,
+        in_place: c_int,
+        out: *mut mlxn_array,
+    ) -> c_int;
 
     pub fn mlxn_memory(active: *mut usize, peak: *mut usize, cache: *mut usize) -> c_int;
     pub fn mlxn_reset_peak_memory() -> c_int;
@@ -138,5 +241,13 @@ extern "C" {
     pub fn mlxn_set_cache_limit(limit: usize, previous: *mut usize) -> c_int;
 
     pub fn mlxn_load_safetensors(path: *const c_char, on_tensor: mlxn_tensor_cb, on_meta: Option<mlxn_meta_cb>, ctx: *mut c_void) -> c_int;
-    pub fn mlxn_save_safetensors(path: *const c_char, names: *const *const c_char, arrays: *const mlxn_array, n: usize, meta_keys: *const *const c_char, meta_values: *const *const c_char, n_meta: usize) -> c_int;
+    pub fn mlxn_save_safetensors(
+        path: *const c_char,
+        names: *const *const c_char,
+        arrays: *const mlxn_array,
+        n: usize,
+        meta_keys: *const *const c_char,
+        meta_values: *const *const c_char,
+        n_meta: usize,
+    ) -> c_int;
 }

@@ -56,31 +56,18 @@ impl Array {
     pub fn from_slice<T: Element>(data: &[T], shape: &[i32]) -> Result<Array> {
         let n: i64 = shape.iter().map(|&d| d as i64).product();
         if n < 0 || n as usize != data.len() {
-            return Err(Error::new(format!(
-                "{} elements do not fill shape {:?}",
-                data.len(),
-                shape
-            )));
+            return Err(Error::new(format!("{} elements do not fill shape {:?}", data.len(), shape)));
         }
-        make(|out| unsafe {
-            sys::mlxn_from_data(data.as_ptr().cast(), shape.as_ptr(), shape.len(), T::DTYPE as c_int, out)
-        })
+        make(|out| unsafe { sys::mlxn_from_data(data.as_ptr().cast(), shape.as_ptr(), shape.len(), T::DTYPE as c_int, out) })
     }
 
     /// Builds an array of any dtype (f16 and bf16 included) from its raw little-endian bytes.
     pub fn from_bytes(bytes: &[u8], shape: &[i32], dtype: Dtype) -> Result<Array> {
         let n: i64 = shape.iter().map(|&d| d as i64).product();
         if n < 0 || n as usize * dtype.size() != bytes.len() {
-            return Err(Error::new(format!(
-                "{} bytes do not fill shape {:?} of {}",
-                bytes.len(),
-                shape,
-                dtype.name()
-            )));
+            return Err(Error::new(format!("{} bytes do not fill shape {:?} of {}", bytes.len(), shape, dtype.name())));
         }
-        make(|out| unsafe {
-            sys::mlxn_from_data(bytes.as_ptr().cast(), shape.as_ptr(), shape.len(), dtype as c_int, out)
-        })
+        make(|out| unsafe { sys::mlxn_from_data(bytes.as_ptr().cast(), shape.as_ptr(), shape.len(), dtype as c_int, out) })
     }
 
     /// A 0-d array holding `v` converted to `dtype`.
@@ -140,9 +127,7 @@ impl Array {
     /// Evaluates the array and copies it out as `T` (converting dtype if needed).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         let mut v = vec![T::default(); self.size()];
-        check(unsafe {
-            sys::mlxn_read(self.raw, T::DTYPE as c_int, v.as_mut_ptr().cast(), v.len() * T::DTYPE.size())
-        })?;
+        check(unsafe { sys::mlxn_read(self.raw, T::DTYPE as c_int, v.as_mut_ptr().cast(), v.len() * T::DTYPE.size()) })?;
         Ok(v)
     }
 

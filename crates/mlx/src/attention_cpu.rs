@@ -31,15 +31,7 @@ const PARALLEL_MIN: usize = 1 << 17;
 /// `None` where the kernel does not apply (not float32, not the CPU, no AVX2
 /// and FMA, `D` not a multiple of 8, shapes that do not fit): the caller then
 /// uses MLX's ops.
-pub fn attend_after(
-    q: &Array,
-    k: &Array,
-    v: &Array,
-    earlier_k: &Array,
-    earlier_v: &Array,
-    heads: i32,
-    scale: f32,
-) -> Result<Option<Array>> {
+pub fn attend_after(q: &Array, k: &Array, v: &Array, earlier_k: &Array, earlier_v: &Array, heads: i32, scale: f32) -> Result<Option<Array>> {
     let all = [q, k, v, earlier_k, earlier_v];
     if all.iter().any(|a| a.dtype() != Dtype::Float32) || !Kernel::Attention.enabled() || !has_avx2_fma() {
         return Ok(None);
@@ -96,18 +88,7 @@ const ATTEND: KernelF32 = |params, inputs, out| {
         out.fill(f32::NAN);
         return;
     }
-    let p = Problem {
-        q: inputs[0],
-        k: inputs[1],
-        v: inputs[2],
-        earlier_k: inputs[3],
-        earlier_v: inputs[4],
-        t,
-        heads,
-        d,
-        n,
-        scale: params[5],
-    };
+    let p = Problem { q: inputs[0], k: inputs[1], v: inputs[2], earlier_k: inputs[3], earlier_v: inputs[4], t, heads, d, n, scale: params[5] };
     let out = OutPtr(out.as_mut_ptr());
     let work = b * heads * t * (n + t) * d;
     par_ranges(b * heads, work >= PARALLEL_MIN, |units| {

@@ -21,10 +21,7 @@ pub enum Dtype {
 impl Dtype {
     pub fn from_code(code: i32) -> Option<Dtype> {
         use Dtype::*;
-        const ALL: [Dtype; 14] = [
-            Bool, Uint8, Uint16, Uint32, Uint64, Int8, Int16, Int32, Int64, Float16, Float32, Float64,
-            Bfloat16, Complex64,
-        ];
+        const ALL: [Dtype; 14] = [Bool, Uint8, Uint16, Uint32, Uint64, Int8, Int16, Int32, Int64, Float16, Float32, Float64, Bfloat16, Complex64];
         ALL.get(usize::try_from(code).ok()?).copied()
     }
 

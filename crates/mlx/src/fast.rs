@@ -16,27 +16,9 @@ pub fn layer_norm(x: &Array, weight: Option<&Array>, bias: Option<&Array>, eps: 
 }
 
 /// Rotary embedding; `base` and `freqs` are exclusive, as in MLX.
-pub fn rope(
-    x: &Array,
-    dims: i32,
-    traditional: bool,
-    base: Option<f32>,
-    scale: f32,
-    offset: i32,
-    freqs: Option<&Array>,
-) -> Result<Array> {
+pub fn rope(x: &Array, dims: i32, traditional: bool, base: Option<f32>, scale: f32, offset: i32, freqs: Option<&Array>) -> Result<Array> {
     make(|out| unsafe {
-        sys::mlxn_rope(
-            x.raw,
-            dims,
-            traditional as i32,
-            base.unwrap_or(0.0),
-            base.is_some() as i32,
-            scale,
-            offset,
-            raw_or_null(freqs),
-            out,
-        )
+        sys::mlxn_rope(x.raw, dims, traditional as i32, base.unwrap_or(0.0), base.is_some() as i32, scale, offset, raw_or_null(freqs), out)
     })
 }
 

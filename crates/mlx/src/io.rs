@@ -24,25 +24,19 @@ unsafe extern "C" fn on_tensor(ctx: *mut c_void, name: *const c_char, a: sys::ml
 
 unsafe extern "C" fn on_meta(ctx: *mut c_void, key: *const c_char, value: *const c_char) -> c_int {
     let loaded = &mut *(ctx as *mut Loaded);
-    loaded.metadata.insert(
-        CStr::from_ptr(key).to_string_lossy().into_owned(),
-        CStr::from_ptr(value).to_string_lossy().into_owned(),
-    );
+    loaded.metadata.insert(CStr::from_ptr(key).to_string_lossy().into_owned(), CStr::from_ptr(value).to_string_lossy().into_owned());
     0
 }
 
 fn c_path(path: &Path) -> Result<CString> {
-    CString::new(path.to_string_lossy().as_bytes())
-        .map_err(|_| Error::new(format!("path {} contains a NUL byte", path.display())))
+    CString::new(path.to_string_lossy().as_bytes()).map_err(|_| Error::new(format!("path {} contains a NUL byte", path.display())))
 }
 
 /// Loads every tensor (lazily: data is read when first evaluated) and the metadata.
 pub fn load_safetensors(path: &Path) -> Result<(HashMap<String, Array>, HashMap<String, String>)> {
     let p = c_path(path)?;
     let mut loaded = Loaded::default();
-    check(unsafe {
-        sys::mlxn_load_safetensors(p.as_ptr(), on_tensor, Some(on_meta), &mut loaded as *mut Loaded as *mut c_void)
-    })?;
+    check(unsafe { sys::mlxn_load_safetensors(p.as_ptr(), on_tensor, Some(on_meta), &mut loaded as *mut Loaded as *mut c_void) })?;
     Ok((loaded.tensors, loaded.metadata))
 }
 
@@ -57,14 +51,6 @@ pub fn save_safetensors(path: &Path, tensors: &[(&str, &Array)], metadata: &[(&s
     let key_ptrs: Vec<_> = keys.iter().map(|c| c.as_ptr()).collect();
     let val_ptrs: Vec<_> = vals.iter().map(|c| c.as_ptr()).collect();
     check(unsafe {
-        sys::mlxn_save_safetensors(
-            p.as_ptr(),
-            name_ptrs.as_ptr(),
-            raws.as_ptr(),
-            raws.len(),
-            key_ptrs.as_ptr(),
-            val_ptrs.as_ptr(),
-            key_ptrs.len(),
-        )
+        sys::mlxn_save_safetensors(p.as_ptr(), name_ptrs.as_ptr(), raws.as_ptr(), raws.len(), key_ptrs.as_ptr(), val_ptrs.as_ptr(), key_ptrs.len())
     })
 }

@@ -7,8 +7,8 @@ use std::ops::Range;
 use std::os::raw::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::OnceLock;
 use std::slice;
+use std::sync::OnceLock;
 
 use mlx_sys as sys;
 

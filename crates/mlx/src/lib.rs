@@ -13,11 +13,11 @@ pub mod kernel;
 pub mod memory;
 pub mod nn;
 mod ops;
-pub mod quant;
 mod qmm_cpu;
+pub mod quant;
+pub mod random;
 pub mod row_ops;
 pub mod rows_cpu;
-pub mod random;
 pub mod signal;
 pub mod transforms;
 

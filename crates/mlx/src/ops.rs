@@ -19,9 +19,29 @@ macro_rules! unary {
 }
 
 unary!(
-    negative = 0, exp = 1, log = 2, sqrt = 3, rsqrt = 4, abs = 5, sin = 6, cos = 7, tanh = 8,
-    sigmoid = 9, square = 10, erf = 11, floor = 12, ceil = 13, logical_not = 14, reciprocal = 15,
-    log1p = 16, sign = 17, stop_gradient = 18, copy = 19, isnan = 20, round = 21, expm1 = 22,
+    negative = 0,
+    exp = 1,
+    log = 2,
+    sqrt = 3,
+    rsqrt = 4,
+    abs = 5,
+    sin = 6,
+    cos = 7,
+    tanh = 8,
+    sigmoid = 9,
+    square = 10,
+    erf = 11,
+    floor = 12,
+    ceil = 13,
+    logical_not = 14,
+    reciprocal = 15,
+    log1p = 16,
+    sign = 17,
+    stop_gradient = 18,
+    copy = 19,
+    isnan = 20,
+    round = 21,
+    expm1 = 22,
     isinf = 23,
 );
 
@@ -40,24 +60,42 @@ macro_rules! binary {
 }
 
 binary!(
-    add, add_scalar = 0,
-    subtract, subtract_scalar = 1,
-    multiply, multiply_scalar = 2,
-    divide, divide_scalar = 3,
-    maximum, maximum_scalar = 4,
-    minimum, minimum_scalar = 5,
-    power, power_scalar = 6,
-    equal, equal_scalar = 7,
-    not_equal, not_equal_scalar = 8,
-    less, less_scalar = 9,
-    less_equal, less_equal_scalar = 10,
-    greater, greater_scalar = 11,
-    greater_equal, greater_equal_scalar = 12,
-    logical_and, logical_and_scalar = 13,
-    logical_or, logical_or_scalar = 14,
-    remainder, remainder_scalar = 15,
-    floor_divide, floor_divide_scalar = 16,
-    arctan2, arctan2_scalar = 17,
+    add,
+    add_scalar = 0,
+    subtract,
+    subtract_scalar = 1,
+    multiply,
+    multiply_scalar = 2,
+    divide,
+    divide_scalar = 3,
+    maximum,
+    maximum_scalar = 4,
+    minimum,
+    minimum_scalar = 5,
+    power,
+    power_scalar = 6,
+    equal,
+    equal_scalar = 7,
+    not_equal,
+    not_equal_scalar = 8,
+    less,
+    less_scalar = 9,
+    less_equal,
+    less_equal_scalar = 10,
+    greater,
+    greater_scalar = 11,
+    greater_equal,
+    greater_equal_scalar = 12,
+    logical_and,
+    logical_and_scalar = 13,
+    logical_or,
+    logical_or_scalar = 14,
+    remainder,
+    remainder_scalar = 15,
+    floor_divide,
+    floor_divide_scalar = 16,
+    arctan2,
+    arctan2_scalar = 17,
 );
 
 #[derive(Clone, Copy)]
@@ -129,9 +167,7 @@ impl Array {
         } else {
             axes
         };
-        make(|out| unsafe {
-            sys::mlxn_reduce(op as c_int, self.raw, axes.as_ptr(), axes.len(), keepdims as c_int, out)
-        })
+        make(|out| unsafe { sys::mlxn_reduce(op as c_int, self.raw, axes.as_ptr(), axes.len(), keepdims as c_int, out) })
     }
 
     pub fn sum(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
@@ -171,9 +207,7 @@ impl Array {
     }
 
     fn scan(&self, op: Scan, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
-        make(|out| unsafe {
-            sys::mlxn_scan(op as c_int, self.raw, axis, reverse as c_int, inclusive as c_int, out)
-        })
+        make(|out| unsafe { sys::mlxn_scan(op as c_int, self.raw, axis, reverse as c_int, inclusive as c_int, out) })
     }
     pub fn cumsum(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
         self.scan(Scan::Sum, axis, reverse, inclusive)
@@ -249,9 +283,7 @@ impl Array {
         let cap = indices.len() + 1;
         let mut outs = vec![std::ptr::null_mut(); cap];
         let mut n = 0usize;
-        check(unsafe {
-            sys::mlxn_split(self.raw, indices.as_ptr(), indices.len(), axis, outs.as_mut_ptr(), cap, &mut n)
-        })?;
+        check(unsafe { sys::mlxn_split(self.raw, indices.as_ptr(), indices.len(), axis, outs.as_mut_ptr(), cap, &mut n) })?;
         Ok(outs.into_iter().take(n).map(|raw| Array { raw }).collect())
     }
 
@@ -270,9 +302,7 @@ impl Array {
         if start.len() != stop.len() || start.len() != strides.len() {
             return Err(Error::new("slice: start, stop and strides differ in length"));
         }
-        make(|out| unsafe {
-            sys::mlxn_slice(self.raw, start.as_ptr(), stop.as_ptr(), strides.as_ptr(), start.len(), out)
-        })
+        make(|out| unsafe { sys::mlxn_slice(self.raw, start.as_ptr(), stop.as_ptr(), strides.as_ptr(), start.len(), out) })
     }
 
     /// `a[..., start:stop]` along one axis, stride 1.
@@ -294,11 +324,7 @@ impl Array {
         if start.len() != stop.len() || start.len() != strides.len() {
             return Err(Error::new("slice_update: start, stop and strides differ in length"));
         }
-        make(|out| unsafe {
-            sys::mlxn_slice_update(
-                self.raw, update.raw, start.as_ptr(), stop.as_ptr(), strides.as_ptr(), start.len(), out,
-            )
-        })
+        make(|out| unsafe { sys::mlxn_slice_update(self.raw, update.raw, start.as_ptr(), stop.as_ptr(), strides.as_ptr(), start.len(), out) })
     }
 
     pub fn pad(&self, axes: &[i32], lo: &[i32], hi: &[i32], value: f64) -> Result<Array> {
@@ -306,9 +332,7 @@ impl Array {
             return Err(Error::new("pad: axes, low and high widths differ in length"));
         }
         let v = self.scalar_like(value)?;
-        make(|out| unsafe {
-            sys::mlxn_pad(self.raw, axes.as_ptr(), lo.as_ptr(), hi.as_ptr(), axes.len(), v.raw, out)
-        })
+        make(|out| unsafe { sys::mlxn_pad(self.raw, axes.as_ptr(), lo.as_ptr(), hi.as_ptr(), axes.len(), v.raw, out) })
     }
 
     pub fn repeat(&self, repeats: i32, axis: i32) -> Result<Array> {
@@ -329,9 +353,7 @@ impl Array {
 
     /// Gathers along `axis` (or from the flattened array when `axis` is None).
     pub fn take(&self, indices: &Array, axis: Option<i32>) -> Result<Array> {
-        make(|out| unsafe {
-            sys::mlxn_take(self.raw, indices.raw, axis.unwrap_or(0), axis.is_some() as c_int, out)
-        })
+        make(|out| unsafe { sys::mlxn_take(self.raw, indices.raw, axis.unwrap_or(0), axis.is_some() as c_int, out) })
     }
 
     pub fn take_along_axis(&self, indices: &Array, axis: i32) -> Result<Array> {
@@ -347,9 +369,7 @@ impl Array {
             return Err(Error::new("scatter: one index array per axis is required"));
         }
         let raws: Vec<_> = indices.iter().map(|a| a.raw).collect();
-        make(|out| unsafe {
-            sys::mlxn_scatter(op, self.raw, raws.as_ptr(), raws.len(), updates.raw, axes.as_ptr(), out)
-        })
+        make(|out| unsafe { sys::mlxn_scatter(op, self.raw, raws.as_ptr(), raws.len(), updates.raw, axes.as_ptr(), out) })
     }
 
     /// MLX `scatter`: `updates` has shape `indices.shape + self.shape` with the

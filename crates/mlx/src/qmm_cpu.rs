@@ -29,7 +29,13 @@ pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Ar
         Some(Dtype::Bfloat16) if biases.dtype() == Dtype::Bfloat16 => true,
         _ => return Ok(None),
     };
-    if !matches!(bits, 2 | 4 | 8) || !matches!(group_size, 32 | 64 | 128) || w.dtype() != Dtype::Uint32 || w.ndim() != 2 || x.ndim() == 0 || !enabled() {
+    if !matches!(bits, 2 | 4 | 8)
+        || !matches!(group_size, 32 | 64 | 128)
+        || w.dtype() != Dtype::Uint32
+        || w.ndim() != 2
+        || x.ndim() == 0
+        || !enabled()
+    {
         return Ok(None);
     }
     let (n, k) = (w.dim(0), x.dim(-1));
@@ -333,12 +339,20 @@ pub(crate) mod avx2 {
             let r: [__m256i; 8] = std::array::from_fn(|j| _mm256_loadu_si256(w.add(rows[j] as usize + start).cast()));
             let t: [__m256i; 8] = std::array::from_fn(|i| {
                 let (a, b) = (r[2 * (i / 2)], r[2 * (i / 2) + 1]);
-                if i % 2 == 0 { _mm256_unpacklo_epi32(a, b) } else { _mm256_unpackhi_epi32(a, b) }
+                if i % 2 == 0 {
+                    _mm256_unpacklo_epi32(a, b)
+                } else {
+                    _mm256_unpackhi_epi32(a, b)
+                }
             });
             // u[0..4]: rows 0-3 (words 0/4, 1/5, 2/6, 3/7 in the two halves); u[4..8]: rows 4-7.
             let u: [__m256i; 8] = std::array::from_fn(|i| {
                 let (a, b) = (t[4 * (i / 4) + (i % 4) / 2], t[4 * (i / 4) + (i % 4) / 2 + 2]);
-                if i % 2 == 0 { _mm256_unpacklo_epi64(a, b) } else { _mm256_unpackhi_epi64(a, b) }
+                if i % 2 == 0 {
+                    _mm256_unpacklo_epi64(a, b)
+                } else {
+                    _mm256_unpackhi_epi64(a, b)
+                }
             });
             for i in 0..4 {
                 out[i] = _mm256_permute2x128_si256::<0x20>(u[i], u[i + 4]);
@@ -486,7 +500,18 @@ mod tests {
             let want = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits).unwrap().to_vec::<f32>().unwrap();
             let (xs, ws) = (x.to_vec::<f32>().unwrap(), wq.to_vec::<u32>().unwrap());
             let (ss, bs) = (s.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
-            let p = Problem { x: &xs, w: &ws, scales: &ss, biases: &bs, m: m as usize, n: n as usize, k: k as usize, group_size: gs as usize, bits: bits as usize, bf16 };
+            let p = Problem {
+                x: &xs,
+                w: &ws,
+                scales: &ss,
+                biases: &bs,
+                m: m as usize,
+                n: n as usize,
+                k: k as usize,
+                group_size: gs as usize,
+                bits: bits as usize,
+                bf16,
+            };
             let mut got = vec![0f32; want.len()];
             scalar_blocks(&p, 0..(n as usize).div_ceil(BLOCK), OutPtr(got.as_mut_ptr()));
             assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}");

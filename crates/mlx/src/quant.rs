@@ -30,15 +30,7 @@ pub fn for_device(w: Array, bits: i32) -> Result<(Array, i32)> {
 /// `x @ dequantize(w).T` (or without the transpose). For float32 and bfloat16
 /// on the CPU backend it runs as a kernel with MLX's exact bits (`qmm_cpu`);
 /// otherwise, and for what that kernel does not cover, it is MLX's op.
-pub fn quantized_matmul(
-    x: &Array,
-    w: &Array,
-    scales: &Array,
-    biases: Option<&Array>,
-    transpose: bool,
-    group_size: i32,
-    bits: i32,
-) -> Result<Array> {
+pub fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: Option<&Array>, transpose: bool, group_size: i32, bits: i32) -> Result<Array> {
     if let (true, Some(b)) = (transpose, biases) {
         if let Some(y) = crate::qmm_cpu::quantized_matmul(x, w, scales, b, group_size, bits)? {
             return Ok(y);
@@ -58,7 +50,5 @@ pub fn quantized_matmul_mlx(
     group_size: i32,
     bits: i32,
 ) -> Result<Array> {
-    make(|out| unsafe {
-        sys::mlxn_quantized_matmul(x.raw, w.raw, scales.raw, raw_or_null(biases), transpose as i32, group_size, bits, out)
-    })
+    make(|out| unsafe { sys::mlxn_quantized_matmul(x.raw, w.raw, scales.raw, raw_or_null(biases), transpose as i32, group_size, bits, out) })
 }

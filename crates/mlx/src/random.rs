@@ -32,10 +32,7 @@ impl KeySequence {
 
     /// Seeded from the clock, as MLX's global sequence is when never seeded.
     pub fn from_time() -> Result<KeySequence> {
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
         KeySequence::new(ms)
     }
 
@@ -53,21 +50,15 @@ pub fn split(key: &Array, num: i32) -> Result<Array> {
 pub fn uniform(lo: f64, hi: f64, shape: &[i32], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
     let lo = Array::scalar(lo, dtype)?;
     let hi = Array::scalar(hi, dtype)?;
-    make(|out| unsafe {
-        sys::mlxn_random_uniform(lo.raw, hi.raw, shape.as_ptr(), shape.len(), dtype as c_int, raw_or_null(key), out)
-    })
+    make(|out| unsafe { sys::mlxn_random_uniform(lo.raw, hi.raw, shape.as_ptr(), shape.len(), dtype as c_int, raw_or_null(key), out) })
 }
 
 pub fn normal(shape: &[i32], dtype: Dtype, loc: f32, scale: f32, key: Option<&Array>) -> Result<Array> {
-    make(|out| unsafe {
-        sys::mlxn_random_normal(shape.as_ptr(), shape.len(), dtype as c_int, loc, scale, raw_or_null(key), out)
-    })
+    make(|out| unsafe { sys::mlxn_random_normal(shape.as_ptr(), shape.len(), dtype as c_int, loc, scale, raw_or_null(key), out) })
 }
 
 pub fn gumbel(shape: &[i32], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
-    make(|out| unsafe {
-        sys::mlxn_random_gumbel(shape.as_ptr(), shape.len(), dtype as c_int, raw_or_null(key), out)
-    })
+    make(|out| unsafe { sys::mlxn_random_gumbel(shape.as_ptr(), shape.len(), dtype as c_int, raw_or_null(key), out) })
 }
 
 pub fn categorical(logits: &Array, axis: i32, key: Option<&Array>) -> Result<Array> {

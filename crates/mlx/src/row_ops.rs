@@ -44,12 +44,7 @@ fn lanes_fold(x: &[f32], map: impl Fn(f32) -> f32, pick: impl Fn(f32, f32) -> f3
 /// them as one vectorized loop: a row where few elements pass (a masked row,
 /// the tail far below the top) costs little more than one pass.
 #[inline(always)]
-pub fn for_each_candidate(
-    x: &[f32],
-    candidate: impl Fn(f32) -> bool,
-    map: impl Fn(f32) -> f32,
-    mut f: impl FnMut(usize, f32, f32),
-) {
+pub fn for_each_candidate(x: &[f32], candidate: impl Fn(f32) -> bool, map: impl Fn(f32) -> f32, mut f: impl FnMut(usize, f32, f32)) {
     const STRETCH: usize = 1024;
     let (mut idx, mut val, mut mapped) = ([0u32; STRETCH], [0f32; STRETCH], [0f32; STRETCH]);
     for (s, part) in x.chunks(STRETCH).enumerate() {

@@ -57,8 +57,8 @@ struct Problem<'a> {
 const MATMUL: KernelF32 = |params, inputs, out| {
     let [k, n] = [params[0], params[1]].map(|v| v as usize);
     let (x, w, bias) = (inputs[0], inputs[1], inputs.get(2).copied());
-    let ok = k > 0 && k % 8 == 0 && n > 0 && w.len() == n * k && x.len() % k == 0 && out.len() == x.len() / k * n
-        && bias.map_or(true, |b| b.len() == n);
+    let ok =
+        k > 0 && k % 8 == 0 && n > 0 && w.len() == n * k && x.len() % k == 0 && out.len() == x.len() / k * n && bias.map_or(true, |b| b.len() == n);
     if !ok {
         out.fill(f32::NAN);
         return;

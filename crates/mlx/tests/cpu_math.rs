@@ -76,9 +76,8 @@ fn logsumexp_equals_mlx_bit_for_bit() {
 #[test]
 fn softmax_equals_mlx_bit_for_bit() {
     use mlx::random;
-    let normal = |shape: &[i32], mean: f32, std: f32, seed: u64| {
-        random::normal(shape, Dtype::Float32, mean, std, Some(&random::key(seed).unwrap())).unwrap()
-    };
+    let normal =
+        |shape: &[i32], mean: f32, std: f32, seed: u64| random::normal(shape, Dtype::Float32, mean, std, Some(&random::key(seed).unwrap())).unwrap();
     // Attention scores with a causal mask: -inf above the diagonal.
     let scores = normal(&[2, 3, 37, 37], 0.0, 4.0, 7);
     let idx: Vec<i32> = (0..37).collect();
@@ -141,9 +140,7 @@ fn gelu_equals_mlx_ops_bit_for_bit() {
 fn attention_equals_mlx_bit_for_bit() {
     use mlx::fast::{scaled_dot_product_attention as ours, scaled_dot_product_attention_mlx as theirs, AttentionMask};
     use mlx::random;
-    let normal = |shape: &[i32], seed: u64| {
-        random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap()
-    };
+    let normal = |shape: &[i32], seed: u64| random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap();
     // (batch, query heads, kv heads, queries, keys, head dim): prefill (queries =
     // keys), a decode step, a chunk after cached keys, grouped and not.
     for (n, &(b, hq, hkv, l, s, d)) in

@@ -1,7 +1,7 @@
 //! The few-rows float32 matmul kernel (`gemv_cpu`) against MLX's own matmul,
 //! bit for bit, through `nn::Linear` (where models call it).
-use mlx::nn::Linear;
 use mlx::gemv_cpu::Blocking;
+use mlx::nn::Linear;
 use mlx::{gemv_cpu, info, random, Array, Dtype};
 
 fn normal(shape: &[i32], seed: u64) -> Array {

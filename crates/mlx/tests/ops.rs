@@ -208,15 +208,9 @@ fn fast_kernels() {
     let q = arr(&[1., 0.], &[1, 1, 1, 2]);
     let k = arr(&[1., 0., 1., 0.], &[1, 1, 2, 2]);
     let v = arr(&[1., 2., 3., 4.], &[1, 1, 2, 2]);
-    close(
-        &fast::scaled_dot_product_attention(&q, &k, &v, 1.0, fast::AttentionMask::None).unwrap(),
-        &[2., 3.],
-    );
+    close(&fast::scaled_dot_product_attention(&q, &k, &v, 1.0, fast::AttentionMask::None).unwrap(), &[2., 3.]);
     let q2 = arr(&[1., 0., 1., 0.], &[1, 1, 2, 2]);
-    close(
-        &fast::scaled_dot_product_attention(&q2, &k, &v, 1.0, fast::AttentionMask::Causal).unwrap(),
-        &[1., 2., 2., 3.],
-    );
+    close(&fast::scaled_dot_product_attention(&q2, &k, &v, 1.0, fast::AttentionMask::Causal).unwrap(), &[1., 2., 2., 3.]);
 }
 
 #[test]
@@ -252,11 +246,7 @@ fn convolutions_and_fft() {
 
 #[test]
 fn compile_and_eval() {
-    let f = Compiled::new(
-        |xs: &[Array]| Ok(vec![xs[0].multiply(&xs[1])?.add_scalar(1.0)?]),
-        false,
-    )
-    .unwrap();
+    let f = Compiled::new(|xs: &[Array]| Ok(vec![xs[0].multiply(&xs[1])?.add_scalar(1.0)?]), false).unwrap();
     let a = arr(&[1., 2.], &[2]);
     let b = arr(&[3., 4.], &[2]);
     close(&f.call(&[&a, &b]).unwrap()[0], &[4., 9.]);

@@ -12,8 +12,13 @@ fn assert_same_bits(ours: &Array, mlx: &Array, what: &str) {
     assert_eq!(ours.dtype(), mlx.dtype(), "{what}: dtype");
     let (a, b) = (ours.to_vec::<f32>().unwrap(), mlx.to_vec::<f32>().unwrap());
     let differ = a.iter().zip(&b).filter(|(x, y)| x.to_bits() != y.to_bits() && !(x.is_nan() && y.is_nan())).count();
-    assert_eq!(differ, 0, "{what}: {differ} of {} outputs differ from MLX's op (first: {:?})", a.len(),
-        a.iter().zip(&b).find(|(x, y)| x.to_bits() != y.to_bits()));
+    assert_eq!(
+        differ,
+        0,
+        "{what}: {differ} of {} outputs differ from MLX's op (first: {:?})",
+        a.len(),
+        a.iter().zip(&b).find(|(x, y)| x.to_bits() != y.to_bits())
+    );
 }
 
 #[test]
@@ -68,11 +73,7 @@ fn three_five_and_six_bits_run_at_8_bits_with_mlx_op_bits() {
         let same = |a: Array, b: Array, part: &str| {
             assert_same_bits(&a.astype(Dtype::Float32).unwrap(), &b.astype(Dtype::Float32).unwrap(), &format!("{what}: {part}"))
         };
-        same(
-            dequantize(&wide, &s, Some(&b), group_size, 8).unwrap(),
-            dequantize(&wq, &s, Some(&b), group_size, bits).unwrap(),
-            "dequantized",
-        );
+        same(dequantize(&wide, &s, Some(&b), group_size, 8).unwrap(), dequantize(&wq, &s, Some(&b), group_size, bits).unwrap(), "dequantized");
         same(
             quantized_matmul(&x, &wide, &s, Some(&b), true, group_size, 8).unwrap(),
             quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap(),

@@ -17,10 +17,8 @@ impl ChatterboxConfig {
             return Err(TtsError::ModelNotFound(format!("model folder {} does not exist", dir.display())));
         }
         let path = dir.join("config.json");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| TtsError::ModelNotFound(format!("cannot read {}: {e}", path.display())))?;
-        let raw: Value = serde_json::from_str(&text)
-            .map_err(|e| TtsError::InvalidWeights(format!("{}: invalid JSON: {e}", path.display())))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| TtsError::ModelNotFound(format!("cannot read {}: {e}", path.display())))?;
+        let raw: Value = serde_json::from_str(&text).map_err(|e| TtsError::InvalidWeights(format!("{}: invalid JSON: {e}", path.display())))?;
         if !raw.is_object() {
             return Err(TtsError::InvalidWeights(format!("{}: expected a JSON object", path.display())));
         }
@@ -35,10 +33,7 @@ impl ChatterboxConfig {
             }
         }
         if raw.get("multilingual").and_then(Value::as_bool) == Some(true) {
-            return Err(TtsError::UnsupportedModel(format!(
-                "{}: multilingual Chatterbox is not supported yet (English only)",
-                path.display()
-            )));
+            return Err(TtsError::UnsupportedModel(format!("{}: multilingual Chatterbox is not supported yet (English only)", path.display())));
         }
         Ok(ChatterboxConfig { raw })
     }

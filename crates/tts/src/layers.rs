@@ -67,9 +67,8 @@ impl Conv1d {
         if frames <= 0 {
             return self.forward(x);
         }
-        let taps: Vec<Array> = (0..kernel)
-            .map(|i| padded.slice_axis(1, i * self.dilation, i * self.dilation + frames))
-            .collect::<mlx::Result<_>>()?;
+        let taps: Vec<Array> =
+            (0..kernel).map(|i| padded.slice_axis(1, i * self.dilation, i * self.dilation + frames)).collect::<mlx::Result<_>>()?;
         let unfolded = if kernel == 1 { taps[0].clone() } else { Array::concatenate(&taps.iter().collect::<Vec<_>>(), 2)? };
         let weight = self.weight.reshape(&[out_ch, kernel * in_ch])?;
         match mlx::rows_cpu::matmul_t(&unfolded, &weight, self.bias.as_ref())? {
@@ -115,11 +114,7 @@ impl ConvTranspose1d {
 
 /// `{prefix}.weight` and `{prefix}.bias`, both `[dims]`.
 pub fn layer_norm(w: &mut Weights, prefix: &str, dims: i32, eps: f32) -> Result<LayerNorm> {
-    Ok(LayerNorm {
-        weight: Some(w.take(&format!("{prefix}.weight"), &[dims])?),
-        bias: Some(w.take(&format!("{prefix}.bias"), &[dims])?),
-        eps,
-    })
+    Ok(LayerNorm { weight: Some(w.take(&format!("{prefix}.weight"), &[dims])?), bias: Some(w.take(&format!("{prefix}.bias"), &[dims])?), eps })
 }
 
 /// A dense or quantized linear layer (`lm`'s loader decides from the weights).

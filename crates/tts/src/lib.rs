@@ -2,12 +2,12 @@
 //! blocks and samplers), S3Gen (speech tokens to mel by flow matching) and the
 //! HiFT vocoder (mel to 24 kHz audio).
 pub mod config;
-pub mod layers;
-pub mod t3;
-pub mod s3gen;
 pub mod hift;
+pub mod layers;
 pub mod pipeline;
+pub mod s3gen;
 pub mod streaming;
+pub mod t3;
 pub mod text;
 pub mod tokenizer;
 

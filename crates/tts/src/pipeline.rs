@@ -49,8 +49,7 @@ impl Voice {
     pub fn load(path: &Path) -> Result<Voice> {
         Self::check_path(path)?;
         // One read of the file: S3Gen takes its `gen.*` tensors, T3 the `t3.*` ones.
-        let (mut tensors, _) = mlx::io::load_safetensors(path)
-            .map_err(|e| TtsError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
+        let (mut tensors, _) = mlx::io::load_safetensors(path).map_err(|e| TtsError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
         let gen = GenConds::from_tensors(&mut tensors, &path.display().to_string())?;
         Ok(Voice { t3: T3Cond::from_tensors(tensors, path)?, gen })
     }
@@ -194,10 +193,7 @@ impl Chatterbox {
     pub fn text_tokens(&self, piece: &str) -> Result<Vec<u32>> {
         let ids = self.tokenizer.encode(&punc_norm(piece))?;
         if let Some(bad) = ids.iter().find(|&&t| t >= self.text_vocab) {
-            return Err(TtsError::InvalidWeights(format!(
-                "tokenizer.json produced id {bad}, outside T3's text vocabulary ({})",
-                self.text_vocab
-            )));
+            return Err(TtsError::InvalidWeights(format!("tokenizer.json produced id {bad}, outside T3's text vocabulary ({})", self.text_vocab)));
         }
         let mut out = Vec::with_capacity(ids.len() + 2);
         out.push(self.start_text);
@@ -278,9 +274,7 @@ impl Chatterbox {
         match path {
             Some(p) => self.custom_voice(p),
             None => self.voice.clone().ok_or_else(|| {
-                TtsError::InvalidArgument(
-                    "the model folder has no conds.safetensors: pass a voice (a conds.safetensors path)".into(),
-                )
+                TtsError::InvalidArgument("the model folder has no conds.safetensors: pass a voice (a conds.safetensors path)".into())
             }),
         }
     }

@@ -152,11 +152,7 @@ fn crossfade(audio: &Array, prev: &Array) -> mlx::Result<Array> {
     }
     let m = 2 * n;
     let k = Array::arange(0.0, m as f64, 1.0, Dtype::Float32)?;
-    let window = k
-        .multiply_scalar(2.0 * std::f64::consts::PI / (m - 1) as f64)?
-        .cos()?
-        .multiply_scalar(-0.46)?
-        .add_scalar(0.54)?;
+    let window = k.multiply_scalar(2.0 * std::f64::consts::PI / (m - 1) as f64)?.cos()?.multiply_scalar(-0.46)?.add_scalar(0.54)?;
     let rising = window.slice_axis(0, 0, n)?;
     let falling = window.slice_axis(0, n, m)?;
     let head = audio.slice_axis(1, 0, n)?.multiply(&rising)?.add(&prev.multiply(&falling)?)?;

@@ -12,16 +12,12 @@ const SPACE: &str = "[SPACE]";
 
 impl TextTokenizer {
     pub fn from_file(path: &Path) -> Result<TextTokenizer> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| TtsError::ModelNotFound(format!("cannot read {}: {e}", path.display())))?;
+        let bytes = std::fs::read(path).map_err(|e| TtsError::ModelNotFound(format!("cannot read {}: {e}", path.display())))?;
         let hf = tokenizers::Tokenizer::from_bytes(&bytes)
             .map_err(|e| TtsError::InvalidWeights(format!("{}: not a valid tokenizer: {e}", path.display())))?;
         for required in ["[START]", "[STOP]"] {
             if hf.token_to_id(required).is_none() {
-                return Err(TtsError::InvalidWeights(format!(
-                    "{}: the vocabulary has no {required} token",
-                    path.display()
-                )));
+                return Err(TtsError::InvalidWeights(format!("{}: the vocabulary has no {required} token", path.display())));
             }
         }
         Ok(TextTokenizer { hf })
@@ -31,10 +27,7 @@ impl TextTokenizer {
     /// start/stop tokens (the model adds its own).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let spelled = text.replace(' ', SPACE);
-        let enc = self
-            .hf
-            .encode(spelled.as_str(), true)
-            .map_err(|e| TtsError::InvalidArgument(format!("cannot tokenize the text: {e}")))?;
+        let enc = self.hf.encode(spelled.as_str(), true).map_err(|e| TtsError::InvalidArgument(format!("cannot tokenize the text: {e}")))?;
         Ok(enc.get_ids().to_vec())
     }
 

@@ -16,18 +16,13 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn fixture(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/fixtures-tts").join(name);
     for file in ["config.json", "model.safetensors", "conds.safetensors", "ref/flow.safetensors"] {
-        assert!(
-            dir.join(file).is_file(),
-            "missing TTS fixture {}: run `node scripts/fixtures-tts.js`",
-            dir.join(file).display()
-        );
+        assert!(dir.join(file).is_file(), "missing TTS fixture {}: run `node scripts/fixtures-tts.js`", dir.join(file).display());
     }
     dir
 }
 
 fn load_flow(dir: &Path) -> S3GenFlow {
-    let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     let cfg = S3GenConfig::from_config(&config, "config.json").unwrap();
     let mut w = Weights::load(dir, None, config.get("quantization").cloned()).unwrap();
     let flow = S3GenFlow::load(&mut w, &cfg).unwrap();
@@ -155,14 +150,9 @@ fn conds_errors_name_file_and_key() {
 fn config_reads_shrink_keys() {
     let v: serde_json::Value = serde_json::json!({ "s3gen_config": { "decoder_num_mid_blocks": 2, "n_timesteps": 3 } });
     let cfg = S3GenConfig::from_config(&v, "config.json").unwrap();
-    assert_eq!(
-        cfg,
-        S3GenConfig { decoder_num_mid_blocks: 2, n_timesteps: 3, ..S3GenConfig::default() }
-    );
+    assert_eq!(cfg, S3GenConfig { decoder_num_mid_blocks: 2, n_timesteps: 3, ..S3GenConfig::default() });
     assert_eq!(S3GenConfig::from_config(&serde_json::json!({}), "c").unwrap(), S3GenConfig::default());
-    let err = S3GenConfig::from_config(&serde_json::json!({ "s3gen_config": { "n_timesteps": 0 } }), "config.json")
-        .err()
-        .unwrap();
+    let err = S3GenConfig::from_config(&serde_json::json!({ "s3gen_config": { "n_timesteps": 0 } }), "config.json").err().unwrap();
     assert_eq!(err.code(), "INVALID_WEIGHTS");
     assert!(err.message().contains("s3gen_config.n_timesteps"), "{err}");
 }

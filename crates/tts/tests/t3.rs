@@ -77,11 +77,7 @@ fn options(case: &Value) -> (T3Options, u64) {
         repetition_penalty: num("repetition_penalty"),
         min_p: num("min_p"),
         top_p: num("top_p"),
-        max_tokens: o
-            .get("max_new_tokens")
-            .or_else(|| o.get("max_tokens"))
-            .and_then(Value::as_u64)
-            .expect("option \"max_new_tokens\"") as usize,
+        max_tokens: o.get("max_new_tokens").or_else(|| o.get("max_tokens")).and_then(Value::as_u64).expect("option \"max_new_tokens\"") as usize,
     };
     let seed = case.get("seed").or_else(|| o.get("seed")).and_then(Value::as_u64).expect("\"seed\"");
     (opts, seed)
@@ -123,9 +119,8 @@ fn check_model(name: &str) {
         let mut keys = KeySequence::new(seed).unwrap();
         let mut seen = 0usize;
         let t0 = std::time::Instant::now();
-        let (tokens, stats) = f
-            .t3
-            .generate(&f.cond, &text, &opts, &mut keys, |_| {
+        let (tokens, stats) =
+            f.t3.generate(&f.cond, &text, &opts, &mut keys, |_| {
                 seen += 1;
                 Ok(Next::Continue)
             })
@@ -183,9 +178,8 @@ fn callback_stop_ends_generation() {
     let opts = T3Options { temperature: 0.0, max_tokens: 30, ..T3Options::default() };
     let mut keys = KeySequence::new(0).unwrap();
     let mut n = 0;
-    let (tokens, stats) = f
-        .t3
-        .generate(&f.cond, &text, &opts, &mut keys, |_| {
+    let (tokens, stats) =
+        f.t3.generate(&f.cond, &text, &opts, &mut keys, |_| {
             n += 1;
             Ok(if n == 3 { Next::Stop } else { Next::Continue })
         })
@@ -212,8 +206,7 @@ fn voice_errors_name_the_file_and_key() {
 
     let speaker = Array::from_slice(&[0.5f32; 8], &[1, 8]).unwrap();
     let bad_tokens = Array::from_slice(&[0.5f32, 1.5], &[1, 2]).unwrap();
-    mlx::io::save_safetensors(&path, &[("t3.speaker_emb", &speaker), ("t3.cond_prompt_speech_tokens", &bad_tokens)], &[])
-        .unwrap();
+    mlx::io::save_safetensors(&path, &[("t3.speaker_emb", &speaker), ("t3.cond_prompt_speech_tokens", &bad_tokens)], &[]).unwrap();
     let err = T3Cond::load(&path).err().expect("float prompt tokens are an error");
     std::fs::remove_file(&path).ok();
     assert_eq!(err.code(), "INVALID_WEIGHTS");
@@ -222,8 +215,7 @@ fn voice_errors_name_the_file_and_key() {
 
 #[test]
 fn t3_config_reads_llama_overrides_and_rejects_bad_values() {
-    let cfg = T3Config::from_json(&serde_json::json!({"llama_config": {"num_hidden_layers": 2, "intermediate_size": 64}}))
-        .unwrap();
+    let cfg = T3Config::from_json(&serde_json::json!({"llama_config": {"num_hidden_layers": 2, "intermediate_size": 64}})).unwrap();
     assert_eq!((cfg.llama.num_hidden_layers, cfg.llama.intermediate_size, cfg.llama.hidden_size), (2, 64, 1024));
     assert_eq!((cfg.start_speech_token, cfg.stop_speech_token, cfg.text_tokens_dict_size), (6561, 6562, 704));
     let defaults = T3Config::from_json(&Value::Null).unwrap();

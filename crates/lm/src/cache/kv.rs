@@ -68,11 +68,7 @@ impl Cache for KvCache {
         let vs = v.shape();
         let k = k.slice_update(keys, &[0, 0, prev, 0], &[ks[0], ks[1], self.offset, ks[3]], &[1, 1, 1, 1])?;
         let v = v.slice_update(values, &[0, 0, prev, 0], &[vs[0], vs[1], self.offset, vs[3]], &[1, 1, 1, 1])?;
-        let out = if self.offset < k.dim(2) {
-            (k.slice_axis(2, 0, self.offset)?, v.slice_axis(2, 0, self.offset)?)
-        } else {
-            (k.clone(), v.clone())
-        };
+        let out = if self.offset < k.dim(2) { (k.slice_axis(2, 0, self.offset)?, v.slice_axis(2, 0, self.offset)?) } else { (k.clone(), v.clone()) };
         self.keys = Some(k);
         self.values = Some(v);
         Ok(out)

@@ -63,22 +63,12 @@ fn build_rope(c: &ModelConfig) -> Result<Rope> {
     Ok(match c.rope_scaling {
         RopeScaling::None => Rope::Standard { dims, traditional, base: c.rope_theta, scale: 1.0 },
         RopeScaling::Linear { factor } => Rope::Standard { dims, traditional, base: c.rope_theta, scale: 1.0 / factor },
-        RopeScaling::Dynamic { factor } => Rope::DynamicNtk {
-            dims,
-            traditional,
-            base: c.rope_theta,
-            factor,
-            max_positions: c.max_position_embeddings,
-        },
-        RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_positions } => Rope::llama3(
-            dims,
-            traditional,
-            c.rope_theta,
-            factor,
-            low_freq_factor,
-            high_freq_factor,
-            original_max_positions,
-        )?,
+        RopeScaling::Dynamic { factor } => {
+            Rope::DynamicNtk { dims, traditional, base: c.rope_theta, factor, max_positions: c.max_position_embeddings }
+        }
+        RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_positions } => {
+            Rope::llama3(dims, traditional, c.rope_theta, factor, low_freq_factor, high_freq_factor, original_max_positions)?
+        }
     })
 }
 
@@ -206,9 +196,7 @@ impl Decoder {
         let lm_head = if config.tie_word_embeddings { None } else { Some(w.linear("lm_head", c.hidden_size, c.vocab_size, false)?) };
         w.finish_with_progress(progress)?;
 
-        let quantization = quant_cfg.as_ref().and_then(|q| {
-            Some((q.get("bits")?.as_i64()? as i32, q.get("group_size")?.as_i64()? as i32))
-        });
+        let quantization = quant_cfg.as_ref().and_then(|q| Some((q.get("bits")?.as_i64()? as i32, q.get("group_size")?.as_i64()? as i32)));
         Ok(Decoder { embed_tokens, stack, lm_head, dtype, quantization })
     }
 }

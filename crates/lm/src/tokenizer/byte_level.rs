@@ -12,8 +12,7 @@ pub fn byte_of(c: char) -> Option<u8> {
         let mut t = [-1i16; 324];
         let mut n = 0usize;
         for b in 0u16..=255 {
-            let printable =
-                (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+            let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
             if printable {
                 t[b as usize] = b as i16;
             } else {
@@ -41,10 +40,7 @@ mod tests {
         assert_eq!(byte_of('Ń'), Some(0xad));
         assert_eq!(byte_of(' '), None);
         assert_eq!(byte_of('中'), None);
-        let mapped = (0u32..400)
-            .filter_map(char::from_u32)
-            .filter(|c| byte_of(*c).is_some())
-            .count();
+        let mapped = (0u32..400).filter_map(char::from_u32).filter(|c| byte_of(*c).is_some()).count();
         assert_eq!(mapped, 256);
     }
 }

@@ -53,13 +53,7 @@ impl ChatTemplates {
                 Err(e) => broken.push((name, e.to_string())),
             }
         }
-        ChatTemplates {
-            env,
-            names,
-            single,
-            broken,
-            origin,
-        }
+        ChatTemplates { env, names, single, broken, origin }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -83,36 +77,22 @@ impl ChatTemplates {
             } else {
                 let mut names: Vec<&String> = all().collect();
                 names.sort();
-                format!(
-                    "{} has several chat templates and none named \"default\": {names:?}",
-                    self.origin
-                )
+                format!("{} has several chat templates and none named \"default\": {names:?}", self.origin)
             }));
         };
         if let Some((_, reason)) = self.broken.iter().find(|(n, _)| n == name) {
-            return Err(LmError::UnsupportedModel(format!(
-                "chat template \"{name}\" in {} could not be compiled: {reason}",
-                self.origin
-            )));
+            return Err(LmError::UnsupportedModel(format!("chat template \"{name}\" in {} could not be compiled: {reason}", self.origin)));
         }
         Ok(name)
     }
 
-    pub fn render(
-        &self,
-        messages: &[serde_json::Value],
-        options: &ChatTemplateOptions,
-        special_tokens: &[(&'static str, String)],
-    ) -> Result<String> {
+    pub fn render(&self, messages: &[serde_json::Value], options: &ChatTemplateOptions, special_tokens: &[(&'static str, String)]) -> Result<String> {
         if messages.is_empty() {
-            return Err(LmError::InvalidArgument(
-                "messages: cannot apply a chat template to an empty conversation".into(),
-            ));
+            return Err(LmError::InvalidArgument("messages: cannot apply a chat template to an empty conversation".into()));
         }
         let name = self.select(options.tools.is_some())?;
-        let template = self.env.get_template(name).map_err(|e| {
-            LmError::UnsupportedModel(format!("chat template \"{name}\" in {}: {e}", self.origin))
-        })?;
+        let template =
+            self.env.get_template(name).map_err(|e| LmError::UnsupportedModel(format!("chat template \"{name}\" in {}: {e}", self.origin)))?;
 
         let mut prepared = Vec::with_capacity(messages.len());
         for (i, message) in messages.iter().enumerate() {
@@ -122,9 +102,7 @@ impl ChatTemplates {
             None => Value::from(()),
             Some(tools) => {
                 if let Some(i) = tools.iter().position(|t| !t.is_object()) {
-                    return Err(LmError::InvalidArgument(format!(
-                        "tools[{i}] must be a JSON schema object"
-                    )));
+                    return Err(LmError::InvalidArgument(format!("tools[{i}] must be a JSON schema object")));
                 }
                 Value::from(tools.iter().map(from_json).collect::<Vec<_>>())
             }
@@ -135,10 +113,7 @@ impl ChatTemplates {
             ("messages".into(), Value::from(prepared)),
             ("tools".into(), tools),
             ("documents".into(), Value::from(())),
-            (
-                "add_generation_prompt".into(),
-                Value::from(options.add_generation_prompt),
-            ),
+            ("add_generation_prompt".into(), Value::from(options.add_generation_prompt)),
         ];
         let mut set = |key: &str, value: Value| match context.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = value,
@@ -154,9 +129,7 @@ impl ChatTemplates {
             set(key, from_json(value));
         }
 
-        template
-            .render(Value::from_pairs(context))
-            .map_err(|e| render_error(&e, name, &self.origin))
+        template.render(Value::from_pairs(context)).map_err(|e| render_error(&e, name, &self.origin))
     }
 }
 
@@ -165,18 +138,10 @@ impl ChatTemplates {
 /// `reasoning_content` and `thinking` (`_alias_reasoning_fields`).
 fn prepare_message(message: &serde_json::Value, index: usize) -> Result<serde_json::Value> {
     let Some(object) = message.as_object() else {
-        return Err(LmError::InvalidArgument(format!(
-            "messages[{index}] must be an object with \"role\" and \"content\""
-        )));
+        return Err(LmError::InvalidArgument(format!("messages[{index}] must be an object with \"role\" and \"content\"")));
     };
-    let mut cleaned: Map<String, serde_json::Value> = object
-        .iter()
-        .filter(|(_, v)| !v.is_null())
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let reasoning = ["reasoning_content", "thinking", "reasoning"]
-        .iter()
-        .find_map(|k| cleaned.get(*k).cloned());
+    let mut cleaned: Map<String, serde_json::Value> = object.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let reasoning = ["reasoning_content", "thinking", "reasoning"].iter().find_map(|k| cleaned.get(*k).cloned());
     if let Some(reasoning) = reasoning {
         // `{"thinking": r, **message, "reasoning_content": r}`: "thinking"
         // comes first (its value from the message if it has one) and an
@@ -195,12 +160,8 @@ fn prepare_message(message: &serde_json::Value, index: usize) -> Result<serde_js
 fn render_error(e: &minijinja::Error, name: &str, origin: &str) -> LmError {
     let detail = e.detail().unwrap_or_default();
     match detail.strip_prefix(RAISED_PREFIX) {
-        Some(raised) => LmError::InvalidArgument(format!(
-            "the chat template of {origin} rejected the messages: {raised}"
-        )),
-        None => LmError::InvalidArgument(format!(
-            "rendering chat template \"{name}\" of {origin} failed: {e}"
-        )),
+        Some(raised) => LmError::InvalidArgument(format!("the chat template of {origin} rejected the messages: {raised}")),
+        None => LmError::InvalidArgument(format!("rendering chat template \"{name}\" of {origin} failed: {e}")),
     }
 }
 
@@ -218,10 +179,7 @@ fn without_generation_tags(template: &str) -> String {
             return out;
         };
         let inner = &tag[2..end];
-        let body = inner
-            .trim_start_matches(['-', '+'])
-            .trim_end_matches(['-', '+'])
-            .trim();
+        let body = inner.trim_start_matches(['-', '+']).trim_end_matches(['-', '+']).trim();
         let replacement = match body {
             "generation" => Some("if true"),
             "endgeneration" => Some("endif"),
@@ -252,15 +210,8 @@ mod tests {
 
     #[test]
     fn drops_none_and_aliases_reasoning() {
-        let m = prepare_message(
-            &json!({"role": "assistant", "content": null, "reasoning": "r"}),
-            0,
-        )
-        .unwrap();
-        assert_eq!(
-            m,
-            json!({"thinking": "r", "role": "assistant", "reasoning": "r", "reasoning_content": "r"})
-        );
+        let m = prepare_message(&json!({"role": "assistant", "content": null, "reasoning": "r"}), 0).unwrap();
+        assert_eq!(m, json!({"thinking": "r", "role": "assistant", "reasoning": "r", "reasoning_content": "r"}));
         let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["thinking", "role", "reasoning", "reasoning_content"]);
     }
@@ -268,67 +219,35 @@ mod tests {
     #[test]
     fn generation_tags_render_their_body() {
         let t = templates("{% for m in messages %}{%- generation -%} {{ m.content }} {%- endgeneration %}|{% endfor %}");
-        let out = t
-            .render(
-                &[json!({"role": "user", "content": "hi"})],
-                &Default::default(),
-                &[],
-            )
-            .unwrap();
+        let out = t.render(&[json!({"role": "user", "content": "hi"})], &Default::default(), &[]).unwrap();
         assert_eq!(out, "hi|");
     }
 
     #[test]
     fn selects_named_templates_like_transformers() {
-        let src = ChatTemplateSource::Named(vec![
-            ("default".into(), "D".into()),
-            ("tool_use".into(), "T".into()),
-        ]);
+        let src = ChatTemplateSource::Named(vec![("default".into(), "D".into()), ("tool_use".into(), "T".into())]);
         let t = ChatTemplates::compile(&src, "x".into());
         let msgs = [json!({"role": "user", "content": "a"})];
         assert_eq!(t.render(&msgs, &Default::default(), &[]).unwrap(), "D");
-        let with_tools = ChatTemplateOptions {
-            tools: Some(vec![]),
-            ..Default::default()
-        };
+        let with_tools = ChatTemplateOptions { tools: Some(vec![]), ..Default::default() };
         assert_eq!(t.render(&msgs, &with_tools, &[]).unwrap(), "T");
     }
 
     #[test]
     fn errors_have_codes() {
         let t = templates("{{ raise_exception('roles must alternate') }}");
-        let e = t
-            .render(
-                &[json!({"role": "user", "content": "a"})],
-                &Default::default(),
-                &[],
-            )
-            .unwrap_err();
+        let e = t.render(&[json!({"role": "user", "content": "a"})], &Default::default(), &[]).unwrap_err();
         assert_eq!(e.code(), "INVALID_ARGUMENT");
         assert!(e.message().ends_with("roles must alternate"), "{e}");
         let e = t.render(&[], &Default::default(), &[]).unwrap_err();
         assert_eq!(e.code(), "INVALID_ARGUMENT");
-        let e = t
-            .render(&[json!("hi")], &Default::default(), &[])
-            .unwrap_err();
+        let e = t.render(&[json!("hi")], &Default::default(), &[]).unwrap_err();
         assert!(e.message().contains("messages[0]"), "{e}");
         let broken = templates("{% if %}");
-        let e = broken
-            .render(
-                &[json!({"role": "user", "content": "a"})],
-                &Default::default(),
-                &[],
-            )
-            .unwrap_err();
+        let e = broken.render(&[json!({"role": "user", "content": "a"})], &Default::default(), &[]).unwrap_err();
         assert_eq!(e.code(), "UNSUPPORTED_MODEL");
         let none = ChatTemplates::compile(&ChatTemplateSource::None, "dir".into());
-        let e = none
-            .render(
-                &[json!({"role": "user", "content": "a"})],
-                &Default::default(),
-                &[],
-            )
-            .unwrap_err();
+        let e = none.render(&[json!({"role": "user", "content": "a"})], &Default::default(), &[]).unwrap_err();
         assert_eq!(e.code(), "UNSUPPORTED_MODEL");
     }
 }

@@ -9,15 +9,7 @@ use crate::error::{LmError, Result};
 
 /// The named special tokens transformers passes into chat templates
 /// (`SPECIAL_TOKENS_ATTRIBUTES`), in its order.
-pub const SPECIAL_TOKEN_NAMES: [&str; 7] = [
-    "bos_token",
-    "eos_token",
-    "unk_token",
-    "sep_token",
-    "pad_token",
-    "cls_token",
-    "mask_token",
-];
+pub const SPECIAL_TOKEN_NAMES: [&str; 7] = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"];
 
 /// An entry of `added_tokens_decoder`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,10 +46,7 @@ pub struct TokenizerConfig {
 
 impl TokenizerConfig {
     pub fn special_token(&self, name: &str) -> Option<&str> {
-        self.special_tokens
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
+        self.special_tokens.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 
     /// Reads `tokenizer_config.json` (optional, as in transformers) and the
@@ -65,17 +54,11 @@ impl TokenizerConfig {
     pub fn load(dir: &Path) -> Result<Self> {
         let path = dir.join("tokenizer_config.json");
         let mut config = if path.is_file() {
-            let text = std::fs::read_to_string(&path).map_err(|e| {
-                LmError::InvalidWeights(format!("could not read {}: {e}", path.display()))
-            })?;
-            let value: Value = serde_json::from_str(&text).map_err(|e| {
-                LmError::InvalidWeights(format!("{} is not valid JSON: {e}", path.display()))
-            })?;
+            let text = std::fs::read_to_string(&path).map_err(|e| LmError::InvalidWeights(format!("could not read {}: {e}", path.display())))?;
+            let value: Value =
+                serde_json::from_str(&text).map_err(|e| LmError::InvalidWeights(format!("{} is not valid JSON: {e}", path.display())))?;
             let Value::Object(map) = value else {
-                return Err(LmError::InvalidWeights(format!(
-                    "{} must hold a JSON object",
-                    path.display()
-                )));
+                return Err(LmError::InvalidWeights(format!("{} must hold a JSON object", path.display())));
             };
             Self::from_map(&map, &path)?
         } else {
@@ -99,23 +82,14 @@ impl TokenizerConfig {
             Some(Value::String(s)) => ChatTemplateSource::Single(s.clone()),
             Some(Value::Array(items)) => named_templates(items, path)?,
             Some(_) => {
-                return Err(LmError::InvalidWeights(format!(
-                    "{}: chat_template must be a string or a list of {{name, template}}",
-                    path.display()
-                )))
+                return Err(LmError::InvalidWeights(format!("{}: chat_template must be a string or a list of {{name, template}}", path.display())))
             }
         };
         Ok(TokenizerConfig {
             special_tokens,
             chat_template,
-            clean_up_tokenization_spaces: flag(map, "clean_up_tokenization_spaces", path)?
-                .unwrap_or(false),
-            clean_up_for_bpe: flag(
-                map,
-                "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output",
-                path,
-            )?
-            .unwrap_or(false),
+            clean_up_tokenization_spaces: flag(map, "clean_up_tokenization_spaces", path)?.unwrap_or(false),
+            clean_up_for_bpe: flag(map, "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", path)?.unwrap_or(false),
             add_bos_token: flag(map, "add_bos_token", path)?,
             added_tokens: added_tokens(map.get("added_tokens_decoder"), path)?,
         })
@@ -130,15 +104,9 @@ fn token_content(value: Option<&Value>, path: &Path, key: &str) -> Result<Option
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(Value::Object(o)) => match o.get("content") {
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            _ => Err(LmError::InvalidWeights(format!(
-                "{}: {key} has no string \"content\"",
-                path.display()
-            ))),
+            _ => Err(LmError::InvalidWeights(format!("{}: {key} has no string \"content\"", path.display()))),
         },
-        Some(_) => Err(LmError::InvalidWeights(format!(
-            "{}: {key} must be a string, an AddedToken object or null",
-            path.display()
-        ))),
+        Some(_) => Err(LmError::InvalidWeights(format!("{}: {key} must be a string, an AddedToken object or null", path.display()))),
     }
 }
 
@@ -146,10 +114,7 @@ fn flag(map: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<bool>
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(LmError::InvalidWeights(format!(
-            "{}: {key} must be a boolean",
-            path.display()
-        ))),
+        Some(_) => Err(LmError::InvalidWeights(format!("{}: {key} must be a boolean", path.display()))),
     }
 }
 
@@ -160,12 +125,7 @@ fn named_templates(items: &[Value], path: &Path) -> Result<ChatTemplateSource> {
         let template = item.get("template").and_then(Value::as_str);
         match (name, template) {
             (Some(n), Some(t)) => named.push((n.to_string(), t.to_string())),
-            _ => {
-                return Err(LmError::InvalidWeights(format!(
-                    "{}: chat_template[{i}] needs string \"name\" and \"template\"",
-                    path.display()
-                )))
-            }
+            _ => return Err(LmError::InvalidWeights(format!("{}: chat_template[{i}] needs string \"name\" and \"template\"", path.display()))),
         }
     }
     Ok(ChatTemplateSource::Named(named))
@@ -177,26 +137,11 @@ fn added_tokens(value: Option<&Value>, path: &Path) -> Result<Vec<AddedTokenInfo
     };
     let mut out = Vec::with_capacity(map.len());
     for (key, entry) in map {
-        let bad = || {
-            LmError::InvalidWeights(format!(
-                "{}: added_tokens_decoder[\"{key}\"] is malformed",
-                path.display()
-            ))
-        };
+        let bad = || LmError::InvalidWeights(format!("{}: added_tokens_decoder[\"{key}\"] is malformed", path.display()));
         let id: u32 = key.parse().map_err(|_| bad())?;
-        let content = entry
-            .get("content")
-            .and_then(Value::as_str)
-            .ok_or_else(bad)?;
-        let special = entry
-            .get("special")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        out.push(AddedTokenInfo {
-            id,
-            content: content.to_string(),
-            special,
-        });
+        let content = entry.get("content").and_then(Value::as_str).ok_or_else(bad)?;
+        let special = entry.get("special").and_then(Value::as_bool).unwrap_or(false);
+        out.push(AddedTokenInfo { id, content: content.to_string(), special });
     }
     Ok(out)
 }
@@ -212,19 +157,12 @@ fn load_template_files(dir: &Path) -> Result<Option<ChatTemplateSource>> {
     }
     let extra_dir = dir.join("additional_chat_templates");
     if extra_dir.is_dir() {
-        let entries = std::fs::read_dir(&extra_dir).map_err(|e| {
-            LmError::InvalidWeights(format!("could not list {}: {e}", extra_dir.display()))
-        })?;
-        let mut files: Vec<_> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "jinja"))
-            .collect();
+        let entries = std::fs::read_dir(&extra_dir).map_err(|e| LmError::InvalidWeights(format!("could not list {}: {e}", extra_dir.display())))?;
+        let mut files: Vec<_> =
+            entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "jinja")).collect();
         files.sort();
         for file in files {
-            let name = file
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let name = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
             named.push((name, read_text(&file)?));
         }
     }
@@ -236,8 +174,7 @@ fn load_template_files(dir: &Path) -> Result<Option<ChatTemplateSource>> {
 }
 
 fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path)
-        .map_err(|e| LmError::InvalidWeights(format!("could not read {}: {e}", path.display())))
+    std::fs::read_to_string(path).map_err(|e| LmError::InvalidWeights(format!("could not read {}: {e}", path.display())))
 }
 
 #[cfg(test)]
@@ -246,9 +183,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<TokenizerConfig> {
-        let Value::Object(map) = v else {
-            unreachable!()
-        };
+        let Value::Object(map) = v else { unreachable!() };
         TokenizerConfig::from_map(&map, Path::new("tokenizer_config.json"))
     }
 
@@ -265,18 +200,8 @@ mod tests {
         assert_eq!(c.special_token("bos_token"), Some("<s>"));
         assert_eq!(c.special_token("eos_token"), Some("</s>"));
         assert_eq!(c.special_token("unk_token"), None);
-        assert_eq!(
-            c.chat_template,
-            ChatTemplateSource::Single("{{ x }}".into())
-        );
-        assert_eq!(
-            c.added_tokens,
-            vec![AddedTokenInfo {
-                id: 5,
-                content: "<x>".into(),
-                special: true
-            }]
-        );
+        assert_eq!(c.chat_template, ChatTemplateSource::Single("{{ x }}".into()));
+        assert_eq!(c.added_tokens, vec![AddedTokenInfo { id: 5, content: "<x>".into(), special: true }]);
     }
 
     #[test]
@@ -285,13 +210,7 @@ mod tests {
             {"name": "default", "template": "a"}, {"name": "tool_use", "template": "b"}
         ]}))
         .unwrap();
-        assert_eq!(
-            c.chat_template,
-            ChatTemplateSource::Named(vec![
-                ("default".into(), "a".into()),
-                ("tool_use".into(), "b".into())
-            ])
-        );
+        assert_eq!(c.chat_template, ChatTemplateSource::Named(vec![("default".into(), "a".into()), ("tool_use".into(), "b".into())]));
     }
 
     #[test]

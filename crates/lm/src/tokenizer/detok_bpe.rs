@@ -24,11 +24,7 @@ pub struct BpeDetokenizer {
 
 impl BpeDetokenizer {
     pub fn new(tokens: Arc<Vec<String>>) -> Self {
-        BpeDetokenizer {
-            tokens,
-            unflushed: String::new(),
-            emitted_any: false,
-        }
+        BpeDetokenizer { tokens, unflushed: String::new(), emitted_any: false }
     }
 
     pub fn reset(&mut self) {
@@ -44,8 +40,7 @@ impl BpeDetokenizer {
         self.unflushed.push_str(piece);
         let text = decode_streaming(&self.unflushed);
         let mut chars = piece.chars();
-        let lone_space =
-            matches!((chars.next(), chars.next()), (Some(c), None) if byte_of(c) == Some(b' '));
+        let lone_space = matches!((chars.next(), chars.next()), (Some(c), None) if byte_of(c) == Some(b' '));
         if !text.ends_with('\u{FFFD}') && !lone_space {
             self.unflushed.clear();
             return self.trim_first_space(text);
@@ -68,11 +63,7 @@ impl BpeDetokenizer {
     }
 
     fn trim_first_space(&mut self, text: String) -> String {
-        let out = if !self.emitted_any && text.starts_with(' ') {
-            text[1..].to_string()
-        } else {
-            text
-        };
+        let out = if !self.emitted_any && text.starts_with(' ') { text[1..].to_string() } else { text };
         if !out.is_empty() {
             self.emitted_any = true;
         }
@@ -123,10 +114,7 @@ mod tests {
     #[test]
     fn trims_first_space_and_holds_lone_spaces() {
         let mut d = detok(&["ĠHi", "Ġ", "there", "<|im_end|>"]);
-        assert_eq!(
-            stream(&mut d, &[0, 1, 2, 3]),
-            ["Hi", "", " there", "<|im_end|>", ""]
-        );
+        assert_eq!(stream(&mut d, &[0, 1, 2, 3]), ["Hi", "", " there", "<|im_end|>", ""]);
         d.reset();
         assert_eq!(stream(&mut d, &[1]), ["", ""]);
     }

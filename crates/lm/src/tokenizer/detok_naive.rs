@@ -45,10 +45,7 @@ impl NaiveDetokenizer {
     }
 
     pub fn finalize(&mut self) -> String {
-        let tail = self
-            .tokenizer
-            .decode(&self.current_tokens)
-            .unwrap_or_default();
+        let tail = self.tokenizer.decode(&self.current_tokens).unwrap_or_default();
         self.commit(&tail);
         self.current_tokens.clear();
         self.current_text.clear();
@@ -59,10 +56,7 @@ impl NaiveDetokenizer {
     /// U+FFFD (incomplete chars) or a cleanable space, commit on newline.
     fn refresh(&mut self) {
         if !self.current_tokens.is_empty() {
-            let mut text = self
-                .tokenizer
-                .decode(&self.current_tokens)
-                .unwrap_or_default();
+            let mut text = self.tokenizer.decode(&self.current_tokens).unwrap_or_default();
             if text.ends_with('\u{FFFD}') {
                 let kept = text.trim_end_matches('\u{FFFD}').len();
                 text.truncate(kept);
@@ -92,19 +86,11 @@ impl NaiveDetokenizer {
             let back = self.committed_chars - self.offset;
             let start = match back {
                 0 => self.committed.len(),
-                n => self
-                    .committed
-                    .char_indices()
-                    .rev()
-                    .nth(n - 1)
-                    .map_or(0, |(i, _)| i),
+                n => self.committed.char_indices().rev().nth(n - 1).map_or(0, |(i, _)| i),
             };
             format!("{}{}", &self.committed[start..], self.current_text)
         } else {
-            self.current_text
-                .chars()
-                .skip(self.offset - self.committed_chars)
-                .collect()
+            self.current_text.chars().skip(self.offset - self.committed_chars).collect()
         };
         self.offset = total;
         segment

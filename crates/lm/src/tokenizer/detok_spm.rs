@@ -29,12 +29,7 @@ pub fn byte_table(tokens: &[String]) -> Vec<Vec<u8>> {
 
 impl SpmDetokenizer {
     pub fn new(tokens: Arc<Vec<Vec<u8>>>, trim_space: bool) -> Self {
-        SpmDetokenizer {
-            tokens,
-            trim_space,
-            unflushed: Vec::new(),
-            emitted_any: false,
-        }
+        SpmDetokenizer { tokens, trim_space, unflushed: Vec::new(), emitted_any: false }
     }
 
     pub fn reset(&mut self) {
@@ -92,13 +87,7 @@ mod tests {
 
     #[test]
     fn streams_like_mlx_lm() {
-        let table = byte_table(&[
-            "▁Hello".into(),
-            "<0xE4>".into(),
-            "<0xB8>".into(),
-            "<0xAD>".into(),
-            "▁x".into(),
-        ]);
+        let table = byte_table(&["▁Hello".into(), "<0xE4>".into(), "<0xB8>".into(), "<0xAD>".into(), "▁x".into()]);
         let mut d = SpmDetokenizer::new(Arc::new(table.clone()), true);
         let chunks: Vec<String> = [0u32, 1, 2, 3, 4].iter().map(|&i| d.add_token(i)).collect();
         assert_eq!(chunks, ["Hello", "", "", "中", " x"]);

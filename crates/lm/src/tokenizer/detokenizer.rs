@@ -64,18 +64,10 @@ impl StreamingDetokenizer {
     pub fn new(tokenizer: &Tokenizer) -> Self {
         let inner = match tokenizer.detokenizer_kind() {
             DetokenizerKind::Bpe => Inner::Bpe(BpeDetokenizer::new(tokenizer.token_strings())),
-            DetokenizerKind::Spm { trim_space } => {
-                Inner::Spm(SpmDetokenizer::new(tokenizer.spm_token_bytes(), trim_space))
-            }
-            DetokenizerKind::Naive => Inner::Naive(NaiveDetokenizer::new(
-                tokenizer.clone(),
-                tokenizer.decode_cleans_spaces(),
-            )),
+            DetokenizerKind::Spm { trim_space } => Inner::Spm(SpmDetokenizer::new(tokenizer.spm_token_bytes(), trim_space)),
+            DetokenizerKind::Naive => Inner::Naive(NaiveDetokenizer::new(tokenizer.clone(), tokenizer.decode_cleans_spaces())),
         };
-        StreamingDetokenizer {
-            inner,
-            tokens: Vec::new(),
-        }
+        StreamingDetokenizer { inner, tokens: Vec::new() }
     }
 
     /// Adds one id and returns the text it completed (often empty).
@@ -125,25 +117,13 @@ mod tests {
             {"type": "ByteFallback"}, {"type": "Fuse"},
             {"type": "Strip", "content": " ", "start": 1, "stop": 0}
         ]});
-        assert_eq!(
-            DetokenizerKind::from_decoder(Some(&spm)),
-            DetokenizerKind::Spm { trim_space: true }
-        );
+        assert_eq!(DetokenizerKind::from_decoder(Some(&spm)), DetokenizerKind::Spm { trim_space: true });
         let mut float_stop = spm.clone();
         float_stop["decoders"][3]["stop"] = json!(0.0);
-        assert_eq!(
-            DetokenizerKind::from_decoder(Some(&float_stop)),
-            DetokenizerKind::Naive
-        );
+        assert_eq!(DetokenizerKind::from_decoder(Some(&float_stop)), DetokenizerKind::Naive);
         let bpe = json!({"type": "ByteLevel", "add_prefix_space": false});
-        assert_eq!(
-            DetokenizerKind::from_decoder(Some(&bpe)),
-            DetokenizerKind::Bpe
-        );
+        assert_eq!(DetokenizerKind::from_decoder(Some(&bpe)), DetokenizerKind::Bpe);
         assert_eq!(DetokenizerKind::from_decoder(None), DetokenizerKind::Naive);
-        assert_eq!(
-            DetokenizerKind::from_decoder(Some(&json!({"type": "WordPiece"}))),
-            DetokenizerKind::Naive
-        );
+        assert_eq!(DetokenizerKind::from_decoder(Some(&json!({"type": "WordPiece"}))), DetokenizerKind::Naive);
     }
 }

@@ -24,9 +24,8 @@ pub fn config_eos_token_ids(model_dir: &Path) -> Result<Vec<u32>> {
             LmError::InvalidWeights(format!("could not read {}: {e}", config_path.display()))
         }
     })?;
-    let config: Value = serde_json::from_str(&text).map_err(|e| {
-        LmError::InvalidWeights(format!("{} is not valid JSON: {e}", config_path.display()))
-    })?;
+    let config: Value =
+        serde_json::from_str(&text).map_err(|e| LmError::InvalidWeights(format!("{} is not valid JSON: {e}", config_path.display())))?;
     let mut chosen = (config.get("eos_token_id").cloned(), config_path);
 
     let generation_path = model_dir.join("generation_config.json");
@@ -56,17 +55,8 @@ fn is_truthy(value: &Value) -> bool {
 }
 
 fn ids_from_value(value: Option<&Value>, source: &Path) -> Result<Vec<u32>> {
-    let bad = || {
-        LmError::InvalidWeights(format!(
-            "{}: eos_token_id must be a token id or a list of token ids",
-            source.display()
-        ))
-    };
-    let as_id = |v: &Value| {
-        v.as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .ok_or_else(bad)
-    };
+    let bad = || LmError::InvalidWeights(format!("{}: eos_token_id must be a token id or a list of token ids", source.display()));
+    let as_id = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(bad);
     match value {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items.iter().filter(|v| !v.is_null()).map(as_id).collect(),
@@ -81,11 +71,7 @@ mod tests {
     fn folder(files: &[(&str, &str)]) -> std::path::PathBuf {
         use std::sync::atomic::{AtomicUsize, Ordering};
         static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "lm-eos-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
+        let dir = std::env::temp_dir().join(format!("lm-eos-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
         std::fs::create_dir_all(&dir).unwrap();
         for (name, text) in files {
             std::fs::write(dir.join(name), text).unwrap();
@@ -105,25 +91,13 @@ mod tests {
 
     #[test]
     fn generation_config_replaces_only_when_truthy() {
-        let d = folder(&[
-            ("config.json", r#"{"eos_token_id": 7}"#),
-            ("generation_config.json", r#"{"eos_token_id": [8, 9]}"#),
-        ]);
+        let d = folder(&[("config.json", r#"{"eos_token_id": 7}"#), ("generation_config.json", r#"{"eos_token_id": [8, 9]}"#)]);
         assert_eq!(config_eos_token_ids(&d).unwrap(), vec![8, 9]);
         for falsy in ["0", "[]", "null"] {
-            let d = folder(&[
-                ("config.json", r#"{"eos_token_id": 7}"#),
-                (
-                    "generation_config.json",
-                    &format!(r#"{{"eos_token_id": {falsy}}}"#),
-                ),
-            ]);
+            let d = folder(&[("config.json", r#"{"eos_token_id": 7}"#), ("generation_config.json", &format!(r#"{{"eos_token_id": {falsy}}}"#))]);
             assert_eq!(config_eos_token_ids(&d).unwrap(), vec![7], "{falsy}");
         }
-        let d = folder(&[
-            ("config.json", r#"{"eos_token_id": 7}"#),
-            ("generation_config.json", "{not json"),
-        ]);
+        let d = folder(&[("config.json", r#"{"eos_token_id": 7}"#), ("generation_config.json", "{not json")]);
         assert_eq!(config_eos_token_ids(&d).unwrap(), vec![7]);
     }
 

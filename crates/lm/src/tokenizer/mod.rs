@@ -68,16 +68,11 @@ impl Tokenizer {
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
         if !dir.is_dir() {
-            return Err(LmError::ModelNotFound(format!(
-                "model folder {} does not exist",
-                dir.display()
-            )));
+            return Err(LmError::ModelNotFound(format!("model folder {} does not exist", dir.display())));
         }
         let path = dir.join("tokenizer.json");
         let bytes = std::fs::read(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                LmError::ModelNotFound(format!("{} not found", path.display()))
-            }
+            std::io::ErrorKind::NotFound => LmError::ModelNotFound(format!("{} not found", path.display())),
             _ => LmError::InvalidWeights(format!("could not read {}: {e}", path.display())),
         })?;
         // Only the decoder is needed as JSON; skipping the rest is cheaper
@@ -86,16 +81,11 @@ impl Tokenizer {
         struct DecoderOnly {
             decoder: Option<serde_json::Value>,
         }
-        let peek: DecoderOnly = serde_json::from_slice(&bytes).map_err(|e| {
-            LmError::InvalidWeights(format!("{} is not valid JSON: {e}", path.display()))
-        })?;
+        let peek: DecoderOnly =
+            serde_json::from_slice(&bytes).map_err(|e| LmError::InvalidWeights(format!("{} is not valid JSON: {e}", path.display())))?;
         let detokenizer_kind = DetokenizerKind::from_decoder(peek.decoder.as_ref());
-        let hf = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
-            LmError::InvalidWeights(format!(
-                "{} is not a valid tokenizer definition: {e}",
-                path.display()
-            ))
-        })?;
+        let hf = tokenizers::Tokenizer::from_bytes(&bytes)
+            .map_err(|e| LmError::InvalidWeights(format!("{} is not a valid tokenizer definition: {e}", path.display())))?;
 
         let config = TokenizerConfig::load(dir)?;
         let token_id = |name: &str| config.special_token(name).and_then(|t| hf.token_to_id(t));
@@ -104,13 +94,8 @@ impl Tokenizer {
         // transformers 5 skips the clean-up for BPE models: it would remove
         // real spaces before punctuation.
         let is_bpe = matches!(hf.get_model(), ModelWrapper::BPE(_));
-        let clean_up_spaces =
-            config.clean_up_tokenization_spaces && (!is_bpe || config.clean_up_for_bpe);
-        let origin = if dir.join("chat_template.jinja").is_file() {
-            dir.join("chat_template.jinja")
-        } else {
-            dir.join("tokenizer_config.json")
-        };
+        let clean_up_spaces = config.clean_up_tokenization_spaces && (!is_bpe || config.clean_up_for_bpe);
+        let origin = if dir.join("chat_template.jinja").is_file() { dir.join("chat_template.jinja") } else { dir.join("tokenizer_config.json") };
         let templates = ChatTemplates::compile(&config.chat_template, origin.display().to_string());
 
         let tokenizer = Tokenizer {
@@ -162,11 +147,8 @@ impl Tokenizer {
     }
 
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        let encoding = self
-            .shared
-            .hf
-            .encode_fast(text, add_special_tokens)
-            .map_err(|e| LmError::InvalidArgument(format!("could not encode text: {e}")))?;
+        let encoding =
+            self.shared.hf.encode_fast(text, add_special_tokens).map_err(|e| LmError::InvalidArgument(format!("could not encode text: {e}")))?;
         Ok(encoding.get_ids().to_vec())
     }
 
@@ -192,16 +174,8 @@ impl Tokenizer {
     }
 
     pub fn decode_with(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
-        let text = self
-            .shared
-            .hf
-            .decode(ids, skip_special_tokens)
-            .map_err(|e| LmError::InvalidArgument(format!("could not decode ids: {e}")))?;
-        Ok(if self.shared.clean_up_spaces {
-            clean_up_tokenization(&text)
-        } else {
-            text
-        })
+        let text = self.shared.hf.decode(ids, skip_special_tokens).map_err(|e| LmError::InvalidArgument(format!("could not decode ids: {e}")))?;
+        Ok(if self.shared.clean_up_spaces { clean_up_tokenization(&text) } else { text })
     }
 
     /// `len(tokenizer)`: every id that decodes, added tokens included.
@@ -258,9 +232,7 @@ impl Tokenizer {
     pub fn add_eos_token(&mut self, token: &str) -> Result<()> {
         let id = match token.parse::<u32>() {
             Ok(id) => id,
-            Err(_) => self.token_to_id(token).ok_or_else(|| {
-                LmError::InvalidArgument(format!("'{token}' is not a token for this tokenizer"))
-            })?,
+            Err(_) => self.token_to_id(token).ok_or_else(|| LmError::InvalidArgument(format!("'{token}' is not a token for this tokenizer")))?,
         };
         self.add_eos_token_ids([id]);
         Ok(())
@@ -286,23 +258,12 @@ impl Tokenizer {
         enable_thinking: Option<bool>,
         tools: Option<Vec<serde_json::Value>>,
     ) -> Result<String> {
-        let options = ChatTemplateOptions {
-            add_generation_prompt,
-            enable_thinking,
-            tools,
-            extra: Default::default(),
-        };
+        let options = ChatTemplateOptions { add_generation_prompt, enable_thinking, tools, extra: Default::default() };
         self.apply_chat_template_with(messages, &options)
     }
 
-    pub fn apply_chat_template_with(
-        &self,
-        messages: &[serde_json::Value],
-        options: &ChatTemplateOptions,
-    ) -> Result<String> {
-        self.shared
-            .templates
-            .render(messages, options, self.special_tokens())
+    pub fn apply_chat_template_with(&self, messages: &[serde_json::Value], options: &ChatTemplateOptions) -> Result<String> {
+        self.shared.templates.render(messages, options, self.special_tokens())
     }
 
     /// Reasoning markers (`<think>`, `</think>` for Qwen3) by MLX-LM's rule.
@@ -351,10 +312,7 @@ impl Tokenizer {
     }
 
     fn spm_token_bytes(&self) -> Arc<Vec<Vec<u8>>> {
-        self.shared
-            .spm_bytes
-            .get_or_init(|| Arc::new(detok_spm::byte_table(&self.token_strings())))
-            .clone()
+        self.shared.spm_bytes.get_or_init(|| Arc::new(detok_spm::byte_table(&self.token_strings()))).clone()
     }
 
     /// MLX-LM's probe: does decode() remove the space in "a ,b"?

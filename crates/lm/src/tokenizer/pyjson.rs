@@ -25,12 +25,7 @@ pub fn dumps(value: &Value, opts: &DumpOptions) -> Result<String, String> {
         None => (", ".to_string(), ": ".to_string()),
     };
     let mut out = String::new();
-    let mut w = Dumper {
-        opts,
-        item_sep,
-        key_sep,
-        out: &mut out,
-    };
+    let mut w = Dumper { opts, item_sep, key_sep, out: &mut out };
     w.value(value, 0)?;
     Ok(out)
 }
@@ -55,20 +50,12 @@ impl Dumper<'_> {
     fn value(&mut self, v: &Value, level: usize) -> Result<(), String> {
         match v.kind() {
             ValueKind::None | ValueKind::Undefined => self.out.push_str("null"),
-            ValueKind::Bool => self
-                .out
-                .push_str(if v.is_true() { "true" } else { "false" }),
+            ValueKind::Bool => self.out.push_str(if v.is_true() { "true" } else { "false" }),
             ValueKind::Number => self.out.push_str(&number(v, true)),
-            ValueKind::String => json_string(
-                v.as_str().unwrap_or_default(),
-                self.opts.ensure_ascii,
-                self.out,
-            ),
+            ValueKind::String => json_string(v.as_str().unwrap_or_default(), self.opts.ensure_ascii, self.out),
             ValueKind::Seq | ValueKind::Iterable => {
                 let items: Vec<Value> = v.try_iter().map_err(|e| e.to_string())?.collect();
-                self.container('[', ']', items.len(), level, |d, i, lvl| {
-                    d.value(&items[i], lvl)
-                })?;
+                self.container('[', ']', items.len(), level, |d, i, lvl| d.value(&items[i], lvl))?;
             }
             ValueKind::Map => {
                 let mut entries = Vec::new();
@@ -124,9 +111,7 @@ fn key_string(key: &Value) -> Result<String, String> {
         ValueKind::Number => Ok(number(key, true)),
         ValueKind::Bool => Ok(if key.is_true() { "true" } else { "false" }.to_string()),
         ValueKind::None => Ok("null".to_string()),
-        other => Err(format!(
-            "keys must be str, int, float, bool or None, not {other}"
-        )),
+        other => Err(format!("keys must be str, int, float, bool or None, not {other}")),
     }
 }
 
@@ -150,11 +135,7 @@ pub fn float_repr(x: f64, json_names: bool) -> String {
     }
     if x.is_infinite() {
         let s = if json_names { "Infinity" } else { "inf" };
-        return if x < 0.0 {
-            format!("-{s}")
-        } else {
-            s.to_string()
-        };
+        return if x < 0.0 { format!("-{s}") } else { s.to_string() };
     }
     if x == 0.0 {
         return if x.is_sign_negative() { "-0.0" } else { "0.0" }.to_string();
@@ -181,11 +162,7 @@ pub fn float_repr(x: f64, json_names: bool) -> String {
         format!("{sign}{body}")
     } else {
         let (first, rest) = digits.split_at(1);
-        let mant = if rest.is_empty() {
-            first.to_string()
-        } else {
-            format!("{first}.{rest}")
-        };
+        let mant = if rest.is_empty() { first.to_string() } else { format!("{first}.{rest}") };
         let esign = if exp < 0 { '-' } else { '+' };
         format!("{sign}{mant}e{esign}{:02}", exp.abs())
     }
@@ -257,11 +234,7 @@ pub fn py_repr(v: &Value) -> String {
 
 /// `repr(str)`: single quotes unless the text has `'` and no `"`.
 fn str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
     let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for c in s.chars() {
@@ -321,34 +294,16 @@ mod tests {
     fn dumps_matches_python_defaults() {
         let value = v(serde_json::json!({"a": [1, 2.5, true, null], "é": "\"x\"\n\u{1}<>&'"}));
         let compact = dumps(&value, &DumpOptions::default()).unwrap();
-        assert_eq!(
-            compact,
-            r#"{"a": [1, 2.5, true, null], "é": "\"x\"\n\u0001<>&'"}"#
-        );
-        let ascii = DumpOptions {
-            ensure_ascii: true,
-            ..Default::default()
-        };
-        assert_eq!(
-            dumps(&v(serde_json::json!("é😀")), &ascii).unwrap(),
-            r#""\u00e9\ud83d\ude00""#
-        );
-        let pretty = DumpOptions {
-            indent: Some("  ".into()),
-            ..Default::default()
-        };
-        assert_eq!(
-            dumps(&v(serde_json::json!({"a": [1], "b": {}})), &pretty).unwrap(),
-            "{\n  \"a\": [\n    1\n  ],\n  \"b\": {}\n}"
-        );
+        assert_eq!(compact, r#"{"a": [1, 2.5, true, null], "é": "\"x\"\n\u0001<>&'"}"#);
+        let ascii = DumpOptions { ensure_ascii: true, ..Default::default() };
+        assert_eq!(dumps(&v(serde_json::json!("é😀")), &ascii).unwrap(), r#""\u00e9\ud83d\ude00""#);
+        let pretty = DumpOptions { indent: Some("  ".into()), ..Default::default() };
+        assert_eq!(dumps(&v(serde_json::json!({"a": [1], "b": {}})), &pretty).unwrap(), "{\n  \"a\": [\n    1\n  ],\n  \"b\": {}\n}");
     }
 
     #[test]
     fn str_matches_python() {
         let value = v(serde_json::json!([{"type": "text", "text": "it's"}, 1.0, null, false]));
-        assert_eq!(
-            py_str(&value),
-            r#"[{'type': 'text', 'text': "it's"}, 1.0, None, False]"#
-        );
+        assert_eq!(py_str(&value), r#"[{'type': 'text', 'text': "it's"}, 1.0, None, False]"#);
     }
 }

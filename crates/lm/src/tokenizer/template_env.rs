@@ -16,12 +16,7 @@ pub const RAISED_PREFIX: &str = "raise_exception: ";
 pub fn new_environment() -> Environment<'static> {
     let mut env = Environment::new();
     // The builder only fails on bad custom delimiters; the defaults are fine.
-    if let Ok(syntax) = SyntaxConfig::builder()
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .keep_trailing_newline(false)
-        .build()
-    {
+    if let Ok(syntax) = SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).keep_trailing_newline(false).build() {
         env.set_syntax(syntax);
     }
     env.set_auto_escape_callback(|_| AutoEscape::None);
@@ -31,15 +26,9 @@ pub fn new_environment() -> Environment<'static> {
     env.set_formatter(|out, _state, value| out.write_str(&py_str(value)).map_err(Error::from));
     env.add_filter("tojson", tojson);
     env.add_filter("string", |v: Value| py_str(&v));
-    env.add_function(
-        "raise_exception",
-        |message: Value| -> Result<Value, Error> {
-            Err(Error::new(
-                ErrorKind::InvalidOperation,
-                format!("{RAISED_PREFIX}{}", py_str(&message)),
-            ))
-        },
-    );
+    env.add_function("raise_exception", |message: Value| -> Result<Value, Error> {
+        Err(Error::new(ErrorKind::InvalidOperation, format!("{RAISED_PREFIX}{}", py_str(&message))))
+    });
     env.add_function("strftime_now", strftime_now);
     env
 }
@@ -47,13 +36,7 @@ pub fn new_environment() -> Environment<'static> {
 /// transformers: `json.dumps(x, ensure_ascii=False, indent=None,
 /// separators=None, sort_keys=False)`. minijinja passes at most five
 /// arguments, so `sort_keys` is keyword-only here.
-fn tojson(
-    value: &Value,
-    ensure_ascii: Option<Value>,
-    indent: Option<Value>,
-    separators: Option<Value>,
-    kwargs: Kwargs,
-) -> Result<Value, Error> {
+fn tojson(value: &Value, ensure_ascii: Option<Value>, indent: Option<Value>, separators: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     let pick = |positional: Option<Value>, name: &str| -> Result<Option<Value>, Error> {
         match kwargs.get::<Option<Value>>(name)? {
             Some(v) => Ok(Some(v)),
@@ -78,21 +61,14 @@ fn tojson(
                 let parts: Vec<String> = v.try_iter()?.map(|p| py_str(&p)).collect();
                 match <[String; 2]>::try_from(parts) {
                     Ok([item, key]) => Some((item, key)),
-                    Err(_) => {
-                        return Err(Error::new(
-                            ErrorKind::InvalidOperation,
-                            "tojson separators must be an (item, key) pair",
-                        ))
-                    }
+                    Err(_) => return Err(Error::new(ErrorKind::InvalidOperation, "tojson separators must be an (item, key) pair")),
                 }
             }
             _ => None,
         },
         sort_keys: sort_keys.is_some_and(|v| v.is_true()),
     };
-    dumps(value, &opts)
-        .map(Value::from)
-        .map_err(|e| Error::new(ErrorKind::InvalidOperation, e))
+    dumps(value, &opts).map(Value::from).map_err(|e| Error::new(ErrorKind::InvalidOperation, e))
 }
 
 /// `datetime.now().strftime(format)`. chrono's specifiers follow C strftime
@@ -101,15 +77,10 @@ fn strftime_now(format: String) -> Result<Value, Error> {
     use chrono::format::{Item, StrftimeItems};
     let items: Vec<Item> = StrftimeItems::new(&format).collect();
     if items.iter().any(|i| matches!(i, Item::Error)) {
-        return Err(Error::new(
-            ErrorKind::InvalidOperation,
-            format!("strftime_now: unsupported format {format:?}"),
-        ));
+        return Err(Error::new(ErrorKind::InvalidOperation, format!("strftime_now: unsupported format {format:?}")));
     }
     let now = chrono::Local::now();
-    Ok(Value::from(
-        now.format_with_items(items.into_iter()).to_string(),
-    ))
+    Ok(Value::from(now.format_with_items(items.into_iter()).to_string()))
 }
 
 #[cfg(test)]
@@ -130,34 +101,17 @@ mod tests {
 
     #[test]
     fn prints_like_python() {
-        let ctx = Value::from_pairs([
-            ("t", Value::from(true)),
-            ("n", Value::from(())),
-            ("f", Value::from(2.0)),
-            ("l", Value::from(vec!["a", "b"])),
-        ]);
-        assert_eq!(
-            render("{{ t }} {{ n }} {{ f }} {{ l }} {{ u }}|", ctx),
-            "True None 2.0 ['a', 'b'] |"
-        );
+        let ctx = Value::from_pairs([("t", Value::from(true)), ("n", Value::from(())), ("f", Value::from(2.0)), ("l", Value::from(vec!["a", "b"]))]);
+        assert_eq!(render("{{ t }} {{ n }} {{ f }} {{ l }} {{ u }}|", ctx), "True None 2.0 ['a', 'b'] |");
     }
 
     #[test]
     fn tojson_forms() {
         let ctx = Value::from_pairs([("d", Value::from_pairs([("a", Value::from("<é>"))]))]);
         assert_eq!(render("{{ d | tojson }}", ctx.clone()), r#"{"a": "<é>"}"#);
-        assert_eq!(
-            render("{{ d | tojson(indent=2) }}", ctx.clone()),
-            "{\n  \"a\": \"<é>\"\n}"
-        );
-        assert_eq!(
-            render("{{ d | tojson(true) }}", ctx.clone()),
-            r#"{"a": "<\u00e9>"}"#
-        );
-        assert_eq!(
-            render("{{ d | tojson(separators=(',', ':')) }}", ctx),
-            r#"{"a":"<é>"}"#
-        );
+        assert_eq!(render("{{ d | tojson(indent=2) }}", ctx.clone()), "{\n  \"a\": \"<é>\"\n}");
+        assert_eq!(render("{{ d | tojson(true) }}", ctx.clone()), r#"{"a": "<\u00e9>"}"#);
+        assert_eq!(render("{{ d | tojson(separators=(',', ':')) }}", ctx), r#"{"a":"<é>"}"#);
     }
 
     #[test]
@@ -172,9 +126,7 @@ mod tests {
     #[test]
     fn raise_exception_and_strftime() {
         let env = new_environment();
-        let err = env
-            .render_str("{{ raise_exception('bad roles') }}", ())
-            .unwrap_err();
+        let err = env.render_str("{{ raise_exception('bad roles') }}", ()).unwrap_err();
         assert!(err.to_string().contains("bad roles"));
         let year = render("{{ strftime_now('%Y') }}", Value::from(()));
         assert_eq!(year.len(), 4);

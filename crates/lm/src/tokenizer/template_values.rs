@@ -17,13 +17,8 @@ pub fn from_json(json: &serde_json::Value) -> Value {
             }
         }
         serde_json::Value::String(s) => Value::from(s.as_str()),
-        serde_json::Value::Array(items) => {
-            Value::from(items.iter().map(from_json).collect::<Vec<_>>())
-        }
-        serde_json::Value::Object(map) => Value::from_pairs(
-            map.iter()
-                .map(|(k, v)| (Value::from(k.as_str()), from_json(v))),
-        ),
+        serde_json::Value::Array(items) => Value::from(items.iter().map(from_json).collect::<Vec<_>>()),
+        serde_json::Value::Object(map) => Value::from_pairs(map.iter().map(|(k, v)| (Value::from(k.as_str()), from_json(v)))),
     }
 }
 

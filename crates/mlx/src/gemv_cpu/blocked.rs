@@ -123,18 +123,20 @@ unsafe fn transposed(rows: &[*const f32; 8], kk: usize) -> [__m256; 8] {
     let r: [__m256; 8] = std::array::from_fn(|j| _mm256_loadu_ps(rows[j].add(kk)));
     let t: [__m256; 8] = std::array::from_fn(|i| {
         let (a, b) = (r[2 * (i / 2)], r[2 * (i / 2) + 1]);
-        if i % 2 == 0 { _mm256_unpacklo_ps(a, b) } else { _mm256_unpackhi_ps(a, b) }
+        if i % 2 == 0 {
+            _mm256_unpacklo_ps(a, b)
+        } else {
+            _mm256_unpackhi_ps(a, b)
+        }
     });
     // u[0..4]: rows 0-3 (k 0/4, 1/5, 2/6, 3/7 in the two halves); u[4..8]: rows 4-7.
     let u: [__m256; 8] = std::array::from_fn(|i| {
         let (a, b) = (t[4 * (i / 4) + (i % 4) / 2], t[4 * (i / 4) + (i % 4) / 2 + 2]);
-        if i % 2 == 0 { _mm256_shuffle_ps::<0x44>(a, b) } else { _mm256_shuffle_ps::<0xEE>(a, b) }
-    });
-    std::array::from_fn(|i| {
-        if i < 4 {
-            _mm256_permute2f128_ps::<0x20>(u[i], u[i + 4])
+        if i % 2 == 0 {
+            _mm256_shuffle_ps::<0x44>(a, b)
         } else {
-            _mm256_permute2f128_ps::<0x31>(u[i - 4], u[i])
+            _mm256_shuffle_ps::<0xEE>(a, b)
         }
-    })
+    });
+    std::array::from_fn(|i| if i < 4 { _mm256_permute2f128_ps::<0x20>(u[i], u[i + 4]) } else { _mm256_permute2f128_ps::<0x31>(u[i - 4], u[i]) })
 }

@@ -196,7 +196,14 @@ const GEMV: KernelF32 = |params, inputs, out| {
     let [k, n, q, small] = [params[0], params[1], params[2], params[3]].map(|v| v as usize);
     let (x, w, bias) = (inputs[0], inputs[1], inputs.get(2).copied());
     // `k % 64 == 0` (as `matmul_t` asks) makes every K block a multiple of eight.
-    let ok = k > 0 && k % 64 == 0 && q % 64 == 0 && n > 0 && q > 0 && w.len() == n * k && x.len() % k == 0 && out.len() == x.len() / k * n
+    let ok = k > 0
+        && k % 64 == 0
+        && q % 64 == 0
+        && n > 0
+        && q > 0
+        && w.len() == n * k
+        && x.len() % k == 0
+        && out.len() == x.len() / k * n
         && bias.map_or(true, |b| b.len() == n);
     if !ok {
         out.fill(f32::NAN);

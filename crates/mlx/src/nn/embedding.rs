@@ -29,13 +29,9 @@ impl Embedding {
     fn to_linear(&self) -> Linear {
         match self {
             Embedding::Dense { weight } => Linear::Dense { weight: weight.clone(), bias: None },
-            Embedding::Quantized { weight, scales, biases, q } => Linear::Quantized {
-                weight: weight.clone(),
-                scales: scales.clone(),
-                biases: biases.clone(),
-                bias: None,
-                q: *q,
-            },
+            Embedding::Quantized { weight, scales, biases, q } => {
+                Linear::Quantized { weight: weight.clone(), scales: scales.clone(), biases: biases.clone(), bias: None, q: *q }
+            }
         }
     }
 }

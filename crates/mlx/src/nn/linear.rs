@@ -54,9 +54,7 @@ impl Linear {
     pub fn dense_weight(&self) -> Result<Array> {
         match self {
             Linear::Dense { weight, .. } => Ok(weight.clone()),
-            Linear::Quantized { weight, scales, biases, q, .. } => {
-                dequantize(weight, scales, Some(biases), q.group_size, q.bits)
-            }
+            Linear::Quantized { weight, scales, biases, q, .. } => dequantize(weight, scales, Some(biases), q.group_size, q.bits),
         }
     }
 }

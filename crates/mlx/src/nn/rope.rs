@@ -27,14 +27,8 @@ impl Rope {
         let exps = Array::arange(0.0, dims as f64, 2.0, Dtype::Float32)?.divide_scalar(dims as f64)?;
         let freqs = Array::scalar(base as f64, Dtype::Float32)?.power(&exps)?;
         let wavelens = freqs.multiply_scalar(2.0 * std::f64::consts::PI)?;
-        let freqs = Array::where_(
-            &wavelens.greater_scalar(low_freq_wavelen as f64)?,
-            &freqs.multiply_scalar(factor as f64)?,
-            &freqs,
-        )?;
-        let is_medium = wavelens
-            .greater_scalar(high_freq_wavelen as f64)?
-            .logical_and(&wavelens.less_scalar(low_freq_wavelen as f64)?)?;
+        let freqs = Array::where_(&wavelens.greater_scalar(low_freq_wavelen as f64)?, &freqs.multiply_scalar(factor as f64)?, &freqs)?;
+        let is_medium = wavelens.greater_scalar(high_freq_wavelen as f64)?.logical_and(&wavelens.less_scalar(low_freq_wavelen as f64)?)?;
         let smooth = Array::scalar(old_context_len as f64, Dtype::Float32)?
             .divide(&wavelens)?
             .subtract_scalar(low_freq_factor as f64)?
@@ -49,12 +43,8 @@ impl Rope {
 
     pub fn forward(&self, x: &Array, offset: i32) -> Result<Array> {
         match self {
-            Rope::Standard { dims, traditional, base, scale } => {
-                fast::rope(x, *dims, *traditional, Some(*base), *scale, offset, None)
-            }
-            Rope::Freqs { dims, traditional, freqs } => {
-                fast::rope(x, *dims, *traditional, None, 1.0, offset, Some(freqs))
-            }
+            Rope::Standard { dims, traditional, base, scale } => fast::rope(x, *dims, *traditional, Some(*base), *scale, offset, None),
+            Rope::Freqs { dims, traditional, freqs } => fast::rope(x, *dims, *traditional, None, 1.0, offset, Some(freqs)),
             Rope::DynamicNtk { dims, traditional, base, factor, max_positions } => {
                 let seq_len = (x.dim(-2) + offset).max(*max_positions) as f64;
                 let (f, m, d) = (*factor as f64, *max_positions as f64, *dims as f64);

@@ -62,9 +62,7 @@ impl HiftConfig {
         let mut cfg = HiftConfig::default();
         if let Some(v) = config.get("s3gen_config").and_then(|s| s.get("hift_base_channels")) {
             let n = v.as_i64().filter(|&n| n >= 8 && n % 8 == 0 && n <= i32::MAX as i64).ok_or_else(|| {
-                LmError::InvalidWeights(format!(
-                    "config.json: s3gen_config.hift_base_channels must be a positive multiple of 8, got {v}"
-                ))
+                LmError::InvalidWeights(format!("config.json: s3gen_config.hift_base_channels must be a positive multiple of 8, got {v}"))
             })?;
             cfg.base_channels = n as i32;
         }

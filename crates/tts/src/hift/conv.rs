@@ -105,8 +105,7 @@ impl UpsampleConv1d {
         stride: i32,
         padding: i32,
     ) -> Result<UpsampleConv1d> {
-        let ConvTranspose1d { weight, bias, .. } =
-            ConvTranspose1d::load(w, prefix, in_ch, out_ch, kernel, bias, stride, padding)?;
+        let ConvTranspose1d { weight, bias, .. } = ConvTranspose1d::load(w, prefix, in_ch, out_ch, kernel, bias, stride, padding)?;
         Ok(UpsampleConv1d { conv: SubpixelConv1d::new(&weight, stride)?, bias, padding })
     }
 

@@ -8,11 +8,11 @@ use mlx::random::KeySequence;
 use mlx::Array;
 
 use super::config::HiftConfig;
+use super::conv::UpsampleConv1d;
 use super::f0::F0Predictor;
 use super::resblock::ResBlock;
 use super::source::SourceModule;
 use super::stft::Stft;
-use super::conv::UpsampleConv1d;
 use crate::layers::Conv1d;
 use crate::Result;
 
@@ -89,10 +89,7 @@ impl Hift {
     fn check_mel(&self, mel: &Array) -> Result<()> {
         let s = mel.shape();
         if s.len() != 3 || s[1] != self.cfg.in_channels || s[2] < 1 {
-            return Err(LmError::InvalidArgument(format!(
-                "HiFT expects a mel spectrogram [B, {}, T] with T >= 1, got {s:?}",
-                self.cfg.in_channels
-            )));
+            return Err(LmError::InvalidArgument(format!("HiFT expects a mel spectrogram [B, {}, T] with T >= 1, got {s:?}", self.cfg.in_channels)));
         }
         Ok(())
     }
@@ -143,10 +140,7 @@ impl Hift {
             if n > 0 {
                 let cs = cache.shape();
                 if cs.len() != 3 || cs[0] != source.dim(0) || cs[1] != 1 {
-                    return Err(LmError::InvalidArgument(format!(
-                        "HiFT cache_source must be [{}, 1, n], got {cs:?}",
-                        source.dim(0)
-                    )));
+                    return Err(LmError::InvalidArgument(format!("HiFT cache_source must be [{}, 1, n], got {cs:?}", source.dim(0))));
                 }
                 let t = source.dim(2);
                 let rest = source.slice_axis(2, n.min(t), t)?;

@@ -33,7 +33,14 @@ impl Snake {
     /// scalar polynomial with libm calls there, and each op a pass of its own).
     pub fn forward(&self, x: &Array) -> mlx::Result<Array> {
         let c = self.alpha.dim(0);
-        if x.dtype() == Dtype::Float32 && self.alpha.dtype() == Dtype::Float32 && x.ndim() > 0 && x.dim(-1) == c && c > 0 && c < 1 << 24 && mlx::kernel::Kernel::Speech.enabled() {
+        if x.dtype() == Dtype::Float32
+            && self.alpha.dtype() == Dtype::Float32
+            && x.ndim() > 0
+            && x.dim(-1) == c
+            && c > 0
+            && c < 1 << 24
+            && mlx::kernel::Kernel::Speech.enabled()
+        {
             return mlx::kernel::cpu_kernel_f32_in_place("Snake", SNAKE, &[c as f32], x, &[&self.alpha, &self.inv_alpha]);
         }
         self.forward_ops(x)
@@ -98,9 +105,8 @@ impl ResBlock {
     pub fn load(w: &mut Weights, prefix: &str, channels: i32, kernel: i32, dilations: &[i32]) -> Result<ResBlock> {
         let mut units = Vec::with_capacity(dilations.len());
         for (i, &d) in dilations.iter().enumerate() {
-            let conv = |w: &mut Weights, name: &str, dilation: i32| {
-                DilatedConv1d::load(w, &format!("{prefix}.{name}.{i}"), channels, kernel, dilation)
-            };
+            let conv =
+                |w: &mut Weights, name: &str, dilation: i32| DilatedConv1d::load(w, &format!("{prefix}.{name}.{i}"), channels, kernel, dilation);
             units.push(Unit {
                 act1: Snake::load(w, &format!("{prefix}.activations1.{i}.alpha"), channels)?,
                 conv1: conv(w, "convs1", d)?,

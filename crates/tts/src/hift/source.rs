@@ -63,9 +63,7 @@ impl SourceModule {
 
         let uv = f0.greater_scalar(self.voiced_threshold)?.astype(Dtype::Float32)?;
         let unvoiced = uv.scalar_like(1.0)?.subtract(&uv)?;
-        let noise_amp = uv
-            .multiply_scalar(self.noise_std)?
-            .add(&unvoiced.multiply_scalar(self.sine_amp)?.divide_scalar(3.0)?)?;
+        let noise_amp = uv.multiply_scalar(self.noise_std)?.add(&unvoiced.multiply_scalar(self.sine_amp)?.divide_scalar(3.0)?)?;
         let noise = noise_amp.multiply(&random::normal(&[b, h, t], Dtype::Float32, 0.0, 1.0, Some(&keys.next()?))?)?;
         let sines = sines.multiply(&uv)?.add(&noise)?;
 

@@ -28,8 +28,7 @@ impl GenConds {
         if !path.is_file() {
             return Err(TtsError::ModelNotFound(format!("voice conditionals {} do not exist", path.display())));
         }
-        let (mut tensors, _) = mlx::io::load_safetensors(path)
-            .map_err(|e| TtsError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
+        let (mut tensors, _) = mlx::io::load_safetensors(path).map_err(|e| TtsError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
         GenConds::from_tensors(&mut tensors, &path.display().to_string())
     }
 
@@ -44,10 +43,7 @@ impl GenConds {
         if shape.len() != 2 || shape[0] != 1 || tokens.dtype().is_float() {
             return Err(bad("gen.prompt_token", format!("must be integer ids of shape (1, T), got {:?} {shape:?}", tokens.dtype())));
         }
-        let ids: Vec<i64> = tokens
-            .astype(Dtype::Int64)
-            .and_then(|a| a.to_vec::<i64>())
-            .map_err(|e| bad("gen.prompt_token", e.message))?;
+        let ids: Vec<i64> = tokens.astype(Dtype::Int64).and_then(|a| a.to_vec::<i64>()).map_err(|e| bad("gen.prompt_token", e.message))?;
         if let Some(t) = ids.iter().find(|&&t| t < 0 || t > u32::MAX as i64) {
             return Err(bad("gen.prompt_token", format!("holds an invalid token id {t}")));
         }
@@ -62,10 +58,7 @@ impl GenConds {
             return Err(bad("gen.prompt_token_len", format!("must be one integer, got {:?} {:?}", len.dtype(), len.shape())));
         };
         if len_value != prompt_tokens.len() as i64 {
-            return Err(bad(
-                "gen.prompt_token_len",
-                format!("is {len_value} but gen.prompt_token holds {} tokens", prompt_tokens.len()),
-            ));
+            return Err(bad("gen.prompt_token_len", format!("is {len_value} but gen.prompt_token holds {} tokens", prompt_tokens.len())));
         }
 
         let prompt_feat = take("gen.prompt_feat")?;

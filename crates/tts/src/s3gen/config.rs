@@ -20,13 +20,7 @@ pub struct S3GenConfig {
 
 impl Default for S3GenConfig {
     fn default() -> Self {
-        S3GenConfig {
-            encoder_num_blocks: 6,
-            encoder_num_up_blocks: 4,
-            decoder_n_blocks: 4,
-            decoder_num_mid_blocks: 12,
-            n_timesteps: 10,
-        }
+        S3GenConfig { encoder_num_blocks: 6, encoder_num_up_blocks: 4, decoder_n_blocks: 4, decoder_num_mid_blocks: 12, n_timesteps: 10 }
     }
 }
 
@@ -59,11 +53,7 @@ impl S3GenConfig {
                     let min = if key == "n_timesteps" { 1 } else { 0 };
                     match v.as_i64() {
                         Some(n) if n >= min && n <= i32::MAX as i64 => *slot = n as i32,
-                        _ => {
-                            return Err(TtsError::InvalidWeights(format!(
-                                "{source}: \"s3gen_config.{key}\" must be an integer >= {min}, got {v}"
-                            )))
-                        }
+                        _ => return Err(TtsError::InvalidWeights(format!("{source}: \"s3gen_config.{key}\" must be an integer >= {min}, got {v}"))),
                     }
                 }
             }

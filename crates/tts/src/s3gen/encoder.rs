@@ -149,12 +149,8 @@ pub struct UpsampleEncoder {
 impl UpsampleEncoder {
     /// `prefix` is the encoder's (`s3gen.flow.encoder`).
     pub fn load(w: &mut Weights, prefix: &str, num_blocks: i32, num_up_blocks: i32) -> Result<Self> {
-        let blocks = (0..num_blocks)
-            .map(|i| ConformerBlock::load(w, &format!("{prefix}.encoders_{i}")))
-            .collect::<Result<Vec<_>>>()?;
-        let up_blocks = (0..num_up_blocks)
-            .map(|i| ConformerBlock::load(w, &format!("{prefix}.up_encoders_{i}")))
-            .collect::<Result<Vec<_>>>()?;
+        let blocks = (0..num_blocks).map(|i| ConformerBlock::load(w, &format!("{prefix}.encoders_{i}"))).collect::<Result<Vec<_>>>()?;
+        let up_blocks = (0..num_up_blocks).map(|i| ConformerBlock::load(w, &format!("{prefix}.up_encoders_{i}"))).collect::<Result<Vec<_>>>()?;
         let d = ENCODER_DIMS;
         Ok(UpsampleEncoder {
             embed: InputEmbedding::load(w, &format!("{prefix}.embed"))?,
@@ -180,13 +176,8 @@ impl UpsampleEncoder {
             return Ok(None);
         }
         let empty = || Array::zeros(&[0], mlx::Dtype::Float32);
-        let mut prefix = EncoderPrefix {
-            tokens: tokens.dim(1),
-            embedded_tail: empty()?,
-            blocks: Vec::new(),
-            upsampled_tail: empty()?,
-            up_blocks: Vec::new(),
-        };
+        let mut prefix =
+            EncoderPrefix { tokens: tokens.dim(1), embedded_tail: empty()?, blocks: Vec::new(), upsampled_tail: empty()?, up_blocks: Vec::new() };
         let h = self.run(tokens, Earlier::Record(&mut prefix))?;
         Ok(Some((h, prefix)))
     }
@@ -251,7 +242,11 @@ fn run_block(block: &ConformerBlock, x: &Array, pos: &Array, i: usize, earlier: 
         Earlier::Record(p) => {
             let (y, (k, v)) = block.forward(x, pos, None)?;
             let kv = (k.contiguous()?, v.contiguous()?);
-            if up { p.up_blocks.push(kv) } else { p.blocks.push(kv) }
+            if up {
+                p.up_blocks.push(kv)
+            } else {
+                p.blocks.push(kv)
+            }
             Ok(y)
         }
         Earlier::None => Ok(block.forward(x, pos, None)?.0),

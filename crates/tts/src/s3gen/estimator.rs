@@ -247,9 +247,7 @@ impl Stage {
     fn load(w: &mut Weights, prefix: &str, in_ch: i32, n_blocks: i32) -> Result<Self> {
         Ok(Stage {
             resnet: ResnetBlock::load(w, &format!("{prefix}.resnet"), in_ch, CHANNELS)?,
-            transformers: (0..n_blocks)
-                .map(|i| TransformerBlock::load(w, &format!("{prefix}.transformer_{i}")))
-                .collect::<Result<Vec<_>>>()?,
+            transformers: (0..n_blocks).map(|i| TransformerBlock::load(w, &format!("{prefix}.transformer_{i}"))).collect::<Result<Vec<_>>>()?,
         })
     }
 
@@ -283,9 +281,7 @@ impl Estimator {
             time_out: linear(w, &format!("{prefix}.time_mlp.linear_2"), TIME_EMBED_DIMS, TIME_EMBED_DIMS, true)?,
             down: Stage::load(w, &format!("{prefix}.down_blocks_0"), IN_CHANNELS, n_blocks)?,
             down_conv: CausalConv::load(w, &format!("{prefix}.down_blocks_0.downsample.conv"), CHANNELS, CHANNELS)?,
-            mid: (0..num_mid_blocks)
-                .map(|i| Stage::load(w, &format!("{prefix}.mid_blocks_{i}"), CHANNELS, n_blocks))
-                .collect::<Result<Vec<_>>>()?,
+            mid: (0..num_mid_blocks).map(|i| Stage::load(w, &format!("{prefix}.mid_blocks_{i}"), CHANNELS, n_blocks)).collect::<Result<Vec<_>>>()?,
             up: Stage::load(w, &format!("{prefix}.up_blocks_0"), 2 * CHANNELS, n_blocks)?,
             up_conv: CausalConv::load(w, &format!("{prefix}.up_blocks_0.upsample.conv"), CHANNELS, CHANNELS)?,
             final_block: CausalBlock::load(w, &format!("{prefix}.final_block"), CHANNELS, CHANNELS)?,

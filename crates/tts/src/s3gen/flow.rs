@@ -75,11 +75,9 @@ impl S3GenFlow {
         let p = "s3gen.flow";
         let token_embedding = w.embedding(&format!("{p}.input_embedding"), SPEECH_VOCAB, ENCODER_DIMS)?;
         let speaker_proj = linear(w, &format!("{p}.spk_embed_affine_layer"), XVECTOR_DIM, MEL_BINS, true)?;
-        let encoder =
-            UpsampleEncoder::load(w, &format!("{p}.encoder"), cfg.encoder_num_blocks, cfg.encoder_num_up_blocks)?;
+        let encoder = UpsampleEncoder::load(w, &format!("{p}.encoder"), cfg.encoder_num_blocks, cfg.encoder_num_up_blocks)?;
         let encoder_proj = linear(w, &format!("{p}.encoder_proj"), ENCODER_DIMS, MEL_BINS, true)?;
-        let estimator =
-            Estimator::load(w, &format!("{p}.decoder.estimator"), cfg.decoder_n_blocks, cfg.decoder_num_mid_blocks)?;
+        let estimator = Estimator::load(w, &format!("{p}.decoder.estimator"), cfg.decoder_n_blocks, cfg.decoder_num_mid_blocks)?;
 
         // mlx-audio regenerates these at construction; a checkpoint that carries
         // them anyway (a dump of all parameters) would override the noise on
@@ -96,15 +94,7 @@ impl S3GenFlow {
         let tables = [format!("{p}.encoder.embed.pos_enc.pe"), format!("{p}.encoder.up_embed.pos_enc.pe")];
         w.discard(|k| tables.iter().any(|t| t == k));
 
-        Ok(S3GenFlow {
-            token_embedding,
-            speaker_proj,
-            encoder,
-            encoder_proj,
-            estimator,
-            noise,
-            n_timesteps: cfg.n_timesteps,
-        })
+        Ok(S3GenFlow { token_embedding, speaker_proj, encoder, encoder_proj, estimator, noise, n_timesteps: cfg.n_timesteps })
     }
 
     /// Mel frames `mel` returns for `tokens` new tokens, when the voice's prompt
@@ -140,10 +130,7 @@ impl S3GenFlow {
     pub fn mel_after_prompt(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool, cache: &PromptCache) -> Result<Array> {
         let p = cache.frames;
         if p != conds.prompt_feat.dim(1) {
-            return Err(TtsError::InvalidArgument(format!(
-                "the prompt cache holds {p} frames, the voice {}",
-                conds.prompt_feat.dim(1)
-            )));
+            return Err(TtsError::InvalidArgument(format!("the prompt cache holds {p} frames, the voice {}", conds.prompt_feat.dim(1))));
         }
         let frames = frame_count(speech_tokens.len(), finalize);
         if frames <= 0 {
@@ -258,14 +245,7 @@ impl S3GenFlow {
                 }
                 Plan::Extend(cache) => Prefix::Extend(&cache.steps[step as usize - 1]),
             };
-            let v = self.estimator.forward(
-                &Array::concatenate(&[&x, &x], 0)?,
-                &mu2,
-                &Array::concatenate(&[&t, &t], 0)?,
-                &spks2,
-                &cond2,
-                prefix,
-            )?;
+            let v = self.estimator.forward(&Array::concatenate(&[&x, &x], 0)?, &mu2, &Array::concatenate(&[&t, &t], 0)?, &spks2, &cond2, prefix)?;
             let v_cond = v.slice_axis(0, 0, 1)?;
             let v_uncond = v.slice_axis(0, 1, 2)?;
             let v = v_cond.multiply_scalar(1.0 + CFG_RATE)?.subtract(&v_uncond.multiply_scalar(CFG_RATE)?)?;

@@ -12,9 +12,7 @@ fn offset_table(hi: i32, lo: i32, dims: i32) -> mlx::Result<Array> {
     let n = hi - lo + 1;
     let offsets: Vec<f32> = (0..n).map(|i| (hi - i) as f32).collect();
     let offsets = Array::from_slice(&offsets, &[n, 1])?;
-    let inv_freq = Array::arange(0.0, dims as f64, 2.0, Dtype::Float32)?
-        .multiply_scalar(-(10000f64.ln() / dims as f64))?
-        .exp()?;
+    let inv_freq = Array::arange(0.0, dims as f64, 2.0, Dtype::Float32)?.multiply_scalar(-(10000f64.ln() / dims as f64))?.exp()?;
     let angles = offsets.multiply(&inv_freq.reshape(&[1, dims / 2])?)?;
     Array::stack(&[&angles.sin()?, &angles.cos()?], -1)?.reshape(&[1, n, dims])
 }

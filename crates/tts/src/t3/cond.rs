@@ -31,8 +31,7 @@ impl T3Cond {
         if !path.is_file() {
             return Err(TtsError::ModelNotFound(format!("voice conditionals {} do not exist", path.display())));
         }
-        let (tensors, _) = mlx::io::load_safetensors(path)
-            .map_err(|e| TtsError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
+        let (tensors, _) = mlx::io::load_safetensors(path).map_err(|e| TtsError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
         T3Cond::from_tensors(tensors, path)
     }
 
@@ -76,8 +75,7 @@ impl T3Cond {
         }
         .map_err(|e| bad(key, e.message))?;
         let emotion_value =
-            emotion_adv.astype(Dtype::Float32).and_then(|a| a.reshape(&[])).and_then(|a| a.item::<f32>()).map_err(|e| bad(key, e.message))?
-                as f64;
+            emotion_adv.astype(Dtype::Float32).and_then(|a| a.reshape(&[])).and_then(|a| a.item::<f32>()).map_err(|e| bad(key, e.message))? as f64;
         Ok(T3Cond { speaker_emb, prompt_speech_tokens, emotion_adv, emotion_value, clip: Mutex::new(None) })
     }
 

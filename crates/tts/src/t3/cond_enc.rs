@@ -18,13 +18,8 @@ pub struct CondEncoder {
 impl CondEncoder {
     pub fn load(w: &mut Weights, prefix: &str, cfg: &T3Config) -> Result<CondEncoder> {
         let dims = cfg.hidden_size();
-        let emotion_adv_fc =
-            if cfg.emotion_adv { Some(w.linear(&format!("{prefix}.emotion_adv_fc"), 1, dims, false)?) } else { None };
-        let perceiver = if cfg.use_perceiver_resampler {
-            Some(Perceiver::load(w, &format!("{prefix}.perceiver"), dims)?)
-        } else {
-            None
-        };
+        let emotion_adv_fc = if cfg.emotion_adv { Some(w.linear(&format!("{prefix}.emotion_adv_fc"), 1, dims, false)?) } else { None };
+        let perceiver = if cfg.use_perceiver_resampler { Some(Perceiver::load(w, &format!("{prefix}.perceiver"), dims)?) } else { None };
         Ok(CondEncoder {
             speaker_embed_size: cfg.speaker_embed_size,
             spkr_enc: w.linear(&format!("{prefix}.spkr_enc"), cfg.speaker_embed_size, dims, true)?,

@@ -69,10 +69,7 @@ impl T3Config {
         let uint = |key: &str, default: u64| -> Result<u64> {
             match obj.get(key) {
                 None | Some(Value::Null) => Ok(default),
-                Some(v) => v
-                    .as_u64()
-                    .filter(|&n| n <= i32::MAX as u64)
-                    .ok_or_else(|| bad(key, format!("must be a non-negative integer, got {v}"))),
+                Some(v) => v.as_u64().filter(|&n| n <= i32::MAX as u64).ok_or_else(|| bad(key, format!("must be a non-negative integer, got {v}"))),
             }
         };
         let boolean = |key: &str, default: bool| -> Result<bool> {
@@ -98,9 +95,7 @@ impl T3Config {
         }
         let pos = string("input_pos_emb", "learned")?;
         if pos != "learned" {
-            return Err(TtsError::UnsupportedModel(format!(
-                "config.json: t3_config.input_pos_emb \"{pos}\" is not supported (supported: learned)"
-            )));
+            return Err(TtsError::UnsupportedModel(format!("config.json: t3_config.input_pos_emb \"{pos}\" is not supported (supported: learned)")));
         }
         let enc = string("encoder_type", "voice_encoder")?;
         if enc != "voice_encoder" {

@@ -28,23 +28,13 @@ pub struct T3Options {
 
 impl Default for T3Options {
     fn default() -> Self {
-        T3Options {
-            temperature: 0.8,
-            cfg_weight: 0.5,
-            exaggeration: 0.5,
-            repetition_penalty: 1.2,
-            min_p: 0.05,
-            top_p: 1.0,
-            max_tokens: 1000,
-        }
+        T3Options { temperature: 0.8, cfg_weight: 0.5, exaggeration: 0.5, repetition_penalty: 1.2, min_p: 0.05, top_p: 1.0, max_tokens: 1000 }
     }
 }
 
 impl T3Options {
     fn check(&self, max_tokens: usize) -> Result<()> {
-        let bad = |name: &str, v: f32, want: &str| {
-            TtsError::InvalidArgument(format!("{name} must be {want}, got {v}"))
-        };
+        let bad = |name: &str, v: f32, want: &str| TtsError::InvalidArgument(format!("{name} must be {want}, got {v}"));
         let o = self;
         if !(o.temperature.is_finite() && o.temperature >= 0.0) {
             return Err(bad("temperature", o.temperature, "a number >= 0"));
@@ -65,10 +55,7 @@ impl T3Options {
             return Err(bad("topP", o.top_p, "between 0 and 1"));
         }
         if o.max_tokens > max_tokens {
-            return Err(TtsError::InvalidArgument(format!(
-                "maxTokens must be at most {max_tokens} (T3's speech positions), got {}",
-                o.max_tokens
-            )));
+            return Err(TtsError::InvalidArgument(format!("maxTokens must be at most {max_tokens} (T3's speech positions), got {}", o.max_tokens)));
         }
         Ok(())
     }
@@ -140,10 +127,7 @@ impl T3Steps<'_> {
 
 impl LogitsSource for T3Steps<'_> {
     fn prefill(&mut self) -> lm::error::Result<Array> {
-        let prompt = self
-            .prompt
-            .take()
-            .ok_or_else(|| TtsError::Mlx("T3 prefill ran twice".into()))?;
+        let prompt = self.prompt.take().ok_or_else(|| TtsError::Mlx("T3 prefill ran twice".into()))?;
         Ok(self.logits(prompt)?)
     }
 

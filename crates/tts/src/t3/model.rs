@@ -103,10 +103,7 @@ impl T3 {
         }
         let max = self.cfg.speech_positions() as usize;
         if tokens.len() > max {
-            return Err(TtsError::InvalidArgument(format!(
-                "voice: t3.cond_prompt_speech_tokens has {} tokens, at most {max} fit",
-                tokens.len()
-            )));
+            return Err(TtsError::InvalidArgument(format!("voice: t3.cond_prompt_speech_tokens has {} tokens, at most {max} fit", tokens.len())));
         }
         let emb = self.speech_emb.forward(&ids(tokens)?)?;
         let emb = emb.add(&self.speech_pos_emb.forward(&positions(tokens.len())?)?)?;
