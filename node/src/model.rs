@@ -192,7 +192,7 @@ impl NativeModel {
         self.check_live()?;
         let msgs = messages.as_array().ok_or_else(|| js_error(Code::InvalidArgument, "messages must be an array"))?;
         for (i, m) in msgs.iter().enumerate() {
-            let ok = m.get("role").map_or(false, Value::is_string);
+            let ok = m.get("role").is_some_and(Value::is_string);
             if !ok {
                 return Err(js_error(Code::InvalidArgument, format!("messages[{i}] needs a string role")));
             }

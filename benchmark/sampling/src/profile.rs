@@ -7,6 +7,7 @@
 //!   the current id is read; the time per token and the parts of it the host
 //!   spends blocked queuing the next step (MLX's eval waits while about 100
 //!   ops are in flight) and reading the id are reported.
+//!
 //! Same prompt ids, options and seed for every row; sampling with MLX's ops and
 //! with the CPU kernels both (on the CPU backend).
 use std::path::Path;

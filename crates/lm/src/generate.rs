@@ -179,7 +179,7 @@ pub fn run_loop(
             None => break,
         }
         n += 1;
-        if n % 256 == 0 {
+        if n.is_multiple_of(256) {
             memory::clear_cache()?;
         }
     }

@@ -28,7 +28,7 @@ pub fn min_p(logprobs: &Array, min_p: f32, keep: i32, use_kernel: bool) -> Resul
 /// params: ln(min_p), vocabulary size; `out` holds the rows and is masked in place.
 fn mask_kernel(params: &[f32], _inputs: &[&[f32]], out: &mut [f32]) {
     let (ln_min_p, v) = (params[0], params[1] as usize);
-    if v == 0 || out.len() % v != 0 {
+    if v == 0 || !out.len().is_multiple_of(v) {
         out.fill(f32::NAN);
         return;
     }

@@ -36,7 +36,7 @@ pub fn top_k_partitioned(logprobs: &Array, k: i32) -> Result<Array> {
 /// params: k, vocabulary size; `out` holds the rows and is masked in place.
 fn mask_kernel(params: &[f32], _inputs: &[&[f32]], out: &mut [f32]) {
     let (k, v) = (params[0] as usize, params[1] as usize);
-    if v == 0 || out.len() % v != 0 {
+    if v == 0 || !out.len().is_multiple_of(v) {
         out.fill(f32::NAN);
         return;
     }

@@ -14,6 +14,7 @@
 //!   `top_p * total`, the next one is not), so it is never a dropped entry;
 //! - the rest is radix-sorted by value: equal log-probabilities have equal
 //!   probabilities, so the order among ties does not change a sum.
+//!
 //! `exp` is MLX's own CPU formula (`mlx::cpu_math::cpu_exp`), computed only for
 //! terms that can count. The kernel runs as one node of the MLX graph on the
 //! CPU stream (`mlx::kernel`); on a GPU the device sort is cheap and
@@ -53,7 +54,7 @@ pub fn top_p_sorted(logprobs: &Array, p: f32) -> Result<Array> {
 /// and is masked in place: -inf below each row's threshold, as MLX-LM's `where`.
 fn mask_kernel(params: &[f32], _inputs: &[&[f32]], out: &mut [f32]) {
     let (p, v) = (params[0], params[1] as usize);
-    if v == 0 || out.len() % v != 0 {
+    if v == 0 || !out.len().is_multiple_of(v) {
         out.fill(f32::NAN);
         return;
     }
@@ -155,7 +156,7 @@ fn radix_sort_high32(items: &mut Vec<u64>, tmp: &mut Vec<u64>) {
     tmp.clear();
     tmp.resize(items.len(), 0);
     for (pass, c) in counts.iter_mut().enumerate() {
-        if c.iter().any(|&n| n == items.len()) {
+        if c.contains(&items.len()) {
             continue;
         }
         let mut sum = 0;

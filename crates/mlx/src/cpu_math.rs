@@ -72,12 +72,12 @@ pub fn cpu_sin_reduced(v: f32) -> f32 {
     let mut s = z.mul_add(-1.9515295891e-4, 8.3321608736e-3);
     c = c.mul_add(z, 4.166664568298827e-2);
     s = s.mul_add(z, -1.6666654611e-1);
-    c = c * z;
-    s = s * z;
-    c = c * z;
+    c *= z;
+    s *= z;
+    c *= z;
     s = x.mul_add(s, x);
     c = z.mul_add(-0.5, c);
-    c = c + 1.0;
+    c += 1.0;
     let r = if j & 2 != 0 { c } else { s };
     if flip {
         -r

@@ -71,7 +71,7 @@ pub(crate) fn widen_packed(w: &Array, bits: i32) -> Result<Option<Array>> {
     }
     let (rows, words) = (w.dim(0) as usize, w.dim(1) as usize);
     let bits = bits as usize;
-    if words * 32 % bits != 0 || words * 32 / bits % 4 != 0 {
+    if words * 32 % bits != 0 || !(words * 32 / bits).is_multiple_of(4) {
         return Ok(None);
     }
     let per_row = words * 32 / bits;

@@ -29,7 +29,7 @@ pub fn matmul_t(x: &Array, w: &Array, bias: Option<&Array>) -> Result<Option<Arr
         return Ok(None);
     }
     let (n, k) = (w.dim(0), w.dim(1));
-    let bias_ok = bias.map_or(true, |b| b.dtype() == Dtype::Float32 && b.shape() == [n]);
+    let bias_ok = bias.is_none_or(|b| b.dtype() == Dtype::Float32 && b.shape() == [n]);
     let rows = if k > 0 { x.size() / k as usize } else { 0 };
     // Sizes travel as float parameters: exact below 2^24.
     if x.dim(-1) != k || k % 8 != 0 || k <= 0 || n <= 0 || rows == 0 || !bias_ok || n >= 1 << 24 || k >= 1 << 24 {
@@ -58,7 +58,7 @@ const MATMUL: KernelF32 = |params, inputs, out| {
     let [k, n] = [params[0], params[1]].map(|v| v as usize);
     let (x, w, bias) = (inputs[0], inputs[1], inputs.get(2).copied());
     let ok =
-        k > 0 && k % 8 == 0 && n > 0 && w.len() == n * k && x.len() % k == 0 && out.len() == x.len() / k * n && bias.map_or(true, |b| b.len() == n);
+        k > 0 && k % 8 == 0 && n > 0 && w.len() == n * k && x.len() % k == 0 && out.len() == x.len() / k * n && bias.is_none_or(|b| b.len() == n);
     if !ok {
         out.fill(f32::NAN);
         return;

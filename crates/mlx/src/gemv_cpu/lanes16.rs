@@ -9,6 +9,7 @@
 //!   then the four groups as (0 + 1) + (2 + 3);
 //! - the last `n % 4` columns go through the compiler's horizontal add:
 //!   lane `i` with `i + 8`, then with `+ 4`, then (0 + 2) + (1 + 3).
+//!
 //! The bias (beta = 1) is added to the total in one rounding; with no bias the
 //! total is stored as it is (a -0 stays -0).
 //!

@@ -78,7 +78,7 @@ pub fn matmul_t(x: &Array, w: &Array, bias: Option<&Array>) -> Result<Option<Arr
     }
     let (n, k) = (w.dim(0), w.dim(1));
     let rows = if k > 0 { x.size() / k as usize } else { 0 };
-    let bias_ok = bias.map_or(true, |b| b.dtype() == Dtype::Float32 && b.shape() == [n]);
+    let bias_ok = bias.is_none_or(|b| b.dtype() == Dtype::Float32 && b.shape() == [n]);
     if x.dim(-1) != k || !(1..=2).contains(&rows) || k % 64 != 0 || n <= 0 || !bias_ok || n >= 1 << 24 || k >= 1 << 24
         // Rows are addressed with 32-bit offsets.
         || n as i64 * k as i64 > i32::MAX as i64
@@ -204,7 +204,7 @@ const GEMV: KernelF32 = |params, inputs, out| {
         && w.len() == n * k
         && x.len() % k == 0
         && out.len() == x.len() / k * n
-        && bias.map_or(true, |b| b.len() == n);
+        && bias.is_none_or(|b| b.len() == n);
     if !ok {
         out.fill(f32::NAN);
         return;

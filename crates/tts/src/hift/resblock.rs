@@ -85,7 +85,7 @@ fn snake_body(rows: &mut [f32], alpha: &[f32], inv: &[f32]) {
 fn snake_row(row: &mut [f32], alpha: &[f32], inv: &[f32], sin: impl Fn(f32) -> f32) {
     for ((v, &a), &ia) in row.iter_mut().zip(alpha).zip(inv) {
         let s = sin(*v * a);
-        *v = *v + ia * (s * s);
+        *v += ia * (s * s);
     }
 }
 
