@@ -68,7 +68,23 @@ fn ids_from_value(value: Option<&Value>, source: &Path) -> Result<Vec<u32>> {
 mod tests {
     use super::*;
 
-    fn folder(files: &[(&str, &str)]) -> std::path::PathBuf {
+    /// A folder under the temp dir, removed when dropped.
+    struct Folder(std::path::PathBuf);
+
+    impl std::ops::Deref for Folder {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Folder {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn folder(files: &[(&str, &str)]) -> Folder {
         use std::sync::atomic::{AtomicUsize, Ordering};
         static N: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!("lm-eos-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
@@ -76,7 +92,7 @@ mod tests {
         for (name, text) in files {
             std::fs::write(dir.join(name), text).unwrap();
         }
-        dir
+        Folder(dir)
     }
 
     #[test]
