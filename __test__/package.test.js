@@ -12,7 +12,7 @@ const path = require('node:path');
 const { execFileSync, spawnSync } = require('node:child_process');
 const { ensureFixtures } = require('../scripts/fixtures');
 const { ensureMlx, ensureOpenBlas } = require('../scripts/mlx');
-const { ADDON_FILE, platformTriple } = require('../scripts/native');
+const { ADDON_FILE, platformTriple } = require('../lib/native');
 const { pack, packagePlatform, checkSelfContained, packMain } = require('../scripts/release');
 const { loadModel, mlxInfo } = require('..');
 

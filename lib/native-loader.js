@@ -4,7 +4,7 @@
 // Every failure to load it is an Error with code MODULE_NOT_FOUND naming what is missing.
 const fs = require('node:fs');
 const path = require('node:path');
-const { platformTriple, ADDON_FILE } = require('../scripts/native');
+const { platformTriple, ADDON_FILE } = require('./native');
 
 const PREBUILT = `mlx-node-${platformTriple()}`;
 // In a user's project `npm rebuild` reruns scripts/install.js, which builds when no addon loads.

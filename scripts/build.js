@@ -5,7 +5,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { cargoEnv, ensureOpenBlas, ROOT, log } = require('./mlx');
-const { ADDON_PATH } = require('./native');
+const { ADDON_PATH } = require('../lib/native');
 
 function cargoLibName() {
   if (process.platform === 'darwin') return 'libmlx_node.dylib';

@@ -14,7 +14,7 @@ const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const { build } = require('./build');
 const { ensureMlx, ROOT, log } = require('./mlx');
-const { platformTriple, ADDON_FILE } = require('./native');
+const { platformTriple, ADDON_FILE } = require('../lib/native');
 
 const PKG = require('../package.json');
 const OUT = path.join(ROOT, 'npm');

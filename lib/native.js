@@ -1,5 +1,6 @@
 'use strict';
-// Names the native addon file the napi-rs way: mlx-node.<platform>-<arch>[-gnu].node
+// Names the native addon file the napi-rs way, mlx-node.<platform>-<arch>[-gnu].node,
+// for the loader and the build and release scripts alike.
 const path = require('node:path');
 
 function platformTriple() {
