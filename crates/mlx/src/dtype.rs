@@ -83,13 +83,19 @@ impl Dtype {
 }
 
 /// Rust element types that can be copied in and out of arrays.
-pub trait Element: Copy + Default + 'static {
+///
+/// # Safety
+/// `size_of::<Self>()` must equal `DTYPE.size()`, and every bit pattern MLX
+/// writes for `DTYPE` must be a valid `Self`: `Array::from_slice` and `to_vec`
+/// copy raw bytes on that promise.
+pub unsafe trait Element: Copy + Default + 'static {
     const DTYPE: Dtype;
 }
 
 macro_rules! element {
     ($t:ty, $d:ident) => {
-        impl Element for $t {
+        // SAFETY: `$t` is the Rust type of MLX's `$d`: same size, any bits valid.
+        unsafe impl Element for $t {
             const DTYPE: Dtype = Dtype::$d;
         }
     };

@@ -8,15 +8,21 @@ use crate::error::Result;
 use crate::Dtype;
 
 pub fn rms_norm(x: &Array, weight: Option<&Array>, eps: f32) -> Result<Array> {
+    // SAFETY: `x.raw` is live and `raw_or_null` gives a live handle or null (no weight); `out` and
+    // errors as in `make`.
     make(|out| unsafe { sys::mlxn_rms_norm(x.raw, raw_or_null(weight), eps, out) })
 }
 
 pub fn layer_norm(x: &Array, weight: Option<&Array>, bias: Option<&Array>, eps: f32) -> Result<Array> {
+    // SAFETY: `x.raw` is live and `raw_or_null` gives live handles or null (none); `out` and errors as
+    // in `make`.
     make(|out| unsafe { sys::mlxn_layer_norm(x.raw, raw_or_null(weight), raw_or_null(bias), eps, out) })
 }
 
 /// Rotary embedding; `base` and `freqs` are exclusive, as in MLX.
 pub fn rope(x: &Array, dims: i32, traditional: bool, base: Option<f32>, scale: f32, offset: i32, freqs: Option<&Array>) -> Result<Array> {
+    // SAFETY: `x.raw` is live and `raw_or_null` gives a live handle or null (no freqs); `out` and
+    // errors as in `make`.
     make(|out| unsafe {
         sys::mlxn_rope(x.raw, dims, traditional as i32, base.unwrap_or(0.0), base.is_some() as i32, scale, offset, raw_or_null(freqs), out)
     })
@@ -46,6 +52,8 @@ pub fn scaled_dot_product_attention_mlx(q: &Array, k: &Array, v: &Array, scale: 
         AttentionMask::Array(a) => ("", Some(a)),
     };
     let mode = CString::new(mode).expect("mask mode has no NUL");
+    // SAFETY: the handles are live, the mask a live handle or null; `mode` is a NUL-terminated string
+    // alive for the call; `out` and errors as in `make`.
     make(|out| unsafe { sys::mlxn_sdpa(q.raw, k.raw, v.raw, scale, mode.as_ptr(), raw_or_null(arr), out) })
 }
 

@@ -8,12 +8,15 @@ use crate::error::{check, Result};
 
 fn read_string(f: unsafe extern "C" fn(*mut c_char, usize) -> i32) -> Result<String> {
     let mut buf = vec![0u8; 4096];
+    // SAFETY: callers pass only the shim's string getters, which write at most `len` bytes (NUL
+    // included) into `buf`, and `buf` has `buf.len()` bytes, the length passed.
     check(unsafe { f(buf.as_mut_ptr().cast(), buf.len()) })?;
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
 pub fn version() -> String {
+    // SAFETY: `mlxn_version` returns MLX's version, a static NUL-terminated string literal.
     unsafe { CStr::from_ptr(sys::mlxn_version()) }.to_string_lossy().into_owned()
 }
 

@@ -15,6 +15,9 @@ struct Loaded {
     metadata: HashMap<String, String>,
 }
 
+// Safety: the shim calls it only within `load_safetensors`, with that call's `ctx` (`&mut Loaded`, used
+// by nothing else meanwhile), a NUL-terminated `name` alive for the callback, and a new handle whose
+// ownership passes to us.
 unsafe extern "C" fn on_tensor(ctx: *mut c_void, name: *const c_char, a: sys::mlxn_array) -> c_int {
     let loaded = &mut *(ctx as *mut Loaded);
     let name = CStr::from_ptr(name).to_string_lossy().into_owned();
@@ -22,6 +25,7 @@ unsafe extern "C" fn on_tensor(ctx: *mut c_void, name: *const c_char, a: sys::ml
     0
 }
 
+// Safety: as `on_tensor`, with NUL-terminated `key` and `value` alive for the callback.
 unsafe extern "C" fn on_meta(ctx: *mut c_void, key: *const c_char, value: *const c_char) -> c_int {
     let loaded = &mut *(ctx as *mut Loaded);
     loaded.metadata.insert(CStr::from_ptr(key).to_string_lossy().into_owned(), CStr::from_ptr(value).to_string_lossy().into_owned());
@@ -36,6 +40,9 @@ fn c_path(path: &Path) -> Result<CString> {
 pub fn load_safetensors(path: &Path) -> Result<(HashMap<String, Array>, HashMap<String, String>)> {
     let p = c_path(path)?;
     let mut loaded = Loaded::default();
+    // SAFETY: `p` is a NUL-terminated string alive for the call; the callbacks match the shim's types,
+    // and the shim hands `ctx` only to them, synchronously within the call, while `loaded` is not
+    // otherwise touched; each tensor handle passes to the callback, which gives it to an Array.
     check(unsafe { sys::mlxn_load_safetensors(p.as_ptr(), on_tensor, Some(on_meta), &mut loaded as *mut Loaded as *mut c_void) })?;
     Ok((loaded.tensors, loaded.metadata))
 }
@@ -50,6 +57,10 @@ pub fn save_safetensors(path: &Path, tensors: &[(&str, &Array)], metadata: &[(&s
     let vals = metadata.iter().map(|(_, v)| cstr(v)).collect::<Result<Vec<_>>>()?;
     let key_ptrs: Vec<_> = keys.iter().map(|c| c.as_ptr()).collect();
     let val_ptrs: Vec<_> = vals.iter().map(|c| c.as_ptr()).collect();
+    // SAFETY: `name_ptrs` and `raws` both have `tensors.len()` entries (the `n` passed), `key_ptrs` and
+    // `val_ptrs` both `metadata.len()`; they point into `p`, `names`, `keys` and `vals`
+    // (NUL-terminated, alive to the end of the call) and at handles owned by the borrowed Arrays; the
+    // shim copies what it keeps.
     check(unsafe {
         sys::mlxn_save_safetensors(p.as_ptr(), name_ptrs.as_ptr(), raws.as_ptr(), raws.len(), key_ptrs.as_ptr(), val_ptrs.as_ptr(), key_ptrs.len())
     })

@@ -22,6 +22,8 @@ use crate::Array;
 /// included) and write every output element.
 pub type KernelF32 = fn(params: &[f32], inputs: &[&[f32]], out: &mut [f32]);
 
+// Safety: called by the shim only (`build`), with `ctx` a `KernelF32` and the buffers described at each
+// use below.
 unsafe extern "C" fn trampoline(
     ctx: *const c_void,
     params: *const f32,
@@ -32,8 +34,17 @@ unsafe extern "C" fn trampoline(
     out: *mut f32,
     out_size: usize,
 ) {
+    // SAFETY: `ctx` is the `KernelF32` that `build` passed as `f as *const c_void`: a non-null function
+    // pointer, the size of a data pointer on every target MLX supports, turned back into the type it
+    // came from.
     let f: KernelF32 = std::mem::transmute::<*const c_void, KernelF32>(ctx);
+    // SAFETY: `params` is the node's own copy of the parameters, `n_params` floats that live for this
+    // call (null only when empty, which is not read).
     let params = if n_params == 0 { &[][..] } else { slice::from_raw_parts(params, n_params) };
+    // SAFETY: `sizes[i]` and `inputs[i]` (i < `n_inputs`) give each input's row-contiguous, aligned
+    // float32 buffer and its length, kept alive by the dispatched task for this call and not written
+    // during it; none is the output's buffer (in place, input 0, whose buffer the output may take over,
+    // is not handed over).
     let ins: Vec<&[f32]> = (0..n_inputs)
         .map(|i| {
             let n = *sizes.add(i);
@@ -44,6 +55,9 @@ unsafe extern "C" fn trampoline(
             }
         })
         .collect();
+    // SAFETY: `out` is the output's own float32 buffer of `out_size` elements, which only this call
+    // writes while it runs. (Fresh from the allocator it is uninitialized unless in place: a
+    // `KernelF32` must write `out` before it reads it.)
     let out = if out_size == 0 { &mut [][..] } else { slice::from_raw_parts_mut(out, out_size) };
     // A panic must not unwind into C++; the output then reads as NaN.
     if catch_unwind(AssertUnwindSafe(|| f(params, &ins, &mut *out))).is_err() {
@@ -57,6 +71,7 @@ unsafe extern "C" fn trampoline(
 /// it per quantized matmul made the 4-bit 0.6B model's decode graph take
 /// 2.1-3.2 ms per token to build on an H100 against 1.5 ms for the float32 one.
 pub fn cpu_default() -> bool {
+    // SAFETY: no arguments; the shim function catches its own exceptions (returning 0).
     unsafe { sys::mlxn_default_device_is_cpu() == 1 }
 }
 
@@ -146,6 +161,11 @@ pub fn cpu_kernel_f32_in_place(name: &str, f: KernelF32, params: &[f32], x: &Arr
 fn build(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape: &[i32], in_place: bool) -> Result<Array> {
     let name = CString::new(name).map_err(|_| Error::new("kernel name contains NUL"))?;
     let raws: Vec<_> = inputs.iter().map(|a| a.raw).collect();
+    // SAFETY: `name` (NUL-terminated), `params`, `raws` and `out_shape` outlive the call, each slice
+    // passed with its length (`params` as null when empty), and the node copies the name and
+    // parameters it keeps; the handles in `raws` are live; `trampoline` has the shim's kernel
+    // signature, and `f as *const c_void` is the `KernelF32` it turns back into a function (a `fn` is
+    // `'static`, so the node may run it at any later eval); `out` and errors as in `make`.
     make(|out| unsafe {
         sys::mlxn_cpu_kernel_f32(
             name.as_ptr(),
@@ -188,4 +208,6 @@ pub(crate) fn par_ranges(count: usize, parallel: bool, f: impl Fn(Range<usize>) 
 pub(crate) struct OutPtr(pub(crate) *mut f32);
 // SAFETY: every thread writes a disjoint set of elements (its own columns).
 unsafe impl Send for OutPtr {}
+// SAFETY: as for Send: the threads sharing it write disjoint elements, none reads another's, and
+// `par_ranges` joins them all before the buffer is used again.
 unsafe impl Sync for OutPtr {}

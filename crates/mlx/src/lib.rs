@@ -1,5 +1,6 @@
 //! Safe MLX arrays over the `mlx-sys` shim: RAII handles, ops that return
 //! `Result` with MLX's own message, streams, compile, IO and nn layers.
+#![warn(clippy::undocumented_unsafe_blocks)]
 mod array;
 pub mod attention_cpu;
 pub mod cpu_math;

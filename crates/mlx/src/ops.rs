@@ -12,6 +12,7 @@ macro_rules! unary {
     ($($name:ident = $code:expr),* $(,)?) => {
         impl Array {
             $(pub fn $name(&self) -> Result<Array> {
+                // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
                 make(|out| unsafe { sys::mlxn_unary($code, self.raw, out) })
             })*
         }
@@ -49,6 +50,8 @@ macro_rules! binary {
     ($($name:ident, $scalar:ident = $code:expr),* $(,)?) => {
         impl Array {
             $(pub fn $name(&self, other: &Array) -> Result<Array> {
+                // SAFETY: both handles are live (owned by borrowed Arrays); `out` and errors as in
+                // `make`.
                 make(|out| unsafe { sys::mlxn_binary($code, self.raw, other.raw, out) })
             }
             /// With a scalar that takes this array's dtype, as a Python scalar does in MLX.
@@ -129,6 +132,7 @@ impl Array {
     }
 
     pub fn where_(cond: &Array, a: &Array, b: &Array) -> Result<Array> {
+        // SAFETY: the three handles are live (owned by borrowed Arrays); `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_where(cond.raw, a.raw, b.raw, out) })
     }
 
@@ -136,25 +140,31 @@ impl Array {
         if self.dtype() == dtype {
             return Ok(self.clone());
         }
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_astype(self.raw, dtype as c_int, out) })
     }
 
     /// The same bytes read as `dtype` (MLX's `view`): no conversion, and no
     /// copy when the sizes match and the array is contiguous.
     pub fn view(&self, dtype: Dtype) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_view(self.raw, dtype as c_int, out) })
     }
 
     pub fn matmul(&self, other: &Array) -> Result<Array> {
+        // SAFETY: both handles are live (owned by borrowed Arrays); `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_matmul(self.raw, other.raw, out) })
     }
 
     /// `beta * self + alpha * (a @ b)`.
     pub fn addmm(&self, a: &Array, b: &Array, alpha: f32, beta: f32) -> Result<Array> {
+        // SAFETY: the three handles are live (owned by borrowed Arrays); `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_addmm(self.raw, a.raw, b.raw, alpha, beta, out) })
     }
 
     pub fn clip(&self, lo: Option<&Array>, hi: Option<&Array>) -> Result<Array> {
+        // SAFETY: `self.raw` is live; `raw_or_null` gives a live handle or null, which the shim reads
+        // as no bound; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_clip(self.raw, raw_or_null(lo), raw_or_null(hi), out) })
     }
 
@@ -167,6 +177,7 @@ impl Array {
         } else {
             axes
         };
+        // SAFETY: `self.raw` is live; `axes` is passed with its length; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_reduce(op as c_int, self.raw, axes.as_ptr(), axes.len(), keepdims as c_int, out) })
     }
 
@@ -196,17 +207,21 @@ impl Array {
     }
 
     pub fn argmax(&self, axis: i32, keepdims: bool) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_arg_reduce(0, self.raw, axis, keepdims as c_int, out) })
     }
     pub fn argmin(&self, axis: i32, keepdims: bool) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_arg_reduce(1, self.raw, axis, keepdims as c_int, out) })
     }
 
     pub fn softmax(&self, axes: &[i32], precise: bool) -> Result<Array> {
+        // SAFETY: `self.raw` is live; `axes` is passed with its length; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_softmax(self.raw, axes.as_ptr(), axes.len(), precise as c_int, out) })
     }
 
     fn scan(&self, op: Scan, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_scan(op as c_int, self.raw, axis, reverse as c_int, inclusive as c_int, out) })
     }
     pub fn cumsum(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
@@ -226,10 +241,12 @@ impl Array {
     }
 
     pub fn reshape(&self, shape: &[i32]) -> Result<Array> {
+        // SAFETY: `self.raw` is live; `shape` is passed with its length; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_reshape(self.raw, shape.as_ptr(), shape.len(), out) })
     }
 
     pub fn transpose(&self, axes: &[i32]) -> Result<Array> {
+        // SAFETY: `self.raw` is live; `axes` is passed with its length; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_transpose(self.raw, axes.as_ptr(), axes.len(), out) })
     }
 
@@ -252,15 +269,18 @@ impl Array {
     }
 
     pub fn broadcast_to(&self, shape: &[i32]) -> Result<Array> {
+        // SAFETY: `self.raw` is live; `shape` is passed with its length; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_broadcast_to(self.raw, shape.as_ptr(), shape.len(), out) })
     }
 
     pub fn expand_dims(&self, axes: &[i32]) -> Result<Array> {
+        // SAFETY: `self.raw` is live; `axes` is passed with its length; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_expand_dims(self.raw, axes.as_ptr(), axes.len(), out) })
     }
 
     /// Removes the given size-1 axes, or all of them when `axes` is empty.
     pub fn squeeze(&self, axes: &[i32]) -> Result<Array> {
+        // SAFETY: `self.raw` is live; `axes` is passed with its length; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_squeeze(self.raw, axes.as_ptr(), axes.len(), out) })
     }
 
@@ -270,11 +290,17 @@ impl Array {
 
     pub fn concatenate(arrays: &[&Array], axis: i32) -> Result<Array> {
         let raws: Vec<_> = arrays.iter().map(|a| a.raw).collect();
+        // SAFETY: `raws` holds live handles borrowed from `arrays` and outlives the call, its length
+        // passed with it (the shim copies the arrays, keeping no pointer); `out` and errors as in
+        // `make`.
         make(|out| unsafe { sys::mlxn_concatenate(raws.as_ptr(), raws.len(), axis, out) })
     }
 
     pub fn stack(arrays: &[&Array], axis: i32) -> Result<Array> {
         let raws: Vec<_> = arrays.iter().map(|a| a.raw).collect();
+        // SAFETY: `raws` holds live handles borrowed from `arrays` and outlives the call, its length
+        // passed with it (the shim copies the arrays, keeping no pointer); `out` and errors as in
+        // `make`.
         make(|out| unsafe { sys::mlxn_stack(raws.as_ptr(), raws.len(), axis, out) })
     }
 
@@ -283,6 +309,9 @@ impl Array {
         let cap = indices.len() + 1;
         let mut outs = vec![std::ptr::null_mut(); cap];
         let mut n = 0usize;
+        // SAFETY: `self.raw` is live; `indices` is passed with its length; `outs` has `cap` slots and
+        // the shim fails before writing any when there would be more parts, else writes `n <= cap` new
+        // handles, each owned by the Array made from it below.
         check(unsafe { sys::mlxn_split(self.raw, indices.as_ptr(), indices.len(), axis, outs.as_mut_ptr(), cap, &mut n) })?;
         Ok(outs.into_iter().take(n).map(|raw| Array { raw }).collect())
     }
@@ -302,6 +331,8 @@ impl Array {
         if start.len() != stop.len() || start.len() != strides.len() {
             return Err(Error::new("slice: start, stop and strides differ in length"));
         }
+        // SAFETY: `self.raw` is live; `start`, `stop` and `strides` all have `start.len()` elements
+        // (checked above), the length passed; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_slice(self.raw, start.as_ptr(), stop.as_ptr(), strides.as_ptr(), start.len(), out) })
     }
 
@@ -324,6 +355,8 @@ impl Array {
         if start.len() != stop.len() || start.len() != strides.len() {
             return Err(Error::new("slice_update: start, stop and strides differ in length"));
         }
+        // SAFETY: both handles are live; `start`, `stop` and `strides` all have `start.len()` elements
+        // (checked above), the length passed; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_slice_update(self.raw, update.raw, start.as_ptr(), stop.as_ptr(), strides.as_ptr(), start.len(), out) })
     }
 
@@ -332,35 +365,44 @@ impl Array {
             return Err(Error::new("pad: axes, low and high widths differ in length"));
         }
         let v = self.scalar_like(value)?;
+        // SAFETY: `self.raw` and `v.raw` are live; `axes`, `lo` and `hi` all have `axes.len()` elements
+        // (checked above), the length passed; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_pad(self.raw, axes.as_ptr(), lo.as_ptr(), hi.as_ptr(), axes.len(), v.raw, out) })
     }
 
     pub fn repeat(&self, repeats: i32, axis: i32) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_repeat(self.raw, repeats, axis, out) })
     }
 
     pub fn tril(&self, k: i32) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_tri(0, self.raw, k, out) })
     }
 
     pub fn triu(&self, k: i32) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_tri(1, self.raw, k, out) })
     }
 
     pub fn contiguous(&self) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_contiguous(self.raw, out) })
     }
 
     /// Gathers along `axis` (or from the flattened array when `axis` is None).
     pub fn take(&self, indices: &Array, axis: Option<i32>) -> Result<Array> {
+        // SAFETY: both handles are live (owned by borrowed Arrays); `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_take(self.raw, indices.raw, axis.unwrap_or(0), axis.is_some() as c_int, out) })
     }
 
     pub fn take_along_axis(&self, indices: &Array, axis: i32) -> Result<Array> {
+        // SAFETY: both handles are live (owned by borrowed Arrays); `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_take_along_axis(self.raw, indices.raw, axis, out) })
     }
 
     pub fn put_along_axis(&self, indices: &Array, values: &Array, axis: i32) -> Result<Array> {
+        // SAFETY: the three handles are live (owned by borrowed Arrays); `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_put_along_axis(self.raw, indices.raw, values.raw, axis, out) })
     }
 
@@ -369,6 +411,9 @@ impl Array {
             return Err(Error::new("scatter: one index array per axis is required"));
         }
         let raws: Vec<_> = indices.iter().map(|a| a.raw).collect();
+        // SAFETY: `self.raw`, `updates.raw` and the handles in `raws` are live; the shim reads
+        // `raws.len()` handles and as many axes, and `axes.len() == indices.len() == raws.len()`
+        // (checked above); `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_scatter(op, self.raw, raws.as_ptr(), raws.len(), updates.raw, axes.as_ptr(), out) })
     }
 
@@ -383,22 +428,27 @@ impl Array {
     }
 
     pub fn sort(&self, axis: i32) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_sort(0, self.raw, axis, out) })
     }
 
     pub fn argsort(&self, axis: i32) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_sort(1, self.raw, axis, out) })
     }
 
     pub fn partition(&self, kth: i32, axis: i32) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_partition(0, self.raw, kth, axis, out) })
     }
 
     pub fn argpartition(&self, kth: i32, axis: i32) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_partition(1, self.raw, kth, axis, out) })
     }
 
     pub fn topk(&self, k: i32, axis: i32) -> Result<Array> {
+        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_topk(self.raw, k, axis, out) })
     }
 }

@@ -9,11 +9,14 @@ use crate::error::{check, Result};
 /// Returns (packed weights, scales, biases).
 pub fn quantize(w: &Array, group_size: i32, bits: i32) -> Result<(Array, Array, Array)> {
     let (mut q, mut s, mut b) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    // SAFETY: `w.raw` is live; `q`, `s` and `b` are locals the shim writes only on success, all three
+    // then, each a new handle that the Array made from it owns.
     check(unsafe { sys::mlxn_quantize(w.raw, group_size, bits, &mut q, &mut s, &mut b) })?;
     Ok((Array { raw: q }, Array { raw: s }, Array { raw: b }))
 }
 
 pub fn dequantize(w: &Array, scales: &Array, biases: Option<&Array>, group_size: i32, bits: i32) -> Result<Array> {
+    // SAFETY: the handles are live, the biases a live handle or null; `out` and errors as in `make`.
     make(|out| unsafe { sys::mlxn_dequantize(w.raw, scales.raw, raw_or_null(biases), group_size, bits, out) })
 }
 
@@ -50,5 +53,6 @@ pub fn quantized_matmul_mlx(
     group_size: i32,
     bits: i32,
 ) -> Result<Array> {
+    // SAFETY: the handles are live, the biases a live handle or null; `out` and errors as in `make`.
     make(|out| unsafe { sys::mlxn_quantized_matmul(x.raw, w.raw, scales.raw, raw_or_null(biases), transpose as i32, group_size, bits, out) })
 }
