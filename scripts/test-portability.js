@@ -17,33 +17,29 @@ const { ROOT, log } = require('./mlx');
 // the kernel off) are in `npm run test:cpus`.
 const CI_CORE_TYPES = ['Haswell', 'SkylakeX', 'Cooperlake'];
 
+// The LLM and speech parity subsets with `env` added; exits on a failure.
+function parityPass(what, env) {
+  log(`parity subsets with ${what}`);
+  const files = ['parity.test.js', 'tts.test.js'].map((f) => path.join('__test__', f));
+  const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...files], {
+    cwd: ROOT,
+    stdio: 'inherit',
+    env: { ...process.env, ...env, PARITY_SUBSET: '1', TTS_PARITY_SUBSET: '1' },
+  });
+  if (r.status !== 0) {
+    console.error(`[mlx-node] parity with ${what} failed`);
+    process.exit(1);
+  }
+}
+
 function main() {
   const t0 = Date.now();
   require('./build').build({ quiet: true });
   require('./fixtures').ensureFixtures();
   require('./fixtures-tts').ensureTtsFixtures();
-  log('parity subsets with every custom CPU kernel off (MLX_NODE_CPU_KERNELS=0)');
-  const files = ['parity.test.js', 'tts.test.js'].map((f) => path.join('__test__', f));
-  const off = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...files], {
-    cwd: ROOT,
-    stdio: 'inherit',
-    env: { ...process.env, MLX_NODE_CPU_KERNELS: '0', PARITY_SUBSET: '1', TTS_PARITY_SUBSET: '1' },
-  });
-  if (off.status !== 0) {
-    console.error('[mlx-node] parity with the kernels off failed');
-    process.exit(1);
-  }
+  parityPass('every custom CPU kernel off (MLX_NODE_CPU_KERNELS=0)', { MLX_NODE_CPU_KERNELS: '0' });
   // The portable code each kernel falls back to, as on a CPU without AVX2 (or off x86).
-  log('parity subsets as on a CPU without AVX, AVX2 and FMA (MLX_NODE_CPU_FEATURES=baseline)');
-  const baseline = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...files], {
-    cwd: ROOT,
-    stdio: 'inherit',
-    env: { ...process.env, MLX_NODE_CPU_FEATURES: 'baseline', PARITY_SUBSET: '1', TTS_PARITY_SUBSET: '1' },
-  });
-  if (baseline.status !== 0) {
-    console.error('[mlx-node] parity on the portable fallbacks failed');
-    process.exit(1);
-  }
+  parityPass('as on a CPU without AVX, AVX2 and FMA (MLX_NODE_CPU_FEATURES=baseline)', { MLX_NODE_CPU_FEATURES: 'baseline' });
   const own = require('./cpus').infoFor(process.env.OPENBLAS_CORETYPE).openblasCore;
   const results = require('./test-cpus').runCoreTypes({ subset: true, cores: CI_CORE_TYPES, skipCores: [own] });
   if (!results.every((r) => r.passed)) {
