@@ -64,20 +64,18 @@ pub fn generate_text(
     should_abort: &dyn Fn() -> bool,
     on_chunk: &mut dyn FnMut(&str, u32),
 ) -> Result<TextOutcome> {
-    let mut outcome = TextOutcome {
-        text: String::new(),
-        tokens: Vec::new(),
-        finish_reason: FinishReason::Length,
-        prompt_tokens: prompt.len(),
-        generation_tokens: 0,
-        prompt_tps: 0.0,
-        generation_tps: 0.0,
-        peak_memory: 0,
-    };
     if should_abort() {
         // Aborted before it started: no work at all.
-        outcome.finish_reason = FinishReason::Abort;
-        return Ok(outcome);
+        return Ok(TextOutcome {
+            text: String::new(),
+            tokens: Vec::new(),
+            finish_reason: FinishReason::Abort,
+            prompt_tokens: prompt.len(),
+            generation_tokens: 0,
+            prompt_tps: 0.0,
+            generation_tps: 0.0,
+            peak_memory: 0,
+        });
     }
     let mut detok = StreamingDetokenizer::new(tokenizer);
     let mut stop = StopMatcher::new(options.stop.clone());
@@ -126,12 +124,14 @@ pub fn generate_text(
             emit(rest, last_token, &mut text);
         }
     }
-    outcome.text = text;
-    outcome.tokens = tokens;
-    outcome.finish_reason = finish;
-    outcome.generation_tokens = stats.generated;
-    outcome.prompt_tps = per_second(prompt.len(), stats.prompt_seconds);
-    outcome.generation_tps = per_second(stats.generated, stats.generation_seconds);
-    outcome.peak_memory = stats.peak_memory;
-    Ok(outcome)
+    Ok(TextOutcome {
+        text,
+        tokens,
+        finish_reason: finish,
+        prompt_tokens: prompt.len(),
+        generation_tokens: stats.generated,
+        prompt_tps: per_second(prompt.len(), stats.prompt_seconds),
+        generation_tps: per_second(stats.generated, stats.generation_seconds),
+        peak_memory: stats.peak_memory,
+    })
 }

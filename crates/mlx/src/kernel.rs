@@ -133,7 +133,8 @@ impl Kernel {
             let all_off = off("MLX_NODE_CPU_KERNELS");
             Kernel::ALL.map(|k| !all_off && !off(k.switch()))
         });
-        on[Kernel::ALL.iter().position(|&k| k == self).unwrap_or(0)]
+        // `ALL` lists the variants in declaration order.
+        on[self as usize]
     }
 
     /// Switched on and MLX's default device is the CPU: the kernel may run
