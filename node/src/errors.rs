@@ -11,6 +11,9 @@ pub enum Code {
     InvalidArgument,
     Disposed,
     Aborted,
+    CacheMismatch,
+    InvalidCacheFile,
+    CacheBusy,
     MlxError,
 }
 
@@ -23,6 +26,9 @@ impl Code {
             Code::InvalidArgument => "INVALID_ARGUMENT",
             Code::Disposed => "DISPOSED",
             Code::Aborted => "ABORTED",
+            Code::CacheMismatch => "CACHE_MISMATCH",
+            Code::InvalidCacheFile => "INVALID_CACHE_FILE",
+            Code::CacheBusy => "CACHE_BUSY",
             Code::MlxError => "MLX_ERROR",
         }
     }

@@ -7,6 +7,7 @@ mod info;
 mod jobs;
 mod model;
 mod options;
+mod prompt_cache;
 mod tts;
 mod tts_options;
 mod worker;

@@ -10,10 +10,15 @@ use napi::Status;
 use napi_derive::napi;
 use serde_json::Value;
 
+use std::collections::HashMap;
+
+use lm::generate::TokenLogprobs;
+
 use crate::engine::{Engine, Event};
 use crate::errors::{js_error, lm_error, plain, Code};
 use crate::jobs::Jobs;
 use crate::options;
+use crate::prompt_cache::{CacheSlot, NativePromptCache};
 
 type Result<T> = napi::Result<T, String>;
 
@@ -33,11 +38,30 @@ pub struct ModelInfo {
 }
 
 #[napi(object)]
+pub struct NativeTopLogprob {
+    pub token: u32,
+    pub logprob: f64,
+}
+
+#[napi(object)]
+pub struct NativeLogprob {
+    pub token: u32,
+    pub logprob: f64,
+    pub top: Vec<NativeTopLogprob>,
+}
+
+fn top_of(lp: &TokenLogprobs) -> Vec<NativeTopLogprob> {
+    lp.top.iter().map(|&(token, logprob)| NativeTopLogprob { token, logprob: logprob as f64 }).collect()
+}
+
+#[napi(object)]
 pub struct NativeResult {
     pub text: String,
     pub tokens: Vec<u32>,
+    pub logprobs: Option<Vec<NativeLogprob>>,
     pub finish_reason: String,
     pub prompt_tokens: u32,
+    pub cached_tokens: u32,
     pub generation_tokens: u32,
     pub prompt_tps: f64,
     pub generation_tps: f64,
@@ -49,6 +73,8 @@ pub struct NativeResult {
 pub struct NativeEvent {
     pub text: Option<String>,
     pub token: Option<u32>,
+    pub logprob: Option<f64>,
+    pub top_logprobs: Option<Vec<NativeTopLogprob>>,
     pub result: Option<NativeResult>,
 }
 
@@ -114,6 +140,26 @@ fn to_ids(v: &Value, vocab: u32) -> Result<Vec<u32>> {
 }
 
 impl NativeModel {
+    /// A non-empty list of ids in the vocabulary.
+    fn prompt_ids(&self, ids: &Value) -> Result<Vec<u32>> {
+        let prompt = to_ids(ids, self.vocab())?;
+        if prompt.is_empty() {
+            return Err(js_error(Code::InvalidArgument, "the prompt is empty: at least one token is needed"));
+        }
+        Ok(prompt)
+    }
+
+    /// `cache`'s slot, if it is live and this model's.
+    fn own_cache(&self, cache: &NativePromptCache) -> Result<Arc<CacheSlot>> {
+        if cache.slot.is_disposed() {
+            return Err(js_error(Code::Disposed, "the prompt cache has been disposed"));
+        }
+        if cache.slot.owner != self.engine.id {
+            return Err(js_error(Code::CacheMismatch, "the prompt cache belongs to another model (make one with this model's createPromptCache)"));
+        }
+        Ok(cache.slot.clone())
+    }
+
     fn check_live(&self) -> Result<()> {
         if self.disposed.load(Ordering::SeqCst) {
             Err(js_error(Code::Disposed, "the model has been disposed"))
@@ -205,18 +251,60 @@ impl NativeModel {
         self.tokenizer.apply_chat_template(msgs, add_generation_prompt, enable_thinking, tools).map_err(lm_error)
     }
 
-    /// Validates and queues a generation; events are read with `nextEvents`.
+    /// Validates and queues a generation (on `cache` when given); events are read with `nextEvents`.
     #[napi]
-    pub fn start(&self, ids: Value, options: Value) -> Result<u32> {
+    pub fn start(&self, ids: Value, options: Value, cache: Option<&NativePromptCache>) -> Result<u32> {
         self.check_live()?;
-        let prompt = to_ids(&ids, self.vocab())?;
-        if prompt.is_empty() {
-            return Err(js_error(Code::InvalidArgument, "the prompt is empty: at least one token is needed"));
-        }
+        let prompt = self.prompt_ids(&ids)?;
         let parsed = options::parse(&options, self.vocab(), self.xtc_special_tokens()?)?;
+        let slot = cache.map(|c| self.own_cache(c)).transpose()?;
         let abort = Arc::new(AtomicBool::new(false));
-        let rx = self.engine.generate(prompt, parsed, abort.clone());
+        let rx = self.engine.generate(prompt, parsed, slot, abort.clone());
         self.jobs.add(rx, abort)
+    }
+
+    /// An empty prompt cache for this model (made on the worker at first use).
+    #[napi]
+    pub fn create_prompt_cache(&self, options: Value) -> Result<NativePromptCache> {
+        self.check_live()?;
+        let opts = options::cache_options(&options)?;
+        Ok(NativePromptCache { slot: CacheSlot::new(self.engine.id, opts, self.engine.handle()) })
+    }
+
+    /// Reads an MLX-LM prompt-cache file for this model.
+    #[napi]
+    pub async fn load_prompt_cache(&self, path: String) -> napi::Result<NativePromptCache> {
+        self.check_live().map_err(plain)?;
+        let slot = self.engine.load_cache(PathBuf::from(path)).await;
+        let slot = slot.map_err(|_| plain(js_error(Code::Disposed, "the model has been disposed")))?.map_err(|e| plain(lm_error(e)))?;
+        Ok(NativePromptCache { slot })
+    }
+
+    /// Queues a prefill of `cache` (a job: its result counts the tokens fed).
+    #[napi]
+    pub fn prefill(&self, cache: &NativePromptCache, ids: Value, prefill_step_size: Option<u32>) -> Result<u32> {
+        self.check_live()?;
+        let prompt = self.prompt_ids(&ids)?;
+        let slot = self.own_cache(cache)?;
+        let step = match prefill_step_size {
+            Some(0) => return Err(js_error(Code::InvalidArgument, "option prefillStepSize must be at least 1")),
+            Some(n) => n as usize,
+            None => lm::generate::GenerateParams::default().prefill_step_size,
+        };
+        let abort = Arc::new(AtomicBool::new(false));
+        let rx = self.engine.prefill(prompt, step, slot, abort.clone());
+        self.jobs.add(rx, abort)
+    }
+
+    /// Queues writing `cache` to `path` (a job with an empty result).
+    #[napi]
+    pub fn save_prompt_cache(&self, cache: &NativePromptCache, path: String, metadata: HashMap<String, String>) -> Result<u32> {
+        self.check_live()?;
+        let slot = self.own_cache(cache)?;
+        let mut meta: Vec<(String, String)> = metadata.into_iter().collect();
+        meta.sort();
+        let rx = self.engine.save_cache(slot, PathBuf::from(path), meta);
+        self.jobs.add(rx, Arc::new(AtomicBool::new(false)))
     }
 
     /// Waits for at least one event of job `id` and returns all that are ready.
@@ -230,15 +318,27 @@ impl NativeModel {
         events
             .into_iter()
             .map(|e| match e {
-                Event::Chunk { text, token } => Ok(NativeEvent { text: Some(text), token: Some(token), result: None }),
+                Event::Chunk { text, token, logprobs } => Ok(NativeEvent {
+                    text: Some(text),
+                    token: Some(token),
+                    logprob: logprobs.as_ref().map(|l| l.logprob as f64),
+                    top_logprobs: logprobs.as_ref().map(top_of),
+                    result: None,
+                }),
                 Event::Done(s) => Ok(NativeEvent {
                     text: None,
                     token: None,
+                    logprob: None,
+                    top_logprobs: None,
                     result: Some(NativeResult {
+                        logprobs: s.logprobs.map(|l| {
+                            l.iter().zip(&s.tokens).map(|(lp, &token)| NativeLogprob { token, logprob: lp.logprob as f64, top: top_of(lp) }).collect()
+                        }),
                         text: s.text,
                         tokens: s.tokens,
                         finish_reason: s.finish_reason.into(),
                         prompt_tokens: s.prompt_tokens as u32,
+                        cached_tokens: s.cached_tokens as u32,
                         generation_tokens: s.generation_tokens as u32,
                         prompt_tps: s.prompt_tps,
                         generation_tps: s.generation_tps,

@@ -1,6 +1,6 @@
 //! Generation options from JS, validated before any work: every wrong type,
 //! range or unknown name is an INVALID_ARGUMENT naming the option.
-use lm::generate::GenerateParams;
+use lm::generate::{GenerateParams, MAX_TOP_LOGPROBS};
 use lm::sampling::SamplingOptions;
 use serde_json::{Map, Value};
 
@@ -27,6 +27,8 @@ const KNOWN: &[&str] = &[
     "seed",
     "stop",
     "prefillStepSize",
+    "logprobs",
+    "topLogprobs",
 ];
 
 pub(crate) fn invalid(msg: String) -> napi::Error<String> {
@@ -79,25 +81,30 @@ pub(crate) fn options_object(value: &Value, known: &[&str]) -> R<Map<String, Val
 pub type ParsedOptions = lm::text::TextOptions;
 
 /// `vocab`: model vocabulary size (top-k and logit-bias ids are checked against it).
+/// Absent options keep `lm`'s defaults (`GenerateParams`, `SamplingOptions`):
+/// this only converts and range-checks what JS gave.
 pub fn parse(value: &Value, vocab: u32, xtc_special_tokens: Vec<u32>) -> R<ParsedOptions> {
     let map = &options_object(value, KNOWN)?;
     let o = Opts(map);
+    let d = GenerateParams::default();
+    let ds = SamplingOptions::default();
     let f32_of = |v: Option<f64>, d: f32| v.map(|x| x as f32).unwrap_or(d);
+    let i32_of = |v: Option<i64>, d: i32| v.map(|x| x as i32).unwrap_or(d);
     let mut s = SamplingOptions {
-        temperature: f32_of(o.num("temperature", 0.0, 1e6, false)?, 0.0),
-        top_p: f32_of(o.num("topP", 0.0, 1.0, false)?, 0.0),
-        min_p: f32_of(o.num("minP", 0.0, 1.0, false)?, 0.0),
-        min_tokens_to_keep: o.int("minTokensToKeep", 1, vocab as i64)?.unwrap_or(1) as i32,
-        top_k: o.int("topK", 0, vocab as i64 - 1)?.unwrap_or(0) as i32,
-        xtc_probability: f32_of(o.num("xtcProbability", 0.0, 1.0, false)?, 0.0),
-        xtc_threshold: f32_of(o.num("xtcThreshold", 0.0, 0.5, false)?, 0.1),
+        temperature: f32_of(o.num("temperature", 0.0, 1e6, false)?, ds.temperature),
+        top_p: f32_of(o.num("topP", 0.0, 1.0, false)?, ds.top_p),
+        min_p: f32_of(o.num("minP", 0.0, 1.0, false)?, ds.min_p),
+        min_tokens_to_keep: i32_of(o.int("minTokensToKeep", 1, vocab as i64)?, ds.min_tokens_to_keep),
+        top_k: i32_of(o.int("topK", 0, vocab as i64 - 1)?, ds.top_k),
+        xtc_probability: f32_of(o.num("xtcProbability", 0.0, 1.0, false)?, ds.xtc_probability),
+        xtc_threshold: f32_of(o.num("xtcThreshold", 0.0, 0.5, false)?, ds.xtc_threshold),
         xtc_special_tokens,
         repetition_penalty: o.num("repetitionPenalty", 0.0, 1e6, false)?.map(|v| v as f32),
-        repetition_context_size: o.int("repetitionContextSize", 1, i32::MAX as i64)?.unwrap_or(20) as i32,
+        repetition_context_size: i32_of(o.int("repetitionContextSize", 1, i32::MAX as i64)?, ds.repetition_context_size),
         presence_penalty: o.num("presencePenalty", -1e6, 1e6, false)?.map(|v| v as f32),
-        presence_context_size: o.int("presenceContextSize", 1, i32::MAX as i64)?.unwrap_or(20) as i32,
+        presence_context_size: i32_of(o.int("presenceContextSize", 1, i32::MAX as i64)?, ds.presence_context_size),
         frequency_penalty: o.num("frequencyPenalty", -1e6, 1e6, false)?.map(|v| v as f32),
-        frequency_context_size: o.int("frequencyContextSize", 1, i32::MAX as i64)?.unwrap_or(20) as i32,
+        frequency_context_size: i32_of(o.int("frequencyContextSize", 1, i32::MAX as i64)?, ds.frequency_context_size),
         logit_bias: Vec::new(),
     };
     match map.get("logitBias") {
@@ -130,11 +137,36 @@ pub fn parse(value: &Value, vocab: u32, xtc_special_tokens: Vec<u32>) -> R<Parse
             .collect::<R<Vec<_>>>()?,
         Some(other) => return Err(invalid(format!("option stop must be an array of strings, got {other}"))),
     };
+    // topLogprobs alone asks for logprobs too; logprobs: false with topLogprobs > 0 is a contradiction.
+    let top = o.int("topLogprobs", 0, MAX_TOP_LOGPROBS as i64)?.map(|k| k as usize);
+    let logprobs = match map.get("logprobs") {
+        None | Some(Value::Null) => top,
+        Some(Value::Bool(true)) => Some(top.unwrap_or(0)),
+        Some(Value::Bool(false)) if top.unwrap_or(0) > 0 => return Err(invalid("option topLogprobs needs logprobs: true".into())),
+        Some(Value::Bool(false)) => None,
+        Some(other) => return Err(invalid(format!("option logprobs must be a boolean, got {other}"))),
+    };
     let params = GenerateParams {
-        max_tokens: o.int("maxTokens", 1, i32::MAX as i64)?.unwrap_or(256) as usize,
+        max_tokens: o.int("maxTokens", 1, i32::MAX as i64)?.map_or(d.max_tokens, |v| v as usize),
         sampling: s,
-        prefill_step_size: o.int("prefillStepSize", 1, i32::MAX as i64)?.unwrap_or(2048) as usize,
+        prefill_step_size: o.int("prefillStepSize", 1, i32::MAX as i64)?.map_or(d.prefill_step_size, |v| v as usize),
         seed: o.int("seed", 0, u32::MAX as i64)?.map(|v| v as u64),
+        logprobs,
     };
     Ok(ParsedOptions { params, stop })
+}
+
+/// `createPromptCache` options, as `lm`'s `CacheOptions` (its defaults, its checks).
+pub fn cache_options(value: &Value) -> R<lm::cache::CacheOptions> {
+    let map = &options_object(value, &["maxKvSize", "kvBits", "kvGroupSize", "quantizedKvStart"])?;
+    let o = Opts(map);
+    let d = lm::cache::CacheOptions::default();
+    let opts = lm::cache::CacheOptions {
+        max_kv_size: o.int("maxKvSize", 1, i32::MAX as i64)?.map(|v| v as i32),
+        kv_bits: o.int("kvBits", 1, 8)?.map(|v| v as i32),
+        kv_group_size: o.int("kvGroupSize", 1, i32::MAX as i64)?.map_or(d.kv_group_size, |v| v as i32),
+        quantized_kv_start: o.int("quantizedKvStart", 0, i32::MAX as i64)?.map_or(d.quantized_kv_start, |v| v as i32),
+    };
+    opts.validate().map_err(invalid)?;
+    Ok(opts)
 }

@@ -25,6 +25,18 @@ pub struct Worker<T> {
     tx: mpsc::Sender<Msg<T>>,
 }
 
+/// Queues jobs on a worker without owning it (its drop does not shut it down).
+pub struct WorkerHandle<T> {
+    tx: mpsc::Sender<Msg<T>>,
+}
+
+impl<T> WorkerHandle<T> {
+    /// As `Worker::run`.
+    pub fn run(&self, job: impl FnOnce(&mut T) + Send + 'static) -> bool {
+        self.tx.send(Msg::Run(Box::new(job))).is_ok()
+    }
+}
+
 /// Asks the thread behind `tx` to free its model; `done` runs once it has, or at
 /// once when the thread is already gone.
 fn send_shutdown<T>(tx: &mpsc::Sender<Msg<T>>, done: Box<dyn FnOnce() + Send>) {
@@ -133,6 +145,10 @@ impl<T: 'static> Worker<T> {
     /// so whatever channel it owns closes).
     pub fn run(&self, job: impl FnOnce(&mut T) + Send + 'static) -> bool {
         self.tx.send(Msg::Run(Box::new(job))).is_ok()
+    }
+
+    pub fn handle(&self) -> WorkerHandle<T> {
+        WorkerHandle { tx: self.tx.clone() }
     }
 
     /// Asks the thread to finish queued work, free the model and exit.

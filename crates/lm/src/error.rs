@@ -22,6 +22,11 @@ pub enum LmError {
     Disposed(String),
     /// Work stopped because the caller aborted it.
     Aborted(String),
+    /// A prompt cache that does not fit the model it is used with (another
+    /// model's layers, heads, head size or dtype).
+    CacheMismatch(String),
+    /// A prompt-cache (or chat) file that is truncated or not one.
+    InvalidCacheFile(String),
     /// MLX itself reported a failure.
     Mlx(String),
 }
@@ -36,6 +41,8 @@ impl LmError {
             LmError::InvalidWeights(_) => "INVALID_WEIGHTS",
             LmError::Disposed(_) => "DISPOSED",
             LmError::Aborted(_) => "ABORTED",
+            LmError::CacheMismatch(_) => "CACHE_MISMATCH",
+            LmError::InvalidCacheFile(_) => "INVALID_CACHE_FILE",
             LmError::Mlx(_) => "MLX_ERROR",
         }
     }
@@ -49,6 +56,8 @@ impl LmError {
             | LmError::InvalidWeights(m)
             | LmError::Disposed(m)
             | LmError::Aborted(m)
+            | LmError::CacheMismatch(m)
+            | LmError::InvalidCacheFile(m)
             | LmError::Mlx(m) => m,
         }
     }
@@ -83,6 +92,8 @@ mod tests {
             (LmError::InvalidWeights("a".into()), "INVALID_WEIGHTS"),
             (LmError::Disposed("a".into()), "DISPOSED"),
             (LmError::Aborted("a".into()), "ABORTED"),
+            (LmError::CacheMismatch("a".into()), "CACHE_MISMATCH"),
+            (LmError::InvalidCacheFile("a".into()), "INVALID_CACHE_FILE"),
             (LmError::Mlx("a".into()), "MLX_ERROR"),
         ];
         for (err, code) in cases {

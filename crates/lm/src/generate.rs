@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use mlx::{memory, random, Array, Result as MlxResult};
 
-use crate::cache::Cache;
+use crate::cache::{maybe_quantize, Cache, CacheOptions};
 use crate::error::{LmError, Result};
 use crate::models::LanguageModel;
+use crate::prompt_cache::PromptCache;
 use crate::sampling::{LogitsProcessors, Sampler, SamplingOptions};
 
 #[derive(Debug, Clone)]
@@ -17,12 +18,32 @@ pub struct GenerateParams {
     pub sampling: SamplingOptions,
     pub prefill_step_size: usize,
     pub seed: Option<u64>,
+    /// Report each token's log-probability and this many top alternatives
+    /// (0..=20, MLX-LM's `logprobs`: after the processors, before the sampler).
+    pub logprobs: Option<usize>,
 }
+
+/// The most `top_logprobs` a request may ask for (as OpenAI's API).
+pub const MAX_TOP_LOGPROBS: usize = 20;
 
 impl Default for GenerateParams {
     fn default() -> Self {
-        GenerateParams { max_tokens: 256, sampling: SamplingOptions::default(), prefill_step_size: 2048, seed: None }
+        GenerateParams { max_tokens: 256, sampling: SamplingOptions::default(), prefill_step_size: 2048, seed: None, logprobs: None }
     }
+}
+
+/// A sampled id and, when asked for, its log-probability and the top ones.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampled {
+    pub token: u32,
+    pub logprobs: Option<TokenLogprobs>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprobs {
+    pub logprob: f32,
+    /// Highest first (ties: lower id first).
+    pub top: Vec<(u32, f32)>,
 }
 
 /// What the caller wants after seeing a token.
@@ -93,6 +114,52 @@ pub struct Decoding<'a> {
     /// mlx-audio's T3 samples the raw logits, which changes what top-p keeps.
     pub normalize: bool,
     pub max_tokens: usize,
+    /// Read each token's log-probability and this many top ones (needs `normalize`).
+    pub logprobs: Option<usize>,
+}
+
+/// The lazy arrays behind a `TokenLogprobs`: the chosen id's value, and the
+/// ids and values of the top `k`.
+struct LazyLogprobs {
+    chosen: Array,
+    top: Option<(Array, Array)>,
+}
+
+impl LazyLogprobs {
+    fn new(logprobs: &Array, token: &Array, k: usize) -> MlxResult<LazyLogprobs> {
+        let chosen = logprobs.take_along_axis(&token.reshape(&[1, 1])?, -1)?;
+        let top = if k > 0 {
+            let v = logprobs.dim(-1);
+            let k = (k as i32).min(v);
+            let ids = logprobs.negative()?.argpartition(k - 1, -1)?.slice_axis(1, 0, k)?;
+            let values = logprobs.take_along_axis(&ids, -1)?;
+            Some((ids, values))
+        } else {
+            None
+        };
+        Ok(LazyLogprobs { chosen, top })
+    }
+
+    fn arrays(&self) -> Vec<&Array> {
+        let mut v = vec![&self.chosen];
+        if let Some((i, x)) = &self.top {
+            v.push(i);
+            v.push(x);
+        }
+        v
+    }
+
+    fn read(&self) -> MlxResult<TokenLogprobs> {
+        let logprob = self.chosen.astype(mlx::Dtype::Float32)?.item::<f32>()?;
+        let mut top = Vec::new();
+        if let Some((ids, values)) = &self.top {
+            let ids = ids.astype(mlx::Dtype::Uint32)?.to_vec::<u32>()?;
+            let values = values.astype(mlx::Dtype::Float32)?.to_vec::<f32>()?;
+            top = ids.into_iter().zip(values).collect();
+            top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        }
+        Ok(TokenLogprobs { logprob, top })
+    }
 }
 
 /// Runs `source` until `on_token` says stop or `max_tokens` ids were handed
@@ -102,17 +169,17 @@ pub fn run_loop(
     source: &mut dyn LogitsSource,
     decoding: Decoding,
     keys: &mut random::KeySequence,
-    mut on_token: impl FnMut(u32) -> Result<Next>,
+    mut on_token: impl FnMut(Sampled) -> Result<Next>,
 ) -> Result<GenerationStats> {
     memory::reset_peak()?;
     let mut stats = GenerationStats::default();
     let t0 = Instant::now();
-    let Decoding { processors, sampler, history, normalize, max_tokens } = decoding;
+    let Decoding { processors, sampler, history, normalize, max_tokens, logprobs } = decoding;
     let mut history = if processors.is_empty() { None } else { history };
 
     // The processors see each new token appended to the history before they
     // run on the logits it produced.
-    let mut pick = |logits: Array, fed: Option<&Array>, keys: &mut random::KeySequence| -> MlxResult<Array> {
+    let mut pick = |logits: Array, fed: Option<&Array>, keys: &mut random::KeySequence| -> MlxResult<(Array, Option<LazyLogprobs>)> {
         let mut logits = logits;
         if !processors.is_empty() {
             if let Some(t) = fed {
@@ -128,12 +195,27 @@ pub fn run_loop(
         if normalize {
             logits = sampler.logprobs(&logits)?;
         }
-        sampler.sample(&logits, keys)
+        let y = sampler.sample(&logits, keys)?;
+        let lp = match logprobs {
+            Some(k) => Some(LazyLogprobs::new(&logits, &y, k)?),
+            None => None,
+        };
+        Ok((y, lp))
+    };
+    let queue = |y: &Array, lp: &Option<LazyLogprobs>| -> MlxResult<()> {
+        let mut all = vec![y];
+        if let Some(l) = lp {
+            all.extend(l.arrays());
+        }
+        mlx::async_eval(&all)
+    };
+    let read = |y: &Array, lp: &Option<LazyLogprobs>| -> MlxResult<Sampled> {
+        Ok(Sampled { token: y.item::<u32>()?, logprobs: lp.as_ref().map(LazyLogprobs::read).transpose()? })
     };
 
     let first = source.prefill()?;
-    let mut y = pick(first, None, keys)?;
-    mlx::async_eval(&[&y])?;
+    let (mut y, mut lp) = pick(first, None, keys)?;
+    queue(&y, &lp)?;
     let mut n = 0usize;
     let mut t_gen = Instant::now();
     loop {
@@ -143,11 +225,11 @@ pub fn run_loop(
         // that step (and a first token that stops would cost a step for nothing).
         let first = n == 0;
         if first {
-            let token = y.item::<u32>()?;
+            let sampled = read(&y, &lp)?;
             stats.prompt_seconds = t0.elapsed().as_secs_f64();
             t_gen = Instant::now();
             stats.generated += 1;
-            if on_token(token)? == Next::Stop {
+            if on_token(sampled)? == Next::Stop {
                 break;
             }
         }
@@ -163,19 +245,22 @@ pub fn run_loop(
         } else {
             None
         };
-        if let Some(nx) = &next {
-            mlx::async_eval(&[nx])?;
+        if let Some((nx, nlp)) = &next {
+            queue(nx, nlp)?;
         }
         if !first {
-            let token = y.item::<u32>()?;
+            let sampled = read(&y, &lp)?;
             stats.generated += 1;
-            if on_token(token)? == Next::Stop {
+            if on_token(sampled)? == Next::Stop {
                 *keys = keys_before;
                 break;
             }
         }
         match next {
-            Some(nx) => y = nx,
+            Some((nx, nlp)) => {
+                y = nx;
+                lp = nlp;
+            }
             None => break,
         }
         n += 1;
@@ -193,60 +278,117 @@ pub fn run_loop(
 struct TextSource<'a> {
     model: &'a dyn LanguageModel,
     caches: &'a mut [Box<dyn Cache>],
+    options: &'a CacheOptions,
     prompt: Array,
     prefill_step_size: usize,
+    /// Asked between prefill chunks.
+    should_abort: &'a dyn Fn() -> bool,
 }
 
 impl TextSource<'_> {
-    fn logits(&mut self, ids: &Array) -> MlxResult<Array> {
+    /// Runs `ids` `[L]` into the caches (MLX-LM's `_model_call`, then its
+    /// `maybe_quantize_kv_cache`); lazy logits of the last position.
+    fn feed(&mut self, ids: &Array) -> MlxResult<Array> {
         let logits = self.model.forward(&ids.reshape(&[1, -1])?, &mut *self.caches, true)?;
+        maybe_quantize(self.caches, self.options)?;
         let v = logits.dim(-1);
         logits.reshape(&[1, v])
     }
-}
 
-impl LogitsSource for TextSource<'_> {
-    fn prefill(&mut self) -> Result<Array> {
+    /// Feeds all but the last `keep` prompt tokens in chunks of at most
+    /// `prefill_step_size`, evaluating the caches after each (until
+    /// `should_abort` says stop); returns how many were fed.
+    fn prefill_chunks(&mut self, keep: usize) -> MlxResult<usize> {
         let len = self.prompt.dim(0) as usize;
         let step_size = self.prefill_step_size.max(1);
         let mut done = 0usize;
-        while len - done > 1 {
-            let n = (len - done - 1).min(step_size);
+        while len - done > keep && !(self.should_abort)() {
+            let n = (len - done - keep).min(step_size);
             let chunk = self.prompt.slice_axis(0, done as i32, (done + n) as i32)?;
-            self.model.forward(&chunk.reshape(&[1, -1])?, &mut *self.caches, true)?;
+            self.feed(&chunk)?;
             let state: Vec<&Array> = self.caches.iter().flat_map(|c| c.state()).collect();
             mlx::eval(&state)?;
             done += n;
             memory::clear_cache()?;
         }
-        let rest = self.prompt.slice_axis(0, done as i32, len as i32)?;
-        Ok(self.logits(&rest)?)
-    }
-
-    fn step(&mut self, token: &Array) -> MlxResult<Array> {
-        self.logits(token)
+        Ok(done)
     }
 }
 
-/// Runs a text model on `prompt` ids with MLX-LM's semantics; `on_token`
-/// sees each sampled id in order and may stop it. EOS handling belongs to
-/// the caller (it sees the EOS id and returns Stop). `caches` are the
-/// caller's (`model.new_caches()`, or kept from an earlier call, which the
-/// prompt then continues); they end holding the prompt and every token fed
-/// back (the last sampled id is not fed).
-pub fn generate(
-    model: &dyn LanguageModel,
-    prompt: &[u32],
-    params: &GenerateParams,
-    caches: &mut [Box<dyn Cache>],
-    on_token: impl FnMut(u32) -> Result<Next>,
-) -> Result<GenerationStats> {
+impl LogitsSource for TextSource<'_> {
+    fn prefill(&mut self) -> Result<Array> {
+        let done = self.prefill_chunks(1)?;
+        let len = self.prompt.dim(0);
+        let rest = self.prompt.slice_axis(0, done as i32, len)?;
+        Ok(self.feed(&rest)?)
+    }
+
+    fn step(&mut self, token: &Array) -> MlxResult<Array> {
+        self.feed(token)
+    }
+}
+
+fn check_prompt(model: &dyn LanguageModel, prompt: &[u32]) -> Result<Array> {
     if prompt.is_empty() {
         return Err(LmError::InvalidArgument("the prompt is empty: at least one token is needed".into()));
     }
     let vocab = model.config().vocab_size as u32;
     if let Some(&bad) = prompt.iter().find(|&&t| t >= vocab) {
         return Err(LmError::InvalidArgument(format!("token id {bad} is outside the vocabulary (size {vocab})")));
+    }
+    let ids: Vec<i32> = prompt.iter().map(|&t| t as i32).collect();
+    Ok(Array::from_slice(&ids, &[ids.len() as i32])?)
+}
+
+/// Runs `prompt` into `cache` with no generation, as MLX-LM's `cache_prompt`
+/// (chunks of `prefill_step_size`, the last token alone). `should_abort` is
+/// asked between chunks; an aborted prefill keeps the tokens fed so far and
+/// returns false.
+pub fn prefill(
+    model: &dyn LanguageModel,
+    prompt: &[u32],
+    prefill_step_size: usize,
+    cache: &mut PromptCache,
+    should_abort: &dyn Fn() -> bool,
+) -> Result<bool> {
+    let all = check_prompt(model, prompt)?;
+    cache.check_model(model)?;
+    let (layers, options) = cache.parts_mut();
+    let mut source = TextSource { model, caches: layers, options, prompt: all, prefill_step_size, should_abort };
+    let mut done = source.prefill_chunks(1)?;
+    if done + 1 == prompt.len() && !should_abort() {
+        let last = source.prompt.slice_axis(0, done as i32, prompt.len() as i32)?;
+        source.feed(&last)?;
+        let state: Vec<&Array> = source.caches.iter().flat_map(|c| c.state()).collect();
+        mlx::eval(&state)?;
+        done += 1;
+    }
+    cache.extend(&prompt[..done]);
+    Ok(done == prompt.len())
+}
+
+/// Runs a text model with MLX-LM's semantics on `prompt`, which continues what
+/// `cache` holds (a fresh cache: from nothing). `on_token` sees each sampled
+/// id in order and may stop it; EOS handling belongs to the caller (it sees
+/// the EOS id and returns Stop). The logits processors see the cache's known
+/// tokens, then the prompt, then each new id (MLX-LM's see only what its call
+/// was given: with a cache, its penalties ignore the cached prefix; ours give
+/// a request the same answer whether or not its prefix was cached). A kept
+/// cache ends holding the prompt and every sampled id, EOS included, as
+/// MLX-LM's; a scratch one may miss the last id, which is never fed.
+pub fn generate(
+    model: &dyn LanguageModel,
+    prompt: &[u32],
+    params: &GenerateParams,
+    cache: &mut PromptCache,
+    mut on_token: impl FnMut(Sampled) -> Result<Next>,
+) -> Result<GenerationStats> {
+    let all = check_prompt(model, prompt)?;
+    cache.check_model(model)?;
+    if let Some(k) = params.logprobs {
+        if k > MAX_TOP_LOGPROBS {
+            return Err(LmError::InvalidArgument(format!("topLogprobs must be between 0 and {MAX_TOP_LOGPROBS}, got {k}")));
+        }
     }
     let processors = LogitsProcessors::new(&params.sampling)?;
     let sampler = Sampler::new(&params.sampling)?;
@@ -255,14 +397,51 @@ pub fn generate(
         Some(seed) => random::KeySequence::new(seed)?,
         None => random::KeySequence::from_time()?,
     };
-    let ids: Vec<i32> = prompt.iter().map(|&t| t as i32).collect();
-    let all = Array::from_slice(&ids, &[ids.len() as i32])?;
-    if caches.len() != model.config().num_hidden_layers as usize {
-        return Err(LmError::InvalidArgument(format!("{} caches given for a model of {} layers", caches.len(), model.config().num_hidden_layers)));
+    let history = if processors.is_empty() || cache.tokens().is_empty() {
+        all.clone()
+    } else {
+        let known: Vec<i32> = cache.tokens().iter().chain(prompt).map(|&t| t as i32).collect();
+        Array::from_slice(&known, &[known.len() as i32])?
+    };
+    let before = cache.len();
+    let mut sampled = Vec::new();
+    let stats = {
+        let (layers, options) = cache.parts_mut();
+        let mut source =
+            TextSource { model, caches: layers, options, prompt: all, prefill_step_size: params.prefill_step_size, should_abort: &|| false };
+        let decoding = Decoding {
+            processors: &processors,
+            sampler: &sampler,
+            history: Some(history),
+            normalize: true,
+            max_tokens: params.max_tokens,
+            logprobs: params.logprobs,
+        };
+        run_loop(&mut source, decoding, &mut keys, |s| {
+            sampled.push(s.token);
+            on_token(s)
+        })
+    };
+    let mut stats = stats?;
+    // What the cache holds now, read from its length: the prompt and the ids
+    // fed back (all sampled but, maybe, the last).
+    let held = cache.len().saturating_sub(before);
+    let all: Vec<u32> = prompt.iter().chain(&sampled).copied().collect();
+    cache.extend(&all[..held.min(all.len())]);
+    // A cache that outlives the call gets the last id too, as MLX-LM's loop
+    // feeds every id it hands out: the next request then continues from the
+    // same keys and values as MLX-LM's would.
+    if cache.is_kept() && held < all.len() {
+        let rest = &all[held..];
+        let ids = Array::from_slice(&rest.iter().map(|&t| t as i32).collect::<Vec<_>>(), &[rest.len() as i32])?;
+        let (layers, options) = cache.parts_mut();
+        let mut source =
+            TextSource { model, caches: layers, options, prompt: ids.clone(), prefill_step_size: params.prefill_step_size, should_abort: &|| false };
+        source.feed(&ids)?;
+        let state: Vec<&Array> = source.caches.iter().flat_map(|c| c.state()).collect();
+        mlx::eval(&state)?;
+        cache.extend(rest);
     }
-    let mut source = TextSource { model, caches, prompt: all.clone(), prefill_step_size: params.prefill_step_size };
-    let decoding = Decoding { processors: &processors, sampler: &sampler, history: Some(all), normalize: true, max_tokens: params.max_tokens };
-    let mut stats = run_loop(&mut source, decoding, &mut keys, on_token)?;
     stats.prompt_tokens = prompt.len();
     Ok(stats)
 }

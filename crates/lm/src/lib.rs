@@ -5,6 +5,7 @@ pub mod error;
 pub mod generate;
 pub mod min_p;
 pub mod models;
+pub mod prompt_cache;
 pub mod sampling;
 pub mod stop;
 pub mod text;

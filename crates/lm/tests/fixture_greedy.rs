@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use lm::generate::{generate, GenerateParams, Next};
+use lm::prompt_cache::PromptCache;
 use lm::tokenizer::Tokenizer;
 
 fn fixtures() -> PathBuf {
@@ -27,7 +28,9 @@ fn greedy_tokens_match_mlx_lm_on_every_fixture() {
             let ids = tok.encode_prompt(&prompt).unwrap();
             let params = GenerateParams { max_tokens: max, ..Default::default() };
             let mut out = Vec::new();
-            generate(model.as_ref(), &ids, &params, &mut model.new_caches(), |t| {
+            let mut cache = PromptCache::scratch(model.as_ref());
+            generate(model.as_ref(), &ids, &params, &mut cache, |s| {
+                let t = s.token;
                 if tok.is_eos(t) {
                     return Ok(Next::Stop);
                 }

@@ -3,8 +3,9 @@
 //! were written), stop strings, aborts, and caches the caller keeps and trims.
 use std::path::PathBuf;
 
-use lm::cache::trim_all;
-use lm::generate::GenerateParams;
+use lm::generate::{prefill, GenerateParams};
+use lm::models::LanguageModel;
+use lm::prompt_cache::PromptCache;
 use lm::text::{generate_text, FinishReason, TextOptions};
 use lm::tokenizer::Tokenizer;
 
@@ -36,19 +37,29 @@ fn options(max_tokens: usize, stop: &[&str]) -> TextOptions {
     TextOptions { params: GenerateParams { max_tokens, ..Default::default() }, stop: stop.iter().map(|s| s.to_string()).collect() }
 }
 
+fn fresh(model: &dyn LanguageModel) -> PromptCache {
+    PromptCache::new(model, Default::default()).unwrap()
+}
+
 #[test]
 fn greedy_text_equals_mlx_lm_and_the_chunks_add_up() {
     let (model, tok, prompt, want) = fixture();
     let mut chunks = String::new();
-    let mut caches = model.new_caches();
-    let o = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[]), &mut caches, &|| false, &mut |s, _| chunks.push_str(s)).unwrap();
+    let mut cache = fresh(model.as_ref());
+    let o = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[]), &mut cache, &|| false, &mut |c| chunks.push_str(c.text)).unwrap();
     assert_eq!(o.tokens, want);
     assert_eq!(o.finish_reason, FinishReason::Length);
     assert_eq!(o.text, text_of(&tok, &want));
     assert_eq!(chunks, o.text);
-    assert_eq!((o.prompt_tokens, o.generation_tokens), (prompt.len(), want.len()));
-    // The caches hold the prompt and every token fed back: all but the last sampled one.
-    assert!(caches.iter().all(|c| c.offset() as usize == prompt.len() + want.len() - 1));
+    assert_eq!((o.prompt_tokens, o.cached_tokens, o.generation_tokens), (prompt.len(), 0, want.len()));
+    // A kept cache holds the prompt and every sampled token, as MLX-LM's; a
+    // scratch one all but the last, which nothing needed.
+    assert_eq!(cache.len(), prompt.len() + want.len());
+    let held: Vec<u32> = prompt.iter().chain(&want).copied().collect();
+    assert_eq!(cache.tokens(), &held[..]);
+    let mut scratch = PromptCache::scratch(model.as_ref());
+    generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[]), &mut scratch, &|| false, &mut |_| {}).unwrap();
+    assert_eq!(scratch.tokens(), &held[..held.len() - 1]);
 }
 
 #[test]
@@ -61,8 +72,8 @@ fn a_stop_string_ends_the_text_before_it() {
     let stop = &full[start..end];
     let cut = full.find(stop).unwrap();
     let mut chunks = String::new();
-    let o = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[stop]), &mut model.new_caches(), &|| false, &mut |s, _| {
-        chunks.push_str(s)
+    let o = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[stop]), &mut fresh(model.as_ref()), &|| false, &mut |c| {
+        chunks.push_str(c.text)
     })
     .unwrap();
     assert_eq!(o.finish_reason, FinishReason::Stop);
@@ -74,10 +85,10 @@ fn a_stop_string_ends_the_text_before_it() {
 #[test]
 fn an_abort_before_the_start_does_no_work_and_one_during_stops_at_the_next_token() {
     let (model, tok, prompt, want) = fixture();
-    let o = generate_text(model.as_ref(), &tok, &prompt, &options(8, &[]), &mut model.new_caches(), &|| true, &mut |_, _| {}).unwrap();
+    let o = generate_text(model.as_ref(), &tok, &prompt, &options(8, &[]), &mut fresh(model.as_ref()), &|| true, &mut |_| {}).unwrap();
     assert_eq!((o.finish_reason, o.tokens.len(), o.generation_tokens), (FinishReason::Abort, 0, 0));
     let seen = std::cell::Cell::new(0);
-    let o = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[]), &mut model.new_caches(), &|| seen.get() >= 3, &mut |_, _| {
+    let o = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[]), &mut fresh(model.as_ref()), &|| seen.get() >= 3, &mut |_| {
         seen.set(seen.get() + 1)
     })
     .unwrap();
@@ -87,26 +98,93 @@ fn an_abort_before_the_start_does_no_work_and_one_during_stops_at_the_next_token
 }
 
 #[test]
-fn kept_caches_trimmed_back_to_the_prompt_give_the_same_tokens_again() {
+fn a_kept_cache_serves_the_prompt_again_and_gives_the_same_tokens() {
     let (model, tok, prompt, want) = fixture();
-    let mut caches = model.new_caches();
-    let first = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[]), &mut caches, &|| false, &mut |_, _| {}).unwrap();
-    // Back to all but the prompt's last token, which the loop feeds alone after the
-    // chunked prefill anyway: the same computation again, so the same bits on any CPU.
-    let held = caches[0].offset();
-    let keep = prompt.len() as i32 - 1;
-    assert_eq!(trim_all(&mut caches, held - keep), Some(held - keep));
-    assert!(caches.iter().all(|c| c.offset() == keep));
-    let again =
-        generate_text(model.as_ref(), &tok, &prompt[prompt.len() - 1..], &options(want.len(), &[]), &mut caches, &|| false, &mut |_, _| {}).unwrap();
+    let mut cache = fresh(model.as_ref());
+    let first = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[]), &mut cache, &|| false, &mut |_| {}).unwrap();
+    // The same prompt again: all of it but its last token comes from the cache (that
+    // token is fed alone after the chunked prefill anyway: the same computation, so
+    // the same bits on any CPU).
+    let again = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[]), &mut cache, &|| false, &mut |_| {}).unwrap();
+    assert_eq!(again.cached_tokens, prompt.len() - 1);
     assert_eq!(again.tokens, first.tokens);
     assert_eq!(first.tokens, want);
 }
 
 #[test]
-fn caches_for_another_model_shape_are_refused() {
-    let (model, tok, prompt, _) = fixture();
-    let mut too_few = lm::cache::kv_caches(1);
-    let err = generate_text(model.as_ref(), &tok, &prompt, &options(4, &[]), &mut too_few, &|| false, &mut |_, _| {}).unwrap_err();
+fn trim_and_prefill_keep_the_token_record_in_step() {
+    let (model, _tok, prompt, _) = fixture();
+    let mut cache = fresh(model.as_ref());
+    assert!(prefill(model.as_ref(), &prompt, 3, &mut cache, &|| false).unwrap());
+    assert_eq!((cache.len(), cache.tokens()), (prompt.len(), &prompt[..]));
+    assert_eq!(cache.trim(2), 2);
+    assert_eq!((cache.len(), cache.tokens()), (prompt.len() - 2, &prompt[..prompt.len() - 2]));
+    assert_eq!(cache.trim(1000), prompt.len() - 2);
+    assert!(cache.is_empty() && cache.tokens().is_empty());
+    // An abort between chunks keeps what was fed.
+    let calls = std::cell::Cell::new(0);
+    let done = prefill(model.as_ref(), &prompt, 2, &mut cache, &|| {
+        calls.set(calls.get() + 1);
+        calls.get() > 2
+    })
+    .unwrap();
+    assert!(!done);
+    assert_eq!((cache.len(), cache.tokens()), (4, &prompt[..4]));
+}
+
+#[test]
+fn logprobs_are_log_softmax_values_with_the_top_ones_sorted() {
+    let (model, tok, prompt, want) = fixture();
+    let mut o = options(6, &[]);
+    o.params.logprobs = Some(5);
+    let r = generate_text(model.as_ref(), &tok, &prompt, &o, &mut fresh(model.as_ref()), &|| false, &mut |_| {}).unwrap();
+    assert_eq!(r.tokens, want[..6]);
+    let lps = r.logprobs.unwrap();
+    assert_eq!(lps.len(), 6);
+    for (lp, &t) in lps.iter().zip(&r.tokens) {
+        assert_eq!(lp.top.len(), 5);
+        // Greedy: the chosen token is the most likely one.
+        assert_eq!(lp.top[0], (t, lp.logprob));
+        assert!(lp.logprob <= 0.0 && lp.top.windows(2).all(|w| w[0].1 >= w[1].1));
+    }
+    o.params.logprobs = Some(21);
+    let err = generate_text(model.as_ref(), &tok, &prompt, &o, &mut fresh(model.as_ref()), &|| false, &mut |_| {}).unwrap_err();
     assert!(matches!(err, lm::LmError::InvalidArgument(_)), "{err}");
+}
+
+#[test]
+fn a_saved_cache_reloads_with_its_tokens_and_continues_the_same() {
+    let (model, tok, prompt, want) = fixture();
+    let mut cache = fresh(model.as_ref());
+    assert!(prefill(model.as_ref(), &prompt, 2048, &mut cache, &|| false).unwrap());
+    let dir = std::env::temp_dir().join(format!("mlx-node-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cache.safetensors");
+    cache.save(&path, &[("model".into(), "fixture".into())]).unwrap();
+    let (mut loaded, meta) = PromptCache::load(model.as_ref(), &path).unwrap();
+    assert_eq!(meta.get("model").map(String::as_str), Some("fixture"));
+    assert_eq!((loaded.len(), loaded.tokens(), loaded.unknown()), (prompt.len(), &prompt[..], 0));
+    let a = generate_text(model.as_ref(), &tok, &prompt, &options(want.len(), &[]), &mut loaded, &|| false, &mut |_| {}).unwrap();
+    assert_eq!((a.cached_tokens, &a.tokens), (prompt.len() - 1, &want));
+    // Truncated: every array is read at load, so it fails there.
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let err = PromptCache::load(model.as_ref(), &path).err().unwrap();
+    assert!(matches!(err, lm::LmError::InvalidCacheFile(_)), "{err}");
+    // Not a cache file at all.
+    std::fs::write(&path, b"not a safetensors file").unwrap();
+    let err = PromptCache::load(model.as_ref(), &path).err().unwrap();
+    assert!(matches!(err, lm::LmError::InvalidCacheFile(_)), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_cache_for_another_model_shape_is_refused() {
+    let (model, tok, prompt, _) = fixture();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/fixtures");
+    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("index.json")).unwrap()).unwrap();
+    let other = lm::models::load(&root.join(index["fixtures"]["qwen3-bf16"]["path"].as_str().unwrap()), None).unwrap();
+    let mut theirs = fresh(other.as_ref());
+    let err = generate_text(model.as_ref(), &tok, &prompt, &options(4, &[]), &mut theirs, &|| false, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, lm::LmError::CacheMismatch(_)), "{err}");
 }

@@ -2,15 +2,30 @@
 //! `KVCache`: a slice update per token instead of a concatenate.
 use mlx::{Array, Result};
 
-use super::Cache;
+use super::{Cache, Fetched, QuantizedKvCache, StateItem};
 
-const STEP: i32 = 256;
+pub(super) const STEP: i32 = 256;
 
 #[derive(Default)]
 pub struct KvCache {
     keys: Option<Array>,
     values: Option<Array>,
     offset: i32,
+}
+
+impl KvCache {
+    /// A cache holding `keys`/`values` `[B, heads, >= offset, dim]` (as a file gives them).
+    pub fn from_state(keys: Array, values: Array, offset: i32) -> KvCache {
+        KvCache { keys: Some(keys), values: Some(values), offset }
+    }
+
+    /// The held positions, `[..offset]`.
+    fn held(&self) -> Result<Option<(Array, Array)>> {
+        match (&self.keys, &self.values) {
+            (Some(k), Some(v)) => Ok(Some((k.slice_axis(2, 0, self.offset)?, v.slice_axis(2, 0, self.offset)?))),
+            _ => Ok(None),
+        }
+    }
 }
 
 impl Cache for KvCache {
@@ -36,8 +51,27 @@ impl Cache for KvCache {
         self.state().iter().map(|a| a.size() * a.dtype().size()).sum()
     }
 
+    fn class_name(&self) -> &'static str {
+        "KVCache"
+    }
+
+    /// `(keys, values, offset)` as MLX-LM's state, the keys and values cut to
+    /// the held positions (MLX-LM saves its whole buffer; it reads either).
+    fn file_state(&self) -> Result<Vec<StateItem>> {
+        let (k, v) = self.held()?.ok_or_else(|| mlx::Error::new("an empty cache has no state to save"))?;
+        Ok(vec![StateItem::Array(k), StateItem::Array(v), StateItem::Int(self.offset as i64)])
+    }
+
+    /// MLX-LM's `KVCache.to_quantized`: the whole buffer, quantized by rows.
+    fn to_quantized(&self, group_size: i32, bits: i32) -> Option<Result<Box<dyn Cache>>> {
+        Some(
+            QuantizedKvCache::from_dense(self.keys.as_ref(), self.values.as_ref(), self.offset, group_size, bits)
+                .map(|q| Box::new(q) as Box<dyn Cache>),
+        )
+    }
+
     /// Appends `[B, heads, L, dim]` keys and values; returns everything cached so far.
-    fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<(Array, Array)> {
+    fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<Fetched> {
         let prev = self.offset;
         let n = keys.dim(2);
         let capacity = self.keys.as_ref().map_or(0, |k| k.dim(2));
@@ -68,9 +102,10 @@ impl Cache for KvCache {
         let vs = v.shape();
         let k = k.slice_update(keys, &[0, 0, prev, 0], &[ks[0], ks[1], self.offset, ks[3]], &[1, 1, 1, 1])?;
         let v = v.slice_update(values, &[0, 0, prev, 0], &[vs[0], vs[1], self.offset, vs[3]], &[1, 1, 1, 1])?;
-        let out = if self.offset < k.dim(2) { (k.slice_axis(2, 0, self.offset)?, v.slice_axis(2, 0, self.offset)?) } else { (k.clone(), v.clone()) };
+        let (keys, values) =
+            if self.offset < k.dim(2) { (k.slice_axis(2, 0, self.offset)?, v.slice_axis(2, 0, self.offset)?) } else { (k.clone(), v.clone()) };
         self.keys = Some(k);
         self.values = Some(v);
-        Ok(out)
+        Ok(Fetched::Dense { keys, values })
     }
 }

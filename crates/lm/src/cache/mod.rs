@@ -1,10 +1,20 @@
 //! Per-layer caches behind one interface, so that models ask for their keys and
-//! values without knowing which kind they got (MLX-LM's `_BaseCache`). Today's
-//! kind is `KvCache`; rotating (sliding windows), quantized and recurrent-state
-//! kinds, and the prompt-cache files, implement the same trait.
+//! values without knowing which kind they got (MLX-LM's `_BaseCache`). Kinds:
+//! `KvCache` (grows), `RotatingKvCache` (a window, `maxKvSize`) and
+//! `QuantizedKvCache` (`kvBits`); `file` writes and reads them as MLX-LM's
+//! prompt-cache files. A new kind implements `Cache` and, to be saved, names
+//! its MLX-LM class and state.
+mod file;
 mod kv;
+mod mask;
+mod quantized;
+mod rotating;
 
+pub use file::{load_file, save_file, CacheFile};
 pub use kv::KvCache;
+pub use mask::causal_mask;
+pub use quantized::QuantizedKvCache;
+pub use rotating::RotatingKvCache;
 
 use mlx::{Array, Result};
 
@@ -19,38 +29,138 @@ pub enum CacheMask {
     Array(Array),
 }
 
+/// A quantized tensor as `mlx.core.quantize` returns it.
+#[derive(Clone)]
+pub struct QuantizedArrays {
+    pub w: Array,
+    pub scales: Array,
+    pub biases: Array,
+}
+
+/// What attention reads after an update: plain keys and values, or quantized
+/// ones (attention then runs on `quantized_matmul`, as MLX-LM's
+/// `quantized_scaled_dot_product_attention`).
+pub enum Fetched {
+    Dense { keys: Array, values: Array },
+    Quantized { keys: QuantizedArrays, values: QuantizedArrays, group_size: i32, bits: i32 },
+}
+
+/// One entry of a cache's `state` in an MLX-LM prompt-cache file: an array, a
+/// scalar (stored as a 0-d int32 array) or a tuple of arrays.
+#[derive(Clone)]
+pub enum StateItem {
+    Array(Array),
+    Int(i64),
+    Group(Vec<Array>),
+}
+
 pub trait Cache: Send {
     /// Appends `[B, heads, L, dim]` keys and values; returns what attention
     /// should see (everything cached so far, for `KvCache`).
-    fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<(Array, Array)>;
+    fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<Fetched>;
     /// Positions fed so far: the RoPE offset of the next one.
     fn offset(&self) -> i32;
     /// The mask for `n` new queries (MLX-LM: none for one, causal otherwise).
-    fn mask(&self, n: i32) -> CacheMask {
-        if n > 1 {
-            CacheMask::Causal
-        } else {
-            CacheMask::None
-        }
+    fn mask(&self, n: i32) -> Result<CacheMask> {
+        Ok(if n > 1 { CacheMask::Causal } else { CacheMask::None })
     }
-    /// Whether `trim` can drop positions (a recurrent state cannot).
+    /// Whether `trim` can drop positions (a recurrent state cannot, a rotating
+    /// cache not once it has wrapped).
     fn is_trimmable(&self) -> bool {
         true
     }
     /// Drops the last `n` positions; returns how many were dropped.
     fn trim(&mut self, n: i32) -> i32;
-    /// The arrays that hold the cache (to evaluate it, or to save it).
+    /// The arrays that hold the cache (to evaluate it).
     fn state(&self) -> Vec<&Array>;
     /// Bytes held.
     fn nbytes(&self) -> usize;
+    /// MLX-LM's class name for this kind (`KVCache`, ...), as files store it.
+    fn class_name(&self) -> &'static str;
+    /// MLX-LM's `state` of this kind, in its order, for files.
+    fn file_state(&self) -> Result<Vec<StateItem>>;
+    /// MLX-LM's `to_quantized` (`kvBits`): `None` for kinds that stay as they are.
+    fn to_quantized(&self, _group_size: i32, _bits: i32) -> Option<Result<Box<dyn Cache>>> {
+        None
+    }
 }
 
 /// One cache per layer of a model.
 pub type LayerCaches = Vec<Box<dyn Cache>>;
 
+/// How a prompt cache stores keys and values (MLX-LM's `max_kv_size`,
+/// `kv_bits`, `kv_group_size`, `quantized_kv_start`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheOptions {
+    /// A rotating cache of this many positions (4 kept at the start), as MLX-LM's.
+    pub max_kv_size: Option<i32>,
+    /// Quantize keys and values to this many bits once `quantized_kv_start`
+    /// positions are held.
+    pub kv_bits: Option<i32>,
+    pub kv_group_size: i32,
+    pub quantized_kv_start: i32,
+}
+
+/// MLX-LM's defaults (`generate_step`: group 64, start 5000).
+impl Default for CacheOptions {
+    fn default() -> Self {
+        CacheOptions { max_kv_size: None, kv_bits: None, kv_group_size: 64, quantized_kv_start: 5000 }
+    }
+}
+
+impl CacheOptions {
+    /// Checks the values as MLX-LM would accept them (bits MLX can quantize to).
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if let Some(m) = self.max_kv_size {
+            if m < 1 {
+                return Err(format!("maxKvSize must be at least 1, got {m}"));
+            }
+        }
+        if let Some(b) = self.kv_bits {
+            if ![2, 3, 4, 5, 6, 8].contains(&b) {
+                return Err(format!("kvBits must be one of 2, 3, 4, 5, 6, 8, got {b}"));
+            }
+            if self.max_kv_size.is_some() {
+                return Err("kvBits and maxKvSize cannot be combined (MLX-LM cannot quantize a rotating cache)".into());
+            }
+        }
+        if ![32, 64, 128].contains(&self.kv_group_size) {
+            return Err(format!("kvGroupSize must be 32, 64 or 128, got {}", self.kv_group_size));
+        }
+        if self.quantized_kv_start < 0 {
+            return Err(format!("quantizedKvStart must be at least 0, got {}", self.quantized_kv_start));
+        }
+        Ok(())
+    }
+}
+
+/// `n` fresh caches of the kind `options` asks for (MLX-LM's `make_prompt_cache`).
+pub fn make_caches(n: usize, options: &CacheOptions) -> LayerCaches {
+    (0..n)
+        .map(|_| match options.max_kv_size {
+            Some(max) => Box::new(RotatingKvCache::new(max, 4)) as Box<dyn Cache>,
+            None => Box::new(KvCache::default()) as Box<dyn Cache>,
+        })
+        .collect()
+}
+
 /// `n` fresh `KvCache`s.
 pub fn kv_caches(n: usize) -> LayerCaches {
-    (0..n).map(|_| Box::new(KvCache::default()) as Box<dyn Cache>).collect()
+    make_caches(n, &CacheOptions::default())
+}
+
+/// MLX-LM's `maybe_quantize_kv_cache`: every layer that can be quantized and
+/// holds at least `quantized_kv_start` positions becomes its quantized kind.
+pub fn maybe_quantize(caches: &mut [Box<dyn Cache>], options: &CacheOptions) -> Result<()> {
+    let Some(bits) = options.kv_bits else { return Ok(()) };
+    for c in caches.iter_mut() {
+        if c.offset() >= options.quantized_kv_start {
+            if let Some(q) = c.to_quantized(options.kv_group_size, bits) {
+                *c = q?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Drops the last `n` positions from every layer (all or none: `None` when

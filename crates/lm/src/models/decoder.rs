@@ -6,13 +6,13 @@
 //! any name prefix and fed embeddings, so other models (Chatterbox's T3) run
 //! their own inputs and heads on the same blocks.
 
-use mlx::fast::{scaled_dot_product_attention, AttentionMask};
 use mlx::nn::{self, Embedding, Linear, RmsNorm, Rope};
 use mlx::{Array, Dtype};
 use serde_json::Value;
 
+use super::attention::attend;
 use super::LanguageModel;
-use crate::cache::{kv_caches, Cache, CacheMask, LayerCaches};
+use crate::cache::{kv_caches, Cache, LayerCaches};
 use crate::config::{ModelConfig, RopeScaling};
 use crate::error::Result;
 use crate::weights::Weights;
@@ -160,14 +160,9 @@ impl DecoderStack {
         let v = heads(a.v_proj.forward(x)?, c.num_key_value_heads, &None)?;
         let q = self.rope.forward(&q, cache.offset())?;
         let k = self.rope.forward(&k, cache.offset())?;
-        let mask = cache.mask(l);
-        let (k, v) = cache.update_and_fetch(&k, &v)?;
-        let mask = match &mask {
-            CacheMask::None => AttentionMask::None,
-            CacheMask::Causal => AttentionMask::Causal,
-            CacheMask::Array(m) => AttentionMask::Array(m),
-        };
-        let o = scaled_dot_product_attention(&q, &k, &v, self.scale, mask)?;
+        let mask = cache.mask(l)?;
+        let fetched = cache.update_and_fetch(&k, &v)?;
+        let o = attend(&q, fetched, self.scale, mask)?;
         a.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?)
     }
 }

@@ -209,8 +209,10 @@ impl T3 {
             history: Some(Array::from_slice(&[start], &[1])?),
             normalize: false,
             max_tokens: opts.max_tokens,
+            logprobs: None,
         };
-        let mut stats = run_loop(&mut steps, decoding, keys, |t| {
+        let mut stats = run_loop(&mut steps, decoding, keys, |s| {
+            let t = s.token;
             out.push(t);
             let verdict = on_token(t)?;
             Ok(if t == stop { Next::Stop } else { verdict })

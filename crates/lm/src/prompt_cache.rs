@@ -1,0 +1,259 @@
+//! The KV state of one token sequence for one model, kept between requests:
+//! a chat's turns, an agent's loop, a server's conversations. A request reuses
+//! the longest common prefix of what the cache holds and its prompt, trims the
+//! rest and feeds only what is new. Files are MLX-LM's (`cache::file`), with
+//! our token ids in the metadata so that a file reloads with its prefix known.
+use std::collections::HashMap;
+use std::path::Path;
+
+use mlx::Dtype;
+
+use crate::cache::{self, load_file, make_caches, save_file, trim_all, Cache, CacheOptions, LayerCaches};
+use crate::error::{LmError, Result};
+use crate::models::LanguageModel;
+
+/// The metadata key our files keep the token ids under (a JSON array).
+pub const TOKENS_KEY: &str = "tokens";
+
+/// What a cache's layers must match in a model: layers, KV heads, head size, dtype.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Shape {
+    layers: usize,
+    kv_heads: i32,
+    head_dim: i32,
+    dtype: Dtype,
+}
+
+impl Shape {
+    fn of(model: &dyn LanguageModel) -> Shape {
+        let c = model.config();
+        Shape { layers: c.num_hidden_layers as usize, kv_heads: c.num_key_value_heads, head_dim: c.head_dim, dtype: model.dtype() }
+    }
+}
+
+pub struct PromptCache {
+    layers: LayerCaches,
+    /// The ids of the positions held after the first `unknown`.
+    tokens: Vec<u32>,
+    /// Positions at the start whose ids are not known (a file without them).
+    unknown: usize,
+    options: CacheOptions,
+    shape: Shape,
+    /// Outlives the request (the caller keeps it): generation then feeds it
+    /// the last sampled id too.
+    kept: bool,
+}
+
+impl PromptCache {
+    /// An empty cache for `model`, kept by the caller between requests.
+    pub fn new(model: &dyn LanguageModel, options: CacheOptions) -> Result<PromptCache> {
+        options.validate().map_err(LmError::InvalidArgument)?;
+        let shape = Shape::of(model);
+        if options.kv_bits.is_some() && shape.head_dim % options.kv_group_size != 0 {
+            return Err(LmError::InvalidArgument(format!(
+                "kvGroupSize {} does not divide this model's head size {} (MLX quantizes keys and values in groups along it)",
+                options.kv_group_size, shape.head_dim
+            )));
+        }
+        Ok(PromptCache { layers: make_caches(shape.layers, &options), tokens: Vec::new(), unknown: 0, options, shape, kept: true })
+    }
+
+    /// An empty cache for one request only (never fed past its last id).
+    pub fn scratch(model: &dyn LanguageModel) -> PromptCache {
+        let shape = Shape::of(model);
+        let options = CacheOptions::default();
+        PromptCache { layers: make_caches(shape.layers, &options), tokens: Vec::new(), unknown: 0, options, shape, kept: false }
+    }
+
+    pub fn is_kept(&self) -> bool {
+        self.kept
+    }
+
+    /// Reads an MLX-LM prompt-cache file for `model`; its metadata comes back
+    /// too. Without our token ids in it, what it holds is a prefix of unknown
+    /// tokens that the next input continues.
+    pub fn load(model: &dyn LanguageModel, path: &Path) -> Result<(PromptCache, HashMap<String, String>)> {
+        let file = load_file(path)?;
+        let shape = Shape::of(model);
+        check_layers(&file.caches, shape, path)?;
+        let held = file.caches.first().map_or(0, |c| c.offset()) as usize;
+        let tokens: Vec<u32> = match file.metadata.get(TOKENS_KEY) {
+            Some(t) => serde_json::from_str(t)
+                .map_err(|e| LmError::InvalidCacheFile(format!("{}: metadata '{TOKENS_KEY}' is not a list of token ids: {e}", path.display())))?,
+            None => Vec::new(),
+        };
+        if tokens.len() > held {
+            return Err(LmError::InvalidCacheFile(format!("{}: {} token ids for {held} cached positions", path.display(), tokens.len())));
+        }
+        let vocab = model.config().vocab_size as u32;
+        if let Some(bad) = tokens.iter().find(|&&t| t >= vocab) {
+            return Err(LmError::CacheMismatch(format!("{}: token id {bad} is outside this model's vocabulary (size {vocab})", path.display())));
+        }
+        let options = options_of(&file.caches);
+        let cache = PromptCache { layers: file.caches, unknown: held - tokens.len(), tokens, options, shape, kept: true };
+        Ok((cache, file.metadata))
+    }
+
+    /// Writes MLX-LM's format with `metadata`, adding our token ids.
+    pub fn save(&self, path: &Path, metadata: &[(String, String)]) -> Result<()> {
+        if self.len() == 0 {
+            return Err(LmError::InvalidArgument("the prompt cache is empty: there is nothing to save".into()));
+        }
+        let mut meta: Vec<(String, String)> = metadata.iter().filter(|(k, _)| k != TOKENS_KEY).cloned().collect();
+        if self.unknown == 0 {
+            let ids = serde_json::to_string(&self.tokens).map_err(|e| LmError::Mlx(e.to_string()))?;
+            meta.push((TOKENS_KEY.to_string(), ids));
+        }
+        save_file(path, &self.layers, &meta)
+    }
+
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.layers.first().map_or(0, |c| c.offset()) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The ids held after the unknown prefix.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Positions at the start whose ids are unknown (from a file without them).
+    pub fn unknown(&self) -> usize {
+        self.unknown
+    }
+
+    pub fn nbytes(&self) -> usize {
+        self.layers.iter().map(|c| c.nbytes()).sum()
+    }
+
+    pub fn options(&self) -> &CacheOptions {
+        &self.options
+    }
+
+    /// Fails with `CacheMismatch` when `model` is not shaped as the model this cache was made for.
+    pub fn check_model(&self, model: &dyn LanguageModel) -> Result<()> {
+        let want = Shape::of(model);
+        if want != self.shape {
+            return Err(LmError::CacheMismatch(format!("the prompt cache was made for a model shaped {:?}, not {want:?}", self.shape)));
+        }
+        Ok(())
+    }
+
+    /// Drops the last `n` positions (fewer when fewer are held); returns how
+    /// many were dropped. A rotating cache that has wrapped cannot trim: 0.
+    pub fn trim(&mut self, n: usize) -> usize {
+        let n = n.min(self.len());
+        match trim_all(&mut self.layers, n as i32) {
+            Some(done) => {
+                let done = done.max(0) as usize;
+                self.forget(done);
+                done
+            }
+            None => 0,
+        }
+    }
+
+    /// Empties the cache (same kind and options).
+    pub fn clear(&mut self) {
+        self.layers = make_caches(self.shape.layers, &self.options);
+        self.tokens.clear();
+        self.unknown = 0;
+    }
+
+    /// Readies the cache for `prompt`: keeps the longest common prefix of the
+    /// known ids and the prompt, but always leaves at least one prompt token to
+    /// feed (its logits are needed); returns how many prompt tokens it serves.
+    /// With an unknown prefix the prompt continues it. When what must go
+    /// cannot be trimmed (a wrapped rotating cache), the cache starts over.
+    pub fn reuse(&mut self, prompt: &[u32]) -> usize {
+        let common = self.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        let keep = common.min(prompt.len().saturating_sub(1));
+        let drop = self.tokens.len() - keep;
+        if drop > 0 && self.trim(drop) != drop {
+            self.clear();
+            return 0;
+        }
+        keep
+    }
+
+    /// Records `ids` as fed after what is held.
+    pub(crate) fn extend(&mut self, ids: &[u32]) {
+        self.tokens.extend_from_slice(ids);
+        debug_assert_eq!(self.unknown + self.tokens.len(), self.len());
+    }
+
+    /// Forgets the last `n` recorded positions (known ids first, then unknown ones).
+    fn forget(&mut self, n: usize) {
+        let from_known = n.min(self.tokens.len());
+        self.tokens.truncate(self.tokens.len() - from_known);
+        self.unknown -= (n - from_known).min(self.unknown);
+    }
+
+    pub(crate) fn parts_mut(&mut self) -> (&mut [Box<dyn Cache>], &CacheOptions) {
+        (&mut self.layers, &self.options)
+    }
+}
+
+/// A file's layers against the model: count, heads, head size, dtype.
+fn check_layers(caches: &[Box<dyn Cache>], shape: Shape, path: &Path) -> Result<()> {
+    let mismatch = |what: String| LmError::CacheMismatch(format!("{}: {what}", path.display()));
+    if caches.len() != shape.layers {
+        return Err(mismatch(format!("the file has {} layers, the model {}", caches.len(), shape.layers)));
+    }
+    let offset = caches[0].offset();
+    for (l, c) in caches.iter().enumerate() {
+        if c.offset() != offset {
+            return Err(LmError::InvalidCacheFile(format!("{}: layer {l} holds {} positions, layer 0 {offset}", path.display(), c.offset())));
+        }
+        let state = c.file_state().map_err(|e| LmError::InvalidCacheFile(format!("{}: layer {l}: {}", path.display(), e.message)))?;
+        let (heads, dim, dtype) = match state.first() {
+            Some(cache::StateItem::Array(k)) => (k.dim(1), k.dim(3), k.dtype()),
+            Some(cache::StateItem::Group(q)) if q.len() == 3 => {
+                let bits = match state.get(4) {
+                    Some(cache::StateItem::Int(b)) => *b as i32,
+                    _ => 0,
+                };
+                let dim = if bits > 0 { q[0].dim(3) * 32 / bits } else { 0 };
+                (q[0].dim(1), dim, q[1].dtype())
+            }
+            _ => return Err(LmError::InvalidCacheFile(format!("{}: layer {l} has no keys", path.display()))),
+        };
+        if (heads, dim, dtype) != (shape.kv_heads, shape.head_dim, shape.dtype) {
+            return Err(mismatch(format!(
+                "layer {l} holds {heads} heads of size {dim} in {}, the model uses {} heads of size {} in {}",
+                dtype.name(),
+                shape.kv_heads,
+                shape.head_dim,
+                shape.dtype.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The options that would make caches of these kinds (for `clear`).
+fn options_of(caches: &[Box<dyn Cache>]) -> CacheOptions {
+    let mut o = CacheOptions::default();
+    if let Some(c) = caches.first() {
+        if let Ok(state) = c.file_state() {
+            let int = |i: usize| match state.get(i) {
+                Some(cache::StateItem::Int(v)) => Some(*v as i32),
+                _ => None,
+            };
+            match c.class_name() {
+                "RotatingKVCache" => o.max_kv_size = int(4),
+                "QuantizedKVCache" => {
+                    o.kv_group_size = int(3).unwrap_or(64);
+                    o.kv_bits = int(4);
+                    o.quantized_kv_start = 0;
+                }
+                _ => {}
+            }
+        }
+    }
+    o
+}
