@@ -82,4 +82,7 @@ async function loadTTS(path, options = {}) {
   return new TextToSpeech(handle, (text) => native.splitSentences(text));
 }
 
-module.exports = { mlxInfo, loadModel, loadTTS, LanguageModel, TextToSpeech, Audio, MlxNodeError };
+const { PromptCache } = require('./lib/prompt-cache');
+const { Chat } = require('./lib/chat');
+
+module.exports = { mlxInfo, loadModel, loadTTS, LanguageModel, PromptCache, Chat, TextToSpeech, Audio, MlxNodeError };

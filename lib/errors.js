@@ -7,6 +7,9 @@ const CODES = new Set([
   'INVALID_ARGUMENT',
   'DISPOSED',
   'ABORTED',
+  'CACHE_MISMATCH',
+  'INVALID_CACHE_FILE',
+  'CACHE_BUSY',
   'MLX_ERROR',
 ]);
 

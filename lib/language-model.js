@@ -1,17 +1,35 @@
 'use strict';
 const { MlxNodeError, invalid, fromNative, callNative, checkFinite } = require('./errors');
 const { eventStream, runJob } = require('./event-stream');
+const { PromptCache, nativeOf } = require('./prompt-cache');
+const { Chat, chatFromFile } = require('./chat');
 
 function splitOptions(options) {
   if (options === undefined || options === null) return { nativeOptions: {}, signal: undefined };
   if (typeof options !== 'object' || Array.isArray(options)) throw invalid('options must be an object');
-  const { signal, stopOnAbortSignal, onTextChunk, ...nativeOptions } = options;
+  const { signal, stopOnAbortSignal, onTextChunk, promptCache, ...nativeOptions } = options;
+  const cache = promptCache === undefined || promptCache === null ? undefined : nativeOf(promptCache);
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('option signal must be an AbortSignal');
   if (stopOnAbortSignal !== undefined && typeof stopOnAbortSignal !== 'boolean') {
     throw invalid('option stopOnAbortSignal must be a boolean');
   }
   if (onTextChunk !== undefined && typeof onTextChunk !== 'function') throw invalid('option onTextChunk must be a function');
-  return { nativeOptions, signal, stopOnAbortSignal: !!stopOnAbortSignal, onTextChunk };
+  return { nativeOptions, signal, stopOnAbortSignal: !!stopOnAbortSignal, onTextChunk, cache };
+}
+
+// A native chunk as the public GenerationChunk: logprob fields only when asked for.
+function toChunk(ev) {
+  const chunk = { text: ev.text, token: ev.token };
+  if (ev.logprob !== undefined && ev.logprob !== null) {
+    chunk.logprob = ev.logprob;
+    chunk.topLogprobs = ev.topLogprobs;
+  }
+  return chunk;
+}
+
+function toResult(r) {
+  if (r.logprobs === undefined || r.logprobs === null) delete r.logprobs;
+  return r;
 }
 
 function isMessageArray(input) {
@@ -80,27 +98,60 @@ class LanguageModel {
   // Starts a generation and pumps its native events; onChunk sees each chunk.
   #run(input, options, onChunk) {
     this.#live();
-    const { nativeOptions, signal, stopOnAbortSignal, onTextChunk } = splitOptions(options);
+    const { nativeOptions, signal, stopOnAbortSignal, onTextChunk, cache } = splitOptions(options);
     signal?.throwIfAborted();
     checkFinite(nativeOptions, 'options');
     const ids = this.#toIds(input);
     checkFinite(ids, 'token ids');
     const native = this.#native;
-    const id = callNative(() => native.start(ids, nativeOptions));
+    const id = callNative(() => native.start(ids, nativeOptions, cache));
     return runJob(
       native,
       id,
       signal,
       (ev) => {
-        const chunk = { text: ev.text, token: ev.token };
+        const chunk = toChunk(ev);
         if (onTextChunk && chunk.text) onTextChunk(chunk.text);
         onChunk?.(chunk);
       },
       (r) => {
         if (r.finishReason === 'abort' && signal?.aborted && !stopOnAbortSignal) throw signal.reason;
-        return r;
+        return toResult(r);
       }
     );
+  }
+
+  // What PromptCache and Chat need of this model.
+  #owner() {
+    return { native: this.#native, toIds: (input) => this.#toIds(input), model: this };
+  }
+
+  createPromptCache(options = {}) {
+    this.#live();
+    if (options === null || typeof options !== 'object' || Array.isArray(options)) throw invalid('options must be an object');
+    checkFinite(options, 'options');
+    return new PromptCache(this.#owner(), callNative(() => this.#native.createPromptCache(options)));
+  }
+
+  async loadPromptCache(path) {
+    this.#live();
+    if (typeof path !== 'string' || path.length === 0) throw invalid('path must be a non-empty string');
+    let handle;
+    try {
+      handle = await this.#native.loadPromptCache(path);
+    } catch (e) {
+      throw fromNative(e);
+    }
+    return new PromptCache(this.#owner(), handle);
+  }
+
+  createChat(options = {}) {
+    this.#live();
+    return new Chat(this, this.createPromptCache(), options);
+  }
+
+  async loadChat(path) {
+    return chatFromFile(this, await this.loadPromptCache(path));
   }
 
   async generate(input, options) {

@@ -7,12 +7,114 @@ stdout, {"results": [...]}, one result per case in order. A case that raises get
 Case kinds ("mode"):
   "generate" (default)
       {"model": folder, "input": str | [{role, content}...] | [ids], "options": {...}}
-      -> {"tokens", "text", "finishReason", "promptTokens", "chunks"}
+      -> {"tokens", "text", "finishReason", "promptTokens", "chunks", ["logprobs"]}
       Exactly mlx_lm.stream_generate: a string is encoded with MLX-LM's BOS rule, a
       message list goes through tokenizer.apply_chat_template(messages,
       add_generation_prompt=True), a list of ids is used as is. "tokens" are the
       generated ids without the EOS, "text" is the concatenation of the response
       segments, "chunks" those segments one by one (the last one is the flush).
+
+      Options: the camelCase sampler / processor options below, "maxTokens",
+      "logitBias", "seed" (mx.random.seed(seed) right before stream_generate), and
+      "logprobs": bool, "topLogprobs": 0..20, which do not change generation.
+      With "logprobs": true the result has "logprobs": [{"token", "logprob",
+      "top": [{"token", "logprob"}...]}...], ONE ENTRY PER GenerationResponse, in
+      order: when generation stopped on an EOS token the last entry is that EOS,
+      so then len(logprobs) == len(tokens) + 1 (finishReason "stop"); otherwise
+      len(logprobs) == len(tokens). "logprob" is response.logprobs[token]: MLX-LM's
+      log-softmax of the logits after the logits processors (logitBias, penalties)
+      and before the sampler (temperature, top-p... do not touch it). "top" holds
+      the topLogprobs largest entries of that vector, by value descending, ties by
+      lower token id first ([] when topLogprobs is 0 or absent). Values are python
+      floats of the (float32 / bfloat16 / float16) values; a non-finite value would
+      come as the string "-Infinity" / "Infinity" / "NaN" (JSON has no such number).
+
+  "cached"
+      {"model", "cache": {"maxKvSize"?, "kvBits"?, "kvGroupSize"? (64),
+                          "quantizedKvStart"? (MLX-LM's DEFAULT_QUANTIZED_KV_START)}
+                         | {"file": path, ("kvBits", "kvGroupSize", "quantizedKvStart")?},
+       "prefill"?: input, "turns": [{"input": input | "extend": input, "options": {...}}...],
+       "save"?: path, "saveMetadata"?: {str: str}}
+      -> {"turns": [{"tokens", "text", "finishReason", "promptTokens", "chunks", "input",
+                     "cachedTokens", "trimmed", "fresh", "cacheOffset", ["logprobs"]}...],
+          "cacheTokens", "cacheOffset", "unknownPrefix", "classes", "nbytes"}
+      One MLX-LM prompt cache (a list with one cache per layer) used for several
+      generations, as mlx_lm.cache_prompt / mlx_lm.generate --prompt-cache-file /
+      mlx_lm.server use it. Inputs (prefill and turns) take the same forms as in
+      "generate" (a string, a message list or ids) and are turned into ids first.
+      A turn with "extend" instead of "input" continues the conversation: its input
+      is the known tokens the cache holds at that point (previous input + reply,
+      and the EOS if the reply stopped on one) followed by "extend"'s ids. Each turn
+      result has its "input" as ids.
+
+      The cache: {"maxKvSize": n} -> make_prompt_cache(model, max_kv_size=n)
+      (RotatingKVCache(max_size=n, keep=4) per layer); otherwise
+      make_prompt_cache(model) (KVCache per layer). With "kvBits", kv_bits,
+      kv_group_size and quantized_kv_start are passed to every generate_step call
+      (prefill and turns): after a model call, each KVCache whose offset is >=
+      quantizedKvStart is replaced by its QuantizedKVCache (to_quantized).
+      (RotatingKVCache has no quantized form: MLX-LM raises NotImplementedError
+      once it reaches quantizedKvStart. mx.quantize needs a group size of 32, 64 or
+      128 dividing head_dim: the 16-wide heads of the small fixtures cannot be
+      quantized at all; the "demo" fixture (head_dim 32) with kvGroupSize 32 can.)
+      {"file": path} -> load_prompt_cache(path, return_metadata=True). If the
+      metadata has "tokens" (a JSON list of ids, as "save" writes) the cache holds
+      those tokens; otherwise it holds cache[0].offset tokens that are UNKNOWN (a
+      file from mlx_lm.cache_prompt): "unknownPrefix" is that offset, the known
+      list starts empty and the first turn's input simply continues the cache,
+      nothing trimmed, as mlx_lm.generate --prompt-cache-file uses it.
+
+      "prefill": run into the cache as mlx_lm.cache_prompt does,
+      generate_step(ids, model, max_tokens=0, prompt_cache=cache, kv options): every
+      prefill token is fed (appended to whatever the cache holds), none sampled.
+
+      Each turn, with held = the known tokens the cache holds (after its unknown
+      prefix, if any): prefix = the longest common prefix of held and the input;
+      if prefix == len(input), prefix = len(input) - 1 (one token at least must be
+      run to get logits); the cache is cut back to unknownPrefix + prefix
+      positions with trim_prompt_cache(cache, len(held) - prefix), unless nothing
+      has to go. When something has to go and can_trim_prompt_cache(cache) is
+      false (a RotatingKVCache that has reached max_size), the cache is replaced by
+      a fresh one of the same kind and prefix is 0 ("fresh": true; the unknown
+      prefix goes too). "cachedTokens" = prefix, "trimmed" = how many positions were
+      cut. Then exactly what "generate" does with input[prefix:] (seed, sampler,
+      processors, logprobs), plus prompt_cache=cache and the kv options: so
+      "promptTokens" counts only the uncached part, and MLX-LM's logits processors
+      (penalties) see only input[prefix:] plus the generated tokens as their
+      history, not the cached prefix. After the turn, held = (input + every
+      generated token, a final EOS included)[:cache[0].offset - unknownPrefix]:
+      derived from the cache's offset, not assumed. A RotatingKVCache past max_size
+      keeps its offset counting every position fed, so held lists every token fed
+      even though the cache only keeps the first 4 and the last max_size - 4.
+      "cacheOffset" (per turn and at the end) is cache[0].offset.
+
+      How the last generated token reaches the cache (generate_step): the prompt
+      step feeds input[prefix:] and samples y0; then, in the loop, the step that
+      feeds y_n (and computes y_{n+1}, asynchronously) is queued BEFORE y_n is
+      yielded. stream_generate stops after the response for the maxTokens-th token
+      or on the EOS, so every token it reports, the EOS included, has already been
+      fed: offset = offset_before + len(input[prefix:]) + len(tokens) (+ 1 when it
+      stopped on EOS). The step for the token after the last is computed but never
+      used; it is not in the cache (only its input token is). With max_tokens=0
+      (prefill) the prompt step runs and nothing else: the cache holds the prompt.
+
+      "save": after the last turn, save_prompt_cache(path, cache, metadata) with
+      metadata {"model": <model folder>, "tokens": json.dumps(held)} ("tokens" is
+      left out when the cache has an unknown prefix), or "saveMetadata" as given
+      (e.g. {} for a file without "tokens"). "cacheTokens" = held at the end,
+      "classes" the cache's type names per layer at the end, "nbytes" the sum of
+      their nbytes (MLX-LM's KVCache keeps 256-position steps, so its nbytes counts
+      the whole allocated buffer).
+
+  "cache_file"
+      {"file": path}
+      -> {"classes", "metadata", "offsets", "shapes", "dtypes", "rawMetadata"}
+      load_prompt_cache(path, return_metadata=True): the type names and offsets
+      per layer, and the user metadata; mx.load(path, return_metadata=True): every
+      array's shape and dtype by key, and the raw safetensors metadata (the layout
+      save_prompt_cache writes: "0.<key>" user metadata, "1.<layer>" class names,
+      "2.0" "" and "2.<n>.0" / "2.<n>.1" the array key and kind of each scalar).
+
   "chat_template"
       {"model", "messages", "addGenerationPrompt", "enableThinking", "tools"}
       -> {"text"}: transformers' apply_chat_template(tokenize=False); enableThinking
@@ -26,6 +128,7 @@ name of a fixture under .cache/fixtures.
 
 import hashlib
 import json
+import math
 import sys
 import traceback
 from pathlib import Path
@@ -35,7 +138,16 @@ _stdout = sys.stdout
 sys.stdout = sys.stderr
 
 import mlx.core as mx  # noqa: E402
-from mlx_lm.generate import stream_generate  # noqa: E402
+import numpy as np  # noqa: E402
+from mlx_lm.generate import DEFAULT_QUANTIZED_KV_START, generate_step, stream_generate  # noqa: E402
+from mlx_lm.models import cache as cache_module  # noqa: E402
+from mlx_lm.models.cache import (  # noqa: E402
+    can_trim_prompt_cache,
+    load_prompt_cache,
+    make_prompt_cache,
+    save_prompt_cache,
+    trim_prompt_cache,
+)
 from mlx_lm.sample_utils import make_logits_processors, make_sampler  # noqa: E402
 from mlx_lm.utils import load_config, load_model, load_tokenizer  # noqa: E402
 
@@ -69,7 +181,11 @@ PROCESSOR_OPTIONS = {
     "frequencyContextSize": ("frequency_context_size", 20),
 }
 OTHER_OPTIONS = {"maxTokens", "logitBias", "seed"}
-KNOWN_OPTIONS = set(SAMPLER_OPTIONS) | set(PROCESSOR_OPTIONS) | OTHER_OPTIONS
+# What the reference reports besides the tokens; they do not change generation.
+LOGPROB_OPTIONS = {"logprobs", "topLogprobs"}
+MAX_TOP_LOGPROBS = 20
+KNOWN_OPTIONS = set(SAMPLER_OPTIONS) | set(PROCESSOR_OPTIONS) | OTHER_OPTIONS | LOGPROB_OPTIONS
+CACHE_OPTIONS = {"maxKvSize", "kvBits", "kvGroupSize", "quantizedKvStart"}
 
 
 def model_path(name):
@@ -131,29 +247,73 @@ def build_sampling(options, tokenizer):
     return sampler, processors
 
 
-def run_generate(case):
-    path = model_path(case.get("model"))
-    model, tokenizer = get_model(path)
-    options = case.get("options") or {}
+def check_options(options):
     unknown = set(options) - KNOWN_OPTIONS
     if unknown:
         raise ValueError(f"unknown options: {sorted(unknown)}")
+    top = options.get("topLogprobs")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int)
+                            or not 0 <= top <= MAX_TOP_LOGPROBS):
+        raise ValueError(f"topLogprobs must be an integer in 0..{MAX_TOP_LOGPROBS}, got {top!r}")
 
-    prompt = case.get("input")
+
+def prompt_input(prompt, tokenizer):
+    """A case's input as stream_generate takes it: a string (encoded there), or ids."""
     if isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt):
-        prompt = tokenizer.apply_chat_template(prompt, add_generation_prompt=True)
-    elif isinstance(prompt, list):
+        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True)
+    if isinstance(prompt, list):
         if not all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
             raise ValueError("input list must hold only messages or only token ids")
-    elif not isinstance(prompt, str):
+        return prompt
+    if not isinstance(prompt, str):
         raise ValueError("input must be a string, a list of messages or a list of token ids")
+    return prompt
 
+
+def prompt_ids(prompt, tokenizer):
+    """A case's input as token ids, as stream_generate would encode it."""
+    prompt = prompt_input(prompt, tokenizer)
+    if isinstance(prompt, str):
+        # stream_generate's BOS rule.
+        add = tokenizer.bos_token is None or not prompt.startswith(tokenizer.bos_token)
+        prompt = tokenizer.encode(prompt, add_special_tokens=add)
+    return list(prompt)
+
+
+def json_float(x):
+    x = float(x)
+    if math.isfinite(x):
+        return x
+    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def logprob_entry(response, k):
+    """{"token", "logprob", "top"} of one GenerationResponse (see the top of the file)."""
+    values = np.array(response.logprobs.astype(mx.float32))
+    entry = {"token": response.token, "logprob": json_float(values[response.token]), "top": []}
+    if k > 0:
+        k = min(k, values.size)
+        # Everything at least as large as the k-th largest (ties included), then by
+        # value descending and token id ascending.
+        kth = np.partition(values, values.size - k)[values.size - k]
+        ids = np.nonzero(values >= kth)[0]
+        order = np.lexsort((ids, -values[ids]))[:k]
+        entry["top"] = [{"token": int(ids[i]), "logprob": json_float(values[ids[i]])} for i in order]
+    return entry
+
+
+def run_stream(model, tokenizer, prompt, options, **kwargs):
+    """One mlx_lm.stream_generate run with the sampler and processors the options
+    ask for (kwargs go to generate_step: prompt_cache, kv_bits...). Returns the
+    result and every generated token, a final EOS included."""
     sampler, processors = build_sampling(options, tokenizer)
+    want_logprobs = bool(options.get("logprobs"))
+    top = int(option(options, "topLogprobs", 0))
 
     if options.get("seed") is not None:
         mx.random.seed(int(options["seed"]))
 
-    tokens, chunks, last = [], [], None
+    tokens, all_tokens, chunks, logprobs, last = [], [], [], [], None
     for response in stream_generate(
         model,
         tokenizer,
@@ -161,18 +321,178 @@ def run_generate(case):
         max_tokens=int(option(options, "maxTokens", 256)),
         sampler=sampler,
         logits_processors=processors,
+        **kwargs,
     ):
         chunks.append(response.text)
         last = response
+        all_tokens.append(response.token)
+        if want_logprobs:
+            logprobs.append(logprob_entry(response, top))
         # The final response carries the EOS token when generation stopped on one.
         if response.finish_reason != "stop":
             tokens.append(response.token)
-    return {
+    result = {
         "tokens": tokens,
         "text": "".join(chunks),
         "finishReason": last.finish_reason,
         "promptTokens": last.prompt_tokens,
         "chunks": chunks,
+    }
+    if want_logprobs:
+        result["logprobs"] = logprobs
+    return result, all_tokens
+
+
+def run_generate(case):
+    path = model_path(case.get("model"))
+    model, tokenizer = get_model(path)
+    options = case.get("options") or {}
+    check_options(options)
+    prompt = prompt_input(case.get("input"), tokenizer)
+    result, _ = run_stream(model, tokenizer, prompt, options)
+    return result
+
+
+def kv_options(spec):
+    """generate_step's KV-quantization arguments for a "cache" spec (none without kvBits)."""
+    if spec.get("kvBits") is None:
+        for key in ("kvGroupSize", "quantizedKvStart"):
+            if spec.get(key) is not None:
+                raise ValueError(f"cache.{key} without cache.kvBits")
+        return {}
+    return {
+        "kv_bits": int(spec["kvBits"]),
+        "kv_group_size": int(option(spec, "kvGroupSize", 64)),
+        "quantized_kv_start": int(option(spec, "quantizedKvStart", DEFAULT_QUANTIZED_KV_START)),
+    }
+
+
+def fresh_like(model, cache, max_kv_size):
+    """A new empty cache of the kind `cache` is (for one that cannot be trimmed)."""
+    if max_kv_size is not None:
+        return make_prompt_cache(model, max_kv_size=max_kv_size)
+    fresh = []
+    for c in cache:
+        if isinstance(c, cache_module.RotatingKVCache):
+            fresh.append(cache_module.RotatingKVCache(max_size=c.max_size, keep=c.keep))
+        elif isinstance(c, cache_module.QuantizedKVCache):
+            fresh.append(cache_module.QuantizedKVCache(group_size=c.group_size, bits=c.bits))
+        else:
+            fresh.append(type(c)())
+    return fresh
+
+
+def common_prefix(a, b):
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def run_cached(case):
+    path = model_path(case.get("model"))
+    model, tokenizer = get_model(path)
+    spec = case.get("cache") or {}
+    unknown_keys = set(spec) - CACHE_OPTIONS - {"file"}
+    if unknown_keys:
+        raise ValueError(f"unknown cache options: {sorted(unknown_keys)}")
+    kv = kv_options(spec)
+    max_kv_size = spec.get("maxKvSize")
+
+    if spec.get("file") is not None:
+        if max_kv_size is not None:
+            raise ValueError("cache.maxKvSize does not apply to a cache file")
+        cache, metadata = load_prompt_cache(spec["file"], return_metadata=True)
+        offset = cache[0].offset
+        if "tokens" in metadata:
+            held = json.loads(metadata["tokens"])
+            if len(held) != offset:
+                raise ValueError(f"the file's tokens ({len(held)}) do not match its offset ({offset})")
+            unknown = 0
+        else:
+            held, unknown = [], offset
+    else:
+        cache = make_prompt_cache(model, max_kv_size=None if max_kv_size is None else int(max_kv_size))
+        held, unknown = [], 0
+
+    def sync_held(fed):
+        # What the cache really holds, from its offset.
+        n = cache[0].offset - unknown
+        if n > len(fed):
+            raise RuntimeError(f"cache offset {cache[0].offset} is past the {unknown} + {len(fed)} tokens fed")
+        return list(fed[:n])
+
+    if case.get("prefill") is not None:
+        ids = prompt_ids(case["prefill"], tokenizer)
+        if not ids:
+            raise ValueError("prefill is empty")
+        for _ in generate_step(mx.array(ids), model, max_tokens=0, prompt_cache=cache, **kv):
+            pass
+        held = sync_held(held + ids)
+
+    turns = []
+    for turn in case.get("turns") or []:
+        options = turn.get("options") or {}
+        check_options(options)
+        if turn.get("extend") is not None:
+            if turn.get("input") is not None:
+                raise ValueError("a turn has either 'input' or 'extend'")
+            ids = held + prompt_ids(turn["extend"], tokenizer)
+        else:
+            ids = prompt_ids(turn.get("input"), tokenizer)
+        if not ids:
+            raise ValueError("turn input is empty")
+        prefix = common_prefix(held, ids)
+        if prefix == len(ids):
+            prefix -= 1
+        drop = len(held) - prefix
+        trimmed, fresh = 0, False
+        if drop > 0:
+            if can_trim_prompt_cache(cache):
+                trimmed = trim_prompt_cache(cache, drop)
+                if trimmed != drop:
+                    raise RuntimeError(f"trim_prompt_cache trimmed {trimmed} of {drop}")
+            else:
+                cache[:] = fresh_like(model, cache, max_kv_size)
+                prefix, unknown, fresh = 0, 0, True
+        result, generated = run_stream(model, tokenizer, ids[prefix:], options, prompt_cache=cache, **kv)
+        held = sync_held(ids + generated)
+        result.update(input=ids, cachedTokens=prefix, trimmed=trimmed, fresh=fresh, cacheOffset=cache[0].offset)
+        turns.append(result)
+
+    if case.get("save") is not None:
+        metadata = case.get("saveMetadata")
+        if metadata is None:
+            metadata = {"model": str(path)}
+            if unknown == 0:
+                metadata["tokens"] = json.dumps(held)
+        save_prompt_cache(case["save"], cache, {str(k): str(v) for k, v in metadata.items()})
+
+    return {
+        "turns": turns,
+        "cacheTokens": held,
+        "cacheOffset": cache[0].offset,
+        "unknownPrefix": unknown,
+        "classes": [type(c).__name__ for c in cache],
+        "nbytes": sum(c.nbytes for c in cache),
+    }
+
+
+def run_cache_file(case):
+    file = case.get("file")
+    if not file:
+        raise ValueError("case has no 'file'")
+    cache, metadata = load_prompt_cache(file, return_metadata=True)
+    arrays, raw = mx.load(file, return_metadata=True)
+    return {
+        "classes": [type(c).__name__ for c in cache],
+        "metadata": metadata,
+        "offsets": [c.offset for c in cache],
+        "shapes": {k: list(v.shape) for k, v in arrays.items()},
+        "dtypes": {k: str(v.dtype).replace("mlx.core.", "") for k, v in arrays.items()},
+        "rawMetadata": raw,
     }
 
 
@@ -202,6 +522,8 @@ def run_decode(case):
 
 MODES = {
     "generate": run_generate,
+    "cached": run_cached,
+    "cache_file": run_cache_file,
     "chat_template": run_chat_template,
     "encode": run_encode,
     "decode": run_decode,
