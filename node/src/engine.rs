@@ -62,6 +62,7 @@ pub struct Loaded {
     pub vocab_size: i32,
     pub dtype: Dtype,
     pub quantization: Option<(i32, i32)>,
+    pub head_dim: i32,
 }
 
 /// What the worker thread owns: the model, and the prompt caches made for it,
@@ -231,6 +232,7 @@ fn load_model(dir: &std::path::Path, dtype: Option<Dtype>, progress: &mut dyn Fn
         vocab_size: c.vocab_size,
         dtype: model.dtype(),
         quantization: model.quantization(),
+        head_dim: c.head_dim,
     };
     Ok((ModelState { model, caches: Vec::new() }, loaded))
 }

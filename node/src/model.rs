@@ -83,6 +83,8 @@ pub struct NativeModel {
     engine: Engine,
     tokenizer: Arc<Tokenizer>,
     info: (String, i32, i32, Dtype, Option<(i32, i32)>),
+    /// Attention head size (a quantized prompt cache's group must divide it).
+    head_dim: i32,
     jobs: Jobs<Event>,
     disposed: AtomicBool,
 }
@@ -121,6 +123,7 @@ async fn load(path: String, dtype: Option<String>, on_progress: Option<ProgressF
     Ok(NativeModel {
         engine: engine.with_tokenizer(loaded.tokenizer.clone()),
         info: (loaded.model_type, loaded.num_layers, loaded.vocab_size, loaded.dtype, loaded.quantization),
+        head_dim: loaded.head_dim,
         tokenizer: loaded.tokenizer,
         jobs: Jobs::new(),
         disposed: AtomicBool::new(false),
@@ -268,6 +271,13 @@ impl NativeModel {
     pub fn create_prompt_cache(&self, options: Value) -> Result<NativePromptCache> {
         self.check_live()?;
         let opts = options::cache_options(&options)?;
+        // Checked here too (lm checks it when it makes the cache) so the call itself fails.
+        if opts.kv_bits.is_some() && self.head_dim % opts.kv_group_size != 0 {
+            return Err(js_error(
+                Code::InvalidArgument,
+                format!("kvGroupSize {} does not divide this model's head size {} (MLX quantizes keys and values in groups along it)", opts.kv_group_size, self.head_dim),
+            ));
+        }
         Ok(NativePromptCache { slot: CacheSlot::new(self.engine.id, opts, self.engine.handle()) })
     }
 
