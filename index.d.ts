@@ -8,6 +8,12 @@ export type ErrorCode =
   | 'INVALID_ARGUMENT'
   | 'DISPOSED'
   | 'ABORTED'
+  /** A prompt cache used with a model it was not made for (another model's layers, heads, head size or dtype). */
+  | 'CACHE_MISMATCH'
+  /** A prompt-cache or chat file that is truncated, not a safetensors file, or not a cache. */
+  | 'INVALID_CACHE_FILE'
+  /** `PromptCache.trim()` while a prefill or generation runs on the cache: await it first. */
+  | 'CACHE_BUSY'
   | 'MLX_ERROR';
 
 export class MlxNodeError extends Error {
@@ -80,17 +86,36 @@ export interface GenerateOptions {
   stop?: string[];
   /** Prompt tokens processed per step (default 2048). */
   prefillStepSize?: number;
+  /**
+   * Reuse this cache's longest common token prefix with the input, trim the rest, and leave
+   * the input and the reply in it. Generations on one cache run one after another.
+   */
+  promptCache?: PromptCache;
+  /** Report each token's log-probability (MLX-LM's: after penalties and bias, before temperature and filters). */
+  logprobs?: boolean;
+  /** Also report this many most likely tokens per step, 0..20 (implies `logprobs`). */
+  topLogprobs?: number;
   signal?: AbortSignal;
   stopOnAbortSignal?: boolean;
   onTextChunk?: (text: string) => void;
+}
+
+export interface TokenLogprob {
+  token: number;
+  logprob: number;
 }
 
 export interface GenerationResult {
   text: string;
   /** Generated ids, EOS not included. */
   tokens: number[];
+  /** One per entry of `tokens`, when `logprobs` was asked for; `top` highest first. */
+  logprobs?: (TokenLogprob & { top: TokenLogprob[] })[];
   finishReason: 'stop' | 'length' | 'abort';
+  /** The whole input, cached tokens included. */
   promptTokens: number;
+  /** Input tokens served from the prompt cache (0 without one). */
+  cachedTokens: number;
   /** Decode steps taken, counting a final EOS as MLX-LM does. */
   generationTokens: number;
   promptTps: number;
@@ -102,6 +127,69 @@ export interface GenerationResult {
 export interface GenerationChunk {
   text: string;
   token: number;
+  /** With `logprobs`: the token's log-probability (absent on a final flush chunk). */
+  logprob?: number;
+  topLogprobs?: TokenLogprob[];
+}
+
+export interface PromptCacheOptions {
+  /** A rotating cache of this many positions (MLX-LM's RotatingKVCache, 4 kept at the start). */
+  maxKvSize?: number;
+  /** Quantize keys and values to 2, 3, 4, 5, 6 or 8 bits (MLX-LM's QuantizedKVCache). */
+  kvBits?: number;
+  /** 32, 64 (default) or 128; must divide the model's head size. */
+  kvGroupSize?: number;
+  /** Positions held before quantizing starts (default 5000, as MLX-LM). */
+  quantizedKvStart?: number;
+}
+
+/** The KV state of one token sequence for one model, kept between generations. */
+export class PromptCache {
+  private constructor();
+  /** The ids it holds (empty for a file saved without them: a prefix the next input continues). */
+  readonly tokens: number[];
+  /** Positions held. */
+  readonly length: number;
+  /** Bytes of memory it holds. */
+  readonly nbytes: number;
+  readonly disposed: boolean;
+  /** The metadata of the file it was loaded from ({} otherwise). */
+  readonly metadata: Record<string, string>;
+  /** Runs `input` into the cache without generating (as MLX-LM's cache_prompt). */
+  prefill(input: GenerationInput, options?: { signal?: AbortSignal; prefillStepSize?: number }): Promise<void>;
+  /** Drops the last `n` positions; returns how many were dropped (0 for a rotating cache that has wrapped). */
+  trim(n: number): number;
+  /** Writes MLX-LM's prompt-cache file (mlx_lm's load_prompt_cache reads it), with the ids in metadata "tokens". */
+  save(path: string, metadata?: Record<string, string>): Promise<void>;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+export type ChatOptions = {
+  system?: string;
+  messages?: ChatMessage[];
+  templateOptions?: Omit<ChatTemplateOptions, 'addGenerationPrompt'>;
+} & Omit<GenerateOptions, 'promptCache'>;
+
+/** A conversation that keeps its KV cache between turns; turns run one after another. */
+export class Chat {
+  private constructor();
+  readonly messages: ChatMessage[];
+  readonly promptCache: PromptCache;
+  readonly disposed: boolean;
+  /** Appends the message (a string is a user message) and, once generated, the reply. */
+  send(message: string | ChatMessage, options?: Omit<GenerateOptions, 'promptCache'>): Promise<GenerationResult>;
+  /** As send(), streamed. An aborted turn leaves the messages (and the cache's prefix) as they were. */
+  stream(
+    message: string | ChatMessage,
+    options?: Omit<GenerateOptions, 'promptCache'>
+  ): AsyncIterable<GenerationChunk> & { result: Promise<GenerationResult> };
+  /** Back to `messages` (default: those it was created with); the cache is reused by prefix. */
+  reset(messages?: ChatMessage[]): void;
+  /** Messages, options and cache in one file (an MLX-LM prompt-cache file). */
+  save(path: string): Promise<void>;
+  dispose(): void;
+  [Symbol.dispose](): void;
 }
 
 export interface ModelInfo {
@@ -133,6 +221,11 @@ export class LanguageModel {
     input: GenerationInput,
     options?: GenerateOptions
   ): AsyncIterable<GenerationChunk> & { result: Promise<GenerationResult> };
+  createPromptCache(options?: PromptCacheOptions): PromptCache;
+  /** Reads an MLX-LM prompt-cache file (KVCache, RotatingKVCache, QuantizedKVCache layers). */
+  loadPromptCache(path: string): Promise<PromptCache>;
+  createChat(options?: ChatOptions): Chat;
+  loadChat(path: string): Promise<Chat>;
   dispose(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

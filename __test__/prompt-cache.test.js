@@ -288,7 +288,7 @@ for (const [name, refName, plainName, options] of [
     assert.equal(got.cachedTokens, P.length);
     assertSameTokens(got, await m.generate([...P, ...S], options), `cached vs uncached ${name}`);
     assertSameTokens(got, ref[plainName], `cached vs MLX-LM uncached ${name}`);
-    // ASSUMPTION A2: the cache holds the input and the reply.
+    // A2: the cache holds the input and the reply.
     assert.deepEqual(c.tokens, ref[refName].cacheTokens, 'tokens after the generation');
     assert.equal(c.length, ref[refName].cacheOffset);
     c.dispose();
@@ -498,7 +498,7 @@ test('save(): MLX-LM reads our files (KVCache, RotatingKVCache, QuantizedKVCache
   results.forEach((x, i) => assert.ok(!x.error, `reference case ${i}: ${x.error}`));
   const [ia, ca, ir, cr, iq, cq] = results;
 
-  // ASSUMPTION A8: MLX-LM sees our layout, offsets and tokens.
+  // A8: MLX-LM sees our layout, offsets and tokens.
   assert.deepEqual(ia.classes, ['KVCache', 'KVCache']);
   assert.deepEqual(ia.offsets, [a.length, a.length]);
   assert.deepEqual(JSON.parse(ia.metadata.tokens), a.tokens);
@@ -543,7 +543,7 @@ test("maxKvSize (RotatingKVCache): equals MLX-LM's cached run, also past maxKvSi
   const l1 = await m.generate(LONG, { ...G, promptCache: d });
   assertSameTurn(l1, r.turns[0], 'prompt longer than maxKvSize');
   assert.equal(d.length, LONG.length + G.maxTokens);
-  // ASSUMPTION A5: a wrapped rotating cache cannot be trimmed.
+  // A5: a wrapped rotating cache cannot be trimmed.
   assert.equal(d.trim(3), 0);
   assert.equal(d.length, LONG.length + G.maxTokens);
   const input = [...d.tokens, ...MORE];
@@ -707,7 +707,7 @@ test('Chat: stream() gives the same reply as send(); an aborted stream() leaves 
   assert.equal(chat.messages[2].content, r.text);
   assertSameTokens(r, await m.generate(chatPrompt(m, chat.messages.slice(0, -1)), { maxTokens: 16 }), 'chat stream');
 
-  // ASSUMPTION A6: aborting rejects and changes no message.
+  // A6: aborting rejects and changes no message.
   const before = JSON.parse(JSON.stringify(chat.messages));
   const ac = new AbortController();
   const reason = new Error('stop it');
@@ -752,7 +752,7 @@ test('Chat: reset()', async () => {
   const m = await model(M);
   const chat = m.createChat({ system: SYSTEM, maxTokens: 16 });
   await chat.send('What is the capital of France?');
-  // ASSUMPTION A6: back to the messages it was created with.
+  // A6: back to the messages it was created with.
   chat.reset();
   assert.deepEqual(chat.messages, [{ role: 'system', content: SYSTEM }]);
   const r = await chat.send('Hello there');
@@ -826,7 +826,7 @@ test('DISPOSED: a disposed cache or chat', async () => {
   const c = m.createPromptCache();
   await c.prefill(P);
   c.dispose();
-  c.dispose(); // twice is fine (ASSUMPTION: dispose is idempotent)
+  c.dispose(); // twice is fine (dispose is idempotent)
   await expectReject(() => m.generate(STR, { maxTokens: 2, promptCache: c }), 'DISPOSED', null, 'generate with a disposed cache');
   await expectReject(() => c.prefill(P), 'DISPOSED', null, 'prefill');
   await expectReject(() => c.save(file('disposed.safetensors')), 'DISPOSED', null, 'save');
