@@ -194,6 +194,8 @@ export class Chat {
 
 export interface ModelInfo {
   modelType: string;
+  /** The most positions the model was made for (config `max_position_embeddings`). */
+  contextLength: number;
   numLayers: number;
   vocabSize: number;
   dtype: string;

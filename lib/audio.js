@@ -53,12 +53,18 @@ function encodeWav(samples, sampleRate, format = 'pcm16') {
     const data = Buffer.from(Float32Array.from(samples).buffer);
     return Buffer.concat([wavHeader(data.length, sampleRate, format), data]);
   }
+  const data = pcm16(samples);
+  return Buffer.concat([wavHeader(data.length, sampleRate, format), data]);
+}
+
+// Samples as 16-bit signed little-endian PCM (a WAV's data; OpenAI's 'pcm' format).
+function pcm16(samples) {
   const data = Buffer.alloc(samples.length * 2);
   for (let i = 0; i < samples.length; i++) {
     const s = Math.max(-1, Math.min(1, samples[i] || 0));
     data.writeInt16LE(Math.round(s * 32767), i * 2);
   }
-  return Buffer.concat([wavHeader(data.length, sampleRate, format), data]);
+  return data;
 }
 
 // The native result's figures an Audio carries (0 where it was not synthesised,
@@ -98,4 +104,4 @@ function concatAudio(chunks) {
   return out;
 }
 
-module.exports = { Audio, encodeWav, concatAudio };
+module.exports = { Audio, encodeWav, pcm16, concatAudio };

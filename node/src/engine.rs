@@ -63,6 +63,7 @@ pub struct Loaded {
     pub dtype: Dtype,
     pub quantization: Option<(i32, i32)>,
     pub head_dim: i32,
+    pub context_length: i32,
 }
 
 /// What the worker thread owns: the model, and the prompt caches made for it,
@@ -233,6 +234,7 @@ fn load_model(dir: &std::path::Path, dtype: Option<Dtype>, progress: &mut dyn Fn
         dtype: model.dtype(),
         quantization: model.quantization(),
         head_dim: c.head_dim,
+        context_length: c.max_position_embeddings,
     };
     Ok((ModelState { model, caches: Vec::new() }, loaded))
 }

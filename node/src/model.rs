@@ -31,6 +31,8 @@ pub struct Quantization {
 #[napi(object)]
 pub struct ModelInfo {
     pub model_type: String,
+    /// The most positions the model was made for (`max_position_embeddings`).
+    pub context_length: i32,
     pub num_layers: i32,
     pub vocab_size: i32,
     pub dtype: String,
@@ -85,6 +87,7 @@ pub struct NativeModel {
     info: (String, i32, i32, Dtype, Option<(i32, i32)>),
     /// Attention head size (a quantized prompt cache's group must divide it).
     head_dim: i32,
+    context_length: i32,
     jobs: Jobs<Event>,
     disposed: AtomicBool,
 }
@@ -124,6 +127,7 @@ async fn load(path: String, dtype: Option<String>, on_progress: Option<ProgressF
         engine: engine.with_tokenizer(loaded.tokenizer.clone()),
         info: (loaded.model_type, loaded.num_layers, loaded.vocab_size, loaded.dtype, loaded.quantization),
         head_dim: loaded.head_dim,
+        context_length: loaded.context_length,
         tokenizer: loaded.tokenizer,
         jobs: Jobs::new(),
         disposed: AtomicBool::new(false),
@@ -198,6 +202,7 @@ impl NativeModel {
         let (t, l, v, d, q) = &self.info;
         ModelInfo {
             model_type: t.clone(),
+            context_length: self.context_length,
             num_layers: *l,
             vocab_size: *v,
             dtype: d.name().to_string(),
