@@ -52,6 +52,11 @@ class CachePool {
     return this.#idle.length;
   }
 
+  // The most positions an idle cache holds.
+  get longest() {
+    return this.#idle.reduce((m, c) => Math.max(m, c.length ?? c.tokens.length), 0);
+  }
+
   get nbytes() {
     return this.#idle.reduce((s, c) => s + c.nbytes, 0);
   }

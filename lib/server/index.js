@@ -97,6 +97,8 @@ function createServer(options = {}) {
     if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
     else socket.destroy();
   });
+  // What runs and what is kept, for monitoring (and the tests).
+  server.stats = () => ({ running: ctx.running.size, cachedConversations: ctx.pool.size, cacheBytes: ctx.pool.nbytes, longestCache: ctx.pool.longest });
   // Stops accepting, aborts what runs (each ends at its next token), frees the idle caches.
   server.shutdown = async (timeoutMs = 10_000) => {
     const closed = new Promise((resolve) => server.close(() => resolve()));

@@ -88,14 +88,22 @@ class ReplyParser {
         const i = b.indexOf(THINK_CLOSE);
         if (i >= 0) {
           out.reasoning += b.slice(0, i);
-          this.buffer = b.slice(i + THINK_CLOSE.length).replace(/^\s+/, '');
-          this.mode = 'start';
+          this.buffer = b.slice(i + THINK_CLOSE.length);
+          this.mode = 'after-think';
           continue;
         }
         const hold = final ? 0 : pendingTagLength(b, [THINK_CLOSE]);
         out.reasoning += b.slice(0, b.length - hold);
         this.buffer = b.slice(b.length - hold);
         return out;
+      }
+      if (this.mode === 'after-think') {
+        // The blank lines between the reasoning and the answer belong to neither.
+        const t = b.replace(/^\s+/, '');
+        this.buffer = t;
+        if (!t && !final) return out;
+        this.mode = 'start';
+        continue;
       }
       if (this.mode === 'json') {
         if (!final) return out;

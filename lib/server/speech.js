@@ -23,8 +23,11 @@ async function speech(ctx, body, req, res) {
   };
   res.on('close', gone);
   ctx.running.add(abort);
+  // mlx-audio's extras beyond OpenAI's fields (checked by TextToSpeech itself).
   const options = { signal: abort.signal };
-  if (body.seed !== undefined) options.seed = body.seed;
+  for (const [k, o] of [['seed', 'seed'], ['temperature', 'temperature'], ['max_tokens', 'maxTokens'], ['cfg_weight', 'cfgWeight'], ['exaggeration', 'exaggeration']]) {
+    if (body[k] !== undefined && body[k] !== null) options[o] = body[k];
+  }
   try {
     if (body.stream) {
       res.writeHead(200, { 'content-type': 'audio/pcm', 'x-sample-rate': String(ctx.tts.sampleRate) });
