@@ -101,7 +101,8 @@ function checkUse(proj, env) {
     `const r = await m.generate('Hello', { maxTokens: 8 }); await m.dispose();` +
     `const maps = process.platform === 'linux' ? (await import('node:fs')).readFileSync('/proc/self/maps', 'utf8') : '';` +
     `const libs = [...new Set(maps.match(/\\/\\S*(libmlx\\.|\\.libs\\/)\\S*/g))];` +
-    `console.log(JSON.stringify({ tokens: r.tokens, info: ${api}.mlxInfo(), libs }));`;
+    `const server = typeof (await import('mlx-node/server')).createServer;` +
+    `console.log(JSON.stringify({ tokens: r.tokens, info: ${api}.mlxInfo(), libs, server }));`;
   fs.writeFileSync(path.join(proj, 'cjs.cjs'), `const api = require('mlx-node');\n(async () => { ${body('api')} })();\n`);
   fs.writeFileSync(path.join(proj, 'esm.mjs'), `import * as api from 'mlx-node';\n${body('api')}\n`);
   let libs;
@@ -111,6 +112,7 @@ function checkUse(proj, env) {
     const got = JSON.parse(r.out.trim().split('\n')[0]);
     assert.deepEqual(got.tokens, want, f);
     assert.deepEqual(got.info, mlxInfo(), f);
+    assert.equal(got.server, 'function', `${f}: mlx-node/server resolves`);
     libs = got.libs;
   }
   return libs;
@@ -249,6 +251,7 @@ test('npm pack, install into an empty project (building from source), require/im
   fs.writeFileSync(
     path.join(proj, 'ok.mts'),
     `import { loadModel, loadTTS, mlxInfo, type Audio, type GenerationResult, type MlxNodeError, type SpeechResult } from 'mlx-node';
+import { createServer, serve } from 'mlx-node/server';
 const info: 'cpu' | 'metal' | 'cuda' = mlxInfo().backend;
 const model = await loadModel('x', { dtype: 'bfloat16', onLoadProgress: (f: number) => void f });
 const r: GenerationResult = await model.generate([{ role: 'user', content: 'hi' }], { maxTokens: 8, temperature: 0.7, topP: 0.9, stop: ['\\n'], logitBias: { 1: -5 } });
@@ -271,6 +274,9 @@ const chat2 = await model.loadChat('chat.safetensors');
 const cached: number = rc.cachedTokens + cr.cachedTokens + chat2.messages.length;
 void held; void lp; void cached;
 chat.dispose(); chat2.dispose(); pcache.dispose();
+const server = createServer({ model, modelId: 'm', apiKey: 'k', maxBodyBytes: 1 << 20 });
+server.listen(0); await server.shutdown(1000); const running: number = server.stats().running; void running;
+const served = await serve({ modelPath: 'x', port: 0 }); const url: string = served.url; await served.close(); void url;
 await model.dispose();
 const tts = await loadTTS('y', { signal: AbortSignal.timeout(1000) });
 const a: Audio = await tts.synthesize('Hello.', { temperature: 0.8, cfgWeight: 0.5, exaggeration: 0.5, seed: 1, voice: 'v.safetensors' });
