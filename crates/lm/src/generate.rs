@@ -120,7 +120,7 @@ pub struct Decoding<'a> {
 
 /// The lazy arrays behind a `TokenLogprobs`: the chosen id's value, and the
 /// ids and values of the top `k`.
-struct LazyLogprobs {
+pub struct LazyLogprobs {
     chosen: Array,
     top: Option<(Array, Array)>,
 }
@@ -162,6 +162,80 @@ impl LazyLogprobs {
     }
 }
 
+/// Turns a step's logits into the next token: the processors (seeing each new
+/// token appended to the history first), MLX-LM's log-softmax, the sampler, and
+/// the log-probabilities asked for. Lazy: nothing is read on the host.
+pub struct Picker<'a> {
+    processors: &'a LogitsProcessors,
+    sampler: &'a dyn TokenSampler,
+    history: Option<Array>,
+    normalize: bool,
+    logprobs: Option<usize>,
+}
+
+impl<'a> Picker<'a> {
+    pub fn new(decoding: Decoding<'a>) -> Picker<'a> {
+        let Decoding { processors, sampler, history, normalize, logprobs, .. } = decoding;
+        let history = if processors.is_empty() { None } else { history };
+        Picker { processors, sampler, history, normalize, logprobs }
+    }
+
+    /// A picker over borrowed parts, continuing `history` (see `into_history`).
+    pub fn from_parts(
+        processors: &'a LogitsProcessors,
+        sampler: &'a dyn TokenSampler,
+        history: Option<Array>,
+        logprobs: Option<usize>,
+    ) -> Picker<'a> {
+        let history = if processors.is_empty() { None } else { history };
+        Picker { processors, sampler, history, normalize: true, logprobs }
+    }
+
+    /// The history as it stands, for the next `from_parts`.
+    pub fn into_history(self) -> Option<Array> {
+        self.history
+    }
+
+    /// `fed`: the token just fed to the model (None for the prompt's logits).
+    pub fn pick(&mut self, logits: Array, fed: Option<&Array>, keys: &mut random::KeySequence) -> MlxResult<(Array, Option<LazyLogprobs>)> {
+        let mut logits = logits;
+        if !self.processors.is_empty() {
+            if let Some(t) = fed {
+                self.history = Some(match &self.history {
+                    Some(h) => Array::concatenate(&[h, t], 0)?,
+                    None => t.clone(),
+                });
+            }
+            if let Some(h) = &self.history {
+                logits = self.processors.apply(h, logits)?;
+            }
+        }
+        if self.normalize {
+            logits = self.sampler.logprobs(&logits)?;
+        }
+        let y = self.sampler.sample(&logits, keys)?;
+        let lp = match self.logprobs {
+            Some(k) => Some(LazyLogprobs::new(&logits, &y, k)?),
+            None => None,
+        };
+        Ok((y, lp))
+    }
+}
+
+/// Queues the evaluation of a picked token (and its log-probabilities).
+pub fn queue(y: &Array, lp: &Option<LazyLogprobs>) -> MlxResult<()> {
+    let mut all = vec![y];
+    if let Some(l) = lp {
+        all.extend(l.arrays());
+    }
+    mlx::async_eval(&all)
+}
+
+/// Reads a picked token (waiting for it).
+pub fn read(y: &Array, lp: &Option<LazyLogprobs>) -> MlxResult<Sampled> {
+    Ok(Sampled { token: y.item::<u32>()?, logprobs: lp.as_ref().map(LazyLogprobs::read).transpose()? })
+}
+
 /// Runs `source` until `on_token` says stop or `max_tokens` ids were handed
 /// out (at least one is). Stop tokens are the caller's business: it sees
 /// every id and returns `Next::Stop`. No step past the last token is computed.
@@ -174,47 +248,10 @@ pub fn run_loop(
     memory::reset_peak()?;
     let mut stats = GenerationStats::default();
     let t0 = Instant::now();
-    let Decoding { processors, sampler, history, normalize, max_tokens, logprobs } = decoding;
-    let mut history = if processors.is_empty() { None } else { history };
-
-    // The processors see each new token appended to the history before they
-    // run on the logits it produced.
-    let mut pick = |logits: Array, fed: Option<&Array>, keys: &mut random::KeySequence| -> MlxResult<(Array, Option<LazyLogprobs>)> {
-        let mut logits = logits;
-        if !processors.is_empty() {
-            if let Some(t) = fed {
-                history = Some(match &history {
-                    Some(h) => Array::concatenate(&[h, t], 0)?,
-                    None => t.clone(),
-                });
-            }
-            if let Some(h) = &history {
-                logits = processors.apply(h, logits)?;
-            }
-        }
-        if normalize {
-            logits = sampler.logprobs(&logits)?;
-        }
-        let y = sampler.sample(&logits, keys)?;
-        let lp = match logprobs {
-            Some(k) => Some(LazyLogprobs::new(&logits, &y, k)?),
-            None => None,
-        };
-        Ok((y, lp))
-    };
-    let queue = |y: &Array, lp: &Option<LazyLogprobs>| -> MlxResult<()> {
-        let mut all = vec![y];
-        if let Some(l) = lp {
-            all.extend(l.arrays());
-        }
-        mlx::async_eval(&all)
-    };
-    let read = |y: &Array, lp: &Option<LazyLogprobs>| -> MlxResult<Sampled> {
-        Ok(Sampled { token: y.item::<u32>()?, logprobs: lp.as_ref().map(LazyLogprobs::read).transpose()? })
-    };
-
+    let max_tokens = decoding.max_tokens;
+    let mut picker = Picker::new(decoding);
     let first = source.prefill()?;
-    let (mut y, mut lp) = pick(first, None, keys)?;
+    let (mut y, mut lp) = picker.pick(first, None, keys)?;
     queue(&y, &lp)?;
     let mut n = 0usize;
     let mut t_gen = Instant::now();
@@ -241,7 +278,7 @@ pub fn run_loop(
         let keys_before = keys.clone();
         let next = if n + 1 < max_tokens {
             let logits = source.step(&y)?;
-            Some(pick(logits, Some(&y), keys)?)
+            Some(picker.pick(logits, Some(&y), keys)?)
         } else {
             None
         };
@@ -275,7 +312,7 @@ pub fn run_loop(
 
 /// A text model fed token ids: chunked prefill of all but the last prompt
 /// token (only the caches are evaluated), then one token at a time.
-struct TextSource<'a> {
+pub(crate) struct TextSource<'a> {
     model: &'a dyn LanguageModel,
     caches: &'a mut [Box<dyn Cache>],
     options: &'a CacheOptions,
@@ -288,7 +325,7 @@ struct TextSource<'a> {
 impl TextSource<'_> {
     /// Runs `ids` `[L]` into the caches (MLX-LM's `_model_call`, then its
     /// `maybe_quantize_kv_cache`); lazy logits of the last position.
-    fn feed(&mut self, ids: &Array) -> MlxResult<Array> {
+    pub(crate) fn feed(&mut self, ids: &Array) -> MlxResult<Array> {
         let logits = self.model.forward(&ids.reshape(&[1, -1])?, &mut *self.caches, true)?;
         maybe_quantize(self.caches, self.options)?;
         let v = logits.dim(-1);
@@ -423,25 +460,45 @@ pub fn generate(
         })
     };
     let mut stats = stats?;
-    // What the cache holds now, read from its length: the prompt and the ids
-    // fed back (all sampled but, maybe, the last).
+    settle_cache(model, cache, before, prompt, &sampled)?;
+    stats.prompt_tokens = prompt.len();
+    Ok(stats)
+}
+
+/// After a generation: records what `cache` now holds past `before` (the fed
+/// prompt, then the ids fed back: all sampled but, maybe, the last). A cache
+/// that outlives the call gets the last id too, as MLX-LM's loop feeds every
+/// id it hands out: the next request then continues from the same keys and
+/// values as MLX-LM's would.
+pub(crate) fn settle_cache(model: &dyn LanguageModel, cache: &mut PromptCache, before: usize, prompt: &[u32], sampled: &[u32]) -> Result<()> {
     let held = cache.len().saturating_sub(before);
-    let all: Vec<u32> = prompt.iter().chain(&sampled).copied().collect();
+    let all: Vec<u32> = prompt.iter().chain(sampled).copied().collect();
     cache.extend(&all[..held.min(all.len())]);
-    // A cache that outlives the call gets the last id too, as MLX-LM's loop
-    // feeds every id it hands out: the next request then continues from the
-    // same keys and values as MLX-LM's would.
     if cache.is_kept() && held < all.len() {
         let rest = &all[held..];
         let ids = Array::from_slice(&rest.iter().map(|&t| t as i32).collect::<Vec<_>>(), &[rest.len() as i32])?;
         let (layers, options) = cache.parts_mut();
-        let mut source =
-            TextSource { model, caches: layers, options, prompt: ids.clone(), prefill_step_size: params.prefill_step_size, should_abort: &|| false };
+        let mut source = TextSource { model, caches: layers, options, prompt: ids.clone(), prefill_step_size: rest.len(), should_abort: &|| false };
         source.feed(&ids)?;
         let state: Vec<&Array> = source.caches.iter().flat_map(|c| c.state()).collect();
         mlx::eval(&state)?;
         cache.extend(rest);
     }
-    stats.prompt_tokens = prompt.len();
-    Ok(stats)
+    Ok(())
+}
+
+/// Runs `ids` into `cache` in one model call (then MLX-LM's quantization
+/// check); lazy logits `[1, vocab]` of the last position.
+pub(crate) fn feed(model: &dyn LanguageModel, cache: &mut PromptCache, ids: &[u32]) -> MlxResult<Array> {
+    let ids = Array::from_slice(&ids.iter().map(|&t| t as i32).collect::<Vec<_>>(), &[ids.len() as i32])?;
+    let (layers, options) = cache.parts_mut();
+    let mut source = TextSource { model, caches: layers, options, prompt: ids.clone(), prefill_step_size: 1, should_abort: &|| false };
+    source.feed(&ids)
+}
+
+/// Evaluates what `cache` holds (after a prefill chunk, as MLX-LM's loop does).
+pub(crate) fn eval_cache(cache: &mut PromptCache) -> MlxResult<()> {
+    let (layers, _) = cache.parts_mut();
+    let state: Vec<&Array> = layers.iter().flat_map(|c| c.state()).collect();
+    mlx::eval(&state)
 }

@@ -4,7 +4,7 @@
 //! strings cut it (never emitted), and the finish reason says why it ended.
 //! The bindings, a chat and a server all drive this; it knows no JavaScript.
 use crate::error::Result;
-use crate::generate::{generate, per_second, GenerateParams, Next, TokenLogprobs};
+use crate::generate::{generate, per_second, GenerateParams, Next, Sampled, TokenLogprobs};
 use crate::models::LanguageModel;
 use crate::prompt_cache::PromptCache;
 use crate::stop::{Feed, StopMatcher};
@@ -63,6 +63,107 @@ pub struct Chunk<'a> {
     pub logprobs: Option<&'a TokenLogprobs>,
 }
 
+/// The text side of one generation, a token at a time: EOS ends it (never
+/// part of the result), the streaming detokenizer turns ids into text, stop
+/// strings cut it. The solo loop and the batch scheduler both feed it.
+pub struct TextState {
+    detok: StreamingDetokenizer,
+    stop: StopMatcher,
+    eos: Vec<u32>,
+    text: String,
+    tokens: Vec<u32>,
+    logprobs: Option<Vec<TokenLogprobs>>,
+    last_token: u32,
+    finish: FinishReason,
+    stopped_by_string: bool,
+}
+
+impl TextState {
+    pub fn new(tokenizer: &Tokenizer, options: &TextOptions) -> TextState {
+        TextState {
+            detok: StreamingDetokenizer::new(tokenizer),
+            stop: StopMatcher::new(options.stop.clone()),
+            eos: tokenizer.eos_token_ids().to_vec(),
+            text: String::new(),
+            tokens: Vec::new(),
+            logprobs: options.params.logprobs.map(|_| Vec::new()),
+            last_token: 0,
+            finish: FinishReason::Length,
+            stopped_by_string: false,
+        }
+    }
+
+    fn emit(&mut self, piece: String, token: u32, with_logprobs: bool, on_chunk: &mut dyn FnMut(Chunk)) {
+        self.text.push_str(&piece);
+        let lp = if with_logprobs { self.logprobs.as_ref().and_then(|l| l.last()) } else { None };
+        on_chunk(Chunk { text: &piece, token, logprobs: lp });
+    }
+
+    /// Takes the next sampled id; `Next::Stop` once the text has ended.
+    pub fn take(&mut self, s: Sampled, on_chunk: &mut dyn FnMut(Chunk)) -> Next {
+        let t = s.token;
+        self.last_token = t;
+        if self.eos.contains(&t) {
+            self.finish = FinishReason::Stop;
+            return Next::Stop;
+        }
+        self.tokens.push(t);
+        if let (Some(all), Some(lp)) = (self.logprobs.as_mut(), s.logprobs) {
+            all.push(lp);
+        }
+        match self.stop.feed(&self.detok.add_token(t)) {
+            Feed::Emit(piece) => self.emit(piece, t, true, on_chunk),
+            Feed::Stopped(piece) => {
+                self.emit(piece, t, true, on_chunk);
+                self.finish = FinishReason::Stop;
+                self.stopped_by_string = true;
+                return Next::Stop;
+            }
+        }
+        Next::Continue
+    }
+
+    /// Ends it as aborted (the token that was being taken is dropped).
+    pub fn abort(&mut self) {
+        self.finish = FinishReason::Abort;
+    }
+
+    /// Flushes what the detokenizer and the stop matcher still hold.
+    pub fn end(&mut self, on_chunk: &mut dyn FnMut(Chunk)) {
+        if self.stopped_by_string {
+            return;
+        }
+        let mut rest = match self.stop.feed(&self.detok.finalize()) {
+            Feed::Emit(s) => s,
+            Feed::Stopped(s) => {
+                self.finish = FinishReason::Stop;
+                s
+            }
+        };
+        rest.push_str(&self.stop.flush());
+        if !rest.is_empty() {
+            let last = self.last_token;
+            self.emit(rest, last, false, on_chunk);
+        }
+    }
+
+    /// The result, with the loop's figures.
+    pub fn outcome(self, prompt_tokens: usize, cached_tokens: usize, stats: &crate::generate::GenerationStats) -> TextOutcome {
+        TextOutcome {
+            text: self.text,
+            tokens: self.tokens,
+            logprobs: self.logprobs,
+            finish_reason: self.finish,
+            prompt_tokens,
+            cached_tokens,
+            generation_tokens: stats.generated,
+            prompt_tps: per_second(stats.prompt_tokens, stats.prompt_seconds),
+            generation_tps: per_second(stats.generated, stats.generation_seconds),
+            peak_memory: stats.peak_memory,
+        }
+    }
+}
+
 /// Generates from `prompt`, the whole input, reusing what `cache` holds of it
 /// (a fresh cache: nothing) and leaving the prompt and the reply in it.
 /// `should_abort` is asked before each token is taken; `on_chunk` hears each
@@ -76,88 +177,23 @@ pub fn generate_text(
     should_abort: &dyn Fn() -> bool,
     on_chunk: &mut dyn FnMut(Chunk),
 ) -> Result<TextOutcome> {
+    let mut state = TextState::new(tokenizer, options);
     if should_abort() {
         // Aborted before it started: no work at all.
-        return Ok(TextOutcome {
-            text: String::new(),
-            tokens: Vec::new(),
-            logprobs: options.params.logprobs.map(|_| Vec::new()),
-            finish_reason: FinishReason::Abort,
-            prompt_tokens: prompt.len(),
-            cached_tokens: 0,
-            generation_tokens: 0,
-            prompt_tps: 0.0,
-            generation_tps: 0.0,
-            peak_memory: 0,
-        });
+        state.abort();
+        return Ok(state.outcome(prompt.len(), 0, &Default::default()));
     }
-    let mut detok = StreamingDetokenizer::new(tokenizer);
-    let mut stop = StopMatcher::new(options.stop.clone());
-    let mut stopped_by_string = false;
-    let mut last_token = 0u32;
-    let mut text = String::new();
-    let mut emit = |piece: String, token: u32, logprobs: Option<&TokenLogprobs>, text: &mut String| {
-        text.push_str(&piece);
-        on_chunk(Chunk { text: &piece, token, logprobs });
-    };
-    let mut finish = FinishReason::Length;
-    let mut tokens = Vec::new();
-    let mut logprobs = Vec::new();
     if prompt.is_empty() {
         return Err(crate::LmError::InvalidArgument("the prompt is empty: at least one token is needed".into()));
     }
     let cached = cache.reuse(prompt);
     let stats = generate(model, &prompt[cached..], &options.params, cache, |s| {
         if should_abort() {
-            finish = FinishReason::Abort;
+            state.abort();
             return Ok(Next::Stop);
         }
-        let t = s.token;
-        last_token = t;
-        if tokenizer.is_eos(t) {
-            finish = FinishReason::Stop;
-            return Ok(Next::Stop);
-        }
-        tokens.push(t);
-        if let Some(lp) = s.logprobs {
-            logprobs.push(lp);
-        }
-        let lp = logprobs.last().filter(|_| options.params.logprobs.is_some());
-        match stop.feed(&detok.add_token(t)) {
-            Feed::Emit(s) => emit(s, t, lp, &mut text),
-            Feed::Stopped(s) => {
-                emit(s, t, lp, &mut text);
-                finish = FinishReason::Stop;
-                stopped_by_string = true;
-                return Ok(Next::Stop);
-            }
-        }
-        Ok(Next::Continue)
+        Ok(state.take(s, on_chunk))
     })?;
-    if !stopped_by_string {
-        // What the detokenizer and the stop matcher still hold at the end.
-        let mut rest = match stop.feed(&detok.finalize()) {
-            Feed::Emit(s) => s,
-            Feed::Stopped(s) => {
-                finish = FinishReason::Stop;
-                s
-            }
-        };
-        rest.push_str(&stop.flush());
-        if !rest.is_empty() {
-            emit(rest, last_token, None, &mut text);
-        }
-    }
-    Ok(TextOutcome {
-        text,
-        tokens,
-        logprobs: options.params.logprobs.map(|_| logprobs),
-        finish_reason: finish,
-        prompt_tokens: prompt.len(),
-        cached_tokens: cached,
-        generation_tokens: stats.generated,
-        prompt_tps: per_second(stats.prompt_tokens, stats.prompt_seconds),
-        generation_tps: per_second(stats.generated, stats.generation_seconds),
-        peak_memory: stats.peak_memory,
-    })
+    state.end(on_chunk);
+    Ok(state.outcome(prompt.len(), cached, &stats))
 }

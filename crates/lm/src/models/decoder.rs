@@ -135,6 +135,51 @@ impl DecoderStack {
         self.norm.forward(&h)
     }
 
+    /// One new position for each of B sequences, `h` `[B, 1, hidden]`, each with
+    /// its own caches: the projections and the MLP run on all rows at once (the
+    /// weights are read once), attention row by row against that row's cache.
+    pub fn forward_rows(&self, h: Array, caches: &mut [&mut [Box<dyn Cache>]]) -> mlx::Result<Array> {
+        let mut h = h;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let r = self.attention_rows(&layer.attn, &layer.input_layernorm.forward(&h)?, caches, l)?;
+            let hh = h.add(&r)?;
+            let x = layer.post_attention_layernorm.forward(&hh)?;
+            let m = &layer.mlp;
+            let r = m.down_proj.forward(&nn::swiglu(&m.gate_proj.forward(&x)?, &m.up_proj.forward(&x)?)?)?;
+            h = hh.add(&r)?;
+        }
+        self.norm.forward(&h)
+    }
+
+    fn attention_rows(&self, a: &Attention, x: &Array, caches: &mut [&mut [Box<dyn Cache>]], layer: usize) -> mlx::Result<Array> {
+        let b = x.dim(0);
+        let c = &self.config;
+        let heads = |t: Array, n: i32, norm: &Option<RmsNorm>| -> mlx::Result<Array> {
+            let t = t.reshape(&[b, 1, n, -1])?;
+            let t = match norm {
+                Some(nm) => nm.forward(&t)?,
+                None => t,
+            };
+            t.transpose(&[0, 2, 1, 3])
+        };
+        let q = heads(a.q_proj.forward(x)?, c.num_attention_heads, &a.q_norm)?;
+        let k = heads(a.k_proj.forward(x)?, c.num_key_value_heads, &a.k_norm)?;
+        let v = heads(a.v_proj.forward(x)?, c.num_key_value_heads, &None)?;
+        let mut outs = Vec::with_capacity(b as usize);
+        for (row, seq) in caches.iter_mut().enumerate() {
+            let cache = seq[layer].as_mut();
+            let r = row as i32;
+            let q = self.rope.forward(&q.slice_axis(0, r, r + 1)?, cache.offset())?;
+            let k = self.rope.forward(&k.slice_axis(0, r, r + 1)?, cache.offset())?;
+            let mask = cache.mask(1)?;
+            let fetched = cache.update_and_fetch(&k, &v.slice_axis(0, r, r + 1)?)?;
+            outs.push(attend(&q, fetched, self.scale, mask)?);
+        }
+        let refs: Vec<&Array> = outs.iter().collect();
+        let o = Array::concatenate(&refs, 0)?;
+        a.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, 1, -1])?)
+    }
+
     pub fn new_caches(&self) -> LayerCaches {
         kv_caches(self.layers.len())
     }
@@ -203,6 +248,23 @@ impl LanguageModel for Decoder {
             Some(head) => head.forward(&h),
             None => self.embed_tokens.as_linear(&h),
         }
+    }
+
+    /// One sequence: exactly `forward` (the same operations, so the same bits as
+    /// a solo run). Several: one pass over all rows.
+    fn forward_batch(&self, ids: &Array, caches: &mut [&mut [Box<dyn Cache>]]) -> mlx::Result<Array> {
+        let b = ids.dim(0);
+        let logits = if b == 1 {
+            self.forward(ids, caches[0], true)?
+        } else {
+            let h = self.stack.forward_rows(self.embed_tokens.forward(ids)?, caches)?;
+            match &self.lm_head {
+                Some(head) => head.forward(&h)?,
+                None => self.embed_tokens.as_linear(&h)?,
+            }
+        };
+        let v = logits.dim(-1);
+        logits.reshape(&[b, v])
     }
 
     fn new_caches(&self) -> LayerCaches {

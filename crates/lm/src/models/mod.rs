@@ -20,6 +20,19 @@ pub trait LanguageModel: Send {
     /// `caches` are the caller's (one per layer, from `new_caches` or kept from
     /// an earlier call): the model appends to them.
     fn forward(&self, ids: &Array, caches: &mut [Box<dyn Cache>], last_only: bool) -> mlx::Result<Array>;
+    /// Next-token logits `[B, vocab]` for one token per sequence (`ids` `[B, 1]`),
+    /// each sequence with its own caches. By default one `forward` per row;
+    /// a family that can runs them as one pass.
+    fn forward_batch(&self, ids: &Array, caches: &mut [&mut [Box<dyn Cache>]]) -> mlx::Result<Array> {
+        let mut rows = Vec::with_capacity(caches.len());
+        for (b, c) in caches.iter_mut().enumerate() {
+            let logits = self.forward(&ids.slice_axis(0, b as i32, b as i32 + 1)?, c, true)?;
+            let v = logits.dim(-1);
+            rows.push(logits.reshape(&[1, v])?);
+        }
+        let refs: Vec<&Array> = rows.iter().collect();
+        Array::concatenate(&refs, 0)
+    }
     fn new_caches(&self) -> LayerCaches;
     fn config(&self) -> &ModelConfig;
     fn dtype(&self) -> Dtype;

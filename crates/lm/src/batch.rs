@@ -1,0 +1,344 @@
+//! Continuous batching: many text generations on one model, their decode steps
+//! run as one forward pass (`LanguageModel::forward_batch`), so each step reads
+//! the weights once for all of them. Sequences join and leave between steps;
+//! a new one's prompt is fed one chunk per tick, between decode steps, so a long
+//! prompt does not freeze the others. Each keeps its own sampler, logits
+//! processors, seed (its own key sequence: the draws of a solo run), stop
+//! strings, prompt cache and abort flag. One sequence alone runs the same
+//! operations as `generate`, with the same bits; in a batch, only the
+//! reduction order of the shared matrix products can differ.
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mlx::{memory, random, Array};
+
+use crate::error::{LmError, Result};
+use crate::generate::{eval_cache, feed, queue, read, settle_cache, GenerationStats, LazyLogprobs, Next, Picker, MAX_TOP_LOGPROBS};
+use crate::models::LanguageModel;
+use crate::prompt_cache::PromptCache;
+use crate::sampling::{LogitsProcessors, Sampler};
+use crate::text::{Chunk, TextOptions, TextOutcome, TextState};
+use crate::tokenizer::Tokenizer;
+
+/// What a finished request hands back: its result and its cache.
+pub type Done = Box<dyn FnOnce(Result<TextOutcome>, PromptCache) + Send>;
+
+/// One generation asked of the scheduler.
+pub struct Request {
+    /// The whole input (the cache's common prefix with it is reused).
+    pub prompt: Vec<u32>,
+    pub options: TextOptions,
+    pub cache: PromptCache,
+    pub should_abort: Box<dyn Fn() -> bool + Send>,
+    pub on_chunk: Box<dyn FnMut(Chunk) + Send>,
+    pub on_done: Done,
+}
+
+/// The token a sequence picked last: not read yet, or read and taken.
+enum Last {
+    Pending(Array, Option<LazyLogprobs>),
+    Taken(Array),
+}
+
+struct Seq {
+    req: Request,
+    text: TextState,
+    processors: LogitsProcessors,
+    sampler: Sampler,
+    keys: random::KeySequence,
+    history: Option<Array>,
+    /// The prompt's uncached rest, and how much of it is in the cache.
+    rest: Vec<u32>,
+    fed: usize,
+    cached: usize,
+    before: usize,
+    sampled: Vec<u32>,
+    last: Option<Last>,
+    stats: GenerationStats,
+    t0: Instant,
+    t_gen: Instant,
+}
+
+impl Seq {
+    fn new(req: Request, tokenizer: &Tokenizer) -> Result<Seq> {
+        let Request { prompt, options, mut cache, should_abort, on_chunk, on_done } = req;
+        let fail = |e: LmError, cache: PromptCache, on_done: Done| -> Result<Seq> {
+            on_done(Err(e.clone()), cache);
+            Err(e)
+        };
+        if prompt.is_empty() {
+            return fail(LmError::InvalidArgument("the prompt is empty: at least one token is needed".into()), cache, on_done);
+        }
+        if options.params.logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS) {
+            return fail(LmError::InvalidArgument(format!("topLogprobs must be between 0 and {MAX_TOP_LOGPROBS}")), cache, on_done);
+        }
+        let built = (|| -> Result<_> {
+            let processors = LogitsProcessors::new(&options.params.sampling)?;
+            let sampler = Sampler::new(&options.params.sampling)?;
+            let keys = match options.params.seed {
+                Some(seed) => random::KeySequence::new(seed)?,
+                None => random::KeySequence::from_time()?,
+            };
+            Ok((processors, sampler, keys))
+        })();
+        let (processors, sampler, keys) = match built {
+            Ok(b) => b,
+            Err(e) => return fail(e, cache, on_done),
+        };
+        let cached = cache.reuse(&prompt);
+        let history = if processors.is_empty() {
+            None
+        } else {
+            let known: Vec<i32> = cache.tokens().iter().chain(&prompt[cached..]).map(|&t| t as i32).collect();
+            Some(Array::from_slice(&known, &[known.len() as i32])?)
+        };
+        let before = cache.len();
+        let rest = prompt[cached..].to_vec();
+        let req = Request { prompt, options, cache, should_abort, on_chunk, on_done };
+        Ok(Seq {
+            text: TextState::new(tokenizer, &req.options),
+            req,
+            processors,
+            sampler,
+            keys,
+            history,
+            rest,
+            fed: 0,
+            cached,
+            before,
+            sampled: Vec::new(),
+            last: None,
+            stats: GenerationStats::default(),
+            t0: Instant::now(),
+            t_gen: Instant::now(),
+        })
+    }
+
+    fn picker(&mut self) -> Picker<'_> {
+        Picker::from_parts(&self.processors, &self.sampler, self.history.take(), self.req.options.params.logprobs)
+    }
+
+    /// Tokens handed out once the pending one is read.
+    fn count(&self) -> usize {
+        self.stats.generated + usize::from(matches!(self.last, Some(Last::Pending(..))))
+    }
+
+    /// Reads the pending token and takes it; `Stop` when the sequence ended.
+    fn take_pending(&mut self) -> Result<Next> {
+        let Some(Last::Pending(y, lp)) = self.last.take() else { return Ok(Next::Continue) };
+        let s = read(&y, &lp)?;
+        self.last = Some(Last::Taken(y));
+        if self.stats.generated == 0 {
+            self.stats.prompt_seconds = self.t0.elapsed().as_secs_f64();
+            self.t_gen = Instant::now();
+        }
+        self.stats.generated += 1;
+        self.sampled.push(s.token);
+        if (self.req.should_abort)() {
+            self.text.abort();
+            return Ok(Next::Stop);
+        }
+        Ok(self.text.take(s, &mut *self.req.on_chunk))
+    }
+
+    /// Settles the cache and reports the result.
+    fn finish(mut self, model: &dyn LanguageModel, error: Option<LmError>) {
+        let result = match error {
+            Some(e) => Err(e),
+            None => (|| -> Result<TextOutcome> {
+                self.text.end(&mut *self.req.on_chunk);
+                self.stats.generation_seconds = self.t_gen.elapsed().as_secs_f64();
+                self.stats.peak_memory = memory::stats()?.peak;
+                self.stats.prompt_tokens = self.rest.len();
+                settle_cache(model, &mut self.req.cache, self.before, &self.rest, &self.sampled)?;
+                Ok(self.text.outcome(self.req.prompt.len(), self.cached, &self.stats))
+            })(),
+        };
+        // A failed step leaves the cache's arrays in an unknown state: start it over.
+        if result.is_err() {
+            self.req.cache.clear();
+        }
+        (self.req.on_done)(result, self.req.cache);
+    }
+}
+
+pub struct Scheduler {
+    tokenizer: Arc<Tokenizer>,
+    waiting: VecDeque<Seq>,
+    decoding: Vec<Seq>,
+    max_batch: usize,
+    steps: usize,
+}
+
+impl Scheduler {
+    /// At most `max_batch` sequences decode together; more wait their turn.
+    pub fn new(tokenizer: Arc<Tokenizer>, max_batch: usize) -> Scheduler {
+        Scheduler { tokenizer, waiting: VecDeque::new(), decoding: Vec::new(), max_batch: max_batch.max(1), steps: 0 }
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.decoding.is_empty()
+    }
+
+    /// Sequences admitted and not finished.
+    pub fn len(&self) -> usize {
+        self.waiting.len() + self.decoding.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Queues a request; a bad one is answered (through its `on_done`) at once.
+    pub fn admit(&mut self, model: &dyn LanguageModel, req: Request) {
+        if let Err(e) = req.cache.check_model(model) {
+            (req.on_done)(Err(e), req.cache);
+            return;
+        }
+        if self.is_idle() {
+            let _ = memory::reset_peak();
+        }
+        if let Ok(seq) = Seq::new(req, &self.tokenizer) {
+            self.waiting.push_back(seq);
+        }
+    }
+
+    /// One unit of work: a prefill chunk of the first waiting sequence (when the
+    /// batch has room), then one decode step of the batch.
+    pub fn tick(&mut self, model: &dyn LanguageModel) {
+        if self.decoding.len() < self.max_batch {
+            if let Some(mut seq) = self.waiting.pop_front() {
+                match Self::prefill_chunk(model, &mut seq) {
+                    Ok(None) => self.waiting.push_front(seq),
+                    Ok(Some(Next::Continue)) => self.decoding.push(seq),
+                    Ok(Some(Next::Stop)) => seq.finish(model, None),
+                    Err(e) => seq.finish(model, Some(e)),
+                }
+            }
+        }
+        if !self.decoding.is_empty() {
+            if let Err(e) = self.step(model) {
+                // A failed step fails the whole batch: each request hears it.
+                for seq in self.decoding.drain(..) {
+                    seq.finish(model, Some(e.clone()));
+                }
+            }
+        }
+        if self.is_idle() {
+            let _ = memory::clear_cache();
+        }
+    }
+
+    /// Feeds one chunk of `seq`'s prompt (MLX-LM's prefill: chunks of all but the
+    /// last token, then the last alone, whose logits give the first token, read
+    /// at once). `None` while chunks remain.
+    fn prefill_chunk(model: &dyn LanguageModel, seq: &mut Seq) -> Result<Option<Next>> {
+        if (seq.req.should_abort)() {
+            seq.text.abort();
+            return Ok(Some(Next::Stop));
+        }
+        let len = seq.rest.len();
+        if len - seq.fed > 1 {
+            let n = (len - seq.fed - 1).min(seq.req.options.params.prefill_step_size.max(1));
+            feed(model, &mut seq.req.cache, &seq.rest[seq.fed..seq.fed + n])?;
+            eval_cache(&mut seq.req.cache)?;
+            seq.fed += n;
+            memory::clear_cache()?;
+            return Ok(None);
+        }
+        let logits = feed(model, &mut seq.req.cache, &seq.rest[seq.fed..])?;
+        seq.fed = len;
+        let mut keys = seq.keys.clone();
+        let mut picker = seq.picker();
+        let (y, lp) = picker.pick(logits, None, &mut keys)?;
+        seq.history = picker.into_history();
+        seq.keys = keys;
+        queue(&y, &lp)?;
+        seq.last = Some(Last::Pending(y, lp));
+        let next = seq.take_pending()?;
+        if next == Next::Continue && seq.count() >= seq.req.options.params.max_tokens {
+            return Ok(Some(Next::Stop));
+        }
+        Ok(Some(next))
+    }
+
+    /// One decode step: every sequence that may take another token feeds its last
+    /// one, all in one forward pass; the picks are queued before the pending
+    /// tokens are read, so the host reads while the next step computes.
+    fn step(&mut self, model: &dyn LanguageModel) -> Result<()> {
+        let rows: Vec<usize> =
+            (0..self.decoding.len()).filter(|&i| self.decoding[i].count() < self.decoding[i].req.options.params.max_tokens).collect();
+        let mut next: Vec<Option<(Array, Option<LazyLogprobs>, random::KeySequence)>> = (0..self.decoding.len()).map(|_| None).collect();
+        if !rows.is_empty() {
+            let ids: Vec<Array> = rows
+                .iter()
+                .map(|&i| match &self.decoding[i].last {
+                    Some(Last::Pending(y, _)) | Some(Last::Taken(y)) => y.reshape(&[1, 1]),
+                    None => Err(mlx::Error::new("a decoding sequence has no token")),
+                })
+                .collect::<mlx::Result<_>>()?;
+            let refs: Vec<&Array> = ids.iter().collect();
+            let ids = Array::concatenate(&refs, 0)?;
+            let logits = {
+                let mut caches: Vec<&mut [Box<dyn crate::cache::Cache>]> = Vec::with_capacity(rows.len());
+                // Each row's own cache, in row order (rows are distinct indices).
+                let mut rest: &mut [Seq] = &mut self.decoding;
+                let mut offset = 0;
+                for &i in &rows {
+                    let (_, tail) = rest.split_at_mut(i - offset);
+                    let (seq, tail) = tail.split_first_mut().expect("row in range");
+                    caches.push(seq.req.cache.parts_mut().0);
+                    rest = tail;
+                    offset = i + 1;
+                }
+                model.forward_batch(&ids, &mut caches)?
+            };
+            for (r, &i) in rows.iter().enumerate() {
+                let seq = &mut self.decoding[i];
+                let (layers, options) = seq.req.cache.parts_mut();
+                crate::cache::maybe_quantize(layers, options)?;
+                let row = logits.slice_axis(0, r as i32, r as i32 + 1)?;
+                let fed = match &seq.last {
+                    Some(Last::Pending(y, _)) | Some(Last::Taken(y)) => y.clone(),
+                    None => unreachable!("checked above"),
+                };
+                let mut keys = seq.keys.clone();
+                let mut picker = seq.picker();
+                let (y, lp) = picker.pick(row, Some(&fed), &mut keys)?;
+                seq.history = picker.into_history();
+                queue(&y, &lp)?;
+                next[i] = Some((y, lp, keys));
+            }
+        }
+        let mut finished = Vec::new();
+        for (i, seq) in self.decoding.iter_mut().enumerate() {
+            let verdict = seq.take_pending()?;
+            match (verdict, next[i].take()) {
+                // Ended: the step computed for it is dropped, and so are its draws.
+                (Next::Stop, _) | (Next::Continue, None) => finished.push(i),
+                (Next::Continue, Some((y, lp, keys))) => {
+                    seq.keys = keys;
+                    seq.last = Some(Last::Pending(y, lp));
+                }
+            }
+        }
+        for i in finished.into_iter().rev() {
+            let seq = self.decoding.remove(i);
+            seq.finish(model, None);
+        }
+        self.steps += 1;
+        if self.steps.is_multiple_of(256) {
+            memory::clear_cache()?;
+        }
+        Ok(())
+    }
+
+    /// Ends every sequence now (their results say 'abort'), e.g. at shutdown.
+    pub fn abort_all(&mut self, model: &dyn LanguageModel) {
+        for mut seq in self.waiting.drain(..).chain(self.decoding.drain(..)) {
+            seq.text.abort();
+            seq.finish(model, None);
+        }
+    }
+}

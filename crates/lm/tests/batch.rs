@@ -1,0 +1,130 @@
+//! `lm::batch::Scheduler` on the float32 Qwen3 fixture: one request alone is
+//! `generate_text` bit for bit; several decoded together, joining at different
+//! times, each give their solo answer; an abort ends only its own sequence.
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use lm::batch::{Request, Scheduler};
+use lm::generate::GenerateParams;
+use lm::models::LanguageModel;
+use lm::prompt_cache::PromptCache;
+use lm::sampling::SamplingOptions;
+use lm::text::{generate_text, FinishReason, TextOptions, TextOutcome};
+use lm::tokenizer::Tokenizer;
+
+fn fixture() -> (Box<dyn LanguageModel>, Arc<Tokenizer>) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/fixtures");
+    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("index.json")).expect("run npm test first")).unwrap();
+    let dir = root.join(index["fixtures"]["qwen3-f32"]["path"].as_str().unwrap());
+    (lm::models::load(&dir, None).unwrap(), Arc::new(Tokenizer::from_model_dir(&dir).unwrap()))
+}
+
+fn options(max_tokens: usize, temperature: f32, seed: Option<u64>, stop: &[&str]) -> TextOptions {
+    let sampling = SamplingOptions { temperature, top_k: if temperature > 0.0 { 50 } else { 0 }, ..Default::default() };
+    TextOptions {
+        params: GenerateParams { max_tokens, sampling, seed, logprobs: Some(2), ..Default::default() },
+        stop: stop.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+type Slot = Arc<Mutex<Option<(TextOutcome, String)>>>;
+
+fn request(model: &dyn LanguageModel, prompt: Vec<u32>, options: TextOptions, abort: Arc<AtomicBool>) -> (Request, Slot) {
+    let slot: Slot = Arc::new(Mutex::new(None));
+    let chunks = Arc::new(Mutex::new(String::new()));
+    let (s, c) = (slot.clone(), chunks.clone());
+    let req = Request {
+        prompt,
+        options,
+        cache: PromptCache::scratch(model),
+        should_abort: Box::new(move || abort.load(Ordering::Relaxed)),
+        on_chunk: Box::new(move |ch| c.lock().unwrap().push_str(ch.text)),
+        on_done: Box::new(move |r, _cache| *s.lock().unwrap() = Some((r.unwrap(), chunks.lock().unwrap().clone()))),
+    };
+    (req, slot)
+}
+
+fn solo(model: &dyn LanguageModel, tok: &Tokenizer, prompt: &[u32], o: &TextOptions) -> TextOutcome {
+    generate_text(model, tok, prompt, o, &mut PromptCache::scratch(model), &|| false, &mut |_| {}).unwrap()
+}
+
+fn same(got: &TextOutcome, want: &TextOutcome, label: &str) {
+    assert_eq!(got.tokens, want.tokens, "{label}: tokens");
+    assert_eq!(got.text, want.text, "{label}: text");
+    assert_eq!(got.finish_reason, want.finish_reason, "{label}: finish");
+    let lp = |o: &TextOutcome| o.logprobs.clone().unwrap().iter().map(|l| l.top.iter().map(|t| t.0).collect::<Vec<_>>()).collect::<Vec<_>>();
+    assert_eq!(lp(got), lp(want), "{label}: top logprob ids");
+}
+
+#[test]
+fn one_request_alone_is_generate_text_bit_for_bit() {
+    let (model, tok) = fixture();
+    let prompt = tok.encode_prompt("Hello, my name is").unwrap();
+    for o in [options(20, 0.0, None, &[]), options(20, 0.9, Some(3), &[])] {
+        let want = solo(model.as_ref(), &tok, &prompt, &o);
+        let mut s = Scheduler::new(tok.clone(), 8);
+        let (req, slot) = request(model.as_ref(), prompt.clone(), o, Arc::new(AtomicBool::new(false)));
+        s.admit(model.as_ref(), req);
+        while !s.is_idle() {
+            s.tick(model.as_ref());
+        }
+        let (got, chunks) = slot.lock().unwrap().take().unwrap();
+        same(&got, &want, "alone");
+        assert_eq!(
+            got.logprobs.as_ref().unwrap().iter().map(|l| l.logprob).collect::<Vec<_>>(),
+            want.logprobs.as_ref().unwrap().iter().map(|l| l.logprob).collect::<Vec<_>>()
+        );
+        assert_eq!(chunks, got.text);
+    }
+}
+
+#[test]
+fn a_batch_with_late_joiners_gives_each_its_solo_answer_and_an_abort_ends_only_its_own() {
+    let (model, tok) = fixture();
+    let texts = ["Hello, my name is", "The quick brown fox", "Once upon a time, in a land far away,", "1, 2, 3,", "def main():", "Paris is"];
+    let opts = [
+        options(16, 0.0, None, &[]),
+        options(24, 0.8, Some(11), &[]),
+        options(12, 0.0, None, &[]),
+        options(20, 1.0, Some(5), &[]),
+        options(8, 0.0, None, &[]),
+        options(16, 0.7, Some(2), &[]),
+    ];
+    let prompts: Vec<Vec<u32>> = texts.iter().map(|t| tok.encode_prompt(t).unwrap()).collect();
+    let wants: Vec<TextOutcome> = prompts.iter().zip(&opts).map(|(p, o)| solo(model.as_ref(), &tok, p, o)).collect();
+    let mut s = Scheduler::new(tok.clone(), 4);
+    let mut slots = Vec::new();
+    let aborted = Arc::new(AtomicBool::new(false));
+    let mut ticks = 0;
+    for (i, (p, o)) in prompts.iter().zip(&opts).enumerate() {
+        // Two join at the start, the others a few steps apart; one (index 5) is aborted mid-way.
+        let abort = if i == 5 { aborted.clone() } else { Arc::new(AtomicBool::new(false)) };
+        let (req, slot) = request(model.as_ref(), p.clone(), o.clone(), abort);
+        s.admit(model.as_ref(), req);
+        slots.push(slot);
+        if i >= 1 {
+            for _ in 0..3 {
+                s.tick(model.as_ref());
+                ticks += 1;
+            }
+        }
+    }
+    while !s.is_idle() {
+        s.tick(model.as_ref());
+        ticks += 1;
+        if ticks == 22 {
+            aborted.store(true, Ordering::Relaxed);
+        }
+    }
+    for (i, (slot, want)) in slots.iter().zip(&wants).enumerate() {
+        let (got, chunks) = slot.lock().unwrap().take().unwrap_or_else(|| panic!("request {i} never finished"));
+        assert_eq!(chunks, got.text, "request {i}: chunks");
+        if i == 5 {
+            assert_eq!(got.finish_reason, FinishReason::Abort);
+            assert!(want.tokens.starts_with(&got.tokens) && got.tokens.len() < want.tokens.len(), "aborted request: {:?}", got.tokens);
+        } else {
+            same(&got, want, &format!("request {i}"));
+        }
+    }
+}
