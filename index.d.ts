@@ -49,6 +49,11 @@ export interface LoadModelOptions {
    * code 'ABORTED' (the thrown value as `cause`) and it is not called again.
    */
   onLoadProgress?: (fraction: number) => void;
+  /**
+   * Concurrent generate()/stream() calls on the model are decoded together, this many at
+   * most per step (default 8, 1..256); more wait for a place.
+   */
+  maxBatch?: number;
 }
 
 export function loadModel(path: string, options?: LoadModelOptions): Promise<LanguageModel>;

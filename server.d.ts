@@ -37,6 +37,8 @@ export interface ServeOptions {
   /** Default 8080; 0 picks a free port. */
   port?: number;
   apiKey?: string;
+  /** Requests decoded together (loadModel's maxBatch; default 8). */
+  maxBatch?: number;
   modelId?: string;
   log?: (line: string) => void;
   onLoadProgress?: (fraction: number) => void;

@@ -40,6 +40,7 @@ function parse(argv, flags) {
   try {
     parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (e) {
+    if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError(`unknown option ${/'([^']*)'/.exec(e.message)?.[1] ?? e.message}`);
     if (typeof e.code === 'string' && e.code.startsWith('ERR_PARSE_ARGS')) throw new UsageError(e.message);
     throw e;
   }

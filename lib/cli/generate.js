@@ -8,8 +8,8 @@ const { textArgument, onStdoutClosed } = require('./io');
 
 const FLAGS = {
   ...GENERATION_FLAGS,
-  chat: { type: 'boolean', help: "send the prompt as a user message through the model's chat template (the default when it has one)" },
-  raw: { type: 'boolean', help: 'send the prompt as raw text, without the chat template' },
+  chat: { type: 'boolean', help: 'the prompt as a user message in the chat template (default: when there is one)' },
+  raw: { type: 'boolean', help: 'the prompt as raw text, without the chat template' },
   ...TEMPLATE_FLAGS,
   ...DTYPE_FLAG,
   quiet: { type: 'boolean', short: 'q', help: 'nothing on stderr but errors: no progress, no figures' },

@@ -114,13 +114,13 @@ function createServer(options = {}) {
 
 /**
  * Loads the models and listens. options: { modelPath, ttsPath?, host? ('127.0.0.1'), port? (8080),
- * apiKey?, maxBatch?, log?, onLoadProgress? }. Resolves to { server, url, close() }.
+ * apiKey?, maxBatch? (requests decoded together, default 8), log?, onLoadProgress? }. Resolves to { server, url, close() }.
  */
 async function serve(options = {}) {
   const { loadModel, loadTTS } = require('../..');
   const { modelPath, ttsPath, host = '127.0.0.1', port = 8080, apiKey, log = () => {} } = options;
   if (typeof modelPath !== 'string') throw new TypeError('serve needs { modelPath }');
-  const model = await loadModel(modelPath, { onLoadProgress: options.onLoadProgress });
+  const model = await loadModel(modelPath, { onLoadProgress: options.onLoadProgress, maxBatch: options.maxBatch });
   const tts = ttsPath ? await loadTTS(ttsPath) : undefined;
   const modelId = options.modelId ?? path.basename(path.resolve(modelPath));
   const server = createServer({ model, tts, modelId, apiKey, log, aliases: [modelPath, path.resolve(modelPath)] });
@@ -133,7 +133,7 @@ async function serve(options = {}) {
   });
   const addr = server.address();
   const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
-  log(`serving ${modelId} on ${url}`);
+  log(`serving ${modelId}`);
   let closing = null;
   const close = () => {
     closing ??= (async () => {

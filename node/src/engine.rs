@@ -1,14 +1,16 @@
 //! Text generation jobs on a model's worker thread, reporting chunks and the
 //! result through a channel. The worker owns the model and every prompt cache
 //! made for it (freed with it).
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use lm::batch::{Request, Scheduler};
 use lm::generate::TokenLogprobs;
 use lm::models::LanguageModel;
 use lm::prompt_cache::PromptCache;
-use lm::text::{generate_text, Chunk};
+use lm::text::{Chunk, TextOutcome};
 use lm::tokenizer::Tokenizer;
 use lm::LmError;
 use mlx::Dtype;
@@ -16,7 +18,7 @@ use tokio::sync::{mpsc as tmpsc, oneshot};
 
 use crate::options::ParsedOptions;
 use crate::prompt_cache::{CacheSlot, SlotRef};
-use crate::worker::{guarded, Worker, WorkerHandle};
+use crate::worker::{guarded, Tick, Worker, WorkerHandle};
 
 pub struct Summary {
     pub text: String,
@@ -66,12 +68,21 @@ pub struct Loaded {
     pub context_length: i32,
 }
 
-/// What the worker thread owns: the model, and the prompt caches made for it,
-/// which are freed with it (their JS objects may outlive the model).
+/// A job waiting for a prompt cache that a running generation holds.
+type Deferred = (Arc<CacheSlot>, Box<dyn FnOnce(&mut ModelState) + Send>);
+
+/// What the worker thread owns: the model, its batch scheduler, and the prompt
+/// caches made for it, which are freed with it (their JS objects may outlive it).
 pub struct ModelState {
     pub model: Box<dyn LanguageModel>,
     caches: Vec<SlotRef>,
+    pub scheduler: Scheduler,
+    deferred: VecDeque<Deferred>,
 }
+
+/// Sequences decoded together at most by default (more wait for a place;
+/// `loadModel`'s `maxBatch`).
+pub const MAX_BATCH: usize = 8;
 
 impl ModelState {
     pub fn register(&mut self, slot: SlotRef) {
@@ -80,10 +91,54 @@ impl ModelState {
             self.caches.push(slot);
         }
     }
+
+    /// Runs `job` now if `slot` is free (and no earlier job waits for it), else
+    /// once the generation holding it has given it back: operations on one
+    /// cache run in the order they were asked for.
+    fn when_free(&mut self, slot: Arc<CacheSlot>, job: impl FnOnce(&mut ModelState) + Send + 'static) {
+        let queued = self.deferred.iter().any(|(s, _)| Arc::ptr_eq(s, &slot));
+        if slot.is_busy() || queued {
+            self.deferred.push_back((slot, Box::new(job)));
+        } else {
+            job(self);
+        }
+    }
+
+    /// Starts the deferred jobs whose cache is free, in order per cache.
+    fn run_deferred(&mut self) {
+        let mut skipped: Vec<Arc<CacheSlot>> = Vec::new();
+        let mut i = 0;
+        while i < self.deferred.len() {
+            let slot = &self.deferred[i].0;
+            if slot.is_busy() || skipped.iter().any(|s| Arc::ptr_eq(s, slot)) {
+                skipped.push(slot.clone());
+                i += 1;
+                continue;
+            }
+            let (_, job) = self.deferred.remove(i).expect("index in range");
+            job(self);
+        }
+    }
+}
+
+impl Tick for ModelState {
+    fn busy(&self) -> bool {
+        !self.scheduler.is_idle() || !self.deferred.is_empty()
+    }
+
+    fn tick(&mut self) {
+        self.run_deferred();
+        if !self.scheduler.is_idle() {
+            self.scheduler.tick(self.model.as_ref());
+        }
+    }
 }
 
 impl Drop for ModelState {
     fn drop(&mut self) {
+        // Running sequences end as aborted (their caches go back first); waiting jobs are dropped.
+        self.scheduler.abort_all(self.model.as_ref());
+        self.deferred.clear();
         for slot in self.caches.iter().filter_map(|s| s.upgrade()) {
             slot.free();
         }
@@ -94,7 +149,6 @@ static NEXT_ENGINE: AtomicU64 = AtomicU64::new(1);
 
 pub struct Engine {
     worker: Worker<ModelState>,
-    tokenizer: Option<Arc<Tokenizer>>,
     /// Tells this engine's prompt caches from another model's.
     pub id: u64,
 }
@@ -106,34 +160,34 @@ impl Engine {
     pub fn start(
         dir: PathBuf,
         dtype: Option<Dtype>,
+        max_batch: usize,
         mut progress: impl FnMut(f64) + Send + 'static,
     ) -> (Engine, oneshot::Receiver<Result<Loaded, LmError>>) {
-        let (worker, reply) = Worker::start(move || load_model(&dir, dtype, &mut progress));
-        (Engine { worker, tokenizer: None, id: NEXT_ENGINE.fetch_add(1, Ordering::SeqCst) }, reply)
-    }
-
-    /// Called once loading succeeded: generation jobs need the tokenizer.
-    pub fn with_tokenizer(self, tokenizer: Arc<Tokenizer>) -> Engine {
-        Engine { tokenizer: Some(tokenizer), ..self }
+        let (worker, reply) = Worker::start(move || load_model(&dir, dtype, max_batch, &mut progress));
+        (Engine { worker, id: NEXT_ENGINE.fetch_add(1, Ordering::SeqCst) }, reply)
     }
 
     pub fn handle(&self) -> WorkerHandle<ModelState> {
         self.worker.handle()
     }
 
-    /// Queues `job` with an event channel; a job that cannot be queued (the
+    /// Queues `job`, which uses `slot`, with an event channel: it runs once no
+    /// earlier operation holds that cache. A job that cannot be queued (the
     /// model is gone) reports DISPOSED.
-    fn queue(
+    fn queue_on(
         &self,
+        slot: Arc<CacheSlot>,
         job: impl FnOnce(&mut ModelState, &tmpsc::UnboundedSender<Event>) -> Result<Summary, LmError> + Send + 'static,
     ) -> tmpsc::UnboundedReceiver<Event> {
         let (etx, erx) = tmpsc::unbounded_channel();
         let events = etx.clone();
         let queued = self.worker.run(move |state: &mut ModelState| {
-            let result = guarded("generation", || job(state, &events));
-            let _ = events.send(match result {
-                Ok(summary) => Event::Done(summary),
-                Err(e) => Event::Failed(e),
+            state.when_free(slot, move |state| {
+                let result = guarded("prompt cache", || job(state, &events));
+                let _ = events.send(match result {
+                    Ok(summary) => Event::Done(summary),
+                    Err(e) => Event::Failed(e),
+                });
             });
         });
         if !queued {
@@ -142,7 +196,8 @@ impl Engine {
         erx
     }
 
-    /// One `generate()` call, on `cache` when given (else a fresh one).
+    /// One `generate()` call, on `cache` when given (else a scratch one): it joins
+    /// the model's batch scheduler, which decodes it with the others running.
     pub fn generate(
         &self,
         prompt: Vec<u32>,
@@ -150,19 +205,53 @@ impl Engine {
         cache: Option<Arc<CacheSlot>>,
         abort: Arc<AtomicBool>,
     ) -> tmpsc::UnboundedReceiver<Event> {
-        let Some(tok) = self.tokenizer.clone() else {
-            return self.queue(|_, _| Err(LmError::Mlx("the model is not loaded".into())));
-        };
-        self.queue(move |state, events| {
-            let run = |model: &dyn LanguageModel, cache: &mut PromptCache| run_generation(model, &tok, &prompt, &opts, cache, &abort, events);
+        let (etx, erx) = tmpsc::unbounded_channel();
+        let events = etx.clone();
+        let queued = self.worker.run(move |state: &mut ModelState| {
+            let on_chunk_events = events.clone();
+            let abort_events = events.clone();
+            let request = move |cache: PromptCache, give_back: Option<Arc<CacheSlot>>| Request {
+                prompt,
+                options: opts,
+                cache,
+                should_abort: Box::new(move || abort.load(Ordering::Relaxed) || abort_events.is_closed() || crate::worker::exiting()),
+                on_chunk: Box::new(move |c: Chunk| {
+                    let _ = on_chunk_events.send(Event::Chunk { text: c.text.to_string(), token: c.token, logprobs: c.logprobs.cloned() });
+                }),
+                on_done: Box::new(move |result, cache| {
+                    // The cache goes back before JS hears the result.
+                    if let Some(slot) = give_back {
+                        slot.give_back(cache);
+                    }
+                    let _ = events.send(match result {
+                        Ok(o) => Event::Done(summary(o)),
+                        Err(e) => Event::Failed(e),
+                    });
+                }),
+            };
             match cache {
-                Some(slot) => slot.with(state, run),
                 None => {
-                    let mut scratch = PromptCache::scratch(state.model.as_ref());
-                    run(state.model.as_ref(), &mut scratch)
+                    let req = request(PromptCache::scratch(state.model.as_ref()), None);
+                    state.scheduler.admit(state.model.as_ref(), req);
                 }
+                Some(slot) => state.when_free(slot.clone(), move |state| match slot.take(state) {
+                    Ok(cache) => {
+                        let req = request(cache, Some(slot));
+                        state.scheduler.admit(state.model.as_ref(), req);
+                    }
+                    Err(e) => {
+                        let (tx, _) = (etx, ());
+                        let _ = tx.send(Event::Failed(e));
+                    }
+                }),
             }
-        })
+        });
+        if !queued {
+            let (t, r) = tmpsc::unbounded_channel();
+            let _ = t.send(Event::Failed(LmError::Disposed("the model has been disposed".into())));
+            return r;
+        }
+        erx
     }
 
     /// Runs `prompt` into `cache` without generating; the summary counts the tokens fed.
@@ -173,7 +262,7 @@ impl Engine {
         slot: Arc<CacheSlot>,
         abort: Arc<AtomicBool>,
     ) -> tmpsc::UnboundedReceiver<Event> {
-        self.queue(move |state, events| {
+        self.queue_on(slot.clone(), move |state, events| {
             let should_abort = || abort.load(Ordering::Relaxed) || events.is_closed() || crate::worker::exiting();
             let t0 = std::time::Instant::now();
             let done = slot.with(state, |model, cache| lm::generate::prefill(model, &prompt, prefill_step_size, cache, &should_abort))?;
@@ -208,7 +297,7 @@ impl Engine {
     /// Writes `slot`'s cache as MLX-LM's prompt-cache file (a job like a
     /// generation: its result is an empty summary).
     pub fn save_cache(&self, slot: Arc<CacheSlot>, path: PathBuf, metadata: Vec<(String, String)>) -> tmpsc::UnboundedReceiver<Event> {
-        self.queue(move |state, _| {
+        self.queue_on(slot.clone(), move |state, _| {
             slot.with(state, |_, cache| cache.save(&path, &metadata))?;
             Ok(Summary::empty("stop"))
         })
@@ -219,7 +308,7 @@ impl Engine {
     }
 }
 
-fn load_model(dir: &std::path::Path, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<(ModelState, Loaded), LmError> {
+fn load_model(dir: &std::path::Path, dtype: Option<Dtype>, max_batch: usize, progress: &mut dyn FnMut(f64)) -> Result<(ModelState, Loaded), LmError> {
     if !dir.is_dir() {
         return Err(LmError::ModelNotFound(format!("model folder {} does not exist", dir.display())));
     }
@@ -227,7 +316,7 @@ fn load_model(dir: &std::path::Path, dtype: Option<Dtype>, progress: &mut dyn Fn
     let tokenizer = Arc::new(Tokenizer::from_model_dir(dir)?);
     let c = model.config();
     let loaded = Loaded {
-        tokenizer,
+        tokenizer: tokenizer.clone(),
         model_type: c.model_type.clone(),
         num_layers: c.num_hidden_layers,
         vocab_size: c.vocab_size,
@@ -236,27 +325,13 @@ fn load_model(dir: &std::path::Path, dtype: Option<Dtype>, progress: &mut dyn Fn
         head_dim: c.head_dim,
         context_length: c.max_position_embeddings,
     };
-    Ok((ModelState { model, caches: Vec::new() }, loaded))
+    let scheduler = Scheduler::new(tokenizer.clone(), max_batch);
+    Ok((ModelState { model, caches: Vec::new(), scheduler, deferred: VecDeque::new() }, loaded))
 }
 
-/// One `generate()` call: `lm`'s text loop on `cache`, its chunks and result
-/// turned into events. It stops early when JS aborts, stops listening (a
-/// closed receiver: it broke out of for-await) or the process exits.
-fn run_generation(
-    model: &dyn LanguageModel,
-    tok: &Tokenizer,
-    prompt: &[u32],
-    opts: &ParsedOptions,
-    cache: &mut PromptCache,
-    abort: &AtomicBool,
-    events: &tmpsc::UnboundedSender<Event>,
-) -> Result<Summary, LmError> {
-    let should_abort = || abort.load(Ordering::Relaxed) || events.is_closed() || crate::worker::exiting();
-    let mut on_chunk = |c: Chunk| {
-        let _ = events.send(Event::Chunk { text: c.text.to_string(), token: c.token, logprobs: c.logprobs.cloned() });
-    };
-    let o = generate_text(model, tok, prompt, opts, cache, &should_abort, &mut on_chunk)?;
-    Ok(Summary {
+/// A finished generation as the bindings report it.
+fn summary(o: TextOutcome) -> Summary {
+    Summary {
         text: o.text,
         tokens: o.tokens,
         logprobs: o.logprobs,
@@ -267,5 +342,5 @@ fn run_generation(
         prompt_tps: o.prompt_tps,
         generation_tps: o.generation_tps,
         peak_memory: o.peak_memory,
-    })
+    }
 }

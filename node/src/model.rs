@@ -108,12 +108,22 @@ type ProgressFn = ThreadsafeFunction<f64, (), f64, Status, false>;
 /// Async entry points return plain napi errors whose message starts with the
 /// code ("INVALID_WEIGHTS: ..."); index.js turns that prefix back into `err.code`.
 #[napi]
-pub async fn load_model_native(path: String, dtype: Option<String>, on_progress: Option<ProgressFn>) -> napi::Result<NativeModel> {
-    load(path, dtype, on_progress).await.map_err(plain)
+pub async fn load_model_native(
+    path: String,
+    dtype: Option<String>,
+    on_progress: Option<ProgressFn>,
+    max_batch: Option<u32>,
+) -> napi::Result<NativeModel> {
+    load(path, dtype, on_progress, max_batch).await.map_err(plain)
 }
 
-async fn load(path: String, dtype: Option<String>, on_progress: Option<ProgressFn>) -> Result<NativeModel> {
+async fn load(path: String, dtype: Option<String>, on_progress: Option<ProgressFn>, max_batch: Option<u32>) -> Result<NativeModel> {
     let dtype = parse_dtype(dtype)?;
+    let max_batch = match max_batch {
+        None => crate::engine::MAX_BATCH,
+        Some(n @ 1..=256) => n as usize,
+        Some(n) => return Err(js_error(Code::InvalidArgument, format!("option maxBatch must be an integer in [1, 256], got {n}"))),
+    };
     // NonBlocking: the engine thread never waits for JS; the queue is unbounded
     // and holds at most the ~100 reports of one load.
     let progress = move |f: f64| {
@@ -121,10 +131,10 @@ async fn load(path: String, dtype: Option<String>, on_progress: Option<ProgressF
             cb.call(f, ThreadsafeFunctionCallMode::NonBlocking);
         }
     };
-    let (engine, reply) = Engine::start(PathBuf::from(&path), dtype, progress);
+    let (engine, reply) = Engine::start(PathBuf::from(&path), dtype, max_batch, progress);
     let loaded = reply.await.map_err(|_| js_error(Code::MlxError, "the engine thread stopped while loading"))?.map_err(lm_error)?;
     Ok(NativeModel {
-        engine: engine.with_tokenizer(loaded.tokenizer.clone()),
+        engine,
         info: (loaded.model_type, loaded.num_layers, loaded.vocab_size, loaded.dtype, loaded.quantization),
         head_dim: loaded.head_dim,
         context_length: loaded.context_length,
@@ -280,7 +290,10 @@ impl NativeModel {
         if opts.kv_bits.is_some() && self.head_dim % opts.kv_group_size != 0 {
             return Err(js_error(
                 Code::InvalidArgument,
-                format!("kvGroupSize {} does not divide this model's head size {} (MLX quantizes keys and values in groups along it)", opts.kv_group_size, self.head_dim),
+                format!(
+                    "kvGroupSize {} does not divide this model's head size {} (MLX quantizes keys and values in groups along it)",
+                    opts.kv_group_size, self.head_dim
+                ),
             ));
         }
         Ok(NativePromptCache { slot: CacheSlot::new(self.engine.id, opts, self.engine.handle()) })

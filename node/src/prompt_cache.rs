@@ -32,6 +32,8 @@ pub struct CacheSlot {
     cache: Mutex<Option<PromptCache>>,
     snapshot: Mutex<Snapshot>,
     disposed: AtomicBool,
+    /// Taken by a running generation (the batch scheduler holds it).
+    busy: AtomicBool,
     metadata: HashMap<String, String>,
     worker: WorkerHandle<ModelState>,
 }
@@ -44,6 +46,7 @@ impl CacheSlot {
             cache: Mutex::new(None),
             snapshot: Mutex::new(Snapshot::default()),
             disposed: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
             metadata: HashMap::new(),
             worker,
         })
@@ -57,6 +60,7 @@ impl CacheSlot {
             cache: Mutex::new(None),
             snapshot: Mutex::new(Snapshot::default()),
             disposed: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
             metadata,
             worker,
         });
@@ -100,6 +104,36 @@ impl CacheSlot {
         let result = f(state.model.as_ref(), cache);
         self.update_snapshot(cache);
         result
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    /// Takes the cache out for a generation (made on first use); `give_back` returns it.
+    pub fn take(self: &Arc<Self>, state: &mut ModelState) -> lm::error::Result<PromptCache> {
+        let mut guard = self.cache.lock().map_err(|_| LmError::Mlx("prompt cache lock poisoned".into()))?;
+        if self.is_disposed() {
+            return Err(LmError::Disposed("the prompt cache has been disposed".into()));
+        }
+        let cache = match guard.take() {
+            Some(c) => c,
+            None => PromptCache::new(state.model.as_ref(), self.options.clone())?,
+        };
+        state.register(Arc::downgrade(self));
+        self.busy.store(true, Ordering::SeqCst);
+        Ok(cache)
+    }
+
+    /// Puts back what `take` took (freed instead when disposed meanwhile).
+    pub fn give_back(&self, cache: PromptCache) {
+        if !self.is_disposed() {
+            self.update_snapshot(&cache);
+            if let Ok(mut c) = self.cache.lock() {
+                *c = Some(cache);
+            }
+        }
+        self.busy.store(false, Ordering::SeqCst);
     }
 
     /// Frees the cache now (on the worker, or wherever the model state goes).
@@ -161,6 +195,9 @@ impl NativePromptCache {
     #[napi]
     pub fn trim(&self, n: u32) -> Result<u32> {
         self.live()?;
+        if self.slot.is_busy() {
+            return Err(js_error(Code::CacheBusy, "the prompt cache is in use by a running generation; await it before trim()"));
+        }
         let mut guard = match self.slot.cache.try_lock() {
             Ok(g) => g,
             Err(std::sync::TryLockError::WouldBlock) => {

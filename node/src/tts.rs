@@ -16,6 +16,7 @@ use tts::streaming::StreamSchedule;
 use crate::errors::{js_error, lm_error, plain, Code};
 use crate::jobs::Jobs;
 use crate::tts_options;
+use crate::worker::Tick;
 use crate::worker::{guarded, Worker};
 
 type Result<T> = napi::Result<T, String>;
@@ -236,3 +237,6 @@ impl Drop for NativeTts {
 pub fn punc_norm(text: String) -> String {
     tts::text::punc_norm(&text)
 }
+
+/// Speech jobs run whole; nothing happens between them.
+impl Tick for Chatterbox {}

@@ -11,6 +11,16 @@ use tokio::sync::oneshot;
 
 type Job<T> = Box<dyn FnOnce(&mut T) + Send>;
 
+/// What a worker's state does between jobs: a text model's batch scheduler
+/// decodes a step whenever it has sequences; other states have nothing to do.
+pub trait Tick {
+    /// True while `tick` has work: the worker then polls for jobs instead of waiting.
+    fn busy(&self) -> bool {
+        false
+    }
+    fn tick(&mut self) {}
+}
+
 /// How long a model dropped without dispose() waits for its engine thread (see
 /// `Drop for Worker`); jobs are aborted first, so this is a cap, not a usual wait.
 pub const DROP_WAIT: Duration = Duration::from_secs(10);
@@ -101,7 +111,7 @@ pub fn guarded<R>(what: &str, f: impl FnOnce() -> Result<R, LmError>) -> Result<
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(LmError::Mlx(format!("{what} panicked: {}", panic_message(p)))))
 }
 
-impl<T: 'static> Worker<T> {
+impl<T: Tick + 'static> Worker<T> {
     /// Starts the thread; `load` runs on it (after giving it its own MLX stream,
     /// as MLX-LM's generation_stream) and returns the model and what the caller
     /// should hear back.
@@ -183,8 +193,27 @@ impl<T> Drop for Worker<T> {
     }
 }
 
-fn serve<T>(mut model: T, rx: mpsc::Receiver<Msg<T>>) {
-    while let Ok(msg) = rx.recv() {
+fn serve<T: Tick>(mut model: T, rx: mpsc::Receiver<Msg<T>>) {
+    loop {
+        // Jobs first (a new request joins the batch before the next step), then a
+        // step of whatever the state has running; with nothing running, wait.
+        let msg = if model.busy() {
+            match rx.try_recv() {
+                Ok(msg) => msg,
+                Err(mpsc::TryRecvError::Empty) => {
+                    if catch_unwind(AssertUnwindSafe(|| model.tick())).is_err() {
+                        let _ = mlx::memory::clear_cache();
+                    }
+                    continue;
+                }
+                Err(mpsc::TryRecvError::Disconnected) => return,
+            }
+        } else {
+            match rx.recv() {
+                Ok(msg) => msg,
+                Err(_) => return,
+            }
+        };
         match msg {
             Msg::Shutdown(done) => {
                 // Free the model's arrays and MLX's cache before dispose() resolves: a
@@ -200,7 +229,9 @@ fn serve<T>(mut model: T, rx: mpsc::Receiver<Msg<T>>) {
             Msg::Run(job) => {
                 // A job reports its own errors; a panic only loses that job.
                 let _ = catch_unwind(AssertUnwindSafe(|| job(&mut model)));
-                let _ = mlx::memory::clear_cache();
+                if !model.busy() {
+                    let _ = mlx::memory::clear_cache();
+                }
             }
         }
     }

@@ -1,0 +1,4 @@
+#!/usr/bin/env node
+'use strict';
+// npx mlx-node <generate|chat|speak|serve|info> ... (docs/cli.md)
+require('../lib/cli/main').main(process.argv.slice(2));
