@@ -23,6 +23,26 @@ const PROMPTS = [
 
 let model;
 let solo;
+
+// Streams `prompts` concurrently on `m`; resolves to their results and the order in
+// which each got its first chunk and finished.
+async function streamOrder(m, prompts) {
+  const order = [];
+  const results = await Promise.all(
+    prompts.map(async ([input, options], i) => {
+      const s = m.stream(input, options);
+      let first = true;
+      for await (const c of s) {
+        void c;
+        if (first) order.push(`first ${i}`);
+        first = false;
+      }
+      order.push(`done ${i}`);
+      return s.result;
+    })
+  );
+  return { order, results };
+}
 test.before(async () => {
   model = await loadModel(fixturePath('qwen3-f32'), { maxBatch: 8 });
   solo = [];
@@ -43,19 +63,7 @@ test('8 concurrent generate() calls each give their solo answer', async () => {
 });
 
 test('they are decoded together: every stream has its first chunk before any has finished', async () => {
-  const order = [];
-  const runs = PROMPTS.slice(0, 4).map(async ([input, options], i) => {
-    const s = model.stream(input, { ...options, maxTokens: 12 });
-    let first = true;
-    for await (const c of s) {
-      void c;
-      if (first) order.push(`first ${i}`);
-      first = false;
-    }
-    order.push(`done ${i}`);
-    return s.result;
-  });
-  await Promise.all(runs);
+  const { order } = await streamOrder(model, PROMPTS.slice(0, 4).map(([input, options]) => [input, { ...options, maxTokens: 12 }]));
   const lastFirst = Math.max(...order.map((e, k) => (e.startsWith('first') ? k : -1)));
   const firstDone = order.findIndex((e) => e.startsWith('done'));
   assert.ok(lastFirst < firstDone, `events: ${order.join(', ')}`);
@@ -64,19 +72,7 @@ test('they are decoded together: every stream has its first chunk before any has
 test('maxBatch 1 runs them one after another, with the same answers', async () => {
   const one = await loadModel(fixturePath('qwen3-f32'), { maxBatch: 1 });
   try {
-    const order = [];
-    const runs = PROMPTS.slice(0, 3).map(async ([input, options], i) => {
-      const s = one.stream(input, options);
-      let first = true;
-      for await (const c of s) {
-        void c;
-        if (first) order.push(`first ${i}`);
-        first = false;
-      }
-      order.push(`done ${i}`);
-      return s.result;
-    });
-    const got = await Promise.all(runs);
+    const { order, results: got } = await streamOrder(one, PROMPTS.slice(0, 3));
     got.forEach((r, i) => assert.deepEqual(r.tokens, solo[i].tokens));
     assert.deepEqual(order, ['first 0', 'done 0', 'first 1', 'done 1', 'first 2', 'done 2']);
   } finally {

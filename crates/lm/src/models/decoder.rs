@@ -153,18 +153,7 @@ impl DecoderStack {
 
     fn attention_rows(&self, a: &Attention, x: &Array, caches: &mut [&mut [Box<dyn Cache>]], layer: usize) -> mlx::Result<Array> {
         let b = x.dim(0);
-        let c = &self.config;
-        let heads = |t: Array, n: i32, norm: &Option<RmsNorm>| -> mlx::Result<Array> {
-            let t = t.reshape(&[b, 1, n, -1])?;
-            let t = match norm {
-                Some(nm) => nm.forward(&t)?,
-                None => t,
-            };
-            t.transpose(&[0, 2, 1, 3])
-        };
-        let q = heads(a.q_proj.forward(x)?, c.num_attention_heads, &a.q_norm)?;
-        let k = heads(a.k_proj.forward(x)?, c.num_key_value_heads, &a.k_norm)?;
-        let v = heads(a.v_proj.forward(x)?, c.num_key_value_heads, &None)?;
+        let (q, k, v) = self.project(a, x)?;
         let mut outs = Vec::with_capacity(b as usize);
         for (row, seq) in caches.iter_mut().enumerate() {
             let cache = seq[layer].as_mut();
@@ -188,7 +177,9 @@ impl DecoderStack {
         &self.config
     }
 
-    fn attention(&self, a: &Attention, x: &Array, cache: &mut dyn Cache) -> mlx::Result<Array> {
+    /// Queries, keys and values `[B, heads, L, dim]` for `x` `[B, L, hidden]`
+    /// (queries and keys RMS-normed per head where the family does).
+    fn project(&self, a: &Attention, x: &Array) -> mlx::Result<(Array, Array, Array)> {
         let s = x.shape();
         let (b, l) = (s[0], s[1]);
         let c = &self.config;
@@ -203,6 +194,13 @@ impl DecoderStack {
         let q = heads(a.q_proj.forward(x)?, c.num_attention_heads, &a.q_norm)?;
         let k = heads(a.k_proj.forward(x)?, c.num_key_value_heads, &a.k_norm)?;
         let v = heads(a.v_proj.forward(x)?, c.num_key_value_heads, &None)?;
+        Ok((q, k, v))
+    }
+
+    fn attention(&self, a: &Attention, x: &Array, cache: &mut dyn Cache) -> mlx::Result<Array> {
+        let s = x.shape();
+        let (b, l) = (s[0], s[1]);
+        let (q, k, v) = self.project(a, x)?;
         let q = self.rope.forward(&q, cache.offset())?;
         let k = self.rope.forward(&k, cache.offset())?;
         let mask = cache.mask(l)?;
