@@ -96,7 +96,7 @@ impl PromptCache {
 
     /// Writes MLX-LM's format with `metadata`, adding our token ids.
     pub fn save(&self, path: &Path, metadata: &[(String, String)]) -> Result<()> {
-        if self.len() == 0 {
+        if self.is_empty() {
             return Err(LmError::InvalidArgument("the prompt cache is empty: there is nothing to save".into()));
         }
         let mut meta: Vec<(String, String)> = metadata.iter().filter(|(k, _)| k != TOKENS_KEY).cloned().collect();
