@@ -1,7 +1,8 @@
 //! The few-rows float32 matmul kernel (`gemv_cpu`: OpenBLAS's bits without
 //! its packing) against MLX's matmul on the same inputs, at Qwen3-0.6B's and
 //! T3's decode shapes. Each kernel output is checked bit for bit first.
-use mlx::{gemv_cpu, random, Array, Dtype};
+use mlx::cpu::gemv as gemv_cpu;
+use mlx::{random, Array, Dtype};
 
 use crate::qmm::time_ms;
 

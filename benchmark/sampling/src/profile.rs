@@ -138,7 +138,7 @@ pub fn main(dir: &Path, tokens: usize) {
     for (name, o) in [("greedy", SamplingOptions::default()), ("full sampling", full)] {
         // The kernels run on the CPU stream only; on a GPU there is one row per configuration.
         for kernels in [false, true] {
-            if kernels && !mlx::kernel::cpu_default() {
+            if kernels && !mlx::cpu::kernel::cpu_default() {
                 continue;
             }
             // Warm-up: on a GPU the first use of each kernel compiles it (over 100 ms).

@@ -8,9 +8,10 @@
 //! time, so every partial sum is determined by the nonzero weights alone:
 //! after top-p / min-p / top-k almost every logit is -inf and its weight 0,
 //! and the kernel sums a few dozen terms instead of making five passes over
-//! the vocabulary. `exp` is MLX's own formula (`mlx::cpu_math::cpu_exp`); the
+//! the vocabulary. `exp` is MLX's own formula (`mlx::cpu::math::cpu_exp`); the
 //! uniform draw stays an MLX op, so the random key is used exactly as MLX does.
-use mlx::{cpu_math, kernel, random, row_ops, Array, Dtype, Result};
+use mlx::cpu::{kernel, math as cpu_math, row_ops};
+use mlx::{random, Array, Dtype, Result};
 
 /// `random::categorical(logits * scale, -1, key)` (MLX-LM's draw at
 /// temperature `1 / scale`), identical token for token. The kernel serves

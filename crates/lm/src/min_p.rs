@@ -4,7 +4,8 @@
 //! propagating through the maximum as MLX's `max` does); elsewhere, and for
 //! other dtypes (whose sums round differently) or `min_tokens_to_keep` above
 //! one, MLX's ops.
-use mlx::{kernel, row_ops, Array, Dtype, Result};
+use mlx::cpu::{kernel, row_ops};
+use mlx::{Array, Dtype, Result};
 
 pub fn min_p(logprobs: &Array, min_p: f32, keep: i32, use_kernel: bool) -> Result<Array> {
     // The sum `max + ln(min_p)` is float32 on both paths: MLX casts the scalar to the array's dtype.

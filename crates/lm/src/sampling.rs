@@ -132,7 +132,7 @@ fn add_at(logits: &Array, ids: &Array, vals: &Array) -> Result<Array> {
 /// The kernels on the CPU backend, unless `MLX_NODE_SAMPLING_KERNELS=0` asks
 /// for MLX's own ops (for the benchmark's before/after rows).
 fn use_kernels() -> bool {
-    mlx::kernel::Kernel::Sampling.enabled()
+    mlx::cpu::kernel::Kernel::Sampling.enabled()
 }
 
 type StepFn = Box<dyn Fn(&[&Array]) -> Result<Array> + Send>;
@@ -219,7 +219,7 @@ impl Sampler {
 
     /// MLX-LM's `logits - logsumexp(logits)`, the sampler's input.
     pub fn logprobs(&self, logits: &Array) -> Result<Array> {
-        let lse = if self.kernels { mlx::cpu_math::logsumexp_last(logits)? } else { logits.logsumexp(&[], true)? };
+        let lse = if self.kernels { mlx::cpu::math::logsumexp_last(logits)? } else { logits.logsumexp(&[], true)? };
         logits.subtract(&lse)
     }
 

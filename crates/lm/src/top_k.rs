@@ -9,7 +9,8 @@
 //! min-p or top-p, fewer than k values are usually finite and `t` is -inf, so
 //! the row comes back unchanged. With NaNs in the row and fewer than k other
 //! values, which NaNs MLX keeps is not defined; the kernel keeps the first.
-use mlx::{kernel, Array, Result};
+use mlx::cpu::kernel;
+use mlx::{Array, Result};
 
 /// Keeps the `k` largest log-probabilities (MLX-LM's ties), -inf elsewhere.
 pub fn top_k(logprobs: &Array, k: i32, use_kernel: bool) -> Result<Array> {

@@ -15,11 +15,12 @@
 //! - the rest is radix-sorted by value: equal log-probabilities have equal
 //!   probabilities, so the order among ties does not change a sum.
 //!
-//! `exp` is MLX's own CPU formula (`mlx::cpu_math::cpu_exp`), computed only for
+//! `exp` is MLX's own CPU formula (`mlx::cpu::math::cpu_exp`), computed only for
 //! terms that can count. The kernel runs as one node of the MLX graph on the
-//! CPU stream (`mlx::kernel`); on a GPU the device sort is cheap and
+//! CPU stream (`mlx::cpu::kernel`); on a GPU the device sort is cheap and
 //! `top_p_sorted` runs.
-use mlx::{cpu_math, kernel, row_ops, Array, Dtype, Result};
+use mlx::cpu::{kernel, math as cpu_math, row_ops};
+use mlx::{Array, Dtype, Result};
 
 /// Keeps the log-probabilities of the top-p nucleus, -inf elsewhere.
 pub fn top_p(logprobs: &Array, p: f32, use_kernel: bool) -> Result<Array> {

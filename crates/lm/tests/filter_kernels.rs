@@ -33,7 +33,7 @@ const KS: [i32; 7] = [1, 2, 5, 40, 100, 1000, VOCAB];
 
 #[test]
 fn same_mask_as_argpartition() {
-    assert!(mlx::kernel::cpu_default(), "these tests run on the CPU backend");
+    assert!(mlx::cpu::kernel::cpu_default(), "these tests run on the CPU backend");
     for (i, scale) in [0.5f32, 2.0, 20.0].iter().enumerate() {
         let x = normal_row(200 + i as u64, VOCAB, *scale);
         for k in KS {

@@ -32,7 +32,7 @@ const PS: [f32; 7] = [0.05, 0.3, 0.5, 0.8, 0.9, 0.95, 0.999];
 
 #[test]
 fn same_threshold_as_the_sort_on_many_distributions() {
-    assert!(mlx::kernel::cpu_default(), "these tests run on the CPU backend");
+    assert!(mlx::cpu::kernel::cpu_default(), "these tests run on the CPU backend");
     let mut kept_counts = Vec::new();
     for (i, scale) in [0.3f32, 1.0, 2.0, 4.0, 8.0, 20.0, 60.0].iter().enumerate() {
         let lp = logprobs(&normal_row(100 + i as u64, VOCAB, *scale));

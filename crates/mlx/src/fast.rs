@@ -37,7 +37,7 @@ pub enum AttentionMask<'a> {
 pub fn scaled_dot_product_attention(q: &Array, k: &Array, v: &Array, scale: f32, mask: AttentionMask) -> Result<Array> {
     let f32_4d = |a: &Array| a.dtype() == Dtype::Float32 && a.ndim() == 4;
     let grouped = k.ndim() == 4 && k.dim(1) > 0 && q.ndim() == 4 && q.dim(1) % k.dim(1) == 0;
-    if !matches!(mask, AttentionMask::Array(_)) && f32_4d(q) && f32_4d(k) && f32_4d(v) && grouped && crate::kernel::Kernel::Attention.enabled() {
+    if !matches!(mask, AttentionMask::Array(_)) && f32_4d(q) && f32_4d(k) && f32_4d(v) && grouped && crate::cpu::kernel::Kernel::Attention.enabled() {
         return attention_cpu(q, k, v, scale, matches!(mask, AttentionMask::Causal));
     }
     scaled_dot_product_attention_mlx(q, k, v, scale, mask)
@@ -60,7 +60,7 @@ pub fn scaled_dot_product_attention_mlx(q: &Array, k: &Array, v: &Array, scale: 
 /// What MLX itself runs for attention on the CPU (its `fast.cpp` fallback, op
 /// for op: scaled queries, grouped heads by broadcasting, the causal mask as a
 /// `where` to the lowest float), except that the softmax is the kernel of
-/// `cpu_math::softmax_last`: the same bits, without a scalar `exp` per score.
+/// `cpu::math::softmax_last`: the same bits, without a scalar `exp` per score.
 fn attention_cpu(q: &Array, k: &Array, v: &Array, scale: f32, causal: bool) -> Result<Array> {
     let (b, n_q, l, d) = (q.dim(0), q.dim(1), q.dim(2), q.dim(3));
     let n_kv = k.dim(1);
@@ -81,7 +81,7 @@ fn attention_cpu(q: &Array, k: &Array, v: &Array, scale: f32, causal: bool) -> R
         let lowest = scores.scalar_like(f32::MIN as f64)?;
         scores = Array::where_(&qi.greater_equal(&ki)?, &scores, &lowest)?;
     }
-    let out = crate::cpu_math::softmax_last(&scores)?.matmul(&v)?;
+    let out = crate::cpu::math::softmax_last(&scores)?.matmul(&v)?;
     if repeats > 1 {
         out.reshape(&[b, n_q, l, out.dim(-1)])
     } else {

@@ -57,16 +57,16 @@ pub fn openblas_core() -> Result<String> {
 /// switched on, on the CPU backend, with the CPU features it needs (and for
 /// `gemv`, a blocking that gives OpenBLAS's bits).
 pub fn cpu_kernels() -> Vec<(&'static str, bool)> {
-    use crate::kernel::Kernel;
+    use crate::cpu::kernel::Kernel;
     Kernel::ALL
         .iter()
         .map(|&k| {
             let on = k.enabled()
                 && match k {
-                    Kernel::Gemv => crate::gemv_cpu::active(),
+                    Kernel::Gemv => crate::cpu::gemv::active(),
                     // (Attention's whole-sequence path has a portable fallback; its
                     // streamed-chunk path needs AVX2 and FMA.)
-                    Kernel::Rows => crate::cpu_math::has_avx2_fma(),
+                    Kernel::Rows => crate::cpu::math::has_avx2_fma(),
                     _ => true,
                 };
             (k.name(), on)

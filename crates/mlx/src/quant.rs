@@ -22,20 +22,20 @@ pub fn dequantize(w: &Array, scales: &Array, biases: Option<&Array>, group_size:
 
 /// Packed weights for `quantized_matmul` on this device, and their width:
 /// 3-, 5- and 6-bit weights re-packed at 8 bits where the CPU kernel runs
-/// (same results, see `qmm_cpu::widen_packed`), anything else as it is.
+/// (same results, see `cpu::qmm::widen_packed`), anything else as it is.
 pub fn for_device(w: Array, bits: i32) -> Result<(Array, i32)> {
-    Ok(match crate::qmm_cpu::widen_packed(&w, bits)? {
+    Ok(match crate::cpu::qmm::widen_packed(&w, bits)? {
         Some(wide) => (wide, 8),
         None => (w, bits),
     })
 }
 
 /// `x @ dequantize(w).T` (or without the transpose). For float32 and bfloat16
-/// on the CPU backend it runs as a kernel with MLX's exact bits (`qmm_cpu`);
+/// on the CPU backend it runs as a kernel with MLX's exact bits (`cpu::qmm`);
 /// otherwise, and for what that kernel does not cover, it is MLX's op.
 pub fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: Option<&Array>, transpose: bool, group_size: i32, bits: i32) -> Result<Array> {
     if let (true, Some(b)) = (transpose, biases) {
-        if let Some(y) = crate::qmm_cpu::quantized_matmul(x, w, scales, b, group_size, bits)? {
+        if let Some(y) = crate::cpu::qmm::quantized_matmul(x, w, scales, b, group_size, bits)? {
             return Ok(y);
         }
     }

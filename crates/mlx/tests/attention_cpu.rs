@@ -1,8 +1,9 @@
 //! The few-query attention kernel (`attention_cpu::attend_after`) against the
 //! same attention written as MLX ops (two score matmuls, one softmax, two
 //! weighted sums added), as S3Gen's estimator writes it.
-use mlx::attention_cpu::attend_after;
-use mlx::{cpu_math, random, Array, Dtype};
+use mlx::cpu::attention::attend_after;
+use mlx::cpu::math as cpu_math;
+use mlx::{random, Array, Dtype};
 
 fn normal(shape: &[i32], seed: u64) -> Array {
     random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap()
@@ -27,7 +28,7 @@ fn composed(q: &Array, k: &Array, v: &Array, pk: &Array, pv: &Array, heads: i32,
 }
 
 fn has_kernel() -> bool {
-    mlx::cpu_math::has_avx2_fma() && mlx::kernel::Kernel::Attention.enabled()
+    mlx::cpu::math::has_avx2_fma() && mlx::cpu::kernel::Kernel::Attention.enabled()
 }
 
 #[test]

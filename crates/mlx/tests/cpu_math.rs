@@ -1,6 +1,6 @@
-//! `mlx::cpu_math` must equal MLX's own CPU `exp` bit for bit: the top-p
+//! `mlx::cpu::math` must equal MLX's own CPU `exp` bit for bit: the top-p
 //! kernel's probabilities (and so MLX-LM parity) rest on it.
-use mlx::cpu_math::{cpu_exp, cpu_sin, gelu, logsumexp_last, sin, softmax_last_kernel};
+use mlx::cpu::math::{cpu_exp, cpu_sin, gelu, logsumexp_last, sin, softmax_last_kernel};
 use mlx::{Array, Dtype};
 
 fn check(xs: &[f32]) {

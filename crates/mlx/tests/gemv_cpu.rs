@@ -1,8 +1,9 @@
 //! The few-rows float32 matmul kernel (`gemv_cpu`) against MLX's own matmul,
 //! bit for bit, through `nn::Linear` (where models call it).
-use mlx::gemv_cpu::Blocking;
+use mlx::cpu::gemv as gemv_cpu;
+use mlx::cpu::gemv::Blocking;
 use mlx::nn::Linear;
-use mlx::{gemv_cpu, info, random, Array, Dtype};
+use mlx::{info, random, Array, Dtype};
 
 fn normal(shape: &[i32], seed: u64) -> Array {
     random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap()
@@ -23,14 +24,14 @@ fn openblas() -> bool {
 /// and stays off where OpenBLAS sums without fused multiply-adds.
 #[test]
 fn kernel_use_follows_the_openblas_core_type() {
-    let on_switch = mlx::kernel::Kernel::Gemv.enabled();
+    let on_switch = mlx::cpu::kernel::Kernel::Gemv.enabled();
     if !cfg!(all(target_os = "linux", target_arch = "x86_64")) || !openblas() {
         return assert!(!gemv_cpu::active() || openblas(), "the kernel reproduces OpenBLAS only");
     }
     let core = info::openblas_core().unwrap();
     let chosen = gemv_cpu::chosen();
     eprintln!("OpenBLAS core {core}: gemv kernel {chosen:?}");
-    if !on_switch || !mlx::cpu_math::has_avx2_fma() {
+    if !on_switch || !mlx::cpu::math::has_avx2_fma() {
         return assert_eq!(chosen, None, "switched off, or no AVX2 and FMA");
     }
     // OpenBLAS 0.3.21 (Debian 12): GEMM_Q and the AVX-512 small-matrix kernel.

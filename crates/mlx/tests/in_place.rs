@@ -2,7 +2,7 @@
 //! buffer when nothing else holds it, as MLX's element-wise ops do, and leave
 //! an input that is still used alone. One test in its own process (so nothing
 //! runs beside it), since it reads MLX's process-wide memory counters.
-use mlx::cpu_math::{gelu, softmax_last_kernel};
+use mlx::cpu::math::{gelu, softmax_last_kernel};
 use mlx::{memory, random, Array, Dtype};
 
 /// Peak bytes above what was active before `f`'s graph ran, for its result.

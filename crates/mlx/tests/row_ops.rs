@@ -1,8 +1,8 @@
-//! The row passes of `mlx::row_ops` against plain loops, bit for bit.
+//! The row passes of `mlx::cpu::row_ops` against plain loops, bit for bit.
 
 #[test]
 fn mask_below_equals_where() {
-    use mlx::row_ops::mask_below;
+    use mlx::cpu::row_ops::mask_below;
     let mut v: Vec<f32> = (0..1003).map(|i| (i as f32 * 0.61).cos() * 4.0).collect();
     for (i, x) in [(0, f32::NAN), (9, -0.0), (10, 0.0), (11, f32::NEG_INFINITY), (12, f32::INFINITY), (1002, f32::NAN), (1001, -7.0)] {
         v[i] = x;
@@ -20,8 +20,8 @@ fn mask_below_equals_where() {
 
 #[test]
 fn candidates_come_in_index_order_with_their_mapped_values() {
-    use mlx::cpu_math::cpu_exp;
-    use mlx::row_ops::{for_each_candidate, row_max, row_max_of_numbers, row_max_scaled};
+    use mlx::cpu::math::cpu_exp;
+    use mlx::cpu::row_ops::{for_each_candidate, row_max, row_max_of_numbers, row_max_scaled};
     let mut v: Vec<f32> = (0..5003).map(|i| (i as f32 * 0.37).sin() * 30.0).collect();
     v[4999] = f32::NAN;
     let keep = |x: f32| !(x < 20.0);

@@ -1,14 +1,15 @@
 //! The few-row float32 matmul kernel (`rows_cpu`, `Linear::forward_rows`)
 //! against MLX's matmul, within float32 rounding of the sums.
+use mlx::cpu::rows as rows_cpu;
 use mlx::nn::Linear;
-use mlx::{random, rows_cpu, Array, Dtype};
+use mlx::{random, Array, Dtype};
 
 fn normal(shape: &[i32], seed: u64) -> Array {
     random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap()
 }
 
 fn has_kernel() -> bool {
-    mlx::cpu_math::has_avx2_fma() && mlx::kernel::Kernel::Rows.enabled()
+    mlx::cpu::math::has_avx2_fma() && mlx::cpu::kernel::Kernel::Rows.enabled()
 }
 
 #[test]

@@ -71,7 +71,7 @@ impl Conv1d {
             (0..kernel).map(|i| padded.slice_axis(1, i * self.dilation, i * self.dilation + frames)).collect::<mlx::Result<_>>()?;
         let unfolded = if kernel == 1 { taps[0].clone() } else { Array::concatenate(&taps.iter().collect::<Vec<_>>(), 2)? };
         let weight = self.weight.reshape(&[out_ch, kernel * in_ch])?;
-        match mlx::rows_cpu::matmul_t(&unfolded, &weight, self.bias.as_ref())? {
+        match mlx::cpu::rows::matmul_t(&unfolded, &weight, self.bias.as_ref())? {
             Some(y) => Ok(y),
             None => self.forward(x),
         }

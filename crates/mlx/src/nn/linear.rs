@@ -19,7 +19,7 @@ impl Linear {
         match self {
             Linear::Dense { weight, bias } => {
                 // One or two rows on the CPU: OpenBLAS's bits without its packing.
-                if let Some(y) = crate::gemv_cpu::matmul_t(x, weight, bias.as_ref())? {
+                if let Some(y) = crate::cpu::gemv::matmul_t(x, weight, bias.as_ref())? {
                     return Ok(y);
                 }
                 match bias {
@@ -38,12 +38,12 @@ impl Linear {
         }
     }
 
-    /// [`Self::forward`] by `rows_cpu`'s kernel where it applies (a dense
+    /// [`Self::forward`] by `cpu::rows`'s kernel where it applies (a dense
     /// float32 weight on the CPU): about twice as fast for a few dozen rows,
     /// but not MLX's bits; for callers that compare results within a tolerance.
     pub fn forward_rows(&self, x: &Array) -> Result<Array> {
         if let Linear::Dense { weight, bias } = self {
-            if let Some(y) = crate::rows_cpu::matmul_t(x, weight, bias.as_ref())? {
+            if let Some(y) = crate::cpu::rows::matmul_t(x, weight, bias.as_ref())? {
                 return Ok(y);
             }
         }

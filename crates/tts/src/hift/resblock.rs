@@ -1,7 +1,7 @@
 //! HiFi-GAN residual blocks with Snake activations, channels-last `[B, T, C]`.
 use lm::weights::Weights;
-use mlx::cpu_math::{cpu_sin, cpu_sin_reduced, par_chunks, sin_needs_libm, PARALLEL_MIN};
-use mlx::kernel::KernelF32;
+use mlx::cpu::kernel::KernelF32;
+use mlx::cpu::math::{cpu_sin, cpu_sin_reduced, par_chunks, sin_needs_libm, PARALLEL_MIN};
 use mlx::{Array, Dtype};
 
 use super::conv::DilatedConv1d;
@@ -39,9 +39,9 @@ impl Snake {
             && x.dim(-1) == c
             && c > 0
             && c < 1 << 24
-            && mlx::kernel::Kernel::Speech.enabled()
+            && mlx::cpu::kernel::Kernel::Speech.enabled()
         {
-            return mlx::kernel::cpu_kernel_f32_in_place("Snake", SNAKE, &[c as f32], x, &[&self.alpha, &self.inv_alpha]);
+            return mlx::cpu::kernel::cpu_kernel_f32_in_place("Snake", SNAKE, &[c as f32], x, &[&self.alpha, &self.inv_alpha]);
         }
         self.forward_ops(x)
     }

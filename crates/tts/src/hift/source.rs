@@ -59,7 +59,7 @@ impl SourceModule {
         let phase = random::uniform(-PI, PI, &[b, h, 1], Dtype::Float32, Some(&keys.next()?))?;
         let not_fundamental = Array::arange(0.0, h as f64, 1.0, Dtype::Int32)?.reshape(&[1, h, 1])?.greater_scalar(0.0)?;
         let phase = Array::where_(&not_fundamental, &phase, &phase.scalar_like(0.0)?)?;
-        let sines = mlx::cpu_math::sin(&theta.add(&phase)?)?.multiply_scalar(self.sine_amp)?;
+        let sines = mlx::cpu::math::sin(&theta.add(&phase)?)?.multiply_scalar(self.sine_amp)?;
 
         let uv = f0.greater_scalar(self.voiced_threshold)?.astype(Dtype::Float32)?;
         let unvoiced = uv.scalar_like(1.0)?.subtract(&uv)?;

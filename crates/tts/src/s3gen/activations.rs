@@ -5,14 +5,14 @@
 //! identical results), and gelu and mish, whose `erf` and libm calls cost
 //! more than the matmuls around them, are Rust kernels with the same bits on
 //! the CPU backend.
-use mlx::cpu_math::{cpu_exp, par_chunks};
-use mlx::kernel::KernelF32;
+use mlx::cpu::kernel::KernelF32;
+use mlx::cpu::math::{cpu_exp, par_chunks};
 use mlx::{Array, Dtype, Result};
 
 /// `x * (1 + erf(x / sqrt 2)) / 2`: `nn.gelu`, the exact (erf) form (one CPU
 /// kernel with the op chain's bits on the CPU backend).
 pub fn gelu(x: &Array) -> Result<Array> {
-    mlx::cpu_math::gelu(x)
+    mlx::cpu::math::gelu(x)
 }
 
 /// `x * tanh(softplus(x))`: `nn.mish`, softplus being `logaddexp(x, 0)` written
@@ -21,8 +21,8 @@ pub fn gelu(x: &Array) -> Result<Array> {
 /// bits (MLX's `exp` formula; libm's `log1pf` and `tanhf`, which MLX's ops
 /// call), over the cores, instead of eight ops and their buffers.
 pub fn mish(x: &Array) -> Result<Array> {
-    if x.dtype() == Dtype::Float32 && mlx::kernel::Kernel::Speech.enabled() {
-        return mlx::kernel::cpu_kernel_f32_in_place("Mish", MISH, &[], x, &[]);
+    if x.dtype() == Dtype::Float32 && mlx::cpu::kernel::Kernel::Speech.enabled() {
+        return mlx::cpu::kernel::cpu_kernel_f32_in_place("Mish", MISH, &[], x, &[]);
     }
     mish_ops(x)
 }

@@ -14,7 +14,7 @@
 //! this equals one forward over all frames in which prompt frames do not attend
 //! to later ones.
 use lm::weights::Weights;
-use mlx::attention_cpu::attend_after;
+use mlx::cpu::attention::attend_after;
 use mlx::nn::{LayerNorm, Linear};
 use mlx::{Array, Dtype};
 
@@ -222,13 +222,13 @@ impl TransformerBlock {
         let scale = (HEAD_DIM as f64).powf(-0.5);
         let scores_with = |k: &Array| q.matmul(&k.transpose(&[0, 1, 3, 2])?);
         let y = match p.earlier_keys_values(&k, &v)? {
-            None => mlx::cpu_math::softmax_last(&scores_with(&k)?.multiply_scalar(scale)?)?.matmul(&v)?,
+            None => mlx::cpu::math::softmax_last(&scores_with(&k)?.multiply_scalar(scale)?)?.matmul(&v)?,
             Some((pk, pv)) => {
                 if let Some(y) = attend_after(&qx, &kx, &vx, pk, pv, HEADS, scale as f32)? {
                     return project(&self.out, &y, rows);
                 }
                 let scores = Array::concatenate(&[&scores_with(pk)?, &scores_with(&k)?], 3)?.multiply_scalar(scale)?;
-                let attn = mlx::cpu_math::softmax_last(&scores)?;
+                let attn = mlx::cpu::math::softmax_last(&scores)?;
                 let n = pk.dim(2);
                 let earlier = attn.slice_axis(3, 0, n)?.matmul(pv)?;
                 earlier.add(&attn.slice_axis(3, n, attn.dim(3))?.matmul(&v)?)?

@@ -87,7 +87,7 @@ impl RelPositionAttention {
         let content = q_u.matmul(&k.swapaxes(-2, -1)?)?;
         let position = rel_shift(&q_v.matmul(&p.swapaxes(-2, -1)?)?, k.dim(2))?;
         let scores = content.add(&position)?.divide_scalar((d as f64).sqrt())?;
-        let attn = mlx::cpu_math::softmax_last(&scores)?;
+        let attn = mlx::cpu::math::softmax_last(&scores)?;
         let y = attn.matmul(&v)?.transpose(&[0, 2, 1, 3])?.reshape(&[b, t, h * d])?;
         Ok((project(&self.out, &y, rows)?, own))
     }

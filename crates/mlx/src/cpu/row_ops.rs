@@ -87,7 +87,7 @@ pub fn for_each_candidate(x: &[f32], candidate: impl Fn(f32) -> bool, map: impl 
 #[inline(always)]
 pub fn mask_below(row: &mut [f32], t: f32) {
     #[cfg(target_arch = "x86_64")]
-    if crate::cpu_math::has_avx() {
+    if crate::cpu::math::has_avx() {
         // SAFETY: the CPU has AVX, checked just above.
         return unsafe { mask_below_avx(row, t) };
     }

@@ -23,8 +23,8 @@
 //! matmul runs as before). `MLX_NODE_GEMV_KERNEL=0` switches it off.
 use std::sync::OnceLock;
 
-use crate::cpu_math::has_avx2_fma;
-use crate::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
+use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
+use crate::cpu::math::has_avx2_fma;
 use crate::{Array, Dtype, Result};
 
 #[cfg(target_arch = "x86_64")]

@@ -8,15 +8,15 @@
 //! heads), where the calls' own overhead outweighs their arithmetic (1.1 s of
 //! a full-size chunk's 3.4 s mel went to attending to the voice prompt). Here
 //! every head is one task on its own core, its keys transposed once, and the
-//! softmax is `cpu_math`'s row softmax (MLX's). Each score and weighted sum
+//! softmax is `cpu::math`'s row softmax (MLX's). Each score and weighted sum
 //! is one run of fused multiply-adds in order, from zero (each side's weighted
 //! sum apart, then the two added, as the two matmuls and their sum do).
 //! OpenBLAS splits such sums differently by output tile (two partial sums for
 //! some rows, one for others), so the results differ from the matmuls' in the
 //! last bits: streamed chunks are compared with whole renders within a
 //! tolerance anyway, and whole renders do not take this path.
-use crate::cpu_math::has_avx2_fma;
-use crate::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
+use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
+use crate::cpu::math::has_avx2_fma;
 use crate::{Array, Dtype, Result};
 
 /// Queries per pass over a head's keys.
@@ -108,7 +108,7 @@ mod avx2 {
     use std::arch::x86_64::*;
 
     use super::{OutPtr, Problem, KEYS, ROWS};
-    use crate::cpu_math::softmax_rows;
+    use crate::cpu::math::softmax_rows;
 
     /// Head `h` of batch row `b`: its keys transposed (`D` rows of `N + T`),
     /// then the scores of `ROWS` queries at a time, the softmax, the weighted sums.

@@ -2,8 +2,8 @@
 //! must equal what MLX's own ops give (MLX-LM parity rests on it), and the
 //! kernels built on it. Each is checked bit for bit against MLX in
 //! `tests/cpu_math.rs`.
-use crate::kernel::{cpu_kernel_f32, cpu_kernel_f32_in_place, KernelF32};
-use crate::row_ops::row_max;
+use crate::cpu::kernel::{cpu_kernel_f32, cpu_kernel_f32_in_place, KernelF32};
+use crate::cpu::row_ops::row_max;
 use crate::{Array, Dtype, Result};
 
 /// MLX's CPU `exp` for float32, step for step (`backend/cpu/simd/math.h`: a
@@ -173,7 +173,7 @@ macro_rules! avx2_fma_dispatch {
                 unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
                     $body($($arg),*)
                 }
-                if $crate::cpu_math::avx2_fma() {
+                if $crate::cpu::math::avx2_fma() {
                     // SAFETY: the CPU has AVX2 and FMA, checked just above.
                     return unsafe { avx2($($arg),*) };
                 }
@@ -258,7 +258,7 @@ pub fn softmax_last_kernel(x: &Array) -> Result<Array> {
     let shape = x.shape();
     let m = shape.last().copied().unwrap_or(0);
     // The row length travels as a float parameter: exact below 2^24.
-    if x.dtype() != Dtype::Float32 || m == 0 || m >= 1 << 24 || !crate::kernel::Kernel::Math.enabled() {
+    if x.dtype() != Dtype::Float32 || m == 0 || m >= 1 << 24 || !crate::cpu::kernel::Kernel::Math.enabled() {
         return x.softmax(&[-1], false);
     }
     // In place, as MLX's `Softmax` donates its input: attention's scores.
@@ -346,7 +346,7 @@ fn softmax_rows_body(data: &mut [f32], m: usize) {
 /// five, vectorized and over the cores, for float32 on the CPU backend; the
 /// op chain otherwise. Same bits either way.
 pub fn gelu(x: &Array) -> Result<Array> {
-    if x.dtype() != Dtype::Float32 || !crate::kernel::Kernel::Math.enabled() {
+    if x.dtype() != Dtype::Float32 || !crate::cpu::kernel::Kernel::Math.enabled() {
         let cdf = x.divide_scalar(std::f64::consts::SQRT_2)?.erf()?.add_scalar(1.0)?;
         return x.multiply(&cdf)?.divide_scalar(2.0);
     }
@@ -386,7 +386,7 @@ pub fn cpu_erf(v: f32) -> f32 {
 /// vectorized and over the cores (MLX's is a scalar polynomial per element
 /// with a libm `fmaf` call per step); MLX's op otherwise.
 pub fn sin(x: &Array) -> Result<Array> {
-    if x.dtype() != Dtype::Float32 || !crate::kernel::Kernel::Math.enabled() {
+    if x.dtype() != Dtype::Float32 || !crate::cpu::kernel::Kernel::Math.enabled() {
         return x.sin();
     }
     cpu_kernel_f32_in_place("Sin", SIN, &[], x, &[])

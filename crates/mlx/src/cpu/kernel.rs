@@ -81,15 +81,15 @@ pub fn cpu_default() -> bool {
 /// Read once per process. `docs/kernels.md` lists them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
-    /// `gemv_cpu`: float32 `x @ w.T` for one or two rows with OpenBLAS's bits.
+    /// `cpu::gemv`: float32 `x @ w.T` for one or two rows with OpenBLAS's bits.
     Gemv,
-    /// `qmm_cpu`: quantized matmul.
+    /// `cpu::qmm`: quantized matmul.
     Qmm,
-    /// `rows_cpu`: float32 `x @ w.T` for a few dozen rows (S3Gen, within tolerance).
+    /// `cpu::rows`: float32 `x @ w.T` for a few dozen rows (S3Gen, within tolerance).
     Rows,
     /// `attention_cpu`: float32 attention on the CPU stream.
     Attention,
-    /// `cpu_math`: softmax, GELU and sin with MLX's bits.
+    /// `cpu::math`: softmax, GELU and sin with MLX's bits.
     Math,
     /// `lm::sampling`: top-p, min-p, top-k and the categorical draw.
     Sampling,

@@ -14,7 +14,7 @@
 //! the cores.
 use std::ops::Range;
 
-use crate::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
+use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::{Array, Dtype, Result};
 
 /// The kernel's result for `quantized_matmul(x, w, scales, biases, transpose =
@@ -169,7 +169,7 @@ fn run_parallel(p: &Problem, out: &mut [f32]) {
 
 fn run_blocks(p: &Problem, blocks: Range<usize>, out: OutPtr) {
     #[cfg(target_arch = "x86_64")]
-    if crate::cpu_math::has_avx2() {
+    if crate::cpu::math::has_avx2() {
         // SAFETY: the CPU has AVX2, checked just above.
         unsafe {
             match (p.bits, p.bf16) {

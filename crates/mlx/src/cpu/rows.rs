@@ -9,10 +9,10 @@
 //! run in another order than OpenBLAS's, so the results differ from MLX's
 //! matmul in the last bits: callers use this only where results are compared
 //! within a tolerance (S3Gen's streamed chunks), never where a model must
-//! match its reference bit for bit (`gemv_cpu` keeps OpenBLAS's bits for one
+//! match its reference bit for bit (`cpu::gemv` keeps OpenBLAS's bits for one
 //! or two rows).
-use crate::cpu_math::has_avx2_fma;
-use crate::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
+use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
+use crate::cpu::math::has_avx2_fma;
 use crate::{Array, Dtype, Result};
 
 /// Rows of `x` and of `w` per block of sums.

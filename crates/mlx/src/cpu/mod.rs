@@ -1,0 +1,10 @@
+//! The custom CPU kernels (docs/kernels.md): each runs as one node of an MLX
+//! graph on the CPU stream (`kernel`), gives MLX's or OpenBLAS's exact bits, is
+//! chosen at run time from the CPU's features, and has an off switch.
+pub mod attention;
+pub mod gemv;
+pub mod kernel;
+pub mod math;
+pub(crate) mod qmm;
+pub mod row_ops;
+pub mod rows;
