@@ -255,30 +255,9 @@ int mlxn_unary(int op, mlxn_array h, mlxn_array* out) {
     const auto& a = A(h);
     mx::array r = [&]() -> mx::array {
       switch (op) {
-        case 0: return mx::negative(a);
-        case 1: return mx::exp(a);
-        case 2: return mx::log(a);
-        case 3: return mx::sqrt(a);
-        case 4: return mx::rsqrt(a);
-        case 5: return mx::abs(a);
-        case 6: return mx::sin(a);
-        case 7: return mx::cos(a);
-        case 8: return mx::tanh(a);
-        case 9: return mx::sigmoid(a);
-        case 10: return mx::square(a);
-        case 11: return mx::erf(a);
-        case 12: return mx::floor(a);
-        case 13: return mx::ceil(a);
-        case 14: return mx::logical_not(a);
-        case 15: return mx::reciprocal(a);
-        case 16: return mx::log1p(a);
-        case 17: return mx::sign(a);
-        case 18: return mx::stop_gradient(a);
-        case 19: return mx::copy(a);
-        case 20: return mx::isnan(a);
-        case 21: return mx::round(a);
-        case 22: return mx::expm1(a);
-        case 23: return mx::isinf(a);
+#define X(name) case MLXN_UNARY_##name: return mx::name(a);
+        MLXN_UNARY_OPS(X)
+#undef X
       }
       throw std::invalid_argument("unknown unary op " + std::to_string(op));
     }();
@@ -292,24 +271,9 @@ int mlxn_binary(int op, mlxn_array ha, mlxn_array hb, mlxn_array* out) {
     const auto& b = A(hb);
     mx::array r = [&]() -> mx::array {
       switch (op) {
-        case 0: return mx::add(a, b);
-        case 1: return mx::subtract(a, b);
-        case 2: return mx::multiply(a, b);
-        case 3: return mx::divide(a, b);
-        case 4: return mx::maximum(a, b);
-        case 5: return mx::minimum(a, b);
-        case 6: return mx::power(a, b);
-        case 7: return mx::equal(a, b);
-        case 8: return mx::not_equal(a, b);
-        case 9: return mx::less(a, b);
-        case 10: return mx::less_equal(a, b);
-        case 11: return mx::greater(a, b);
-        case 12: return mx::greater_equal(a, b);
-        case 13: return mx::logical_and(a, b);
-        case 14: return mx::logical_or(a, b);
-        case 15: return mx::remainder(a, b);
-        case 16: return mx::floor_divide(a, b);
-        case 17: return mx::arctan2(a, b);
+#define X(name) case MLXN_BINARY_##name: return mx::name(a, b);
+        MLXN_BINARY_OPS(X)
+#undef X
       }
       throw std::invalid_argument("unknown binary op " + std::to_string(op));
     }();
@@ -348,14 +312,9 @@ int mlxn_reduce(int op, mlxn_array h, const int32_t* axes_p, size_t n_axes, int 
     bool kd = keepdims != 0;
     mx::array r = [&]() -> mx::array {
       switch (op) {
-        case 0: return mx::sum(a, axes, kd);
-        case 1: return mx::max(a, axes, kd);
-        case 2: return mx::min(a, axes, kd);
-        case 3: return mx::mean(a, axes, kd);
-        case 4: return mx::prod(a, axes, kd);
-        case 5: return mx::logsumexp(a, axes, kd);
-        case 6: return mx::all(a, axes, kd);
-        case 7: return mx::any(a, axes, kd);
+#define X(name) case MLXN_REDUCE_##name: return mx::name(a, axes, kd);
+        MLXN_REDUCE_OPS(X)
+#undef X
       }
       throw std::invalid_argument("unknown reduce op " + std::to_string(op));
     }();
@@ -365,9 +324,12 @@ int mlxn_reduce(int op, mlxn_array h, const int32_t* axes_p, size_t n_axes, int 
 
 int mlxn_arg_reduce(int op, mlxn_array a, int axis, int keepdims, mlxn_array* out) {
   return guard([&] {
-    if (op == 0) *out = wrap(mx::argmax(A(a), axis, keepdims != 0));
-    else if (op == 1) *out = wrap(mx::argmin(A(a), axis, keepdims != 0));
-    else throw std::invalid_argument("unknown arg reduce op " + std::to_string(op));
+    switch (op) {
+#define X(name) case MLXN_ARG_REDUCE_##name: *out = wrap(mx::name(A(a), axis, keepdims != 0)); return;
+      MLXN_ARG_REDUCE_OPS(X)
+#undef X
+    }
+    throw std::invalid_argument("unknown arg reduce op " + std::to_string(op));
   });
 }
 
@@ -380,12 +342,10 @@ int mlxn_scan(int op, mlxn_array h, int axis, int reverse, int inclusive, mlxn_a
     const auto& a = A(h);
     bool r = reverse != 0, inc = inclusive != 0;
     switch (op) {
-      case 0: *out = wrap(mx::cumsum(a, axis, r, inc)); return;
-      case 1: *out = wrap(mx::cumprod(a, axis, r, inc)); return;
-      case 2: *out = wrap(mx::cummax(a, axis, r, inc)); return;
-      case 3: *out = wrap(mx::cummin(a, axis, r, inc)); return;
-      case 4: *out = wrap(mx::logcumsumexp(a, axis, r, inc)); return;
-    }
+#define X(name) case MLXN_SCAN_##name: *out = wrap(mx::name(a, axis, r, inc)); return;
+        MLXN_SCAN_OPS(X)
+#undef X
+      }
     throw std::invalid_argument("unknown scan op " + std::to_string(op));
   });
 }

@@ -45,6 +45,42 @@ int mlxn_arange(double start, double stop, double step, int dtype, mlxn_array* o
 // Evaluates, converts to `dtype` and copies `len` bytes out (len must equal size * itemsize).
 int mlxn_read(mlxn_array a, int dtype, void* dst, size_t len);
 
+// The ops behind mlxn_unary, mlxn_binary, mlxn_reduce, mlxn_arg_reduce and mlxn_scan,
+// each named as MLX's function. These lists are the one place that numbers them
+// (by position): shim.cpp switches over them, and mlx-sys's build.rs reads them
+// to give Rust the same numbers (`mlx_sys::op`). Append only where a number must
+// not move; any order works as both sides follow the list.
+#define MLXN_UNARY_OPS(X) X(negative) X(exp) X(log) X(sqrt) X(rsqrt) X(abs) X(sin) X(cos) X(tanh) X(sigmoid) X(square) X(erf) X(floor) X(ceil) X(logical_not) X(reciprocal) X(log1p) X(sign) X(stop_gradient) X(copy) X(isnan) X(round) X(expm1) X(isinf)
+#define MLXN_BINARY_OPS(X) X(add) X(subtract) X(multiply) X(divide) X(maximum) X(minimum) X(power) X(equal) X(not_equal) X(less) X(less_equal) X(greater) X(greater_equal) X(logical_and) X(logical_or) X(remainder) X(floor_divide) X(arctan2)
+#define MLXN_REDUCE_OPS(X) X(sum) X(max) X(min) X(mean) X(prod) X(logsumexp) X(all) X(any)
+#define MLXN_ARG_REDUCE_OPS(X) X(argmax) X(argmin)
+#define MLXN_SCAN_OPS(X) X(cumsum) X(cumprod) X(cummax) X(cummin) X(logcumsumexp)
+enum {
+#define X(name) MLXN_UNARY_##name,
+  MLXN_UNARY_OPS(X)
+#undef X
+};
+enum {
+#define X(name) MLXN_BINARY_##name,
+  MLXN_BINARY_OPS(X)
+#undef X
+};
+enum {
+#define X(name) MLXN_REDUCE_##name,
+  MLXN_REDUCE_OPS(X)
+#undef X
+};
+enum {
+#define X(name) MLXN_ARG_REDUCE_##name,
+  MLXN_ARG_REDUCE_OPS(X)
+#undef X
+};
+enum {
+#define X(name) MLXN_SCAN_##name,
+  MLXN_SCAN_OPS(X)
+#undef X
+};
+
 // Elementwise
 int mlxn_unary(int op, mlxn_array a, mlxn_array* out);
 int mlxn_binary(int op, mlxn_array a, mlxn_array b, mlxn_array* out);

@@ -251,3 +251,5 @@ extern "C" {
         n_meta: usize,
     ) -> c_int;
 }
+
+include!(concat!(env!("OUT_DIR"), "/ops.rs"));

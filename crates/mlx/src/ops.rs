@@ -8,51 +8,52 @@ use crate::array::{make, raw_or_null, Array};
 use crate::dtype::Dtype;
 use crate::error::{check, Error, Result};
 
+// Each op's number comes from shim.h's lists (`sys::op`), by its MLX name.
 macro_rules! unary {
-    ($($name:ident = $code:expr),* $(,)?) => {
+    ($($name:ident),* $(,)?) => {
         impl Array {
             $(pub fn $name(&self) -> Result<Array> {
                 // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
-                make(|out| unsafe { sys::mlxn_unary($code, self.raw, out) })
+                make(|out| unsafe { sys::mlxn_unary(sys::op::unary::$name, self.raw, out) })
             })*
         }
     };
 }
 
 unary!(
-    negative = 0,
-    exp = 1,
-    log = 2,
-    sqrt = 3,
-    rsqrt = 4,
-    abs = 5,
-    sin = 6,
-    cos = 7,
-    tanh = 8,
-    sigmoid = 9,
-    square = 10,
-    erf = 11,
-    floor = 12,
-    ceil = 13,
-    logical_not = 14,
-    reciprocal = 15,
-    log1p = 16,
-    sign = 17,
-    stop_gradient = 18,
-    copy = 19,
-    isnan = 20,
-    round = 21,
-    expm1 = 22,
-    isinf = 23,
+    negative,
+    exp,
+    log,
+    sqrt,
+    rsqrt,
+    abs,
+    sin,
+    cos,
+    tanh,
+    sigmoid,
+    square,
+    erf,
+    floor,
+    ceil,
+    logical_not,
+    reciprocal,
+    log1p,
+    sign,
+    stop_gradient,
+    copy,
+    isnan,
+    round,
+    expm1,
+    isinf,
 );
 
 macro_rules! binary {
-    ($($name:ident, $scalar:ident = $code:expr),* $(,)?) => {
+    ($($name:ident, $scalar:ident),* $(,)?) => {
         impl Array {
             $(pub fn $name(&self, other: &Array) -> Result<Array> {
                 // SAFETY: both handles are live (owned by borrowed Arrays); `out` and errors as in
                 // `make`.
-                make(|out| unsafe { sys::mlxn_binary($code, self.raw, other.raw, out) })
+                make(|out| unsafe { sys::mlxn_binary(sys::op::binary::$name, self.raw, other.raw, out) })
             }
             /// With a scalar that takes this array's dtype, as a Python scalar does in MLX.
             pub fn $scalar(&self, v: f64) -> Result<Array> {
@@ -64,63 +65,67 @@ macro_rules! binary {
 
 binary!(
     add,
-    add_scalar = 0,
+    add_scalar,
     subtract,
-    subtract_scalar = 1,
+    subtract_scalar,
     multiply,
-    multiply_scalar = 2,
+    multiply_scalar,
     divide,
-    divide_scalar = 3,
+    divide_scalar,
     maximum,
-    maximum_scalar = 4,
+    maximum_scalar,
     minimum,
-    minimum_scalar = 5,
+    minimum_scalar,
     power,
-    power_scalar = 6,
+    power_scalar,
     equal,
-    equal_scalar = 7,
+    equal_scalar,
     not_equal,
-    not_equal_scalar = 8,
+    not_equal_scalar,
     less,
-    less_scalar = 9,
+    less_scalar,
     less_equal,
-    less_equal_scalar = 10,
+    less_equal_scalar,
     greater,
-    greater_scalar = 11,
+    greater_scalar,
     greater_equal,
-    greater_equal_scalar = 12,
+    greater_equal_scalar,
     logical_and,
-    logical_and_scalar = 13,
+    logical_and_scalar,
     logical_or,
-    logical_or_scalar = 14,
+    logical_or_scalar,
     remainder,
-    remainder_scalar = 15,
+    remainder_scalar,
     floor_divide,
-    floor_divide_scalar = 16,
+    floor_divide_scalar,
     arctan2,
-    arctan2_scalar = 17,
+    arctan2_scalar,
 );
 
-#[derive(Clone, Copy)]
-enum Reduce {
-    Sum = 0,
-    Max = 1,
-    Min = 2,
-    Mean = 3,
-    Prod = 4,
-    LogSumExp = 5,
-    All = 6,
-    Any = 7,
+macro_rules! reductions {
+    ($($name:ident),* $(,)?) => {
+        impl Array {
+            $(pub fn $name(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+                self.reduce(sys::op::reduce::$name, axes, keepdims)
+            })*
+        }
+    };
 }
 
-#[derive(Clone, Copy)]
-enum Scan {
-    Sum = 0,
-    Prod = 1,
-    Max = 2,
-    Min = 3,
-    LogSumExp = 4,
+reductions!(sum, max, min, mean, prod, logsumexp, all, any);
+
+macro_rules! scans {
+    ($($name:ident),* $(,)?) => {
+        impl Array {
+            $(pub fn $name(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
+                // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
+                make(|out| unsafe { sys::mlxn_scan(sys::op::scan::$name, self.raw, axis, reverse as c_int, inclusive as c_int, out) })
+            })*
+        }
+    };
 }
+
+scans!(cumsum, cumprod, cummax, cummin, logcumsumexp);
 
 impl Array {
     /// A scalar in this array's dtype (float arrays), like MLX's weak Python scalars;
@@ -169,7 +174,7 @@ impl Array {
     }
 
     /// An empty `axes` reduces over every axis, as MLX's Python `a.sum()` does.
-    fn reduce(&self, op: Reduce, axes: &[i32], keepdims: bool) -> Result<Array> {
+    fn reduce(&self, op: c_int, axes: &[i32], keepdims: bool) -> Result<Array> {
         let all: Vec<i32>;
         let axes = if axes.is_empty() {
             all = (0..self.ndim() as i32).collect();
@@ -178,66 +183,21 @@ impl Array {
             axes
         };
         // SAFETY: `self.raw` is live; `axes` is passed with its length; `out` and errors as in `make`.
-        make(|out| unsafe { sys::mlxn_reduce(op as c_int, self.raw, axes.as_ptr(), axes.len(), keepdims as c_int, out) })
-    }
-
-    pub fn sum(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
-        self.reduce(Reduce::Sum, axes, keepdims)
-    }
-    pub fn max(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
-        self.reduce(Reduce::Max, axes, keepdims)
-    }
-    pub fn min(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
-        self.reduce(Reduce::Min, axes, keepdims)
-    }
-    pub fn mean(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
-        self.reduce(Reduce::Mean, axes, keepdims)
-    }
-    pub fn prod(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
-        self.reduce(Reduce::Prod, axes, keepdims)
-    }
-    pub fn logsumexp(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
-        self.reduce(Reduce::LogSumExp, axes, keepdims)
-    }
-    pub fn all(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
-        self.reduce(Reduce::All, axes, keepdims)
-    }
-    pub fn any(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
-        self.reduce(Reduce::Any, axes, keepdims)
+        make(|out| unsafe { sys::mlxn_reduce(op, self.raw, axes.as_ptr(), axes.len(), keepdims as c_int, out) })
     }
 
     pub fn argmax(&self, axis: i32, keepdims: bool) -> Result<Array> {
         // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
-        make(|out| unsafe { sys::mlxn_arg_reduce(0, self.raw, axis, keepdims as c_int, out) })
+        make(|out| unsafe { sys::mlxn_arg_reduce(sys::op::arg_reduce::argmax, self.raw, axis, keepdims as c_int, out) })
     }
     pub fn argmin(&self, axis: i32, keepdims: bool) -> Result<Array> {
         // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
-        make(|out| unsafe { sys::mlxn_arg_reduce(1, self.raw, axis, keepdims as c_int, out) })
+        make(|out| unsafe { sys::mlxn_arg_reduce(sys::op::arg_reduce::argmin, self.raw, axis, keepdims as c_int, out) })
     }
 
     pub fn softmax(&self, axes: &[i32], precise: bool) -> Result<Array> {
         // SAFETY: `self.raw` is live; `axes` is passed with its length; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_softmax(self.raw, axes.as_ptr(), axes.len(), precise as c_int, out) })
-    }
-
-    fn scan(&self, op: Scan, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
-        // SAFETY: `self.raw` is a live handle owned by `self`; `out` and errors as in `make`.
-        make(|out| unsafe { sys::mlxn_scan(op as c_int, self.raw, axis, reverse as c_int, inclusive as c_int, out) })
-    }
-    pub fn cumsum(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
-        self.scan(Scan::Sum, axis, reverse, inclusive)
-    }
-    pub fn cumprod(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
-        self.scan(Scan::Prod, axis, reverse, inclusive)
-    }
-    pub fn cummax(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
-        self.scan(Scan::Max, axis, reverse, inclusive)
-    }
-    pub fn cummin(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
-        self.scan(Scan::Min, axis, reverse, inclusive)
-    }
-    pub fn logcumsumexp(&self, axis: i32, reverse: bool, inclusive: bool) -> Result<Array> {
-        self.scan(Scan::LogSumExp, axis, reverse, inclusive)
     }
 
     pub fn reshape(&self, shape: &[i32]) -> Result<Array> {
