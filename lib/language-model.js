@@ -1,6 +1,7 @@
 'use strict';
-const { MlxNodeError, invalid, fromNative, callNative, checkFinite } = require('./errors');
+const { invalid, fromNative, callNative, checkFinite } = require('./errors');
 const { eventStream, runJob } = require('./event-stream');
+const { NativeOwner, LIVE } = require('./native-owner');
 const { PromptCache, nativeOf } = require('./prompt-cache');
 const { Chat, chatFromFile } = require('./chat');
 
@@ -36,10 +37,11 @@ function isMessageArray(input) {
   return Array.isArray(input) && input.length > 0 && input.every((m) => m !== null && typeof m === 'object');
 }
 
-class LanguageModel {
+class LanguageModel extends NativeOwner {
   #native;
 
   constructor(handle) {
+    super(handle, 'the model');
     this.#native = handle;
   }
 
@@ -48,16 +50,9 @@ class LanguageModel {
     return { ...i, quantization: i.quantization ?? null };
   }
 
-  get disposed() {
-    return this.#native.disposed;
-  }
-
-  #live() {
-    if (this.#native.disposed) throw new MlxNodeError('DISPOSED', 'the model has been disposed');
-  }
 
   encode(text, options = {}) {
-    this.#live();
+    this[LIVE]();
     if (typeof text !== 'string') throw invalid('text must be a string');
     const add = options?.addSpecialTokens ?? true;
     if (typeof add !== 'boolean') throw invalid('option addSpecialTokens must be a boolean');
@@ -65,13 +60,13 @@ class LanguageModel {
   }
 
   decode(tokens) {
-    this.#live();
+    this[LIVE]();
     if (!Array.isArray(tokens)) throw invalid('tokens must be an array of token ids');
     return callNative(() => this.#native.decode(tokens));
   }
 
   applyChatTemplate(messages, options = {}) {
-    this.#live();
+    this[LIVE]();
     if (!Array.isArray(messages)) throw invalid('messages must be an array');
     const { addGenerationPrompt = false, enableThinking, tools } = options ?? {};
     if (typeof addGenerationPrompt !== 'boolean') throw invalid('option addGenerationPrompt must be a boolean');
@@ -97,7 +92,7 @@ class LanguageModel {
 
   // Starts a generation and pumps its native events; onChunk sees each chunk.
   #run(input, options, onChunk) {
-    this.#live();
+    this[LIVE]();
     const { nativeOptions, signal, stopOnAbortSignal, onTextChunk, cache } = splitOptions(options);
     signal?.throwIfAborted();
     checkFinite(nativeOptions, 'options');
@@ -127,14 +122,14 @@ class LanguageModel {
   }
 
   createPromptCache(options = {}) {
-    this.#live();
+    this[LIVE]();
     if (options === null || typeof options !== 'object' || Array.isArray(options)) throw invalid('options must be an object');
     checkFinite(options, 'options');
     return new PromptCache(this.#owner(), callNative(() => this.#native.createPromptCache(options)));
   }
 
   async loadPromptCache(path) {
-    this.#live();
+    this[LIVE]();
     if (typeof path !== 'string' || path.length === 0) throw invalid('path must be a non-empty string');
     let handle;
     try {
@@ -146,7 +141,7 @@ class LanguageModel {
   }
 
   createChat(options = {}) {
-    this.#live();
+    this[LIVE]();
     return new Chat(this, this.createPromptCache(), options);
   }
 
@@ -160,18 +155,6 @@ class LanguageModel {
 
   stream(input, options) {
     return eventStream((onChunk) => this.#run(input, options, onChunk));
-  }
-
-  async dispose() {
-    try {
-      await this.#native.dispose();
-    } catch (e) {
-      throw fromNative(e);
-    }
-  }
-
-  async [Symbol.asyncDispose]() {
-    await this.dispose();
   }
 }
 

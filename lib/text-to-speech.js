@@ -1,6 +1,7 @@
 'use strict';
 const { MlxNodeError, invalid, fromNative, callNative, checkFinite } = require('./errors');
 const { eventStream, runJob } = require('./event-stream');
+const { NativeOwner, LIVE } = require('./native-owner');
 const { Audio, concatAudio } = require('./audio');
 
 function splitOptions(options) {
@@ -70,30 +71,23 @@ function isAsyncIterable(x) {
   return x !== null && typeof x === 'object' && typeof x[Symbol.asyncIterator] === 'function';
 }
 
-class TextToSpeech {
+class TextToSpeech extends NativeOwner {
   #native;
   #splitSentences;
 
   constructor(handle, splitSentences) {
+    super(handle, 'the speech model');
     this.#native = handle;
     this.#splitSentences = splitSentences;
-  }
-
-  get disposed() {
-    return this.#native.disposed;
   }
 
   get sampleRate() {
     return this.#native.sampleRate;
   }
 
-  #live() {
-    if (this.#native.disposed) throw new MlxNodeError('DISPOSED', 'the speech model has been disposed');
-  }
-
   // Starts one synthesis and pumps its native events; onAudio sees each chunk.
   #run(text, options, onAudio, stream = false) {
-    this.#live();
+    this[LIVE]();
     checkText(text);
     return this.#job(options, (native, nativeOptions) => native.start(text, nativeOptions, stream), onAudio);
   }
@@ -128,7 +122,7 @@ class TextToSpeech {
   // chunk); resolves to "made", "kept" (it was there) or "none" (promptCache off, or a
   // voice whose prompt cannot be cached).
   async prepare(options) {
-    this.#live();
+    this[LIVE]();
     const r = await this.#job(options, (native, nativeOptions) => native.prepare(nativeOptions)).result;
     if (r.aborted) throw new MlxNodeError('ABORTED', 'prepare() was stopped before the voice\'s prompt cache was made');
     return r.promptCache;
@@ -173,7 +167,7 @@ class TextToSpeech {
   // complete sentence is synthesised as soon as the text after it arrives.
   // Each sentence's result goes into `results`.
   async *#streamText(source, options, results) {
-    this.#live();
+    this[LIVE]();
     splitOptions(options);
     let pending = '';
     let index = 0;
@@ -197,18 +191,6 @@ class TextToSpeech {
       }
     }
     yield* speak(pending);
-  }
-
-  async dispose() {
-    try {
-      await this.#native.dispose();
-    } catch (e) {
-      throw fromNative(e);
-    }
-  }
-
-  async [Symbol.asyncDispose]() {
-    await this.dispose();
   }
 }
 

@@ -88,3 +88,50 @@ impl<E> Jobs<E> {
         }
     }
 }
+
+/// What every model class behind JS shares: its job table and whether it was
+/// disposed. Declared first in a class, it drops first: its jobs are aborted
+/// before the worker's drop waits for the model to be freed.
+pub struct Lifecycle<E> {
+    pub jobs: Jobs<E>,
+    disposed: std::sync::atomic::AtomicBool,
+    /// What JS calls it, for the DISPOSED message ("the model", "the speech model").
+    what: &'static str,
+}
+
+impl<E> Lifecycle<E> {
+    pub fn new(what: &'static str) -> Self {
+        Lifecycle { jobs: Jobs::new(), disposed: std::sync::atomic::AtomicBool::new(false), what }
+    }
+
+    pub fn is_disposed(&self) -> bool {
+        self.disposed.load(Ordering::SeqCst)
+    }
+
+    /// DISPOSED once disposed.
+    pub fn live(&self) -> Result<()> {
+        if self.is_disposed() {
+            Err(js_error(Code::Disposed, format!("{} has been disposed", self.what)))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Marks it disposed and stops every job at its next step; true the first
+    /// time only (the caller then shuts its worker down).
+    pub fn dispose(&self) -> bool {
+        if self.disposed.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.jobs.abort_all();
+        true
+    }
+}
+
+/// Dropped without dispose() (collected, or at exit): stop its jobs, so that the
+/// worker's drop, which waits for the model to be freed, does not wait for them.
+impl<E> Drop for Lifecycle<E> {
+    fn drop(&mut self) {
+        self.jobs.abort_all();
+    }
+}

@@ -1,6 +1,6 @@
 //! The `NativeModel` class behind index.js's LanguageModel.
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use lm::tokenizer::Tokenizer;
@@ -16,7 +16,7 @@ use lm::generate::TokenLogprobs;
 
 use crate::engine::{Engine, Event};
 use crate::errors::{js_error, lm_error, plain, Code};
-use crate::jobs::Jobs;
+use crate::jobs::Lifecycle;
 use crate::options;
 use crate::prompt_cache::{CacheSlot, NativePromptCache};
 
@@ -82,14 +82,14 @@ pub struct NativeEvent {
 
 #[napi]
 pub struct NativeModel {
+    /// First: dropped before `engine` (see `Lifecycle`).
+    life: Lifecycle<Event>,
     engine: Engine,
     tokenizer: Arc<Tokenizer>,
     info: (String, i32, i32, Dtype, Option<(i32, i32)>),
     /// Attention head size (a quantized prompt cache's group must divide it).
     head_dim: i32,
     context_length: i32,
-    jobs: Jobs<Event>,
-    disposed: AtomicBool,
 }
 
 fn parse_dtype(s: Option<String>) -> Result<Option<Dtype>> {
@@ -139,8 +139,7 @@ async fn load(path: String, dtype: Option<String>, on_progress: Option<ProgressF
         head_dim: loaded.head_dim,
         context_length: loaded.context_length,
         tokenizer: loaded.tokenizer,
-        jobs: Jobs::new(),
-        disposed: AtomicBool::new(false),
+        life: Lifecycle::new("the model"),
     })
 }
 
@@ -178,11 +177,7 @@ impl NativeModel {
     }
 
     fn check_live(&self) -> Result<()> {
-        if self.disposed.load(Ordering::SeqCst) {
-            Err(js_error(Code::Disposed, "the model has been disposed"))
-        } else {
-            Ok(())
-        }
+        self.life.live()
     }
 
     fn vocab(&self) -> u32 {
@@ -194,14 +189,6 @@ impl NativeModel {
         let mut ids = self.tokenizer.encode("\n", false).map_err(lm_error)?;
         ids.extend_from_slice(self.tokenizer.eos_token_ids());
         Ok(ids)
-    }
-}
-
-/// Dropped without dispose(): stop its jobs, so that the worker's drop, which waits
-/// for the model to be freed (worker.rs), does not wait for a whole generation.
-impl Drop for NativeModel {
-    fn drop(&mut self) {
-        self.jobs.abort_all();
     }
 }
 
@@ -222,7 +209,7 @@ impl NativeModel {
 
     #[napi(getter)]
     pub fn disposed(&self) -> bool {
-        self.disposed.load(Ordering::SeqCst)
+        self.life.is_disposed()
     }
 
     #[napi]
@@ -278,7 +265,7 @@ impl NativeModel {
         let slot = cache.map(|c| self.own_cache(c)).transpose()?;
         let abort = Arc::new(AtomicBool::new(false));
         let rx = self.engine.generate(prompt, parsed, slot, abort.clone());
-        self.jobs.add(rx, abort)
+        self.life.jobs.add(rx, abort)
     }
 
     /// An empty prompt cache for this model (made on the worker at first use).
@@ -321,7 +308,7 @@ impl NativeModel {
         };
         let abort = Arc::new(AtomicBool::new(false));
         let rx = self.engine.prefill(prompt, step, slot, abort.clone());
-        self.jobs.add(rx, abort)
+        self.life.jobs.add(rx, abort)
     }
 
     /// Queues writing `cache` to `path` (a job with an empty result).
@@ -332,7 +319,7 @@ impl NativeModel {
         let mut meta: Vec<(String, String)> = metadata.into_iter().collect();
         meta.sort();
         let rx = self.engine.save_cache(slot, PathBuf::from(path), meta);
-        self.jobs.add(rx, Arc::new(AtomicBool::new(false)))
+        self.life.jobs.add(rx, Arc::new(AtomicBool::new(false)))
     }
 
     /// Waits for at least one event of job `id` and returns all that are ready.
@@ -342,7 +329,7 @@ impl NativeModel {
     }
 
     async fn events_of(&self, id: u32) -> Result<Vec<NativeEvent>> {
-        let events = self.jobs.next(id, |e| !matches!(e, Event::Chunk { .. })).await?;
+        let events = self.life.jobs.next(id, |e| !matches!(e, Event::Chunk { .. })).await?;
         events
             .into_iter()
             .map(|e| match e {
@@ -381,24 +368,22 @@ impl NativeModel {
     /// Stops job `id` at the next token (its result then says 'abort').
     #[napi]
     pub fn abort(&self, id: u32) {
-        self.jobs.abort(id);
+        self.life.jobs.abort(id);
     }
 
     /// Stops listening to job `id` and aborts it; its events are dropped.
     #[napi]
     pub fn cancel(&self, id: u32) {
-        self.jobs.cancel(id);
+        self.life.jobs.cancel(id);
     }
 
     /// Stops running and queued generations at their next token (they finish with
     /// 'abort'), then frees the model. Later calls fail with DISPOSED.
     #[napi]
     pub async fn dispose(&self) -> napi::Result<()> {
-        if self.disposed.swap(true, Ordering::SeqCst) {
-            return Ok(());
+        if self.life.dispose() {
+            let _ = self.engine.shutdown().await;
         }
-        self.jobs.abort_all();
-        let _ = self.engine.shutdown().await;
         Ok(())
     }
 }

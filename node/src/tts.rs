@@ -14,7 +14,7 @@ use tts::pipeline::{Chatterbox, SynthesisOptions, SynthesisSummary, Voice, SAMPL
 use tts::streaming::StreamSchedule;
 
 use crate::errors::{js_error, lm_error, plain, Code};
-use crate::jobs::Jobs;
+use crate::jobs::Lifecycle;
 use crate::tts_options;
 use crate::worker::Tick;
 use crate::worker::{guarded, Worker};
@@ -72,10 +72,10 @@ pub struct NativeSpeechEvent {
 
 #[napi]
 pub struct NativeTts {
+    /// First: dropped before `worker` (see `Lifecycle`).
+    life: Lifecycle<Event>,
     worker: Worker<Chatterbox>,
     max_tokens: usize,
-    jobs: Jobs<Event>,
-    disposed: AtomicBool,
 }
 
 #[napi]
@@ -88,7 +88,7 @@ pub async fn load_tts_native(path: String, prompt_cache: bool) -> napi::Result<N
     });
     let max_tokens =
         reply.await.map_err(|_| plain(js_error(Code::MlxError, "the engine thread stopped while loading")))?.map_err(|e| plain(lm_error(e)))?;
-    Ok(NativeTts { worker, max_tokens, jobs: Jobs::new(), disposed: AtomicBool::new(false) })
+    Ok(NativeTts { life: Lifecycle::new("the speech model"), worker, max_tokens })
 }
 
 /// A `voice` option names a file that is there, checked before the job is
@@ -131,7 +131,7 @@ fn run(model: &Chatterbox, work: &Work, abort: &AtomicBool, events: &tmpsc::Unbo
 impl NativeTts {
     #[napi(getter)]
     pub fn disposed(&self) -> bool {
-        self.disposed.load(Ordering::SeqCst)
+        self.life.is_disposed()
     }
 
     #[napi(getter)]
@@ -163,10 +163,7 @@ impl NativeTts {
     }
 
     fn live(&self) -> Result<()> {
-        if self.disposed.load(Ordering::SeqCst) {
-            return Err(js_error(Code::Disposed, "the speech model has been disposed"));
-        }
-        Ok(())
+        self.life.live()
     }
 
     fn queue(&self, work: Work) -> Result<u32> {
@@ -179,7 +176,7 @@ impl NativeTts {
         if !queued {
             let _ = tx.send(Event::Failed(LmError::Disposed("the speech model has been disposed".into())));
         }
-        self.jobs.add(rx, abort)
+        self.life.jobs.add(rx, abort)
     }
 
     /// Waits for at least one event of job `id` and returns all that are ready.
@@ -189,7 +186,7 @@ impl NativeTts {
     }
 
     async fn events_of(&self, id: u32) -> Result<Vec<NativeSpeechEvent>> {
-        let events = self.jobs.next(id, |e| !matches!(e, Event::Audio(_))).await?;
+        let events = self.life.jobs.next(id, |e| !matches!(e, Event::Audio(_))).await?;
         events
             .into_iter()
             .map(|e| match e {
@@ -203,32 +200,22 @@ impl NativeTts {
     /// Stops job `id` at the next speech token (its result then says aborted).
     #[napi]
     pub fn abort(&self, id: u32) {
-        self.jobs.abort(id);
+        self.life.jobs.abort(id);
     }
 
     /// Stops listening to job `id` and aborts it.
     #[napi]
     pub fn cancel(&self, id: u32) {
-        self.jobs.cancel(id);
+        self.life.jobs.cancel(id);
     }
 
     /// Aborts running and queued work, then frees the model. Later calls fail with DISPOSED.
     #[napi]
     pub async fn dispose(&self) -> napi::Result<()> {
-        if self.disposed.swap(true, Ordering::SeqCst) {
-            return Ok(());
+        if self.life.dispose() {
+            let _ = self.worker.shutdown().await;
         }
-        self.jobs.abort_all();
-        let _ = self.worker.shutdown().await;
         Ok(())
-    }
-}
-
-/// Dropped without dispose(): stop its jobs, so that the worker's drop, which waits
-/// for the model to be freed (worker.rs), does not wait for a whole synthesis.
-impl Drop for NativeTts {
-    fn drop(&mut self) {
-        self.jobs.abort_all();
     }
 }
 
