@@ -55,6 +55,13 @@ impl Opts<'_> {
         }
     }
 
+    /// Any finite number (the range is checked by whoever owns the option).
+    pub(crate) fn number(&self, key: &str) -> R<Option<f64>> {
+        self.num(key, f64::MIN, f64::MAX, false).map_err(|_| {
+            invalid(format!("option {key} must be a finite number, got {}", self.0.get(key).map_or("nothing".into(), |v| v.to_string())))
+        })
+    }
+
     pub(crate) fn int(&self, key: &str, lo: i64, hi: i64) -> R<Option<i64>> {
         match self.num(key, lo as f64, hi as f64, false)? {
             None => Ok(None),
@@ -121,10 +128,6 @@ pub fn parse(value: &Value, vocab: u32, xtc_special_tokens: Vec<u32>) -> R<Parse
             }
         }
         Some(other) => return Err(invalid(format!("option logitBias must be an object of id -> bias, got {other}"))),
-    }
-    if s.temperature == 0.0 {
-        // Greedy: the filters are inert in MLX-LM too; keep them from allocating anything.
-        s.xtc_special_tokens.clear();
     }
     let stop = match map.get("stop") {
         None | Some(Value::Null) => Vec::new(),

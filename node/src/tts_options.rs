@@ -25,7 +25,7 @@ const KNOWN: &[&str] = &[
     "chunkTokens",
 ];
 
-/// `max_tokens`: the model's longest speech-token sequence. The schedule is
+/// Converts the JS values; `tts` checks them. `max_tokens`: the model's longest speech-token sequence. The schedule is
 /// `stream()`'s chunk sizes (`synthesize()` validates and ignores them, so one
 /// options object serves both).
 pub fn parse(value: &Value, max_tokens: usize) -> R<(SynthesisOptions, StreamSchedule)> {
@@ -37,17 +37,19 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<(SynthesisOptions, StreamSch
     let t = &d.t3;
     let synthesis = SynthesisOptions {
         t3: T3Options {
-            temperature: f(o.num("temperature", 0.0, 1e6, false)?, t.temperature),
-            cfg_weight: f(o.num("cfgWeight", 0.0, 1e6, false)?, t.cfg_weight),
-            exaggeration: f(o.num("exaggeration", 0.0, 1e6, false)?, t.exaggeration),
-            repetition_penalty: f(o.num("repetitionPenalty", 0.0, 1e6, true)?, t.repetition_penalty),
-            min_p: f(o.num("minP", 0.0, 1.0, false)?, t.min_p),
-            top_p: f(o.num("topP", 0.0, 1.0, false)?, t.top_p),
+            temperature: f(o.number("temperature")?, t.temperature),
+            cfg_weight: f(o.number("cfgWeight")?, t.cfg_weight),
+            exaggeration: f(o.number("exaggeration")?, t.exaggeration),
+            repetition_penalty: f(o.number("repetitionPenalty")?, t.repetition_penalty),
+            min_p: f(o.number("minP")?, t.min_p),
+            top_p: f(o.number("topP")?, t.top_p),
             max_tokens: o.int("maxTokens", 1, max_tokens as i64)?.map_or(t.max_tokens.min(max_tokens), |v| v as usize),
         },
         seed: o.int("seed", 0, u32::MAX as i64)?.map(|v| v as u64),
         voice,
     };
+    // The ranges are tts's (`T3Options::validate`), checked here so the call itself fails.
+    synthesis.t3.validate(max_tokens).map_err(|e| invalid(e.message().to_string()))?;
     let s = StreamSchedule::default();
     let max = max_tokens.max(MIN_FIRST_CHUNK) as i64;
     let schedule = StreamSchedule {

@@ -22,6 +22,14 @@ pub struct SamplingOptions {
     pub logit_bias: Vec<(u32, f32)>,
 }
 
+impl SamplingOptions {
+    /// Temperature 0: the argmax, every filter inert (MLX-LM's rule; the one
+    /// place it is decided).
+    pub fn is_greedy(&self) -> bool {
+        self.temperature == 0.0
+    }
+}
+
 impl Default for SamplingOptions {
     fn default() -> Self {
         SamplingOptions {
@@ -186,7 +194,7 @@ impl Sampler {
     pub fn with_kernels(o: &SamplingOptions, kernels: bool) -> Result<Sampler> {
         let compile = !kernels;
         let mut filters = Vec::new();
-        if o.temperature == 0.0 {
+        if o.is_greedy() {
             return Ok(Sampler { kernels, filters, draw: None });
         }
         if 0.0 < o.top_p && o.top_p < 1.0 {

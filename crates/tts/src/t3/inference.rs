@@ -33,26 +33,26 @@ impl Default for T3Options {
 }
 
 impl T3Options {
-    fn check(&self, max_tokens: usize) -> Result<()> {
-        let bad = |name: &str, v: f32, want: &str| TtsError::InvalidArgument(format!("{name} must be {want}, got {v}"));
+    /// The one check of these options (the bindings only convert JS values):
+    /// INVALID_ARGUMENT naming the option. `max_tokens`: T3's speech positions.
+    pub fn validate(&self, max_tokens: usize) -> Result<()> {
+        let bad = |name: &str, v: f32, want: &str| TtsError::InvalidArgument(format!("option {name} must be {want}, got {v}"));
         let o = self;
-        if !(o.temperature.is_finite() && o.temperature >= 0.0) {
-            return Err(bad("temperature", o.temperature, "a number >= 0"));
-        }
-        if !o.cfg_weight.is_finite() {
-            return Err(bad("cfgWeight", o.cfg_weight, "a finite number"));
-        }
-        if !o.exaggeration.is_finite() {
-            return Err(bad("exaggeration", o.exaggeration, "a finite number"));
-        }
-        if !(o.repetition_penalty.is_finite() && o.repetition_penalty >= 0.0) {
-            return Err(bad("repetitionPenalty", o.repetition_penalty, "a number >= 0"));
+        let at_least_0 = |name: &str, v: f32| if v.is_finite() && v >= 0.0 { Ok(()) } else { Err(bad(name, v, "a finite number >= 0")) };
+        at_least_0("temperature", o.temperature)?;
+        at_least_0("cfgWeight", o.cfg_weight)?;
+        at_least_0("exaggeration", o.exaggeration)?;
+        if !(o.repetition_penalty.is_finite() && o.repetition_penalty > 0.0) {
+            return Err(bad("repetitionPenalty", o.repetition_penalty, "a finite number > 0"));
         }
         if !(0.0..=1.0).contains(&o.min_p) {
             return Err(bad("minP", o.min_p, "between 0 and 1"));
         }
         if !(0.0..=1.0).contains(&o.top_p) {
             return Err(bad("topP", o.top_p, "between 0 and 1"));
+        }
+        if o.max_tokens == 0 {
+            return Err(TtsError::InvalidArgument("option maxTokens must be at least 1".into()));
         }
         if o.max_tokens > max_tokens {
             return Err(TtsError::InvalidArgument(format!("maxTokens must be at most {max_tokens} (T3's speech positions), got {}", o.max_tokens)));
@@ -143,7 +143,7 @@ impl LogitsSource for T3Steps<'_> {
 
 impl T3 {
     fn steps(&self, cond: &T3Cond, text: &[u32], opts: &T3Options) -> Result<T3Steps<'_>> {
-        opts.check(self.cfg.max_speech_tokens)?;
+        opts.validate(self.cfg.max_speech_tokens)?;
         let prompt = self.prompt_embeddings(cond, text, opts.exaggeration, opts.guided())?;
         Ok(T3Steps {
             t3: self,
@@ -192,7 +192,7 @@ impl T3 {
             repetition_context_size: opts.max_tokens.min(i32::MAX as usize) as i32,
             ..SamplingOptions::default()
         };
-        let top_p_on = opts.temperature != 0.0 && opts.top_p > 0.0 && opts.top_p < 1.0;
+        let top_p_on = !sampling.is_greedy() && opts.top_p > 0.0 && opts.top_p < 1.0;
         let sampler = T3Sampler {
             top_p_floor: top_p_on.then(|| 1.0 - typed(opts.top_p)),
             // MLX's own (compiled) ops, not lm's CPU kernels: over a vocabulary
