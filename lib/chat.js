@@ -3,6 +3,7 @@
 // the whole conversation with the chat template and generates on the chat's
 // PromptCache, which serves the common prefix: only what the template added
 // since the last turn is computed. Turns run one after another.
+const { commonPrefix } = require('./prompt-cache');
 const { MlxNodeError, invalid } = require('./errors');
 const { eventStream } = require('./event-stream');
 
@@ -42,11 +43,6 @@ function storable(options) {
   return out;
 }
 
-function commonPrefix(a, b) {
-  let i = 0;
-  while (i < a.length && i < b.length && a[i] === b[i]) i++;
-  return i;
-}
 
 class Chat {
   #model;

@@ -13,6 +13,13 @@ function nativeOf(cache) {
   return handles.get(cache);
 }
 
+// How many leading ids `a` and `b` share (what a cache can serve of a prompt).
+function commonPrefix(a, b) {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
+}
+
 function checkSignal(signal) {
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('option signal must be an AbortSignal');
 }
@@ -97,4 +104,4 @@ class PromptCache {
   }
 }
 
-module.exports = { PromptCache, nativeOf };
+module.exports = { PromptCache, nativeOf, commonPrefix };

@@ -3,12 +3,7 @@
 // a request takes the idle cache sharing the longest token prefix with its prompt
 // (the generation trims the rest and feeds only what is new) and gives it back when
 // done. Idle caches are kept most-recent first and dropped past a byte budget.
-
-function commonPrefix(a, b) {
-  let i = 0;
-  while (i < a.length && i < b.length && a[i] === b[i]) i++;
-  return i;
-}
+const { commonPrefix } = require('../prompt-cache');
 
 class CachePool {
   #model;
@@ -66,4 +61,4 @@ class CachePool {
   }
 }
 
-module.exports = { CachePool, commonPrefix };
+module.exports = { CachePool };
