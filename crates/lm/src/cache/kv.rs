@@ -36,19 +36,13 @@ impl Cache for KvCache {
     /// As MLX-LM's `KVCache.trim`: the positions stay allocated and are
     /// overwritten by the next update.
     fn trim(&mut self, n: i32) -> i32 {
-        let n = n.clamp(0, self.offset);
-        self.offset -= n;
-        n
+        super::trim_offset(&mut self.offset, n)
     }
 
     /// The allocated buffers (positions past `offset` included, as evaluating
     /// them is what materialises the cache).
     fn state(&self) -> Vec<&Array> {
         self.keys.iter().chain(self.values.iter()).collect()
-    }
-
-    fn nbytes(&self) -> usize {
-        self.state().iter().map(|a| a.size() * a.dtype().size()).sum()
     }
 
     fn class_name(&self) -> &'static str {

@@ -73,8 +73,10 @@ pub trait Cache: Send {
     fn trim(&mut self, n: i32) -> i32;
     /// The arrays that hold the cache (to evaluate it).
     fn state(&self) -> Vec<&Array>;
-    /// Bytes held.
-    fn nbytes(&self) -> usize;
+    /// Bytes held (of every array in `state`).
+    fn nbytes(&self) -> usize {
+        self.state().iter().map(|a| a.size() * a.dtype().size()).sum()
+    }
     /// MLX-LM's class name for this kind (`KVCache`, ...), as files store it.
     fn class_name(&self) -> &'static str;
     /// MLX-LM's `state` of this kind, in its order, for files.
@@ -83,6 +85,14 @@ pub trait Cache: Send {
     fn to_quantized(&self, _group_size: i32, _bits: i32) -> Option<Result<Box<dyn Cache>>> {
         None
     }
+}
+
+/// MLX-LM's trim of a cache that keeps its buffers: the last `n` positions
+/// (at most all) are forgotten and overwritten by the next update.
+fn trim_offset(offset: &mut i32, n: i32) -> i32 {
+    let n = n.clamp(0, *offset);
+    *offset -= n;
+    n
 }
 
 /// One cache per layer of a model.

@@ -122,17 +122,11 @@ impl Cache for QuantizedKvCache {
     }
 
     fn trim(&mut self, n: i32) -> i32 {
-        let n = n.clamp(0, self.offset);
-        self.offset -= n;
-        n
+        super::trim_offset(&mut self.offset, n)
     }
 
     fn state(&self) -> Vec<&Array> {
         self.keys.iter().chain(self.values.iter()).flat_map(|q| [&q.w, &q.scales, &q.biases]).collect()
-    }
-
-    fn nbytes(&self) -> usize {
-        self.state().iter().map(|a| a.size() * a.dtype().size()).sum()
     }
 
     fn class_name(&self) -> &'static str {

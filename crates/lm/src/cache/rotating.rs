@@ -154,18 +154,13 @@ impl Cache for RotatingKvCache {
     }
 
     fn trim(&mut self, n: i32) -> i32 {
-        let n = n.clamp(0, self.offset);
-        self.offset -= n;
+        let n = super::trim_offset(&mut self.offset, n);
         self.idx -= n;
         n
     }
 
     fn state(&self) -> Vec<&Array> {
         self.keys.iter().chain(self.values.iter()).collect()
-    }
-
-    fn nbytes(&self) -> usize {
-        self.state().iter().map(|a| a.size() * a.dtype().size()).sum()
     }
 
     fn class_name(&self) -> &'static str {
