@@ -240,8 +240,7 @@ impl Engine {
                         state.scheduler.admit(state.model.as_ref(), req);
                     }
                     Err(e) => {
-                        let (tx, _) = (etx, ());
-                        let _ = tx.send(Event::Failed(e));
+                        let _ = etx.send(Event::Failed(e));
                     }
                 }),
             }

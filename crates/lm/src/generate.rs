@@ -476,12 +476,8 @@ pub(crate) fn settle_cache(model: &dyn LanguageModel, cache: &mut PromptCache, b
     cache.extend(&all[..held.min(all.len())]);
     if cache.is_kept() && held < all.len() {
         let rest = &all[held..];
-        let ids = Array::from_slice(&rest.iter().map(|&t| t as i32).collect::<Vec<_>>(), &[rest.len() as i32])?;
-        let (layers, options) = cache.parts_mut();
-        let mut source = TextSource { model, caches: layers, options, prompt: ids.clone(), prefill_step_size: rest.len(), should_abort: &|| false };
-        source.feed(&ids)?;
-        let state: Vec<&Array> = source.caches.iter().flat_map(|c| c.state()).collect();
-        mlx::eval(&state)?;
+        feed(model, cache, rest)?;
+        eval_cache(cache)?;
         cache.extend(rest);
     }
     Ok(())
