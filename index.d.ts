@@ -34,7 +34,7 @@ export interface MlxInfo {
    * Each custom CPU kernel and whether it runs in this process: switched on, on the CPU
    * backend, with the CPU features it needs. See docs/kernels.md for the switches.
    */
-  kernels: Record<'gemv' | 'qmm' | 'rows' | 'attention' | 'math' | 'sampling' | 'speech', boolean>;
+  kernels: Record<'gemv' | 'qmm' | 'qmmInt8' | 'rows' | 'attention' | 'math' | 'sampling' | 'speech', boolean>;
 }
 
 export function mlxInfo(): MlxInfo;
@@ -54,6 +54,13 @@ export interface LoadModelOptions {
    * most per step (default 8, 1..256); more wait for a place.
    */
   maxBatch?: number;
+  /**
+   * How quantized layers compute on the CPU. 'exact' (default): MLX's arithmetic, the same
+   * tokens as MLX-LM. 'fast': integer dot products on 8-bit activations, as llama.cpp does;
+   * several times faster, within the measured tolerance in docs/kernels.md. No effect on
+   * float models or other backends.
+   */
+  precision?: 'exact' | 'fast';
 }
 
 export function loadModel(path: string, options?: LoadModelOptions): Promise<LanguageModel>;

@@ -17,7 +17,7 @@ function mlxInfo() {
   return callNative(() => native.mlxInfo());
 }
 
-const LOAD_OPTIONS = new Set(['dtype', 'signal', 'onLoadProgress', 'maxBatch']);
+const LOAD_OPTIONS = new Set(['dtype', 'signal', 'onLoadProgress', 'maxBatch', 'precision']);
 
 async function loadModel(path, options = {}) {
   if (typeof path !== 'string' || path.length === 0) throw invalid(`path must be a non-empty string, got ${typeof path}`);
@@ -25,12 +25,15 @@ async function loadModel(path, options = {}) {
   for (const k of Object.keys(options)) {
     if (!LOAD_OPTIONS.has(k)) throw invalid(`unknown option "${k}"; known options: ${[...LOAD_OPTIONS].join(', ')}`);
   }
-  const { dtype, signal, onLoadProgress, maxBatch } = options;
+  const { dtype, signal, onLoadProgress, maxBatch, precision } = options;
   if (maxBatch !== undefined && !(Number.isInteger(maxBatch) && maxBatch >= 1 && maxBatch <= 256)) {
     throw invalid(`option maxBatch must be an integer in [1, 256], got ${maxBatch}`);
   }
   if (dtype !== undefined && !['float32', 'float16', 'bfloat16'].includes(dtype)) {
     throw invalid(`option dtype must be 'float32', 'float16' or 'bfloat16', got ${JSON.stringify(dtype)}`);
+  }
+  if (precision !== undefined && !['exact', 'fast'].includes(precision)) {
+    throw invalid(`option precision must be 'exact' or 'fast', got ${JSON.stringify(precision)}`);
   }
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('option signal must be an AbortSignal');
   if (onLoadProgress !== undefined && typeof onLoadProgress !== 'function') {
@@ -40,7 +43,7 @@ async function loadModel(path, options = {}) {
   const progress = loadProgress(onLoadProgress);
   let handle;
   try {
-    handle = await native.loadModelNative(path, dtype, progress.onNative, maxBatch);
+    handle = await native.loadModelNative(path, dtype, progress.onNative, maxBatch, precision);
   } catch (e) {
     throw fromNative(e);
   } finally {

@@ -159,11 +159,11 @@ impl Engine {
     /// dropped when loading ends.
     pub fn start(
         dir: PathBuf,
-        dtype: Option<Dtype>,
+        options: lm::models::LoadOptions,
         max_batch: usize,
         mut progress: impl FnMut(f64) + Send + 'static,
     ) -> (Engine, oneshot::Receiver<Result<Loaded, LmError>>) {
-        let (worker, reply) = Worker::start(move || load_model(&dir, dtype, max_batch, &mut progress));
+        let (worker, reply) = Worker::start(move || load_model(&dir, &options, max_batch, &mut progress));
         (Engine { worker, id: NEXT_ENGINE.fetch_add(1, Ordering::SeqCst) }, reply)
     }
 
@@ -307,11 +307,16 @@ impl Engine {
     }
 }
 
-fn load_model(dir: &std::path::Path, dtype: Option<Dtype>, max_batch: usize, progress: &mut dyn FnMut(f64)) -> Result<(ModelState, Loaded), LmError> {
+fn load_model(
+    dir: &std::path::Path,
+    options: &lm::models::LoadOptions,
+    max_batch: usize,
+    progress: &mut dyn FnMut(f64),
+) -> Result<(ModelState, Loaded), LmError> {
     if !dir.is_dir() {
         return Err(LmError::ModelNotFound(format!("model folder {} does not exist", dir.display())));
     }
-    let model = lm::models::load_with_progress(dir, dtype, progress)?;
+    let model = lm::models::load_with_progress(dir, options, progress)?;
     let tokenizer = Arc::new(Tokenizer::from_model_dir(dir)?);
     let c = model.config();
     let loaded = Loaded {

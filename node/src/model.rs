@@ -4,6 +4,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use lm::tokenizer::Tokenizer;
+use mlx::quant::Precision;
 use mlx::Dtype;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
@@ -113,12 +114,27 @@ pub async fn load_model_native(
     dtype: Option<String>,
     on_progress: Option<ProgressFn>,
     max_batch: Option<u32>,
+    precision: Option<String>,
 ) -> napi::Result<NativeModel> {
-    load(path, dtype, on_progress, max_batch).await.map_err(plain)
+    load(path, dtype, on_progress, max_batch, precision).await.map_err(plain)
 }
 
-async fn load(path: String, dtype: Option<String>, on_progress: Option<ProgressFn>, max_batch: Option<u32>) -> Result<NativeModel> {
-    let dtype = parse_dtype(dtype)?;
+fn parse_precision(s: Option<String>) -> Result<Precision> {
+    match s.as_deref() {
+        None | Some("exact") => Ok(Precision::Exact),
+        Some("fast") => Ok(Precision::Fast),
+        Some(other) => Err(js_error(Code::InvalidArgument, format!("option precision must be 'exact' or 'fast', got '{other}'"))),
+    }
+}
+
+async fn load(
+    path: String,
+    dtype: Option<String>,
+    on_progress: Option<ProgressFn>,
+    max_batch: Option<u32>,
+    precision: Option<String>,
+) -> Result<NativeModel> {
+    let options = lm::models::LoadOptions { dtype: parse_dtype(dtype)?, precision: parse_precision(precision)? };
     let max_batch = match max_batch {
         None => crate::engine::MAX_BATCH,
         Some(n @ 1..=256) => n as usize,
@@ -131,7 +147,7 @@ async fn load(path: String, dtype: Option<String>, on_progress: Option<ProgressF
             cb.call(f, ThreadsafeFunctionCallMode::NonBlocking);
         }
     };
-    let (engine, reply) = Engine::start(PathBuf::from(&path), dtype, max_batch, progress);
+    let (engine, reply) = Engine::start(PathBuf::from(&path), options, max_batch, progress);
     let loaded = reply.await.map_err(|_| js_error(Code::MlxError, "the engine thread stopped while loading"))?.map_err(lm_error)?;
     Ok(NativeModel {
         engine,

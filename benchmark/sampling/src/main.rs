@@ -248,6 +248,9 @@ fn main() {
         println!("MLX {} on {}, BLAS {}", mlx::info::version(), mlx::info::device().unwrap(), mlx::info::blas_name().unwrap());
         return profile::main(std::path::Path::new(dir), tokens);
     }
+    if args.get(1).map(String::as_str) == Some("--qmm") {
+        return qmm::main();
+    }
     println!(
         "MLX {} on {}, BLAS {}; vocabulary {VOCAB}, {RUNS} runs after {WARMUP} warm-up",
         mlx::info::version(),

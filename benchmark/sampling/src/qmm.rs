@@ -1,10 +1,13 @@
-//! The CPU quantized-matmul kernel against MLX's own op on the same inputs:
-//! 4-bit weights, group 64, at a Qwen3-0.6B layer's and LM head's shapes, in
-//! float32 and bfloat16. Each kernel output is checked bit for bit against
-//! MLX's before either is timed.
+//! The CPU quantized-matmul kernels against MLX's own op on the same inputs:
+//! 4-bit weights at a Qwen3-0.6B layer's and LM head's shapes (group 64) and
+//! SmolLM2-135M's (group 32, its LM head 8-bit), in float32 and bfloat16.
+//! The exact kernel's output is checked bit for bit against MLX's before
+//! either is timed; the fast one (`precision: 'fast'`, `cpu::qmm_int8`) is
+//! timed beside them, with its largest difference from MLX's output relative
+//! to the largest output.
 use std::time::Instant;
 
-use mlx::quant::{quantize, quantized_matmul, quantized_matmul_mlx};
+use mlx::quant::{quantize, quantized_matmul, quantized_matmul_mlx, Precision};
 use mlx::{random, Array, Dtype};
 
 /// Mean and standard deviation in ms over `runs` runs after one warm-up
@@ -24,31 +27,44 @@ pub(crate) fn time_ms(runs: usize, f: impl Fn() -> Array) -> (f64, f64) {
 }
 
 pub fn main() {
-    println!("\n### Quantized matmul (4 bits, group 64)\n");
-    println!("| shape (rows x in -> out) | dtype | MLX's op, ms (sd) | mlx-node kernel, ms (sd) | speed-up | same bits |");
-    println!("|---|---|--:|--:|--:|:-:|");
-    let shapes = [(1, 1024, 3072, "decode, MLP up"), (1, 1024, 151_936, "decode, LM head"), (91, 1024, 3072, "91-token prefill, MLP up")];
+    println!("\n### Quantized matmul\n");
+    println!("| shape (rows x in -> out, bits/group) | dtype | MLX's op, ms (sd) | exact kernel, ms (sd) | speed-up | same bits | fast kernel, ms (sd) | fast / exact | fast's error |");
+    println!("|---|---|--:|--:|--:|:-:|--:|--:|--:|");
+    let shapes = [
+        (1, 1024, 3072, 4, 64, "decode, MLP up"),
+        (1, 1024, 151_936, 4, 64, "decode, LM head"),
+        (91, 1024, 3072, 4, 64, "91-token prefill, MLP up"),
+        (1, 576, 1536, 4, 32, "SmolLM2 decode, MLP up"),
+        (1, 576, 49_152, 8, 32, "SmolLM2 decode, LM head"),
+        (380, 576, 1536, 4, 32, "SmolLM2 380-token prefill, MLP up"),
+    ];
     for dtype in [Dtype::Float32, Dtype::Bfloat16] {
-        for &(m, k, n, what) in &shapes {
+        for &(m, k, n, bits, gs, what) in &shapes {
             let key = |s: u64| random::key(s).unwrap();
             let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(1))).unwrap().astype(dtype).unwrap();
             let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.05, Some(&key(2))).unwrap().astype(dtype).unwrap();
-            let (wq, s, b) = quantize(&w, 64, 4).unwrap();
+            let (wq, s, b) = quantize(&w, gs, bits).unwrap();
             mlx::eval(&[&x, &wq, &s, &b]).unwrap();
-            let ours = || quantized_matmul(&x, &wq, &s, Some(&b), true, 64, 4).unwrap();
-            let theirs = || quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, 64, 4).unwrap();
-            let bits = |a: Array| a.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-            let same = bits(ours()) == bits(theirs());
+            let ours = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Precision::Exact).unwrap();
+            let fast = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Precision::Fast).unwrap();
+            let theirs = || quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits).unwrap();
+            let vals = |a: Array| a.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap();
+            let want = vals(theirs());
+            let same = vals(ours()).iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "{what} {dtype:?}: the kernel's output differs from MLX's op");
-            // MLX's bfloat16 op is slow enough that a few runs say enough.
+            let top = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+            let err = vals(fast()).iter().zip(&want).fold(0f32, |a, (f, w)| a.max((f - w).abs())) / top;
+            // MLX's bfloat16 op and its prefills are slow enough that a few runs say enough.
             let runs = if dtype == Dtype::Bfloat16 || m > 1 { 5 } else { 20 };
             let (tm, sm) = time_ms(runs, theirs);
             let (to, so) = time_ms(runs.max(20), ours);
+            let (tf, sf) = time_ms(runs.max(20), fast);
             println!(
-                "| {m} x {k} -> {n} ({what}) | {} | {tm:.2} ({sm:.2}) | {to:.2} ({so:.2}) | {:.1}x | {} |",
+                "| {m} x {k} -> {n}, {bits}/{gs} ({what}) | {} | {tm:.2} ({sm:.2}) | {to:.3} ({so:.3}) | {:.1}x | {} | {tf:.3} ({sf:.3}) | {:.2} | {err:.1e} |",
                 dtype.name(),
                 tm / to,
-                if same { "yes" } else { "no" }
+                if same { "yes" } else { "no" },
+                tf / to,
             );
         }
     }

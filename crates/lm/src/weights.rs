@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use mlx::quant::Precision;
 use mlx::{nn, Array, Dtype};
 use serde_json::Value;
 
@@ -18,6 +19,8 @@ pub struct Weights {
     quantization: Option<Value>,
     /// Everything handed out, so `finish` can read it all at load time.
     taken: Vec<Array>,
+    /// How the quantized layers handed out compute their matmuls.
+    precision: Precision,
 }
 
 fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -64,7 +67,13 @@ impl Weights {
                 tensors.insert(k, v);
             }
         }
-        Ok(Weights { tensors, origin, dtype, quantization, taken: Vec::new() })
+        Ok(Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact })
+    }
+
+    /// The precision of the quantized layers handed out from now on.
+    pub fn with_precision(mut self, precision: Precision) -> Weights {
+        self.precision = precision;
+        self
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -120,7 +129,7 @@ impl Weights {
         let weight = self.tensors.get(&format!("{prefix}.weight")).ok_or_else(|| self.missing(&format!("{prefix}.weight")))?;
         if let Some(v) = self.quantization.as_ref().and_then(|q| q.get(prefix)) {
             if let (Some(g), Some(b)) = (v.get("group_size").and_then(Value::as_i64), v.get("bits").and_then(Value::as_i64)) {
-                return Ok(Some(nn::QuantParams { group_size: g as i32, bits: b as i32 }));
+                return Ok(Some(nn::QuantParams { group_size: g as i32, bits: b as i32, precision: self.precision }));
             }
         }
         if scales.dtype() == Dtype::Uint8 {
@@ -131,7 +140,7 @@ impl Weights {
         if n_groups <= 0 || in_dims % n_groups != 0 {
             return Err(LmError::InvalidWeights(format!("{prefix}.scales has {n_groups} groups, which does not divide the input size {in_dims}")));
         }
-        Ok(Some(nn::QuantParams { group_size: in_dims / n_groups, bits: packed * 32 / in_dims }))
+        Ok(Some(nn::QuantParams { group_size: in_dims / n_groups, bits: packed * 32 / in_dims, precision: self.precision }))
     }
 
     /// The packed weight (as this device runs it best: `quant::for_device`),

@@ -30,11 +30,39 @@ pub fn for_device(w: Array, bits: i32) -> Result<(Array, i32)> {
     })
 }
 
+/// How a quantized matmul is computed (`loadModel`'s `precision` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// MLX's own arithmetic and bits (`cpu::qmm` on the CPU, MLX's op elsewhere).
+    #[default]
+    Exact,
+    /// On the CPU, integer dot products on 8-bit activations (`cpu::qmm_int8`):
+    /// several times faster, within a measured tolerance of exact. Exact
+    /// where that kernel does not run (other devices, the kernel switched off).
+    Fast,
+}
+
 /// `x @ dequantize(w).T` (or without the transpose). For float32 and bfloat16
-/// on the CPU backend it runs as a kernel with MLX's exact bits (`cpu::qmm`);
-/// otherwise, and for what that kernel does not cover, it is MLX's op.
-pub fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: Option<&Array>, transpose: bool, group_size: i32, bits: i32) -> Result<Array> {
+/// on the CPU backend it runs as a kernel with MLX's exact bits (`cpu::qmm`),
+/// or in `Precision::Fast` as `cpu::qmm_int8`; otherwise, and for what those
+/// kernels do not cover, it is MLX's op.
+#[allow(clippy::too_many_arguments)]
+pub fn quantized_matmul(
+    x: &Array,
+    w: &Array,
+    scales: &Array,
+    biases: Option<&Array>,
+    transpose: bool,
+    group_size: i32,
+    bits: i32,
+    precision: Precision,
+) -> Result<Array> {
     if let (true, Some(b)) = (transpose, biases) {
+        if precision == Precision::Fast {
+            if let Some(y) = crate::cpu::qmm_int8::quantized_matmul(x, w, scales, b, group_size, bits)? {
+                return Ok(y);
+            }
+        }
         if let Some(y) = crate::cpu::qmm::quantized_matmul(x, w, scales, b, group_size, bits)? {
             return Ok(y);
         }

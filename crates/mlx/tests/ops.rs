@@ -221,7 +221,7 @@ fn quantization_round_trip() {
     let err = back.subtract(&w).unwrap().abs().unwrap().max(&[], false).unwrap().item::<f32>().unwrap();
     assert!(err < 0.01, "8-bit round trip error {err}");
     let x = Array::ones(&[1, 64], Dtype::Float32).unwrap();
-    let y = quant::quantized_matmul(&x, &q, &s, Some(&b), true, 64, 8).unwrap();
+    let y = quant::quantized_matmul(&x, &q, &s, Some(&b), true, 64, 8, quant::Precision::Exact).unwrap();
     let want = x.matmul(&back.t().unwrap()).unwrap().to_vec::<f32>().unwrap();
     close(&y, &want);
     assert!(quant::quantize(&Array::ones(&[2, 10], Dtype::Float32).unwrap(), 64, 4).is_err());

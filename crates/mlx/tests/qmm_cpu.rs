@@ -1,6 +1,6 @@
 //! The CPU quantized-matmul kernel behind `quant::quantized_matmul` must give
 //! MLX's own op's bits (4-bit models' parity with MLX-LM rests on it).
-use mlx::quant::{dequantize, for_device, quantize, quantized_matmul, quantized_matmul_mlx};
+use mlx::quant::{dequantize, for_device, quantize, quantized_matmul, quantized_matmul_mlx, Precision};
 use mlx::{random, Array, Dtype};
 
 fn normal(shape: &[i32], std: f32, seed: u64) -> Array {
@@ -42,7 +42,7 @@ fn equals_mlx_op_bit_for_bit() {
         let x = normal(x_shape, 1.0, 10 + i as u64);
         let w = normal(&[n, k], 0.05, 100 + i as u64);
         let (wq, s, b) = quantize(&w, group_size, bits).unwrap();
-        let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap();
+        let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, group_size, bits, Precision::Exact).unwrap();
         let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap();
         assert_same_bits(&ours, &mlx, &format!("case {i}: x {x_shape:?}, n {n}, group {group_size}, {bits} bits"));
     }
@@ -75,7 +75,7 @@ fn three_five_and_six_bits_run_at_8_bits_with_mlx_op_bits() {
         };
         same(dequantize(&wide, &s, Some(&b), group_size, 8).unwrap(), dequantize(&wq, &s, Some(&b), group_size, bits).unwrap(), "dequantized");
         same(
-            quantized_matmul(&x, &wide, &s, Some(&b), true, group_size, 8).unwrap(),
+            quantized_matmul(&x, &wide, &s, Some(&b), true, group_size, 8, Precision::Exact).unwrap(),
             quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap(),
             "matmul",
         );
@@ -94,7 +94,7 @@ fn special_values_propagate_as_in_mlx() {
     xs[2 * k as usize + 9] = 1e30;
     let x = Array::from_slice(&xs, &[3, k]).unwrap();
     let (wq, s, b) = quantize(&normal(&[n, k], 1.0, 7), 64, 4).unwrap();
-    let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, 64, 4).unwrap();
+    let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, 64, 4, Precision::Exact).unwrap();
     let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, 64, 4).unwrap();
     assert_same_bits(&ours, &mlx, "NaN, inf and huge inputs");
 }
@@ -118,7 +118,7 @@ fn bfloat16_and_mixed_dtypes_equal_mlx_op() {
         let x = normal(x_shape, 1.0, 30 + i as u64).astype(x_dtype).unwrap();
         let w = normal(&[n, k], 0.05, 300 + i as u64).astype(w_dtype).unwrap();
         let (wq, s, b) = quantize(&w, group_size, bits).unwrap();
-        let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap();
+        let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, group_size, bits, Precision::Exact).unwrap();
         let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap();
         let what = format!("case {i}: x {x_shape:?} {x_dtype:?}, weights {w_dtype:?}, {bits} bits");
         assert_same_bits(&ours.astype(Dtype::Float32).unwrap(), &mlx.astype(Dtype::Float32).unwrap(), &what);
@@ -131,6 +131,28 @@ fn bad_shapes_are_mlx_errors() {
     // A shape MLX rejects is MLX's error, not a kernel's NaNs.
     let (wq, s, b) = quantize(&normal(&[32, 64], 0.1, 3), 64, 4).unwrap();
     let bad = normal(&[2, 48], 1.0, 5);
-    let err = quantized_matmul(&bad, &wq, &s, Some(&b), true, 64, 4).and_then(|y| y.to_vec::<f32>().map(|_| ()));
+    let err = quantized_matmul(&bad, &wq, &s, Some(&b), true, 64, 4, Precision::Exact).and_then(|y| y.to_vec::<f32>().map(|_| ()));
     assert!(err.is_err(), "a 48-wide x against a 64-wide w must fail");
+}
+
+/// `Precision::Fast` on bfloat16 inputs sums in float32 where MLX's op (and
+/// exact mode) rounds every partial sum to bfloat16: against the product
+/// computed in float32 from the same bfloat16 values, fast mode is the closer
+/// of the two, and it keeps bfloat16 as the result's dtype.
+#[test]
+fn fast_precision_on_bfloat16_is_closer_to_float32_than_exact() {
+    let (m, k, n) = (3, 512, 96);
+    let x = normal(&[m, k], 1.0, 7).astype(Dtype::Bfloat16).unwrap();
+    let w = normal(&[n, k], 0.05, 8).astype(Dtype::Bfloat16).unwrap();
+    let (wq, s, b) = quantize(&w, 64, 4).unwrap();
+    let dense = dequantize(&wq, &s, Some(&b), 64, 4).unwrap().astype(Dtype::Float32).unwrap();
+    let reference = x.astype(Dtype::Float32).unwrap().matmul(&dense.t().unwrap()).unwrap().to_vec::<f32>().unwrap();
+    let error = |p: Precision| {
+        let y = quantized_matmul(&x, &wq, &s, Some(&b), true, 64, 4, p).unwrap();
+        assert_eq!(y.dtype(), Dtype::Bfloat16);
+        let v = y.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap();
+        v.iter().zip(&reference).map(|(a, r)| (a - r).abs()).sum::<f32>() / v.len() as f32
+    };
+    let (fast, exact) = (error(Precision::Fast), error(Precision::Exact));
+    assert!(fast < exact / 2.0, "mean error from float32: fast {fast}, exact {exact}");
 }

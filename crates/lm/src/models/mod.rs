@@ -5,6 +5,7 @@ mod decoder;
 pub mod registry;
 
 pub use decoder::{Decoder, DecoderStack};
+pub use mlx::quant::Precision;
 
 use std::path::Path;
 
@@ -40,12 +41,21 @@ pub trait LanguageModel: Send {
     fn quantization(&self) -> Option<(i32, i32)>;
 }
 
-pub fn load(dir: &Path, dtype: Option<Dtype>) -> Result<Box<dyn LanguageModel>> {
-    load_with_progress(dir, dtype, &mut |_| {})
+/// How a model is loaded (`loadModel`'s options).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    /// Compute dtype; float weights are cast to it (None: as stored).
+    pub dtype: Option<Dtype>,
+    /// How quantized matmuls are computed.
+    pub precision: Precision,
 }
 
-/// As `load`, telling `progress` the fraction of the weights read so far
-/// (increasing, the last exactly 1).
-pub fn load_with_progress(dir: &Path, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
-    registry::load(dir, dtype, progress)
+pub fn load(dir: &Path, dtype: Option<Dtype>) -> Result<Box<dyn LanguageModel>> {
+    load_with_progress(dir, &LoadOptions { dtype, ..LoadOptions::default() }, &mut |_| {})
+}
+
+/// As `load`, with all the options, telling `progress` the fraction of the
+/// weights read so far (increasing, the last exactly 1).
+pub fn load_with_progress(dir: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
+    registry::load(dir, options, progress)
 }

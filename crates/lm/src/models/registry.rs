@@ -40,12 +40,13 @@ pub fn model_types() -> Vec<&'static str> {
 }
 
 /// Reads `dir`'s config and weights and builds the model of its family.
-pub fn load(dir: &Path, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
+pub fn load(dir: &Path, options: &super::LoadOptions, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
+    let dtype = options.dtype;
     let config = ModelConfig::from_dir(dir)?;
     // `from_dir` refuses a model_type not listed here.
     let family = family(&config.model_type).ok_or_else(|| crate::LmError::UnsupportedModel(config.model_type.clone()))?;
     let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
-    let mut weights = Weights::load(dir, dtype, quant_cfg)?;
+    let mut weights = Weights::load(dir, dtype, quant_cfg)?.with_precision(options.precision);
     (family.sanitize)(&config, &mut weights);
     (family.build)(config, weights, dtype, progress)
 }

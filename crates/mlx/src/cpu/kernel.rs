@@ -95,10 +95,13 @@ pub enum Kernel {
     Sampling,
     /// `tts`: Snake and Mish activations.
     Speech,
+    /// `cpu::qmm_int8`: quantized matmul on 8-bit activations (`precision: 'fast'`).
+    QmmInt8,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 7] = [Kernel::Gemv, Kernel::Qmm, Kernel::Rows, Kernel::Attention, Kernel::Math, Kernel::Sampling, Kernel::Speech];
+    pub const ALL: [Kernel; 8] =
+        [Kernel::Gemv, Kernel::Qmm, Kernel::Rows, Kernel::Attention, Kernel::Math, Kernel::Sampling, Kernel::Speech, Kernel::QmmInt8];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -109,6 +112,7 @@ impl Kernel {
             Kernel::Math => "math",
             Kernel::Sampling => "sampling",
             Kernel::Speech => "speech",
+            Kernel::QmmInt8 => "qmmInt8",
         }
     }
 
@@ -122,12 +126,13 @@ impl Kernel {
             Kernel::Math => "MLX_NODE_MATH_KERNELS",
             Kernel::Sampling => "MLX_NODE_SAMPLING_KERNELS",
             Kernel::Speech => "MLX_NODE_SPEECH_KERNELS",
+            Kernel::QmmInt8 => "MLX_NODE_QMM_INT8_KERNEL",
         }
     }
 
     /// Whether neither its own switch nor `MLX_NODE_CPU_KERNELS` is `0`.
     pub fn switched_on(self) -> bool {
-        static ON: OnceLock<[bool; 7]> = OnceLock::new();
+        static ON: OnceLock<[bool; 8]> = OnceLock::new();
         let on = ON.get_or_init(|| {
             let off = |var: &str| std::env::var(var).is_ok_and(|v| v.trim() == "0");
             let all_off = off("MLX_NODE_CPU_KERNELS");

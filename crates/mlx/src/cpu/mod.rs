@@ -6,5 +6,6 @@ pub mod gemv;
 pub mod kernel;
 pub mod math;
 pub(crate) mod qmm;
+pub(crate) mod qmm_int8;
 pub mod row_ops;
 pub mod rows;

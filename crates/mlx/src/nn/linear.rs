@@ -1,4 +1,4 @@
-use crate::quant::{dequantize, quantized_matmul};
+use crate::quant::{dequantize, quantized_matmul, Precision};
 use crate::{Array, Result};
 
 /// Affine quantization parameters of one packed weight.
@@ -6,6 +6,8 @@ use crate::{Array, Result};
 pub struct QuantParams {
     pub group_size: i32,
     pub bits: i32,
+    /// How its matmul is computed (the model's `precision` load option).
+    pub precision: Precision,
 }
 
 /// `y = x W^T + b`, with W either dense or affine-quantized (MLX packing).
@@ -29,7 +31,7 @@ impl Linear {
                 }
             }
             Linear::Quantized { weight, scales, biases, bias, q } => {
-                let y = quantized_matmul(x, weight, scales, Some(biases), true, q.group_size, q.bits)?;
+                let y = quantized_matmul(x, weight, scales, Some(biases), true, q.group_size, q.bits, q.precision)?;
                 match bias {
                     Some(b) => y.add(b),
                     None => Ok(y),

@@ -1,0 +1,97 @@
+'use strict';
+// loadModel(dir, { precision: 'fast' }): quantized layers on 8-bit integer dot products
+// (crates/mlx/src/cpu/qmm_int8.rs). Its results are not MLX-LM's bits, so it is checked
+// against our exact mode (itself checked against MLX-LM in parity.test.js): the same greedy
+// tokens, log-probabilities within 5e-3 (up to 2.6e-3 on these random-weight fixtures). For
+// bfloat16 models exact mode repeats MLX's bfloat16 arithmetic, which rounds every partial sum
+// to bfloat16, while fast mode sums in float32: there it must land closer than exact mode to
+// the same model computed in float32. The kernel gives the same bits on every CPU path
+// (AVX-512 VNNI, AVX-VNNI, AVX2, portable), so these outcomes do not depend on the machine;
+// a child process on the portable path (MLX_NODE_CPU_FEATURES=baseline) must match this one
+// bit for bit, and with the kernel switched off fast mode is exact mode.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { fixtures, expectReject } = require('./helpers');
+
+const CHAT = [{ role: 'user', content: 'What is the capital of France?' }];
+const OPTIONS = { maxTokens: 24, logprobs: true, topLogprobs: 3, logitBias: { 151645: -1e9, 151643: -1e9 } };
+// Float32 activations with 4- and 8-bit weights (and mixed), and bfloat16 ones (MLX-community's format).
+const FLOAT32 = ['qwen3-q4', 'qwen3-q8', 'qwen3-q4-mixed'];
+const MODELS = [...FLOAT32, 'qwen3-bf16-q4'];
+
+// Greedy tokens and log-probabilities of each model loaded with `load` options, in a child
+// process with `env` added (mlxInfo().kernels too), as JSON.
+function child(load, env = {}) {
+  const paths = Object.fromEntries(MODELS.map((m) => [m, fixtures().fixtures[m].path]));
+  const script = `
+    const { loadModel, mlxInfo } = require('.');
+    (async () => {
+      const out = { kernels: mlxInfo().kernels };
+      for (const [name, dir] of Object.entries(${JSON.stringify(paths)})) {
+        const m = await loadModel(dir, ${JSON.stringify(load)});
+        const r = await m.generate(${JSON.stringify(CHAT)}, ${JSON.stringify(OPTIONS)});
+        out[name] = { tokens: r.tokens, logprobs: r.logprobs.map((l) => l.logprob), top: r.logprobs.map((l) => l.top) };
+        await m.dispose();
+      }
+      process.stdout.write(JSON.stringify(out));
+    })().catch((e) => { console.error(e); process.exit(1); });`;
+  const r = spawnSync(process.execPath, ['-e', script], {
+    cwd: path.join(__dirname, '..'),
+    env: { ...process.env, MLX_NODE_CPU_KERNELS: '', MLX_NODE_QMM_INT8_KERNEL: '', MLX_NODE_CPU_FEATURES: '', ...env },
+    encoding: 'utf8',
+    timeout: 600_000,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+let exact;
+let fast;
+test.before(() => {
+  exact = child({ precision: 'exact' });
+  fast = child({ precision: 'fast' });
+});
+
+test('precision must be "exact" or "fast"', async () => {
+  const { loadModel } = require('..');
+  const dir = fixtures().fixtures['qwen3-q4'].path;
+  for (const bad of ['Fast', 'int8', 1, null]) {
+    await expectReject(() => loadModel(dir, { precision: bad }), 'INVALID_ARGUMENT', /precision must be 'exact' or 'fast'/, `precision ${bad}`);
+  }
+});
+
+test('fast precision: the exact mode greedy tokens, log-probabilities within 5e-3', () => {
+  assert.equal(fast.kernels.qmmInt8, true);
+  for (const name of FLOAT32) {
+    assert.deepEqual(fast[name].tokens, exact[name].tokens, name);
+    const worst = Math.max(...fast[name].logprobs.map((l, i) => Math.abs(l - exact[name].logprobs[i])));
+    assert.ok(worst < 5e-3, `${name}: log-probabilities differ by up to ${worst}`);
+    // Not the exact bits: the kernel really ran.
+    assert.notDeepEqual(fast[name].logprobs, exact[name].logprobs, `${name}: fast mode gave exact mode's bits`);
+  }
+});
+
+test('fast precision on a bfloat16 model: closer than exact mode to the float32 computation', () => {
+  const name = 'qwen3-bf16-q4';
+  const f32 = child({ precision: 'exact', dtype: 'float32' })[name];
+  // The first position: the same prompt on every side, before the texts can part.
+  const distance = (run) => run.top[0].reduce((a, t) => {
+    const ref = f32.top[0].find((r) => r.token === t.token);
+    return a + (ref ? Math.abs(ref.logprob - t.logprob) : Infinity);
+  }, 0);
+  const [dFast, dExact] = [distance(fast[name]), distance(exact[name])];
+  assert.ok(dFast < dExact, `fast is ${dFast} from float32, exact bfloat16 ${dExact}`);
+});
+
+test('fast precision gives the same bits on the portable path (a CPU without AVX2)', () => {
+  const portable = child({ precision: 'fast' }, { MLX_NODE_CPU_FEATURES: 'baseline' });
+  for (const name of MODELS) assert.deepEqual(portable[name], fast[name], name);
+});
+
+test('with MLX_NODE_QMM_INT8_KERNEL=0, fast precision is exact mode', () => {
+  const off = child({ precision: 'fast' }, { MLX_NODE_QMM_INT8_KERNEL: '0' });
+  assert.equal(off.kernels.qmmInt8, false);
+  for (const name of MODELS) assert.deepEqual(off[name], exact[name], name);
+});
