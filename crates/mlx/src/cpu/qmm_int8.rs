@@ -138,7 +138,7 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
 };
 
 /// Each row's groups as two 8-bit parts: with `d = max|x| / 127`,
-/// `hi = round(x / d)` and `lo = round((x / d - hi) * 256)`, so that
+/// `hi = round(x / d)` and `lo = round((x / d - hi) * 256)` (ties to even), so that
 /// `x ~ d / 256 * (256 * hi + lo)`: about 15 bits, where 8 alone moved a
 /// trained model's next-token distribution too far (docs/kernels.md). Each
 /// block of 32 values is stored in the order `unpack` gives the weights.
@@ -147,8 +147,8 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
 /// the rounded `x` and the weights; with the float sum of `x` the rounding
 /// errors would meet the weights' offset, `bias`, not their centred values).
 fn quantize_rows(x: &[f32], gs: usize, bits: usize, xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) {
-    let k2 = 2 * gs;
-    for (gi, (xg, qg)) in x.chunks_exact(gs).zip(xq.chunks_exact_mut(k2)).enumerate() {
+    let order = positions(bits);
+    for (gi, (xg, qg)) in x.chunks_exact(gs).zip(xq.chunks_exact_mut(2 * gs)).enumerate() {
         // A NaN or infinity makes the group's outputs NaN, as it makes MLX's (they would
         // otherwise round to 0 or swamp the scale).
         let amax = if xg.iter().all(|v| v.is_finite()) { xg.iter().fold(0f32, |a, &v| a.max(v.abs())) } else { f32::NAN };
@@ -156,18 +156,38 @@ fn quantize_rows(x: &[f32], gs: usize, bits: usize, xq: &mut [i8], xd: &mut [f32
         let id = if d > 0.0 { 1.0 / d } else { 0.0 };
         let (hi, lo) = qg.split_at_mut(gs);
         let mut sum = 0i32;
-        for (i, &v) in xg.iter().enumerate() {
-            let t = v * id;
-            let h = t.round().clamp(-127.0, 127.0);
-            let l = ((t - h) * 256.0).round().clamp(-127.0, 127.0);
-            let at = (i / BLOCK) * BLOCK + position(bits, i % BLOCK);
-            hi[at] = h as i8;
-            lo[at] = l as i8;
-            sum += 256 * h as i32 + l as i32;
+        for (b, xb) in xg.chunks_exact(BLOCK).enumerate() {
+            // In index order first (a loop the compiler vectorizes), then to `unpack`'s order.
+            let (mut h, mut l) = ([0i32; BLOCK], [0i32; BLOCK]);
+            for i in 0..BLOCK {
+                let t = xb[i] * id;
+                let r = round(t).clamp(-127.0, 127.0);
+                h[i] = r as i32;
+                l[i] = round((t - r) * 256.0).clamp(-127.0, 127.0) as i32;
+            }
+            for i in 0..BLOCK {
+                sum += 256 * h[i] + l[i];
+                hi[b * BLOCK + order[i]] = h[i] as i8;
+                lo[b * BLOCK + order[i]] = l[i] as i8;
+            }
         }
         xd[gi] = d / 256.0;
         xsum[gi] = d / 256.0 * sum as f32;
     }
+}
+
+/// `position(bits, i)` for every `i` of a block.
+fn positions(bits: usize) -> [usize; BLOCK] {
+    std::array::from_fn(|i| position(bits, i))
+}
+
+/// Round to nearest, ties to even, for |v| < 2^22 (here at most 128): adding
+/// and subtracting 1.5 * 2^23 leaves no fraction bits. Plain float adds, where
+/// `f32::round` is a libm call per value.
+#[inline]
+fn round(v: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (v + MAGIC) - MAGIC
 }
 
 /// Where weight `i` of a block of 32 lands when unpacked: 8 bits in order;
@@ -390,7 +410,13 @@ mod x86 {
                         // buffer's end never faults.)
                         let next = p.w.as_ptr().wrapping_add((n0 + TILE) * rw).cast::<u8>();
                         for line in g * lines / groups..(g + 1) * lines / groups {
-                            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line * 64).cast());
+                            _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(line * 64).cast());
+                        }
+                        // And its scales and biases (eight columns' groups each: contiguous too).
+                        if g * 2 < groups {
+                            let at = (n0 + TILE) * groups + g * 2 * 16;
+                            _mm_prefetch::<_MM_HINT_T1>(p.scales.as_ptr().wrapping_add(at).cast());
+                            _mm_prefetch::<_MM_HINT_T1>(p.biases.as_ptr().wrapping_add(at).cast());
                         }
                         for (c, &row) in rows.iter().enumerate() {
                             // 8-bit blocks are read in place below (a copy here became a
