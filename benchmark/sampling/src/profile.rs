@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use lm::cache::Cache;
-use lm::models::LanguageModel;
+use lm::models::{LanguageModel, LoadOptions, Precision};
 use lm::sampling::{LogitsProcessors, Sampler, SamplingOptions};
 use mlx::random::KeySequence;
 use mlx::Array;
@@ -129,9 +129,10 @@ fn run(model: &dyn LanguageModel, o: &SamplingOptions, kernels: bool, tokens: us
     [t[0] / n, t[1] / n, t[2] / n, t[3] / n, t[4] / n, total / n, queue / n, wait / n]
 }
 
-pub fn main(dir: &Path, tokens: usize) {
-    let model = lm::models::load(dir, None).unwrap();
-    println!("\n### Decode step profile: {} ({tokens} tokens per row, ms per token)\n", dir.display());
+pub fn main(dir: &Path, tokens: usize, precision: Precision) {
+    let options = LoadOptions { precision, ..Default::default() };
+    let model = lm::models::load_with_progress(dir, &options, &mut |_| {}).unwrap();
+    println!("\n### Decode step profile: {} ({tokens} tokens per row, ms per token, {precision:?} precision)\n", dir.display());
     println!("| configuration | sampling | forward graph | forward run | sampling graph | sampling run | read id | serialized sum | pipelined per token | of it blocked queuing | of it blocked reading |");
     println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     let full = SamplingOptions { temperature: 0.7, top_p: 0.9, top_k: 40, min_p: 0.05, repetition_penalty: Some(1.1), ..Default::default() };

@@ -43,7 +43,8 @@ pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Ar
     let (n, k) = (w.dim(0), x.dim(-1));
     let groups = k / group_size;
     let fits = |a: &Array| a.shape() == [n, groups];
-    if k > 0 && x.size() / k as usize > MAX_ROWS {
+    // More rows: see `MAX_ROWS`. 4-bit weights are unpacked 64 at a time.
+    if k > 0 && (x.size() / k as usize > MAX_ROWS || (bits == 4 && k % UNIT as i32 != 0)) {
         return Ok(None);
     }
     if n <= 0 || k <= 0 || k % group_size != 0 || w.dim(1) * (32 / bits) != k || !fits(scales) || !fits(biases) || n >= 1 << 24 || k >= 1 << 24
@@ -74,8 +75,11 @@ const MAX_ROWS: usize = 8;
 
 /// Output columns per tile (one vector lane each).
 const TILE: usize = 8;
-/// Weights per block: the unit of unpacking and of the activations' layout.
+/// Weights per block: what one vector holds unpacked (one byte each).
 const BLOCK: usize = 32;
+/// Weights per unit of the activations' layout: 64, as one 32-byte load of
+/// 4-bit weights unpacks into two blocks.
+const UNIT: usize = 64;
 /// Below this many multiply-adds one thread does it all.
 const PARALLEL_MIN: usize = 1 << 21;
 
@@ -84,8 +88,8 @@ struct Problem<'a> {
     w: &'a [u32],
     scales: &'a [f32],
     biases: &'a [f32],
-    /// `x` quantized per group: the group's `hi` part then its `lo` part
-    /// (`quantize_rows`), each block of 32 in `unpack`'s order.
+    /// `x` quantized (`quantize_rows`): per row its `hi` part then its `lo`
+    /// part, `k` values each, every unit of 64 in `position` order.
     xq: &'a [i8],
     /// Per row and group: the scale `d / 256` of `256 * hi + lo`, and the
     /// group's sum of the rounded `x`.
@@ -104,6 +108,10 @@ impl Problem<'_> {
     }
     fn row_words(&self) -> usize {
         self.k * self.bits / 32
+    }
+    /// Row `m`'s part (0: `hi`, 1: `lo`) of the quantized `x`.
+    fn xq(&self, m: usize, part: usize) -> &[i8] {
+        &self.xq[(2 * m + part) * self.k..][..self.k]
     }
 }
 
@@ -130,7 +138,7 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
     let groups = k / group_size;
     let mut xq = vec![0i8; 2 * m * k];
     let (mut xd, mut xsum) = (vec![0f32; m * groups], vec![0f32; m * groups]);
-    quantize_rows(x, group_size, bits, &mut xq, &mut xd, &mut xsum);
+    quantize_rows(x, k, group_size, bits, &mut xq, &mut xd, &mut xsum);
     let p = Problem { w, scales, biases, xq: &xq, xd: &xd, xsum: &xsum, m, n, k, group_size, bits };
     let out_ptr = OutPtr(out.as_mut_ptr());
     let isa = Isa::detect();
@@ -138,46 +146,51 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
 };
 
 /// Each row's groups as two 8-bit parts: with `d = max|x| / 127`,
-/// `hi = round(x / d)` and `lo = round((x / d - hi) * 256)` (ties to even), so that
-/// `x ~ d / 256 * (256 * hi + lo)`: about 15 bits, where 8 alone moved a
+/// `hi = round(x / d)` and `lo = round((x / d - hi) * 256)` (ties to even), so
+/// that `x ~ d / 256 * (256 * hi + lo)`: about 15 bits, where 8 alone moved a
 /// trained model's next-token distribution too far (docs/kernels.md). Each
-/// block of 32 values is stored in the order `unpack` gives the weights.
+/// unit of 64 values is stored in the order `unpack` gives the weights.
 /// Per group, `xd` gets `d / 256` and `xsum` `d / 256 * sum(256 * hi + lo)`
 /// (the bias term takes the rounded `x` too, so the result is the product of
 /// the rounded `x` and the weights; with the float sum of `x` the rounding
 /// errors would meet the weights' offset, `bias`, not their centred values).
-fn quantize_rows(x: &[f32], gs: usize, bits: usize, xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) {
+fn quantize_rows(x: &[f32], k: usize, gs: usize, bits: usize, xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) {
     let order = positions(bits);
-    for (gi, (xg, qg)) in x.chunks_exact(gs).zip(xq.chunks_exact_mut(2 * gs)).enumerate() {
-        // A NaN or infinity makes the group's outputs NaN, as it makes MLX's (they would
-        // otherwise round to 0 or swamp the scale).
-        let amax = if xg.iter().all(|v| v.is_finite()) { xg.iter().fold(0f32, |a, &v| a.max(v.abs())) } else { f32::NAN };
-        let d = amax / 127.0;
-        let id = if d > 0.0 { 1.0 / d } else { 0.0 };
-        let (hi, lo) = qg.split_at_mut(gs);
-        let mut sum = 0i32;
-        for (b, xb) in xg.chunks_exact(BLOCK).enumerate() {
-            // In index order first (a loop the compiler vectorizes), then to `unpack`'s order.
-            let (mut h, mut l) = ([0i32; BLOCK], [0i32; BLOCK]);
-            for i in 0..BLOCK {
-                let t = xb[i] * id;
-                let r = round(t).clamp(-127.0, 127.0);
-                h[i] = r as i32;
-                l[i] = round((t - r) * 256.0).clamp(-127.0, 127.0) as i32;
+    let groups = k / gs;
+    for (m, (xr, qr)) in x.chunks_exact(k).zip(xq.chunks_exact_mut(2 * k)).enumerate() {
+        let (hi, lo) = qr.split_at_mut(k);
+        for (g, xg) in xr.chunks_exact(gs).enumerate() {
+            // A NaN or infinity makes the group's outputs NaN, as it makes MLX's (they would
+            // otherwise round to 0 or swamp the scale).
+            let amax = if xg.iter().all(|v| v.is_finite()) { xg.iter().fold(0f32, |a, &v| a.max(v.abs())) } else { f32::NAN };
+            let d = amax / 127.0;
+            let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+            let mut sum = 0i32;
+            for (b, xb) in xg.chunks_exact(BLOCK).enumerate() {
+                // In index order first (a loop the compiler vectorizes), then to `unpack`'s order.
+                let (mut h, mut l) = ([0i32; BLOCK], [0i32; BLOCK]);
+                for i in 0..BLOCK {
+                    let t = xb[i] * id;
+                    let r = round(t).clamp(-127.0, 127.0);
+                    h[i] = r as i32;
+                    l[i] = round((t - r) * 256.0).clamp(-127.0, 127.0) as i32;
+                }
+                let e0 = g * gs + b * BLOCK;
+                let (unit, half) = (e0 / UNIT * UNIT, e0 % UNIT);
+                for i in 0..BLOCK {
+                    sum += 256 * h[i] + l[i];
+                    hi[unit + order[half + i]] = h[i] as i8;
+                    lo[unit + order[half + i]] = l[i] as i8;
+                }
             }
-            for i in 0..BLOCK {
-                sum += 256 * h[i] + l[i];
-                hi[b * BLOCK + order[i]] = h[i] as i8;
-                lo[b * BLOCK + order[i]] = l[i] as i8;
-            }
+            xd[m * groups + g] = d / 256.0;
+            xsum[m * groups + g] = d / 256.0 * sum as f32;
         }
-        xd[gi] = d / 256.0;
-        xsum[gi] = d / 256.0 * sum as f32;
     }
 }
 
-/// `position(bits, i)` for every `i` of a block.
-fn positions(bits: usize) -> [usize; BLOCK] {
+/// `position(bits, i)` for every `i` of a unit.
+fn positions(bits: usize) -> [usize; UNIT] {
     std::array::from_fn(|i| position(bits, i))
 }
 
@@ -190,26 +203,21 @@ fn round(v: f32) -> f32 {
     (v + MAGIC) - MAGIC
 }
 
-/// Where weight `i` of a block of 32 lands when unpacked: 8 bits in order;
-/// 4 bits as the low nibbles (even `i`) then the high ones (odd `i`); 2 bits
-/// as four runs of 8 by the pair's place in its byte.
+/// Where weight `i` of a unit of 64 lands when unpacked. 8 bits: in order.
+/// 4 bits (a 32-byte load): the low nibbles (even `i`) then the high ones (odd
+/// `i`). 2 bits, per block of 32 (an 8-byte load): four runs of 8 by the
+/// pair's place in its byte.
 fn position(bits: usize, i: usize) -> usize {
     match bits {
         8 => i,
-        4 => (i % 2) * 16 + i / 2,
-        _ => (i % 4) * 8 + i / 4,
+        4 => (i % 2) * BLOCK + i / 2,
+        _ => (i / BLOCK) * BLOCK + (i % 4) * 8 + (i % BLOCK) / 4,
     }
 }
 
-/// Block `b` of one row's packed weights as 32 unsigned bytes in `position`
-/// order.
-fn unpack_scalar(row: &[u32], bits: usize, b: usize, out: &mut [u8; BLOCK]) {
-    let words = BLOCK * bits / 32;
-    let bytes: Vec<u8> = row[b * words..(b + 1) * words].iter().flat_map(|w| w.to_le_bytes()).collect();
-    for i in 0..BLOCK {
-        let (byte, shift) = (i * bits / 8, (i * bits) % 8);
-        out[position(bits, i)] = (bytes[byte] >> shift) & ((1u16 << bits) - 1) as u8;
-    }
+/// Weight `e` of a packed row.
+fn weight(row: &[u32], bits: usize, e: usize) -> i32 {
+    ((row[e * bits / 32] >> ((e * bits) % 32)) & ((1u32 << bits) - 1)) as i32
 }
 
 /// The instruction set a call runs on; every one gives the same bits.
@@ -284,20 +292,18 @@ fn run_tiles(p: &Problem, tiles: Range<usize>, out: OutPtr, isa: Isa) {
 /// then `acc = acc + bias * xsum`.
 fn scalar_tiles(p: &Problem, tiles: Range<usize>, out: OutPtr) {
     let (rw, groups, gs) = (p.row_words(), p.groups(), p.group_size);
-    let blocks = gs / BLOCK;
-    let mut wb = [0u8; BLOCK];
+    let order = positions(p.bits);
     for n in tiles.start * TILE..(tiles.end * TILE).min(p.n) {
         let row = &p.w[n * rw..(n + 1) * rw];
         for m in 0..p.m {
+            let (xh, xl) = (p.xq(m, 0), p.xq(m, 1));
             let mut acc = 0f32;
             for g in 0..groups {
                 let (mut hi, mut lo) = (0i32, 0i32);
-                let xg = &p.xq[2 * (m * p.k + g * gs)..][..2 * gs];
-                for b in 0..blocks {
-                    unpack_scalar(row, p.bits, g * blocks + b, &mut wb);
-                    let dot = |xq: &[i8]| wb.iter().zip(&xq[b * BLOCK..][..BLOCK]).map(|(&w, &x)| w as i32 * x as i32).sum::<i32>();
-                    hi += dot(&xg[..gs]);
-                    lo += dot(&xg[gs..]);
+                for e in g * gs..(g + 1) * gs {
+                    let (q, at) = (weight(row, p.bits, e), e / UNIT * UNIT + order[e % UNIT]);
+                    hi += q * xh[at] as i32;
+                    lo += q * xl[at] as i32;
                 }
                 let isum = 256 * hi + lo;
                 let (scale, bias) = (p.scales[n * groups + g], p.biases[n * groups + g]);
@@ -316,7 +322,7 @@ mod x86 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
-    use super::{OutPtr, Problem, BLOCK, TILE};
+    use super::{OutPtr, Problem, BLOCK, TILE, UNIT};
 
     /// `acc` plus the dot products of 4-byte runs of `w` (u8) and `x` (i8),
     /// per i32 lane, with AVX2 only: `vpmaddubsw` + `vpmaddwd` for 2- and
@@ -347,55 +353,73 @@ mod x86 {
         _mm256_dpbusd_epi32(acc, w, x)
     }
 
-    /// Block `b` of a row's packed weights as 32 bytes in `super::position` order.
+    /// Block `b` (32 weights) of a row of 2- or 8-bit weights as 32 bytes in
+    /// `super::position` order.
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn unpack(row: *const u32, bits: usize, b: usize) -> __m256i {
-        match bits {
-            8 => _mm256_loadu_si256(row.add(b * 8).cast()),
-            4 => {
-                let v = _mm_loadu_si128(row.add(b * 4).cast());
-                let lo = _mm_and_si128(v, _mm_set1_epi8(0x0F));
-                let hi = _mm_and_si128(_mm_srli_epi16::<4>(v), _mm_set1_epi8(0x0F));
-                _mm256_set_m128i(hi, lo)
-            }
-            _ => {
-                let v = _mm256_set1_epi64x((row.add(b * 2) as *const i64).read_unaligned());
-                let shifted = _mm256_srlv_epi64(v, _mm256_set_epi64x(6, 4, 2, 0));
-                _mm256_and_si256(shifted, _mm256_set1_epi8(0x03))
-            }
+    unsafe fn unpack_block(row: *const u32, bits: usize, b: usize) -> __m256i {
+        if bits == 8 {
+            return _mm256_loadu_si256(row.add(b * 8).cast());
         }
+        let v = _mm256_set1_epi64x((row.add(b * 2) as *const i64).read_unaligned());
+        let shifted = _mm256_srlv_epi64(v, _mm256_set_epi64x(6, 4, 2, 0));
+        _mm256_and_si256(shifted, _mm256_set1_epi8(0x03))
     }
 
-    /// The eight lanes' totals of eight vectors: lane `c` of the result is
-    /// the sum of `v[c]`'s lanes (integer adds: exact in any order).
+    /// Unit `u` (64 weights) of a row of 4-bit weights, as its low nibbles
+    /// (even weights) and high nibbles (odd weights): `super::position` order.
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn totals(v: &[__m256i; TILE]) -> __m256i {
+    unsafe fn unpack_unit4(row: *const u32, u: usize) -> [__m256i; 2] {
+        let v = _mm256_loadu_si256(row.add(u * 8).cast());
+        let mask = _mm256_set1_epi8(0x0F);
+        [_mm256_and_si256(v, mask), _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask)]
+    }
+
+    /// The eight columns' sums of eight vectors, by 128-bit half: lane `c` of
+    /// the first result sums lanes 0-3 of `v[c]`, of the second lanes 4-7
+    /// (integer adds: exact in any order).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn halves(v: &[__m256i; TILE]) -> [__m256i; 2] {
         let h01 = _mm256_hadd_epi32(v[0], v[1]);
         let h23 = _mm256_hadd_epi32(v[2], v[3]);
         let h45 = _mm256_hadd_epi32(v[4], v[5]);
         let h67 = _mm256_hadd_epi32(v[6], v[7]);
         let a = _mm256_hadd_epi32(h01, h23);
         let b = _mm256_hadd_epi32(h45, h67);
-        _mm256_add_epi32(_mm256_permute2x128_si256::<0x20>(a, b), _mm256_permute2x128_si256::<0x31>(a, b))
+        [_mm256_permute2x128_si256::<0x20>(a, b), _mm256_permute2x128_si256::<0x31>(a, b)]
+    }
+
+    /// Adds one group's integer sums `isum` (eight columns) to a row's float
+    /// sums, in the portable path's order.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn add_group(acc: &mut __m256, isum: __m256i, scale: __m256, bias: __m256, d: f32, xsum: f32) {
+        let t = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(scale, _mm256_set1_ps(d)));
+        *acc = _mm256_add_ps(*acc, t);
+        *acc = _mm256_add_ps(*acc, _mm256_mul_ps(bias, _mm256_set1_ps(xsum)));
     }
 
     /// The per-tile loop, once per instruction set (a target feature cannot
-    /// be a generic parameter): tiles of eight output columns; per group, the
-    /// tile's weights are unpacked once (8 columns x the group's blocks), then
-    /// every row of `x` takes its eight integer sums and adds them to its
-    /// float sums in the portable path's order.
+    /// be a generic parameter): tiles of eight output columns. The weights go
+    /// a step at a time, a group or (4 bits, groups of 32) two groups: the
+    /// tile's weights for the step are unpacked once, then every row of `x`
+    /// takes its eight columns' integer sums (`256 * hi + lo`, lane by lane)
+    /// and adds them to its float sums in the portable path's order.
     macro_rules! tiles {
         ($name:ident, $features:literal, $dot:ident) => {
             #[target_feature(enable = $features)]
             pub(super) unsafe fn $name(p: &Problem, tiles: Range<usize>, out: OutPtr) {
                 let (rw, groups, gs) = (p.row_words(), p.groups(), p.group_size);
-                let blocks = gs / BLOCK;
+                let four = p.bits == 4;
+                // Weights per step, and the vectors of one column's unpacked step.
+                let step = if four { gs.max(UNIT) } else { gs };
+                let per_col = step / BLOCK;
                 // Cache lines in a tile's rows.
                 let lines = (TILE * rw * 4).div_ceil(64);
                 let mut acc = vec![_mm256_setzero_ps(); p.m];
-                // The tile's unpacked group: [column][block].
+                // The tile's unpacked step: [column][vector].
                 let mut wb = [_mm256_setzero_si256(); TILE * 4];
                 for tile in tiles {
                     let n0 = tile * TILE;
@@ -404,54 +428,67 @@ mod x86 {
                     let offs: [i32; TILE] = std::array::from_fn(|c| (cols[c] * groups) as i32);
                     let g_off = _mm256_loadu_si256(offs.as_ptr().cast());
                     acc.fill(_mm256_setzero_ps());
-                    for g in 0..groups {
+                    for s0 in (0..p.k).step_by(step) {
+                        let g0 = s0 / gs;
                         // The next tile's rows (one contiguous run) in address order, spread
-                        // over this tile's groups: one tile ahead of use. (A prefetch past the
-                        // buffer's end never faults.)
+                        // over this tile's steps: one tile ahead of use; and its scales and
+                        // biases. (A prefetch past the buffer's end never faults.)
                         let next = p.w.as_ptr().wrapping_add((n0 + TILE) * rw).cast::<u8>();
-                        for line in g * lines / groups..(g + 1) * lines / groups {
+                        let (st, steps) = (s0 / step, p.k / step);
+                        for line in st * lines / steps..(st + 1) * lines / steps {
                             _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(line * 64).cast());
                         }
-                        // And its scales and biases (eight columns' groups each: contiguous too).
-                        if g * 2 < groups {
-                            let at = (n0 + TILE) * groups + g * 2 * 16;
+                        if st * 2 < groups {
+                            let at = (n0 + TILE) * groups + st * 2 * 16;
                             _mm_prefetch::<_MM_HINT_T1>(p.scales.as_ptr().wrapping_add(at).cast());
                             _mm_prefetch::<_MM_HINT_T1>(p.biases.as_ptr().wrapping_add(at).cast());
                         }
                         for (c, &row) in rows.iter().enumerate() {
-                            // 8-bit blocks are read in place below (a copy here became a
-                            // `memcpy` call per block).
-                            if p.bits < 8 {
-                                for b in 0..blocks {
-                                    *wb.get_unchecked_mut(c * 4 + b) = unpack(row, p.bits, g * blocks + b);
+                            if four {
+                                for u in 0..step / UNIT {
+                                    let [lo, hi] = unpack_unit4(row, s0 / UNIT + u);
+                                    *wb.get_unchecked_mut(c * 4 + 2 * u) = lo;
+                                    *wb.get_unchecked_mut(c * 4 + 2 * u + 1) = hi;
+                                }
+                            } else if p.bits == 2 {
+                                for b in 0..per_col {
+                                    *wb.get_unchecked_mut(c * 4 + b) = unpack_block(row, 2, s0 / BLOCK + b);
                                 }
                             }
+                            // 8-bit blocks are read in place below (a copy here became a
+                            // `memcpy` call per block).
                         }
-                        let scale = _mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off);
-                        let bias = _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off);
+                        // Scales and biases of the step's groups (one, or two for 4-bit groups of 32).
+                        let two = four && gs == BLOCK;
+                        let gather = |g: usize| [_mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off), _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off)];
+                        let sb = [gather(g0), if two { gather(g0 + 1) } else { [_mm256_setzero_ps(); 2] }];
                         for (m, a) in acc.iter_mut().enumerate() {
-                            let xg = p.xq.as_ptr().add(2 * (m * p.k + g * gs));
                             let mut s = [_mm256_setzero_si256(); TILE];
-                            // 256 * (q . hi) + q . lo, lane by lane.
                             for part in 0..2 {
                                 if part == 1 {
                                     for sc in s.iter_mut() {
                                         *sc = _mm256_slli_epi32::<8>(*sc);
                                     }
                                 }
-                                for b in 0..blocks {
-                                    let x = _mm256_loadu_si256(xg.add(part * gs + b * BLOCK).cast());
+                                let xp = p.xq(m, part).as_ptr().add(s0);
+                                for b in 0..per_col {
+                                    let x = _mm256_loadu_si256(xp.add(b * BLOCK).cast());
                                     for (c, sc) in s.iter_mut().enumerate() {
-                                        let w = if p.bits == 8 { unpack(rows[c], 8, g * blocks + b) } else { *wb.get_unchecked(c * 4 + b) };
+                                        let w = if p.bits == 8 { unpack_block(rows[c], 8, s0 / BLOCK + b) } else { *wb.get_unchecked(c * 4 + b) };
                                         *sc = $dot(*sc, w, x, p.bits);
                                     }
                                 }
                             }
-                            let isum = _mm256_cvtepi32_ps(totals(&s));
-                            let d = _mm256_set1_ps(*p.xd.get_unchecked(m * groups + g));
-                            let xs = _mm256_set1_ps(*p.xsum.get_unchecked(m * groups + g));
-                            *a = _mm256_add_ps(*a, _mm256_mul_ps(isum, _mm256_mul_ps(scale, d)));
-                            *a = _mm256_add_ps(*a, _mm256_mul_ps(bias, xs));
+                            let [first, second] = halves(&s);
+                            let xd = |g: usize| *p.xd.get_unchecked(m * groups + g);
+                            let xs = |g: usize| *p.xsum.get_unchecked(m * groups + g);
+                            if two {
+                                // Lanes 0-3 held group g0's weights, lanes 4-7 group g0 + 1's.
+                                add_group(a, first, sb[0][0], sb[0][1], xd(g0), xs(g0));
+                                add_group(a, second, sb[1][0], sb[1][1], xd(g0 + 1), xs(g0 + 1));
+                            } else {
+                                add_group(a, _mm256_add_epi32(first, second), sb[0][0], sb[0][1], xd(g0), xs(g0));
+                            }
                         }
                     }
                     for (m, a) in acc.iter().enumerate() {
@@ -499,12 +536,12 @@ mod tests {
         let (ku, gu) = (k as usize, gs as usize);
         let mut xq = vec![0i8; 2 * xs.len()];
         let (mut xd, mut xsum) = (vec![0f32; xs.len() / gu], vec![0f32; xs.len() / gu]);
-        quantize_rows(&xs, gu, bits as usize, &mut xq, &mut xd, &mut xsum);
+        quantize_rows(&xs, ku, gu, bits as usize, &mut xq, &mut xd, &mut xsum);
         let xr: Vec<f32> = (0..xs.len())
             .map(|i| {
-                let (g, j) = (i / gu, i % gu);
-                let at = 2 * g * gu + (j / BLOCK) * BLOCK + position(bits as usize, j % BLOCK);
-                xd[g] * (256 * xq[at] as i32 + xq[at + gu] as i32) as f32
+                let (r, e) = (i / ku, i % ku);
+                let at = 2 * r * ku + e / UNIT * UNIT + position(bits as usize, e % UNIT);
+                xd[i / gu] * (256 * xq[at] as i32 + xq[at + ku] as i32) as f32
             })
             .collect();
         let xr = Array::from_slice(&xr, &[m, ku as i32]).unwrap();
@@ -516,7 +553,7 @@ mod tests {
         let groups = k / gs;
         let mut xq = vec![0i8; 2 * m * k];
         let (mut xd, mut xsum) = (vec![0f32; m * groups], vec![0f32; m * groups]);
-        quantize_rows(x, gs, bits, &mut xq, &mut xd, &mut xsum);
+        quantize_rows(x, k, gs, bits, &mut xq, &mut xd, &mut xsum);
         let p = Problem { w, scales: s, biases: b, xq: &xq, xd: &xd, xsum: &xsum, m, n, k, group_size: gs, bits };
         let mut got = vec![0f32; m * n];
         run_tiles(&p, 0..n.div_ceil(TILE), OutPtr(got.as_mut_ptr()), isa);
@@ -527,7 +564,20 @@ mod tests {
     /// the result is within 8-bit activation rounding of MLX's exact op.
     #[test]
     fn every_path_gives_the_portable_bits_and_stays_close_to_mlx() {
-        let cases = [(1, 256, 70, 64, 4), (3, 128, 33, 32, 8), (2, 256, 40, 128, 2), (5, 576, 17, 32, 4), (1, 512, 24, 128, 8), (4, 64, 9, 32, 2)];
+        // Every width and group size; 4-bit groups of 32 (two per unpacked unit) and of 128 (two
+        // units per group); 2 and 8 bits with `k` not a multiple of 64; up to 8 rows.
+        let cases = [
+            (1, 256, 70, 64, 4),
+            (3, 128, 33, 32, 8),
+            (2, 256, 40, 128, 2),
+            (5, 576, 17, 32, 4),
+            (1, 512, 24, 128, 8),
+            (4, 64, 9, 32, 2),
+            (2, 256, 20, 128, 4),
+            (8, 192, 12, 64, 4),
+            (2, 96, 10, 32, 8),
+            (2, 96, 10, 32, 2),
+        ];
         for (i, &(m, k, n, gs, bits)) in cases.iter().enumerate() {
             let Data { x, w, s, b, exact, rounded } = problem_data(m, k, n, gs, bits, i as u64);
             let dims = (m as usize, k as usize, n as usize, gs as usize, bits as usize);
@@ -559,18 +609,19 @@ mod tests {
     }
 
     #[test]
-    fn unpacking_orders_match_positions() {
-        // Values 0..2^bits-1 packed MLX's way (value i at bits*i of the stream) come back at `position`.
+    fn positions_are_permutations_and_weights_read_mlx_packing() {
         for bits in [2usize, 4, 8] {
-            let vals: Vec<u32> = (0..BLOCK as u32).map(|i| i % (1 << bits)).collect();
-            let mut words = vec![0u32; BLOCK * bits / 32];
+            let mut seen = positions(bits).to_vec();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..UNIT).collect::<Vec<_>>(), "bits {bits}");
+            // Value i at bit bits * i of the stream, as MLX packs.
+            let vals: Vec<u32> = (0..UNIT as u32).map(|i| (i * 7 + 3) % (1 << bits)).collect();
+            let mut words = vec![0u32; UNIT * bits / 32];
             for (i, &v) in vals.iter().enumerate() {
                 words[i * bits / 32] |= v << ((i * bits) % 32);
             }
-            let mut out = [0u8; BLOCK];
-            unpack_scalar(&words, bits, 0, &mut out);
             for (i, &v) in vals.iter().enumerate() {
-                assert_eq!(out[position(bits, i)] as u32, v, "bits {bits}, weight {i}");
+                assert_eq!(weight(&words, bits, i) as u32, v, "bits {bits}, weight {i}");
             }
         }
     }
