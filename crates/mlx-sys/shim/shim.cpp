@@ -635,8 +635,8 @@ class CpuKernelF32 : public mx::Primitive {
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
     for (auto& in : inputs) {
-      if (in.dtype() != mx::float32 || !in.flags().row_contiguous)
-        throw std::runtime_error(name_ + ": inputs must be row-contiguous float32");
+      if ((in.dtype() != mx::float32 && in.dtype() != mx::uint32) || !in.flags().row_contiguous)
+        throw std::runtime_error(name_ + ": inputs must be row-contiguous float32 (or uint32)");
     }
     auto& out = outputs[0];
     const float* copy_from = nullptr;
@@ -658,7 +658,8 @@ class CpuKernelF32 : public mx::Primitive {
     for (size_t i = 0; i < inputs.size(); i++) {
       keep.push_back(inputs[i].data_shared_ptr());
       if (in_place_ && i == 0) continue;
-      ptrs.push_back(inputs[i].data<float>());
+      // A uint32 input (packed quantized weights) reaches the kernel as its bits.
+      ptrs.push_back(static_cast<const float*>(static_cast<const void*>(inputs[i].data<uint32_t>())));
       sizes.push_back(inputs[i].size());
     }
     keep.push_back(out.data_shared_ptr());
@@ -701,7 +702,10 @@ int mlxn_cpu_kernel_f32(const char* name, mlxn_cpu_kernel_fn fn, const void* ctx
     auto s = mx::default_stream(mx::default_device());
     if (s.device != mx::Device::cpu) throw std::invalid_argument("CPU kernels need the CPU device");
     std::vector<mx::array> ins;
-    for (auto& a : unwrap_all(inputs, n_inputs)) ins.push_back(mx::contiguous(mx::astype(a, mx::float32)));
+    // uint32 inputs stay as they are (their bits reach the kernel: no cast, and no
+    // reinterpreting view node per call); any other dtype is cast to float32.
+    for (auto& a : unwrap_all(inputs, n_inputs))
+      ins.push_back(mx::contiguous(a.dtype() == mx::uint32 ? a : mx::astype(a, mx::float32)));
     auto prim = std::make_shared<CpuKernelF32>(s, name ? name : "CpuKernelF32", fn, ctx,
                                                std::vector<float>(params, params + n_params), in_place != 0);
     *out = wrap(mx::array(shape_of(out_shape, out_ndim), mx::float32, std::move(prim), std::move(ins)));

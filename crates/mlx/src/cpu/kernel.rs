@@ -150,7 +150,8 @@ impl Kernel {
 }
 
 /// A graph node computing `f(params, inputs) -> out` on the CPU stream. Inputs
-/// are cast to float32 and made contiguous first (no-ops when they already are).
+/// are cast to float32 and made contiguous first (no-ops when they already are),
+/// except uint32 ones (packed quantized weights), which `f` sees as their bits.
 pub fn cpu_kernel_f32(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape: &[i32]) -> Result<Array> {
     build(name, f, params, inputs, out_shape, false)
 }

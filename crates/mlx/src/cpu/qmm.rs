@@ -50,11 +50,10 @@ pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Ar
     }
     let mut out_shape = x.shape();
     *out_shape.last_mut().expect("x has a last axis") = n;
-    // The packed words reach the kernel as float32 bit patterns: `view` shares
-    // the buffer, and the kernel only ever reads their bits.
-    let w_bits = w.view(Dtype::Float32)?;
+    // The packed words reach the kernel as their bits (`cpu_kernel_f32` passes
+    // uint32 inputs through), which it only ever reads as integers.
     let params = [k as f32, n as f32, group_size as f32, bits as f32, bf16 as u8 as f32];
-    let y = cpu_kernel_f32("QuantizedMatmul", QMM, &params, &[x, &w_bits, scales, biases], &out_shape)?;
+    let y = cpu_kernel_f32("QuantizedMatmul", QMM, &params, &[x, w, scales, biases], &out_shape)?;
     // bfloat16 results are exact in float32: the cast back loses nothing.
     Ok(Some(if bf16 { y.astype(Dtype::Bfloat16)? } else { y }))
 }

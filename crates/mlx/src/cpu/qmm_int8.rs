@@ -61,9 +61,8 @@ pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Ar
     };
     let mut out_shape = x.shape();
     *out_shape.last_mut().expect("x has a last axis") = n;
-    let w_bits = w.view(Dtype::Float32)?;
     let params = [k as f32, n as f32, group_size as f32, bits as f32];
-    let y = cpu_kernel_f32("QuantizedMatmulInt8", QMM_INT8, &params, &[x, &w_bits, scales, biases], &out_shape)?;
+    let y = cpu_kernel_f32("QuantizedMatmulInt8", QMM_INT8, &params, &[x, w, scales, biases], &out_shape)?;
     Ok(Some(if out_dtype == Dtype::Float32 { y } else { y.astype(out_dtype)? }))
 }
 
