@@ -36,6 +36,11 @@ fn equals_mlx_op_bit_for_bit() {
         (&[1, 1024], 3000, 128, 8),
         (&[9, 64], 1, 64, 2),
         (&[64, 256], 130, 64, 4),
+        // One row with groups smaller than eight words, taken several at a time.
+        (&[1, 576], 70, 32, 4),
+        (&[1, 256], 40, 32, 2),
+        (&[1, 128], 33, 64, 2),
+        (&[1, 96], 20, 32, 4),
     ];
     for (i, &(x_shape, n, group_size, bits)) in cases.iter().enumerate() {
         let k = *x_shape.last().unwrap();

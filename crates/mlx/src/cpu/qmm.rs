@@ -408,11 +408,15 @@ pub(crate) mod avx2 {
     ) {
         let per_word = 32 / B;
         let words_per_group = p.group_size / per_word;
-        let chunk = words_per_group.min(8);
+        // Words per step: a group, or several small groups together (4-bit
+        // groups of 32 have 4 words) so that a tile's words come as eight row
+        // loads and a transpose rather than as gathers. Each lane still sums
+        // its column in `k` order, so the bits do not change.
+        let span = if words_per_group < 8 && p.row_words() % 8 == 0 { 8 } else { words_per_group };
+        let chunk = span.min(8);
         let mask = _mm256_set1_epi32(((1u32 << B) - 1) as i32);
-        for g in 0..p.groups() {
-            let x = p.x.as_ptr().add(g * p.group_size);
-            let first = g * words_per_group;
+        for first in (0..p.row_words()).step_by(span) {
+            let x = p.x.as_ptr().add(first * per_word);
             for t in 0..TILES {
                 for &r in &w_rows[t] {
                     // A prefetch past the buffer's end is harmless (it never faults).
@@ -424,13 +428,17 @@ pub(crate) mod avx2 {
             // registers (all four tiles at once spilled them, a store and a
             // load in every sum's chain; one at a time waits on each add).
             for t in (0..TILES).step_by(2) {
-                let scale = [0, 1].map(|d| _mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off[t + d]));
-                let bias = [0, 1].map(|d| _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off[t + d]));
+                let (mut scale, mut bias) = ([_mm256_setzero_ps(); 2], [_mm256_setzero_ps(); 2]);
                 let (mut s0, mut s1) = (*acc.add(t), *acc.add(t + 1));
-                for c in (0..words_per_group).step_by(chunk) {
+                for c in (0..span).step_by(chunk) {
                     let w0 = tile_words(p.w.as_ptr(), &w_rows[t], w_off[t], first + c, chunk);
                     let w1 = tile_words(p.w.as_ptr(), &w_rows[t + 1], w_off[t + 1], first + c, chunk);
                     for i in 0..chunk {
+                        if (c + i) % words_per_group == 0 {
+                            let g = (first + c + i) / words_per_group;
+                            scale = [0, 1].map(|d| _mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off[t + d]));
+                            bias = [0, 1].map(|d| _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off[t + d]));
+                        }
                         let (v0, v1) = (w0[i], w1[i]);
                         for e in 0..per_word {
                             let xv = _mm256_set1_ps(*x.add((c + i) * per_word + e));
