@@ -18,16 +18,13 @@
 // decode tok/s >= 4x its single-request figure, and > mlx_lm.server's batched aggregate.
 
 const fs = require('node:fs');
-const os = require('node:os');
 const net = require('node:net');
 const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
 const { PythonWorker } = require('./python-worker');
-const { median, machineInfo, sourceInfo, loadavg, argReaders } = require('./machine');
+const { median, loadavg, argReaders } = require('./machine');
+const { ROOT, MODELS_DIR, fmt, logger, warnIfBusy, newReport, checkReference, machineLines, writeRaw } = require('./common');
 
-const ROOT = path.resolve(__dirname, '..');
-const MODELS_DIR = path.join(ROOT, '.cache', 'bench-models');
-const RAW_DIR = path.join(ROOT, '.cache', 'bench-results');
 const RESULTS = path.join(__dirname, 'RESULTS-batch.md');
 
 // Rounds per model: mlx-node's sides, and mlx_lm.server's (the first rounds of them). The
@@ -77,14 +74,7 @@ const USAGE = `usage: npm run bench:batch -- [options]
   --out FILE         write the report there (a default run writes benchmark/RESULTS-batch.md)
   --no-build         use the addon as built (default: build it first if stale, as npm run bench)`;
 
-function fail(msg, code = 1) {
-  process.stderr.write(`[bench:batch] ${msg}\n`);
-  process.exit(code);
-}
-
-function log(msg) {
-  process.stderr.write(`[bench:batch] ${msg}\n`);
-}
+const { log, fail } = logger('bench:batch');
 
 function parseArgs(argv) {
   const a = { models: [], rounds: null, mlxLmRounds: null, concurrency: CONCURRENCY, maxTokens: MAX_TOKENS, library: true, out: null, build: true, defaults: true };
@@ -109,7 +99,6 @@ function parseArgs(argv) {
   return a;
 }
 
-const fmt = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.now() / 1000;
 
@@ -473,9 +462,6 @@ function table(m) {
 }
 
 function renderReport(report) {
-  const mc = report.machine;
-  const ours = report.ours;
-  const theirs = report.theirs;
   const cks = checks(report);
   const parts = [
     '# Batch throughput results',
@@ -484,15 +470,7 @@ function renderReport(report) {
     '',
     '## Machine and builds',
     '',
-    `- CPU: ${mc.cpu}, ${mc.cpus} CPUs (${mc.coresPerSocket} cores per socket, ${mc.threadsPerCore} thread(s) per core), ${fmt(mc.memoryGB, 0)} GiB memory; ${mc.kernel}; Node ${mc.node}`,
-    `- Load average (1, 5, 15 min) before the run: ${report.loadBefore}; after: ${report.loadAfter}`,
-    `- mlx-node at commit ${report.source.commit}${report.source.dirty ? ` with ${report.source.dirty} uncommitted file(s) in crates/, node/, lib/, index.js` : ''}; addon ${report.source.addon}`,
-    `- mlx-node: \`mlxInfo()\` = \`${JSON.stringify(ours)}\``,
-    `- MLX-LM ${theirs.mlxLm} on MLX ${theirs.mlx} (Python ${theirs.python}, ${theirs.device}), BLAS: ${theirs.blas} (LD_PRELOAD=${report.ldPreload || 'none'})`,
-    `- OpenBLAS idle threads: OPENBLAS_THREAD_TIMEOUT=${report.openblasTimeoutOurs ?? 'unset'} for mlx-node (set by its loader unless given), ${report.openblasTimeout ?? 'unset'} for mlx_lm.server`,
-    ours.backend === 'cpu'
-      ? `- Both sides load the same libmlx build (${ours.mlxVersion} CPU wheel) and call the same OpenBLAS for \`cblas_sgemm\`.`
-      : `- Both sides load the same libmlx build (${ours.mlxVersion} ${ours.backend} wheel) and run on ${ours.device}.`,
+    ...machineLines(report, 'mlx_lm.server'),
     '',
     '## Method',
     '',
@@ -548,10 +526,7 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const names = args.models.length ? args.models : Object.keys(PLAN);
   const started = Date.now();
-  const loadBefore = loadavg();
-  if (os.loadavg()[0] > os.cpus().length * 0.5) {
-    log(`warning: load average is ${loadBefore} on ${os.cpus().length} CPUs; other work will slow every side`);
-  }
+  warnIfBusy(log);
   if (args.build) require('../scripts/build').build({ quiet: true });
   const { python, env } = require('../scripts/venv').ensureVenv();
   const made = spawnSync(python, [path.join(__dirname, 'models.py'), MODELS_DIR, '--only', names.join(',')], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
@@ -560,17 +535,7 @@ async function main() {
   const { loadModel, mlxInfo } = require('..');
   const worker = new PythonWorker(python, env, 'mlx_lm_bench.py', 'MLX-LM');
   const report = {
-    command: `npm run bench:batch${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
-    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
-    machine: machineInfo(),
-    source: sourceInfo(),
-    ours: mlxInfo(),
-    theirs: null,
-    ldPreload: env.LD_PRELOAD || '',
-    openblasTimeout: env.OPENBLAS_THREAD_TIMEOUT,
-    openblasTimeoutOurs: process.env.OPENBLAS_THREAD_TIMEOUT,
-    loadBefore,
-    loadAfter: null,
+    ...newReport('bench:batch', env, mlxInfo()),
     concurrency: args.concurrency,
     maxTokens: args.maxTokens,
     promptTokens: null,
@@ -581,8 +546,7 @@ async function main() {
   } finally {
     worker.close();
   }
-  if (report.theirs.mlx !== report.ours.mlxVersion) log(`warning: MLX versions differ (ours ${report.ours.mlxVersion}, MLX-LM's ${report.theirs.mlx})`);
-  if (report.theirs.blas !== report.ours.blas) log(`warning: BLAS differs (ours ${report.ours.blas}, MLX-LM's ${report.theirs.blas})`);
+  checkReference(report, log);
 
   for (const name of names) {
     await benchModel(name, args, { python, env, loadModel }, report);
@@ -595,10 +559,7 @@ async function main() {
   const { md, checks: cks } = renderReport(report);
   process.stdout.write(`${md}\n`);
   for (const c of cks) process.stdout.write(`${c.ok ? 'PASS' : 'FAIL'}: ${c.model}: ${c.what}: ${c.detail}\n`);
-  fs.mkdirSync(RAW_DIR, { recursive: true });
-  const raw = path.join(RAW_DIR, `batch-${report.date.replace(/[:]/g, '-')}.json`);
-  fs.writeFileSync(raw, JSON.stringify(report, null, 1));
-  log(`raw results: ${path.relative(ROOT, raw)}`);
+  writeRaw(report, 'batch-', log);
   const out = args.out ?? (args.defaults ? RESULTS : null);
   if (out) {
     // A hand-written analysis section, if the file has one, is kept below the new figures.

@@ -15,16 +15,13 @@
 // the chat, turn 10's prompt time is at most 1.2x turn 2's.
 
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { PythonWorker } = require('./python-worker');
-const { median, machineInfo, sourceInfo, loadavg, argReaders } = require('./machine');
+const { median, loadavg, argReaders } = require('./machine');
+const { ROOT, MODELS_DIR, fmt, logger, warnIfBusy, newReport, checkReference, machineLines, writeRaw } = require('./common');
 
-const ROOT = path.resolve(__dirname, '..');
-const MODELS_DIR = path.join(ROOT, '.cache', 'bench-models');
 const MODEL = 'qwen3-100m-f32';
-const RAW_DIR = path.join(ROOT, '.cache', 'bench-results');
 const RESULTS = path.join(__dirname, 'RESULTS-chat.md');
 
 const SYSTEM = 'You are a helpful travel assistant. Answer clearly and concisely.';
@@ -64,14 +61,7 @@ const USAGE = `usage: npm run bench:chat -- [options]
   --out FILE         write the report there (a default run writes benchmark/RESULTS-chat.md)
   --no-build         use the addon as built (default: build it first if stale, as npm run bench)`;
 
-function fail(msg, code = 1) {
-  process.stderr.write(`[bench:chat] ${msg}\n`);
-  process.exit(code);
-}
-
-function log(msg) {
-  process.stderr.write(`[bench:chat] ${msg}\n`);
-}
+const { log, fail } = logger('bench:chat');
 
 function parseArgs(argv) {
   const a = { rounds: null, maxTokens: null, out: null, build: true };
@@ -90,7 +80,6 @@ function parseArgs(argv) {
   return a;
 }
 
-const fmt = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
 
 // ---------------------------------------------------------------- one turn per side
@@ -393,7 +382,6 @@ function replyReuse(report) {
 }
 
 function renderReport(report) {
-  const { machine: mc, ours, theirs } = report;
   const { table, verdict } = checkTable(report);
   const rt = report.replyReuse;
   const reuse = (k) => rt.map((x) => `${x[k].reused}/${x[k].held}`).join(', ');
@@ -404,15 +392,7 @@ function renderReport(report) {
     '',
     '## Machine and builds',
     '',
-    `- CPU: ${mc.cpu}, ${mc.cpus} CPUs (${mc.coresPerSocket} cores per socket, ${mc.threadsPerCore} thread(s) per core), ${fmt(mc.memoryGB, 0)} GiB memory; ${mc.kernel}; Node ${mc.node}`,
-    `- Load average (1, 5, 15 min) before the run: ${report.loadBefore}; after: ${report.loadAfter}`,
-    `- mlx-node at commit ${report.source.commit}${report.source.dirty ? ` with ${report.source.dirty} uncommitted file(s) in crates/, node/, lib/, index.js` : ''}; addon ${report.source.addon}`,
-    `- mlx-node: \`mlxInfo()\` = \`${JSON.stringify(ours)}\``,
-    `- MLX-LM ${theirs.mlxLm} on MLX ${theirs.mlx} (Python ${theirs.python}, ${theirs.device}), BLAS: ${theirs.blas} (LD_PRELOAD=${report.ldPreload || 'none'})`,
-    `- OpenBLAS idle threads: OPENBLAS_THREAD_TIMEOUT=${report.openblasTimeoutOurs ?? 'unset'} for mlx-node (set by its loader unless given), ${report.openblasTimeout ?? 'unset'} for the reference worker`,
-    ours.backend === 'cpu'
-      ? `- Both sides load the same libmlx build (${ours.mlxVersion} CPU wheel) and call the same OpenBLAS for \`cblas_sgemm\`.`
-      : `- Both sides load the same libmlx build (${ours.mlxVersion} ${ours.backend} wheel) and run on ${ours.device}.`,
+    ...machineLines(report),
     '',
     '## Method',
     '',
@@ -489,10 +469,7 @@ async function main() {
   const rounds = args.rounds ?? ROUNDS;
   const maxTokens = args.maxTokens ?? MAX_TOKENS;
   const started = Date.now();
-  const loadBefore = loadavg();
-  if (os.loadavg()[0] > os.cpus().length * 0.5) {
-    log(`warning: load average is ${loadBefore} on ${os.cpus().length} CPUs; other work will slow every side`);
-  }
+  warnIfBusy(log);
   if (args.build) require('../scripts/build').build({ quiet: true });
   const { python, env } = require('../scripts/venv').ensureVenv();
   const made = spawnSync(python, [path.join(__dirname, 'models.py'), MODELS_DIR, '--only', MODEL], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
@@ -502,17 +479,7 @@ async function main() {
   const { loadModel, mlxInfo } = require('..');
   const worker = new PythonWorker(python, env, 'mlx_lm_bench.py', 'MLX-LM');
   const report = {
-    command: `npm run bench:chat${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
-    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
-    machine: machineInfo(),
-    source: sourceInfo(),
-    ours: mlxInfo(),
-    theirs: null,
-    ldPreload: env.LD_PRELOAD || '',
-    openblasTimeout: env.OPENBLAS_THREAD_TIMEOUT,
-    openblasTimeoutOurs: process.env.OPENBLAS_THREAD_TIMEOUT,
-    loadBefore,
-    loadAfter: null,
+    ...newReport('bench:chat', env, mlxInfo()),
     model: dir,
     turns: TURNS.length,
     maxTokens,
@@ -523,8 +490,7 @@ async function main() {
   let probeIds = null;
   try {
     report.theirs = await worker.request({ cmd: 'info' });
-    if (report.theirs.mlx !== report.ours.mlxVersion) log(`warning: MLX versions differ (ours ${report.ours.mlxVersion}, MLX-LM's ${report.theirs.mlx})`);
-    if (report.theirs.blas !== report.ours.blas) log(`warning: BLAS differs (ours ${report.ours.blas}, MLX-LM's ${report.theirs.blas})`);
+    checkReference(report, log);
     log(`loading ${path.relative(ROOT, dir)}`);
     model = await loadModel(dir);
     await worker.request({ cmd: 'load', model: dir });
@@ -578,10 +544,7 @@ async function main() {
 
   const md = renderReport(report);
   process.stdout.write(`${md}\n`);
-  fs.mkdirSync(RAW_DIR, { recursive: true });
-  const raw = path.join(RAW_DIR, `chat-${report.date.replace(/[:]/g, '-')}.json`);
-  fs.writeFileSync(raw, JSON.stringify(report, null, 1));
-  log(`raw results: ${path.relative(ROOT, raw)}`);
+  writeRaw(report, 'chat-', log);
   const isDefault = args.rounds === null && args.maxTokens === null;
   const out = args.out ?? (isDefault ? RESULTS : null);
   if (out) {

@@ -6,16 +6,13 @@
 // also writes benchmark/RESULTS.md. See benchmark/sampling.md for what is not here yet.
 
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { PythonWorker } = require('./python-worker');
-const { median, sh, machineInfo, sourceInfo, loadavg, argReaders } = require('./machine');
+const { median, machineInfo, loadavg, argReaders } = require('./machine');
+const { ROOT, MODELS_DIR, fmt, logger, warnIfBusy, newReport, checkReference, machineLines, writeRaw } = require('./common');
 const { cargoEnv } = require('../scripts/mlx');
 
-const ROOT = path.resolve(__dirname, '..');
-const MODELS_DIR = path.join(ROOT, '.cache', 'bench-models');
-const RAW_DIR = path.join(ROOT, '.cache', 'bench-results');
 const RESULTS = path.join(__dirname, 'RESULTS.md');
 
 // ~100 tokens of plain text (91 with the Qwen3 tokenizer; no BOS for Qwen3).
@@ -76,14 +73,7 @@ const USAGE = `usage: npm run bench -- [options]
                      alone, and the pipelined step (the 100M model unless --model; --max-tokens);
                      ours (benchmark/sampling), then MLX-LM's (benchmark/profile_ref.py)`;
 
-function fail(msg, code = 1) {
-  process.stderr.write(`[bench] ${msg}\n`);
-  process.exit(code);
-}
-
-function log(msg) {
-  process.stderr.write(`[bench] ${msg}\n`);
-}
+const { log, fail } = logger('bench');
 
 function parseArgs(argv) {
   const a = { quick: false, models: [], rounds: null, maxTokens: null, configs: [], out: null, build: true, profile: false, sampling: false };
@@ -112,7 +102,6 @@ function parseArgs(argv) {
 
 const min = (xs) => Math.min(...xs);
 const max = (xs) => Math.max(...xs);
-const fmt = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const mb = (bytes) => bytes / 1e6;
 
 function firstDiff(a, b) {
@@ -348,7 +337,7 @@ function targets(report) {
 }
 
 function renderReport(report) {
-  const { machine: mc, ours, theirs } = report;
+  const { ours } = report;
   const plan = report.models
     .map((m) => `${m.name}: ${Object.keys(m.configs).map((c) => CONFIGS[c].label).join(', ')}; ${m.maxTokens} tokens, ${m.rounds} rounds`)
     .join('\n- ');
@@ -360,15 +349,7 @@ function renderReport(report) {
     '',
     '## Machine and builds',
     '',
-    `- CPU: ${mc.cpu}, ${mc.cpus} CPUs (${mc.coresPerSocket} cores per socket, ${mc.threadsPerCore} thread(s) per core), ${fmt(mc.memoryGB, 0)} GiB memory; ${mc.kernel}; Node ${mc.node}`,
-    `- Load average (1, 5, 15 min) before the run: ${report.loadBefore}; after: ${report.loadAfter}`,
-    `- mlx-node at commit ${report.source.commit}${report.source.dirty ? ` with ${report.source.dirty} uncommitted file(s) in crates/, node/, lib/, index.js` : ''}; addon ${report.source.addon}`,
-    `- mlx-node: \`mlxInfo()\` = \`${JSON.stringify(ours)}\``,
-    `- MLX-LM ${theirs.mlxLm} on MLX ${theirs.mlx} (Python ${theirs.python}, ${theirs.device}), BLAS: ${theirs.blas} (LD_PRELOAD=${report.ldPreload || 'none'})`,
-    `- OpenBLAS idle threads: OPENBLAS_THREAD_TIMEOUT=${report.openblasTimeoutOurs ?? 'unset'} for mlx-node (set by its loader unless given), ${report.openblasTimeout ?? 'unset'} for the reference worker`,
-    ours.backend === 'cpu'
-      ? `- Both sides load the same libmlx build (${ours.mlxVersion} CPU wheel) and call the same OpenBLAS for \`cblas_sgemm\`.`
-      : `- Both sides load the same libmlx build (${ours.mlxVersion} ${ours.backend} wheel) and run on ${ours.device}.`,
+    ...machineLines(report),
     '',
     '## Method',
     '',
@@ -488,10 +469,7 @@ async function main() {
   });
 
   const started = Date.now();
-  const loadBefore = loadavg();
-  if (os.loadavg()[0] > os.cpus().length * 0.5) {
-    log(`warning: load average is ${loadBefore} on ${os.cpus().length} CPUs; other work will slow both sides`);
-  }
+  warnIfBusy(log, 'both sides');
   if (args.build) require('../scripts/build').build({ quiet: true });
   const { ensureVenv } = require('../scripts/venv');
   const { python, env } = ensureVenv();
@@ -522,29 +500,10 @@ async function main() {
 
   const { loadModel, mlxInfo } = require('..');
   const worker = new PythonWorker(python, env, 'mlx_lm_bench.py', 'MLX-LM');
-  const report = {
-    command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
-    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
-    machine: machineInfo(),
-    source: sourceInfo(),
-    ours: mlxInfo(),
-    theirs: null,
-    ldPreload: env.LD_PRELOAD || '',
-    openblasTimeout: env.OPENBLAS_THREAD_TIMEOUT,
-    openblasTimeoutOurs: process.env.OPENBLAS_THREAD_TIMEOUT,
-    loadBefore,
-    loadAfter: null,
-    promptTokens: null,
-    models: [],
-  };
+  const report = { ...newReport('bench', env, mlxInfo()), promptTokens: null, models: [] };
   try {
     report.theirs = await worker.request({ cmd: 'info' });
-    if (report.theirs.mlx !== report.ours.mlxVersion) {
-      log(`warning: MLX versions differ (ours ${report.ours.mlxVersion}, MLX-LM's ${report.theirs.mlx})`);
-    }
-    if (report.theirs.blas !== report.ours.blas) {
-      log(`warning: BLAS differs (ours ${report.ours.blas}, MLX-LM's ${report.theirs.blas})`);
-    }
+    checkReference(report, log);
     for (const t of targetsOf) {
       await benchModel(t.name, t.dir, t.plan, args, worker, loadModel, report);
       const s = Object.values(report.models.at(-1).configs)[0]?.summary;
@@ -558,10 +517,7 @@ async function main() {
 
   const md = renderReport(report);
   process.stdout.write(`${md}\n`);
-  fs.mkdirSync(RAW_DIR, { recursive: true });
-  const raw = path.join(RAW_DIR, `${report.date.replace(/[:]/g, '-')}.json`);
-  fs.writeFileSync(raw, JSON.stringify(report, null, 1));
-  log(`raw results: ${path.relative(ROOT, raw)}`);
+  writeRaw(report, '', log);
   const isDefault = !quick && !args.models.length && !args.configs.length && args.rounds === null && args.maxTokens === null;
   const out = args.out ?? (isDefault ? RESULTS : null);
   if (out) {

@@ -412,7 +412,7 @@ pub(crate) mod avx2 {
         // groups of 32 have 4 words) so that a tile's words come as eight row
         // loads and a transpose rather than as gathers. Each lane still sums
         // its column in `k` order, so the bits do not change.
-        let span = if words_per_group < 8 && p.row_words() % 8 == 0 { 8 } else { words_per_group };
+        let span = if words_per_group < 8 && p.row_words().is_multiple_of(8) { 8 } else { words_per_group };
         let chunk = span.min(8);
         let mask = _mm256_set1_epi32(((1u32 << B) - 1) as i32);
         for first in (0..p.row_words()).step_by(span) {

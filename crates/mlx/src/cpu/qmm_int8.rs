@@ -459,7 +459,9 @@ mod x86 {
                         }
                         // Scales and biases of the step's groups (one, or two for 4-bit groups of 32).
                         let two = four && gs == BLOCK;
-                        let gather = |g: usize| [_mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off), _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off)];
+                        let gather = |g: usize| {
+                            [_mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off), _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off)]
+                        };
                         let sb = [gather(g0), if two { gather(g0 + 1) } else { [_mm256_setzero_ps(); 2] }];
                         for (m, a) in acc.iter_mut().enumerate() {
                             let mut s = [_mm256_setzero_si256(); TILE];
