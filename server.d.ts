@@ -39,6 +39,8 @@ export interface ServeOptions {
   apiKey?: string;
   /** Requests decoded together (loadModel's maxBatch; default 8). */
   maxBatch?: number;
+  /** loadModel's precision for quantized models: 'exact' (default) or 'fast'. */
+  precision?: 'exact' | 'fast';
   modelId?: string;
   log?: (line: string) => void;
   onLoadProgress?: (fraction: number) => void;

@@ -75,10 +75,10 @@ test('help: the main usage and each command\'s, exit 0; --version; no command is
     for (const c of ['generate DIR', 'chat DIR', 'speak DIR TEXT -o FILE', 'serve --model DIR', 'info [DIR]']) assert.ok(r.stdout.includes(c), `${flag}: ${c}`);
   }
   const flagsOf = {
-    generate: ['--max-tokens', '--temp', '--top-p', '--top-k', '--min-p', '--repetition-penalty', '--seed', '--stop', '--chat', '--raw', '--system', '--no-think', '--enable-thinking', '--dtype', '--quiet'],
+    generate: ['--max-tokens', '--temp', '--top-p', '--top-k', '--min-p', '--repetition-penalty', '--seed', '--stop', '--chat', '--raw', '--system', '--no-think', '--enable-thinking', '--dtype', '--precision', '--quiet'],
     chat: ['--max-tokens', '--temp', '--seed', '--system', '--no-think', '/reset', '/save PATH', '/load PATH', '/quit'],
     speak: ['--output', '--format', '--seed', '--temp', '--cfg-weight', '--exaggeration', '--voice', '--max-tokens'],
-    serve: ['--model', '--tts', '--host', '--port', '--max-batch', '--api-key', 'MLX_NODE_API_KEY'],
+    serve: ['--model', '--tts', '--host', '--port', '--max-batch', '--precision', '--api-key', 'MLX_NODE_API_KEY'],
     info: ['--quiet'],
   };
   for (const [command, flags] of Object.entries(flagsOf)) {
@@ -109,6 +109,19 @@ test('generate: the chat template by default, greedy; stdout is exactly the libr
   const q = ok(['generate', dir, PROMPT, '--max-tokens', '12', '--quiet']);
   assert.equal(q.stdout, want.text);
   assert.equal(q.stderr, '');
+});
+
+test('generate --precision fast: the library\'s fast-precision text on a quantized model', async () => {
+  const { loadModel } = require('..');
+  const q4 = fixturePath('qwen3-q4');
+  const m = await loadModel(q4, { precision: 'fast' });
+  try {
+    const want = await m.generate([{ role: 'user', content: PROMPT }], { maxTokens: 12 });
+    const r = ok(['generate', q4, PROMPT, '--max-tokens', '12', '--precision', 'fast', '--quiet']);
+    assert.equal(r.stdout, want.text);
+  } finally {
+    await m.dispose();
+  }
 });
 
 // GenerateOptions as the command's flags.
@@ -328,6 +341,8 @@ test('errors: a wrong command line exits 2 with the reason; a library error exit
   usageError(['generate', dir, PROMPT, '--raw', '--system', 'x'], /drop --raw/);
   usageError(['generate', dir, PROMPT, '--no-think', '--enable-thinking'], /contradict/);
   usageError(['generate', dir, PROMPT, '--dtype', 'int8'], /--dtype must be/);
+  usageError(['generate', dir, PROMPT, '--precision', 'int8'], /--precision must be exact or fast/);
+  usageError(['serve', '--model', dir, '--precision', 'approx'], /--precision must be exact or fast/);
   usageError(['speak', dir, 'hello'], /missing -o FILE/);
   usageError(['speak', dir, 'hello', '-o', 'x.wav', '--format', 'mp3'], /--format must be/);
   usageError(['serve'], /missing --model DIR/);

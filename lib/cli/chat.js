@@ -4,7 +4,7 @@
 // turns. Commands: /reset, /save PATH, /load PATH, /help, /quit.
 const readline = require('node:readline');
 const { parse, positionals, helpText } = require('./args');
-const { GENERATION_FLAGS, TEMPLATE_FLAGS, DTYPE_FLAG, generationOptions, templateOptions, dtypeOf } = require('./sampling');
+const { GENERATION_FLAGS, TEMPLATE_FLAGS, LOAD_FLAGS, generationOptions, templateOptions, loadOptions } = require('./sampling');
 const { loadLanguageModel, note } = require('./progress');
 const { generationFigures } = require('./figures');
 const { describe } = require('./errors');
@@ -12,7 +12,7 @@ const { describe } = require('./errors');
 const FLAGS = {
   ...GENERATION_FLAGS,
   ...TEMPLATE_FLAGS,
-  ...DTYPE_FLAG,
+  ...LOAD_FLAGS,
   quiet: { type: 'boolean', short: 'q', help: 'nothing on stderr but errors: no progress, no figures, no notes' },
 };
 
@@ -47,10 +47,10 @@ async function run(argv) {
   const [dir] = positionals(pos, ['DIR']);
   const template = templateOptions(values);
   const options = generationOptions(values);
-  const dtype = dtypeOf(values);
+  const load = loadOptions(values);
   const quiet = Boolean(values.quiet);
 
-  const model = await loadLanguageModel(dir, { dtype, quiet });
+  const model = await loadLanguageModel(dir, { ...load, quiet });
   try {
     // A model without a chat template fails here, not at the first message.
     model.applyChatTemplate([{ role: 'user', content: '.' }], { addGenerationPrompt: true, ...template });

@@ -1,7 +1,7 @@
 'use strict';
 // `mlx-node generate DIR [PROMPT]`: one completion streamed to stdout, its figures on stderr.
 const { UsageError, parse, positionals, helpText } = require('./args');
-const { GENERATION_FLAGS, TEMPLATE_FLAGS, DTYPE_FLAG, generationOptions, templateOptions, dtypeOf } = require('./sampling');
+const { GENERATION_FLAGS, TEMPLATE_FLAGS, LOAD_FLAGS, generationOptions, templateOptions, loadOptions } = require('./sampling');
 const { loadLanguageModel, note } = require('./progress');
 const { generationFigures } = require('./figures');
 const { textArgument, onStdoutClosed } = require('./io');
@@ -11,7 +11,7 @@ const FLAGS = {
   chat: { type: 'boolean', help: 'the prompt as a user message in the chat template (default: when there is one)' },
   raw: { type: 'boolean', help: 'the prompt as raw text, without the chat template' },
   ...TEMPLATE_FLAGS,
-  ...DTYPE_FLAG,
+  ...LOAD_FLAGS,
   quiet: { type: 'boolean', short: 'q', help: 'nothing on stderr but errors: no progress, no figures' },
 };
 
@@ -61,11 +61,11 @@ async function run(argv) {
   if (values.raw && usesTemplateFlags(values)) throw new UsageError('--system, --no-think and --enable-thinking need the chat template: drop --raw');
   templateOptions(values);
   const options = generationOptions(values);
-  const dtype = dtypeOf(values);
+  const load = loadOptions(values);
   const quiet = Boolean(values.quiet);
   const prompt = await textArgument(promptArg, 'PROMPT');
 
-  const model = await loadLanguageModel(dir, { dtype, quiet });
+  const model = await loadLanguageModel(dir, { ...load, quiet });
   try {
     const input = buildInput(model, prompt, values, quiet);
     // Ctrl-C ends the generation early (its figures still printed); a second one exits at once.

@@ -37,13 +37,13 @@ function seconds(t0) {
   return ((performance.now() - t0) / 1000).toFixed(2);
 }
 
-async function loadLanguageModel(dir, { dtype, quiet }) {
+async function loadLanguageModel(dir, { dtype, precision, quiet }) {
   const { loadModel } = require('../..');
   const bar = quiet ? null : progressBar(`Loading ${path.basename(path.resolve(dir))}`);
   const t0 = performance.now();
   let model;
   try {
-    model = await loadModel(dir, { dtype, onLoadProgress: bar ? (f) => bar.update(f) : undefined });
+    model = await loadModel(dir, { dtype, precision, onLoadProgress: bar ? (f) => bar.update(f) : undefined });
   } finally {
     bar?.clear();
   }

@@ -32,8 +32,10 @@ const TEMPLATE_FLAGS = {
   'enable-thinking': { type: 'boolean', help: 'ask the chat template for thinking (enableThinking: true)' },
 };
 
-const DTYPE_FLAG = {
+// loadModel's options: the compute dtype and, for quantized models, the precision.
+const LOAD_FLAGS = {
   dtype: { value: 'TYPE', help: 'compute dtype: float32, float16 or bfloat16 (default: the weights\')' },
+  precision: { value: 'MODE', help: 'quantized matmuls: exact (MLX-LM\'s tokens, default) or fast (integer dot products)' },
 };
 
 function generationOptions(values) {
@@ -52,12 +54,16 @@ function templateOptions(values) {
   return {};
 }
 
-function dtypeOf(values) {
-  const d = values.dtype;
-  if (d !== undefined && !['float32', 'float16', 'bfloat16'].includes(d)) {
-    throw new UsageError(`--dtype must be float32, float16 or bfloat16, got ${JSON.stringify(d)}`);
+// { dtype, precision } from LOAD_FLAGS' values.
+function loadOptions(values) {
+  const { dtype, precision } = values;
+  if (dtype !== undefined && !['float32', 'float16', 'bfloat16'].includes(dtype)) {
+    throw new UsageError(`--dtype must be float32, float16 or bfloat16, got ${JSON.stringify(dtype)}`);
   }
-  return d;
+  if (precision !== undefined && !['exact', 'fast'].includes(precision)) {
+    throw new UsageError(`--precision must be exact or fast, got ${JSON.stringify(precision)}`);
+  }
+  return { dtype, precision };
 }
 
-module.exports = { GENERATION_FLAGS, TEMPLATE_FLAGS, DTYPE_FLAG, generationOptions, templateOptions, dtypeOf };
+module.exports = { GENERATION_FLAGS, TEMPLATE_FLAGS, LOAD_FLAGS, generationOptions, templateOptions, loadOptions };

@@ -3,6 +3,7 @@
 const path = require('node:path');
 const { UsageError, parse, positionals, helpText } = require('./args');
 const { progressBar } = require('./progress');
+const { LOAD_FLAGS, loadOptions } = require('./sampling');
 
 const FLAGS = {
   model: { value: 'DIR', help: 'the text model folder to serve; required' },
@@ -10,6 +11,7 @@ const FLAGS = {
   host: { value: 'HOST', help: 'address to listen on (default 127.0.0.1)' },
   port: { kind: 'int', min: 0, max: 65535, help: 'port to listen on (default 8080; 0: any free port)' },
   'max-batch': { kind: 'int', min: 1, help: 'the most requests generated together (default 8)' },
+  precision: LOAD_FLAGS.precision,
   'api-key': { value: 'KEY', help: 'require "Authorization: Bearer KEY" (default: $MLX_NODE_API_KEY; none: no key)' },
   quiet: { type: 'boolean', short: 'q', help: 'log nothing but errors and the address' },
 };
@@ -43,6 +45,7 @@ async function run(argv) {
   if (values.help) return process.stdout.write(HELP);
   positionals(pos, []);
   if (values.model === undefined || values.model === '') throw new UsageError('missing --model DIR');
+  const { precision } = loadOptions(values);
   const apiKey = values['api-key'] ?? (process.env.MLX_NODE_API_KEY || undefined);
   const quiet = Boolean(values.quiet);
   const log = quiet ? () => {} : (...args) => console.error(...args);
@@ -54,6 +57,7 @@ async function run(argv) {
     host: values.host ?? '127.0.0.1',
     port: values.port ?? 8080,
     maxBatch: values['max-batch'] ?? 8,
+    precision,
     apiKey,
     log,
     onLoadProgress: bar ? (f) => (f < 1 ? bar.update(f) : bar.clear()) : undefined,
