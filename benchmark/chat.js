@@ -58,13 +58,16 @@ const SIDE_KEYS = Object.keys(SIDES);
 const USAGE = `usage: npm run bench:chat -- [options]
   --rounds N         timed conversations per side (default ${ROUNDS}); each cell is the median over rounds
   --max-tokens N     tokens generated per turn (default ${MAX_TOKENS}, greedy)
+  --model NAME       a folder in .cache/bench-models instead of ${MODEL}, for instance
+                     smollm2-135m-q4_1 (a trained model, made by npm run bench:llama); such a run
+                     writes only with --out
   --out FILE         write the report there (a default run writes benchmark/RESULTS-chat.md)
   --no-build         use the addon as built (default: build it first if stale, as npm run bench)`;
 
 const { log, fail } = logger('bench:chat');
 
 function parseArgs(argv) {
-  const a = { rounds: null, maxTokens: null, out: null, build: true };
+  const a = { rounds: null, maxTokens: null, out: null, build: true, model: null };
   const { value, positive } = argReaders(argv, fail, USAGE);
   for (let i = 0; i < argv.length; i++) {
     const f = argv[i];
@@ -75,6 +78,7 @@ function parseArgs(argv) {
     } else if (f === '--rounds') a.rounds = positive(value(i++, f), f);
     else if (f === '--max-tokens') a.maxTokens = positive(value(i++, f), f);
     else if (f === '--out') a.out = path.resolve(value(i++, f));
+    else if (f === '--model') a.model = value(i++, f);
     else fail(`unknown argument ${f}\n${USAGE}`);
   }
   return a;
@@ -396,7 +400,9 @@ function renderReport(report) {
     '',
     '## Method',
     '',
-    `- Model: \`.cache/bench-models/${MODEL}\` (benchmark/models.py: MLX-LM's Qwen3 class, seeded random weights, the real Qwen3 tokenizer and chat template). Its replies are noise, but the work per token is a real 100M model's.`,
+    report.modelName === MODEL
+      ? `- Model: \`.cache/bench-models/${MODEL}\` (benchmark/models.py: MLX-LM's Qwen3 class, seeded random weights, the real Qwen3 tokenizer and chat template). Its replies are noise, but the work per token is a real 100M model's.`
+      : `- Model: \`.cache/bench-models/${report.modelName}\` (prepared by \`npm run bench:llama\`: see benchmark/RESULTS-llama.md), with its own chat template.`,
     `- One conversation of ${report.turns} user turns (1-3 sentences each, in \`benchmark/chat.js\`) after a system prompt; greedy, ${report.maxTokens} tokens per reply at most; each side appends its own reply text to its conversation.`,
     `- **chat**: \`model.createChat({ system, maxTokens })\`, one \`chat.stream(message)\` per turn (the path of \`chat.send\`): the whole conversation is rendered with the chat template and the chat's prompt cache serves the common prefix.`,
     '- **no cache**: `model.stream(messages, { maxTokens })` with the whole conversation each turn and no prompt cache.',
@@ -472,15 +478,20 @@ async function main() {
   warnIfBusy(log);
   if (args.build) require('../scripts/build').build({ quiet: true });
   const { python, env } = require('../scripts/venv').ensureVenv();
-  const made = spawnSync(python, [path.join(__dirname, 'models.py'), MODELS_DIR, '--only', MODEL], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
-  if (made.status !== 0) fail(`benchmark/models.py failed (exit ${made.status})`);
-  const dir = path.join(MODELS_DIR, MODEL);
+  const name = args.model ?? MODEL;
+  if (name === MODEL) {
+    const made = spawnSync(python, [path.join(__dirname, 'models.py'), MODELS_DIR, '--only', MODEL], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
+    if (made.status !== 0) fail(`benchmark/models.py failed (exit ${made.status})`);
+  }
+  const dir = path.join(MODELS_DIR, name);
+  if (!fs.existsSync(path.join(dir, 'config.json'))) fail(`${path.relative(ROOT, dir)} does not exist (npm run bench:llama makes smollm2-135m-q4_1)`);
 
   const { loadModel, mlxInfo } = require('..');
   const worker = new PythonWorker(python, env, 'mlx_lm_bench.py', 'MLX-LM');
   const report = {
     ...newReport('bench:chat', env, mlxInfo()),
     model: dir,
+    modelName: name,
     turns: TURNS.length,
     maxTokens,
     roundCount: rounds,
@@ -545,7 +556,7 @@ async function main() {
   const md = renderReport(report);
   process.stdout.write(`${md}\n`);
   writeRaw(report, 'chat-', log);
-  const isDefault = args.rounds === null && args.maxTokens === null;
+  const isDefault = args.rounds === null && args.maxTokens === null && args.model === null;
   const out = args.out ?? (isDefault ? RESULTS : null);
   if (out) {
     fs.writeFileSync(out, md);
