@@ -427,8 +427,8 @@ function renderReport(report) {
     '',
     `- Prompt ids: MLX-LM's rendered and encoded conversation ${report.summary.every((r) => r.samePromptIds) ? 'equals' : '**differs from**'} the chat's on every turn and round.`,
     `- Reply ids served from the cache on the next turn, of those generated (round 1, turns 1-${rt.length}): chat ${reuse('chat')}; MLX-LM ${reuse('mlxlm')}. ` +
-      'The cache holds each reply as generated, the next prompt has it encoded again from its text; this model\'s random replies do not always encode back to the same ids, ' +
-      'and from the first id that differs the rest of the reply is processed again (the same on both cached sides).',
+      'The cache holds each reply as generated, the next prompt has it encoded again from its text; a reply that does not encode back to the same ids ' +
+      '(random-weight text often does not) is processed again from the first id that differs (the same on both cached sides).',
   ];
   const r2 = report.summary[CHECK.from - 1];
   const r10 = report.summary[CHECK.to - 1];
