@@ -87,14 +87,16 @@ pub(crate) fn widen_packed(w: &Array, bits: i32) -> Result<Option<Array>> {
     Ok(Some(Array::from_slice(&out, &[rows as i32, (per_row / 4) as i32])?))
 }
 
-/// MLX's type promotion for the floating pairs the kernel covers (float32 with
-/// anything, bfloat16 with itself; bfloat16 with float16 is float32).
-fn compute_dtype(a: Dtype, b: Dtype) -> Option<Dtype> {
+/// MLX's type promotion for pairs of floating dtypes (float32 with anything,
+/// each with itself; bfloat16 with float16 is float32). This kernel takes
+/// float32 and bfloat16 results; `qmm_int8` any.
+pub(crate) fn compute_dtype(a: Dtype, b: Dtype) -> Option<Dtype> {
     use Dtype::*;
     match (a, b) {
         (Float32, Float32 | Float16 | Bfloat16) | (Float16 | Bfloat16, Float32) => Some(Float32),
         (Bfloat16, Float16) | (Float16, Bfloat16) => Some(Float32),
         (Bfloat16, Bfloat16) => Some(Bfloat16),
+        (Float16, Float16) => Some(Float16),
         _ => None,
     }
 }

@@ -19,6 +19,7 @@
 use std::ops::Range;
 
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
+use crate::cpu::qmm::compute_dtype;
 use crate::{Array, Dtype, Result};
 
 /// The kernel's result for `quantized_matmul(x, w, scales, biases, transpose =
@@ -27,15 +28,16 @@ use crate::{Array, Dtype, Result};
 /// than `MAX_ROWS` rows, the kernel switched off): the caller then runs the
 /// exact op.
 pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Array, group_size: i32, bits: i32) -> Result<Option<Array>> {
-    let float = |d: Dtype| matches!(d, Dtype::Float32 | Dtype::Float16 | Dtype::Bfloat16);
+    // MLX's result dtype: x's and the scales' promotion.
+    let Some(out_dtype) = compute_dtype(x.dtype(), scales.dtype()) else {
+        return Ok(None);
+    };
     if !matches!(bits, 2 | 4 | 8)
         || !matches!(group_size, 32 | 64 | 128)
         || w.dtype() != Dtype::Uint32
         || w.ndim() != 2
         || x.ndim() == 0
-        || !float(x.dtype())
-        || !float(scales.dtype())
-        || !float(biases.dtype())
+        || !matches!(biases.dtype(), Dtype::Float32 | Dtype::Float16 | Dtype::Bfloat16)
         || !Kernel::QmmInt8.enabled()
     {
         return Ok(None);
@@ -53,12 +55,6 @@ pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Ar
     {
         return Ok(None);
     }
-    // MLX's result dtype: x's and the scales' promotion (float16 with bfloat16 is float32).
-    let out_dtype = match (x.dtype(), scales.dtype()) {
-        (a, b) if a == b => a,
-        (Dtype::Float32, _) | (_, Dtype::Float32) => Dtype::Float32,
-        _ => Dtype::Float32,
-    };
     let mut out_shape = x.shape();
     *out_shape.last_mut().expect("x has a last axis") = n;
     let params = [k as f32, n as f32, group_size as f32, bits as f32];
