@@ -4,7 +4,7 @@
 // in both precisions (exact, the default, and `loadModel(dir, { precision: 'fast' })`: quantized
 // matmuls on integer dot products) and MLX-LM side by side on the same weights: each model is a
 // GGUF file for llama.cpp and the MLX folder converted from it (benchmark/llama_models.py,
-// benchmark/gguf_to_mlx.py). Each peer runs in its own process (benchmark/llama-worker.js for
+// scripts/gguf_to_mlx.py). Each peer runs in its own process (benchmark/llama-worker.js for
 // node-llama-cpp and for each mlx-node precision, benchmark/mlx_lm_bench.py for MLX-LM), so
 // that their memory can be told apart. Per model: a warm-up on each peer, then interleaved
 // rounds (node-llama-cpp, mlx-node exact, mlx-node fast, MLX-LM, then again), the same prompt
@@ -613,7 +613,7 @@ function renderReport(report) {
     '',
     '## Models',
     '',
-    'Each model is one GGUF file, run by node-llama-cpp, and the MLX folder converted from it by `benchmark/gguf_to_mlx.py`, run by mlx-node and MLX-LM: ' +
+    'Each model is one GGUF file, run by node-llama-cpp, and the MLX folder converted from it by `scripts/gguf_to_mlx.py`, run by mlx-node and MLX-LM: ' +
       'Q4_0/Q4_1/Q8_0 blocks become MLX affine group-32 triples (float16 scales and biases widened to float32, exact), so every peer holds the same weights. ' +
       '`benchmark/llama_models.py` writes them and checks the conversion (q, k and embedding tensors equal to the GGUF\'s, dequantized; the converted tokenizer against the original).',
     '',

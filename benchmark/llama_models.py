@@ -254,7 +254,7 @@ def ensure(out, name):
     else:
         raise SystemExit(f"unknown model {name}")
     log(f"{name}: converting to an MLX folder (gguf_to_mlx.py)")
-    r = subprocess.run([sys.executable, str(HERE / "gguf_to_mlx.py"), str(tmp_gguf), str(tmp)])
+    r = subprocess.run([sys.executable, str(HERE.parent / "scripts" / "gguf_to_mlx.py"), str(tmp_gguf), str(tmp), "--float32-scales"])
     if r.returncode:
         raise SystemExit(f"gguf_to_mlx.py failed (exit {r.returncode})")
     info["weights"] = check_weights(tmp_gguf, tmp, original)

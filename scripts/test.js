@@ -24,6 +24,7 @@ function main() {
   const { env } = require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
   require('./fixtures-tts').ensureTtsFixtures();
+  require('./fixtures-gguf').ensureGgufFixtures();
   log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   // Release profile: shares the dependency builds with the addon.
   run('cargo', ['test', '--release', '--workspace'], { env: { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' } });

@@ -27,6 +27,8 @@ const REQUIREMENTS = [
   'scipy',
   'huggingface_hub',
   'tokenizers',
+  // gguf-py (llama.cpp's own GGUF reader and writer): writes the GGUF test fixtures.
+  'gguf==0.19.0',
 ];
 // Installed with --no-deps: their declared dependencies pull in far more than the
 // reference code paths use (and mlx-lm would pull mlx-metal-only pins).
@@ -229,7 +231,7 @@ function install(python, env, spec) {
   log(`ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
-module.exports = { ensureVenv, referenceEnv, withLock, VENV_DIR, ROOT, VENV_SPEC: JSON.stringify(SPEC) };
+module.exports = { ensureVenv, referenceEnv, withLock, findSystemPython, VENV_DIR, ROOT, VENV_SPEC: JSON.stringify(SPEC) };
 
 if (require.main === module) {
   try {

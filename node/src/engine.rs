@@ -313,11 +313,8 @@ fn load_model(
     max_batch: usize,
     progress: &mut dyn FnMut(f64),
 ) -> Result<(ModelState, Loaded), LmError> {
-    if !dir.is_dir() {
-        return Err(LmError::ModelNotFound(format!("model folder {} does not exist", dir.display())));
-    }
-    let model = lm::models::load_with_progress(dir, options, progress)?;
-    let tokenizer = Arc::new(Tokenizer::from_model_dir(dir)?);
+    let (model, tokenizer) = lm::models::load_with_tokenizer(dir, options, progress)?;
+    let tokenizer = Arc::new(tokenizer);
     let c = model.config();
     let loaded = Loaded {
         tokenizer: tokenizer.clone(),

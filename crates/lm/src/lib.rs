@@ -4,6 +4,7 @@ pub mod categorical;
 pub mod config;
 pub mod error;
 pub mod generate;
+pub mod gguf;
 pub mod min_p;
 pub mod models;
 pub mod prompt_cache;

@@ -70,6 +70,12 @@ impl Weights {
         Ok(Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact })
     }
 
+    /// Tensors already loaded from `file` (a GGUF file's, renamed).
+    pub fn from_tensors(tensors: HashMap<String, Array>, file: &Path, dtype: Option<Dtype>, quantization: Option<Value>) -> Weights {
+        let origin = tensors.keys().map(|k| (k.clone(), file.to_path_buf())).collect();
+        Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact }
+    }
+
     /// The precision of the quantized layers handed out from now on.
     pub fn with_precision(mut self, precision: Precision) -> Weights {
         self.precision = precision;

@@ -745,6 +745,17 @@ int mlxn_load_safetensors(const char* path, mlxn_tensor_cb on_tensor, mlxn_meta_
   });
 }
 
+// Tensors only: the caller reads (and bounds-checks) the header itself.
+int mlxn_load_gguf(const char* path, mlxn_tensor_cb on_tensor, void* ctx) {
+  return guard([&] {
+    auto loaded = mx::load_gguf(std::string(path));
+    for (auto& [k, v] : loaded.first) {
+      // Ownership of the handle passes to the callback.
+      if (on_tensor(ctx, k.c_str(), wrap(v)) != 0) throw std::runtime_error(g_error);
+    }
+  });
+}
+
 int mlxn_save_safetensors(const char* path, const char* const* names, const mlxn_array* arrays, size_t n,
                           const char* const* meta_keys, const char* const* meta_values, size_t n_meta) {
   return guard([&] {

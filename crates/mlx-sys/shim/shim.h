@@ -190,6 +190,7 @@ int mlxn_set_cache_limit(size_t limit, size_t* previous);
 typedef int (*mlxn_tensor_cb)(void* ctx, const char* name, mlxn_array a);
 typedef int (*mlxn_meta_cb)(void* ctx, const char* key, const char* value);
 int mlxn_load_safetensors(const char* path, mlxn_tensor_cb on_tensor, mlxn_meta_cb on_meta, void* ctx);
+int mlxn_load_gguf(const char* path, mlxn_tensor_cb on_tensor, void* ctx);
 int mlxn_save_safetensors(const char* path, const char* const* names, const mlxn_array* arrays, size_t n,
                           const char* const* meta_keys, const char* const* meta_values, size_t n_meta);
 

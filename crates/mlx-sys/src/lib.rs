@@ -241,6 +241,7 @@ extern "C" {
     pub fn mlxn_set_cache_limit(limit: usize, previous: *mut usize) -> c_int;
 
     pub fn mlxn_load_safetensors(path: *const c_char, on_tensor: mlxn_tensor_cb, on_meta: Option<mlxn_meta_cb>, ctx: *mut c_void) -> c_int;
+    pub fn mlxn_load_gguf(path: *const c_char, on_tensor: mlxn_tensor_cb, ctx: *mut c_void) -> c_int;
     pub fn mlxn_save_safetensors(
         path: *const c_char,
         names: *const *const c_char,

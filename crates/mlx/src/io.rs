@@ -47,6 +47,19 @@ pub fn load_safetensors(path: &Path) -> Result<(HashMap<String, Array>, HashMap<
     Ok((loaded.tensors, loaded.metadata))
 }
 
+/// Every tensor of a GGUF file through MLX's own loader (read now, not
+/// lazily). Q4_0, Q4_1 and Q8_0 tensors come back as MLX's affine
+/// quantization: `name` (packed uint32), `<base>.scales` and `<base>.biases`
+/// (float16, groups of 32). MLX trusts the file's header: check it first.
+pub fn load_gguf(path: &Path) -> Result<HashMap<String, Array>> {
+    let p = c_path(path)?;
+    let mut loaded = Loaded::default();
+    // SAFETY: as in `load_safetensors`: `p` outlives the call, the callback matches the shim's type and
+    // gets `ctx` only synchronously within the call, and each handle passes to an Array.
+    check(unsafe { sys::mlxn_load_gguf(p.as_ptr(), on_tensor, &mut loaded as *mut Loaded as *mut c_void) })?;
+    Ok(loaded.tensors)
+}
+
 pub fn save_safetensors(path: &Path, tensors: &[(&str, &Array)], metadata: &[(&str, &str)]) -> Result<()> {
     let p = c_path(path)?;
     let cstr = |s: &str| CString::new(s).map_err(|_| Error::new(format!("name {s:?} contains a NUL byte")));

@@ -59,3 +59,21 @@ pub fn load(dir: &Path, dtype: Option<Dtype>) -> Result<Box<dyn LanguageModel>> 
 pub fn load_with_progress(dir: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
     registry::load(dir, options, progress)
 }
+
+/// What `loadModel(path)` loads: a model folder (config.json, safetensors,
+/// tokenizer files) or a GGUF file, with its tokenizer (MLX-LM's EOS set).
+pub fn load_with_tokenizer(
+    path: &Path,
+    options: &LoadOptions,
+    progress: &mut dyn FnMut(f64),
+) -> Result<(Box<dyn LanguageModel>, crate::tokenizer::Tokenizer)> {
+    if crate::gguf::is_gguf(path) {
+        return crate::gguf::load(path, options, progress);
+    }
+    if !path.is_dir() {
+        return Err(crate::LmError::ModelNotFound(format!("model folder or .gguf file {} does not exist", path.display())));
+    }
+    let model = load_with_progress(path, options, progress)?;
+    let tokenizer = crate::tokenizer::Tokenizer::from_model_dir(path)?;
+    Ok((model, tokenizer))
+}

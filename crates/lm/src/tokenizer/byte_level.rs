@@ -26,6 +26,18 @@ pub fn byte_of(c: char) -> Option<u8> {
     table.get(i).and_then(|&b| u8::try_from(b).ok())
 }
 
+/// The char that stands for `byte` (the inverse of [`byte_of`]).
+pub fn char_of(byte: u8) -> char {
+    let b = byte as u32;
+    let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    if printable {
+        return char::from_u32(b).unwrap_or('?');
+    }
+    // The n-th non-printable byte maps to U+0100 + n.
+    let n = (0..b).filter(|&x| !((33..=126).contains(&x) || (161..=172).contains(&x) || (174..=255).contains(&x))).count() as u32;
+    char::from_u32(256 + n).unwrap_or('?')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +54,8 @@ mod tests {
         assert_eq!(byte_of('中'), None);
         let mapped = (0u32..400).filter_map(char::from_u32).filter(|c| byte_of(*c).is_some()).count();
         assert_eq!(mapped, 256);
+        for b in 0..=255u8 {
+            assert_eq!(byte_of(char_of(b)), Some(b));
+        }
     }
 }

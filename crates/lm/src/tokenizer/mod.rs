@@ -1,7 +1,7 @@
 //! Tokenizer, chat template and streaming detokenizer of a model folder,
 //! matching transformers 5 (`AutoTokenizer`) and MLX-LM 0.32.2.
 
-mod byte_level;
+pub(crate) mod byte_level;
 mod chat_template;
 mod config;
 mod detok_bpe;
@@ -75,6 +75,15 @@ impl Tokenizer {
             std::io::ErrorKind::NotFound => LmError::ModelNotFound(format!("{} not found", path.display())),
             _ => LmError::InvalidWeights(format!("could not read {}: {e}", path.display())),
         })?;
+        let config = TokenizerConfig::load(dir)?;
+        let origin = if dir.join("chat_template.jinja").is_file() { dir.join("chat_template.jinja") } else { dir.join("tokenizer_config.json") };
+        Self::from_parts(&bytes, &path, config, dir, origin.display().to_string())
+    }
+
+    /// A tokenizer from a `tokenizer.json` (`bytes`, read from `path`, for
+    /// messages) and its config; `dir` is what [`Tokenizer::dir`] reports and
+    /// `template_origin` names the chat template's source in errors.
+    pub fn from_parts(bytes: &[u8], path: &Path, config: TokenizerConfig, dir: &Path, template_origin: String) -> Result<Self> {
         // Only the decoder is needed as JSON; skipping the rest is cheaper
         // than building a full `Value` of a multi-megabyte file.
         #[derive(serde::Deserialize)]
@@ -82,12 +91,11 @@ impl Tokenizer {
             decoder: Option<serde_json::Value>,
         }
         let peek: DecoderOnly =
-            serde_json::from_slice(&bytes).map_err(|e| LmError::InvalidWeights(format!("{} is not valid JSON: {e}", path.display())))?;
+            serde_json::from_slice(bytes).map_err(|e| LmError::InvalidWeights(format!("{} is not valid JSON: {e}", path.display())))?;
         let detokenizer_kind = DetokenizerKind::from_decoder(peek.decoder.as_ref());
-        let hf = tokenizers::Tokenizer::from_bytes(&bytes)
+        let hf = tokenizers::Tokenizer::from_bytes(bytes)
             .map_err(|e| LmError::InvalidWeights(format!("{} is not a valid tokenizer definition: {e}", path.display())))?;
 
-        let config = TokenizerConfig::load(dir)?;
         let token_id = |name: &str| config.special_token(name).and_then(|t| hf.token_to_id(t));
         let bos_token_id = token_id("bos_token");
         let eos_token_id = token_id("eos_token");
@@ -95,8 +103,7 @@ impl Tokenizer {
         // real spaces before punctuation.
         let is_bpe = matches!(hf.get_model(), ModelWrapper::BPE(_));
         let clean_up_spaces = config.clean_up_tokenization_spaces && (!is_bpe || config.clean_up_for_bpe);
-        let origin = if dir.join("chat_template.jinja").is_file() { dir.join("chat_template.jinja") } else { dir.join("tokenizer_config.json") };
-        let templates = ChatTemplates::compile(&config.chat_template, origin.display().to_string());
+        let templates = ChatTemplates::compile(&config.chat_template, template_origin);
 
         let tokenizer = Tokenizer {
             eos_token_ids: eos_token_id.into_iter().collect(),

@@ -1,0 +1,150 @@
+'use strict';
+// loadModel('model.gguf'): the GGUF loaded directly gives MLX-LM's tokens on the same weights
+// converted to an MLX folder (scripts/gguf_to_mlx.py with MLX's own mx.load), greedy and seeded,
+// quantized (Q4_0, Q4_1, Q8_0) and float (F32, F16, BF16), for the qwen3, qwen2 and llama
+// architectures (Mistral as llama.cpp writes it); the real SmolLM2-135M-Instruct Q4_1 file with a
+// tokenizer built by transformers' GGUF converter; and malformed files refused with stable codes.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { loadModel } = require('..');
+const { runReference } = require('./ref/ref');
+const { ggufIndex } = require('../scripts/fixtures-gguf');
+const { assertSameGeneration, expectReject } = require('./helpers');
+
+const STR = 'Hello, my name is';
+const CHAT = [{ role: 'user', content: 'What is the capital of France?' }];
+const TEXTS = [
+  'Hello world 12345, what is 2+2?',
+  ' leading space  and   spaces\t\ttabs\n\nnew lines',
+  'naïve café — 海と空 🌊 émoji',
+  "don't I'm we'll 3.14159 1,000,000",
+  '<|im_start|>user\nhi<|im_end|>',
+];
+
+let index;
+const models = new Map();
+async function gguf(name) {
+  if (!models.has(name)) models.set(name, await loadModel(index.fixtures[name].gguf));
+  return models.get(name);
+}
+
+const cases = [];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0'];
+for (const v of variants) {
+  cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
+  cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
+}
+cases.push({ name: 'smollm2', label: 'greedy, chat', input: CHAT, options: { maxTokens: 40 } });
+cases.push({ name: 'smollm2', label: 'seeded, string', input: 'The quick brown fox', options: { maxTokens: 24, temperature: 0.8, seed: 3 } });
+
+let refs;
+let encodings;
+test.before(async () => {
+  index = ggufIndex();
+  const all = await runReference([
+    ...cases.map((c) => ({ model: index.fixtures[c.name].ref, input: c.input, options: c.options })),
+    ...['smollm2', 'qwen3-f32'].flatMap((n) =>
+      TEXTS.map((text) => ({ mode: 'encode', model: index.fixtures[n].ref, text, addSpecialTokens: true })),
+    ),
+  ]);
+  refs = all.slice(0, cases.length);
+  encodings = all.slice(cases.length);
+});
+test.after(async () => {
+  for (const m of models.values()) await m.dispose();
+});
+
+for (let i = 0; i < cases.length; i++) {
+  const c = cases[i];
+  test(`${c.name}.gguf: ${c.label} equals MLX-LM on the converted folder`, async () => {
+    const m = await gguf(c.name);
+    const got = await m.generate(c.input, c.options);
+    assertSameGeneration(got, refs[i], `${c.name} ${c.label}`);
+    // Random weights: greedy output runs to maxTokens (the trained model ends its answer itself).
+    if (!c.options.temperature && c.name !== 'smollm2') assert.equal(got.finishReason, 'length', 'greedy output stopped at once');
+  });
+}
+
+test('the trained SmolLM2 GGUF answers the question', async () => {
+  const got = await (await gguf('smollm2')).generate(CHAT, { maxTokens: 40 });
+  assert.match(got.text, /Paris/);
+});
+
+test('GGUF tokenizers encode as the reference tokenizers (transformers GGUF converter; the original Qwen3 files)', async () => {
+  let k = 0;
+  for (const n of ['smollm2', 'qwen3-f32']) {
+    const m = await gguf(n);
+    for (const text of TEXTS) {
+      const ref = encodings[k++];
+      assert.ok(!ref.error, ref.error);
+      assert.deepEqual(m.encode(text), ref.tokens, `${n}: ${JSON.stringify(text)}`);
+    }
+  }
+});
+
+test('model info describes the GGUF model', async () => {
+  const expect = {
+    'qwen3-q4_0': { modelType: 'qwen3', quantization: { bits: 4, groupSize: 32 } },
+    'qwen3-bf16': { modelType: 'qwen3', dtype: 'bfloat16', quantization: null },
+    'llama-f16': { modelType: 'llama', dtype: 'float16', quantization: null },
+    'mistral-q8_0': { modelType: 'llama', quantization: { bits: 8, groupSize: 32 } },
+    smollm2: { modelType: 'llama', numLayers: 30, vocabSize: 49152, contextLength: 8192, quantization: { bits: 4, groupSize: 32 } },
+  };
+  for (const [n, want] of Object.entries(expect)) {
+    const info = (await gguf(n)).info;
+    for (const [k, v] of Object.entries(want)) assert.deepEqual(info[k], v, `${n}: info.${k}`);
+  }
+});
+
+// Malformed files: each a copy of a small valid GGUF (tiny.gguf) with one thing broken.
+function broken(label, edit) {
+  const src = fs.readFileSync(path.join(index.dir, 'tiny.gguf'));
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-gguf-')), `${label}.gguf`);
+  fs.writeFileSync(file, edit(Buffer.from(src)));
+  return file;
+}
+
+test('the small valid GGUF the malformed ones are made from loads and generates', async () => {
+  const m = await loadModel(path.join(index.dir, 'tiny.gguf'));
+  const r = await m.generate([1, 2, 3], { maxTokens: 4 });
+  assert.equal(r.tokens.length, 4);
+  await m.dispose();
+});
+
+test('malformed GGUF files are refused with INVALID_WEIGHTS before anything is loaded', async () => {
+  const size = fs.statSync(path.join(index.dir, 'tiny.gguf')).size;
+  const files = {
+    'wrong magic': [broken('magic', (b) => (b.write('GGML', 0), b)), /GGUF magic/],
+    'version 9': [broken('version', (b) => (b.writeUInt32LE(9, 4), b)), /version 9/],
+    'truncated header': [broken('header', (b) => b.subarray(0, 2000)), /past the end of the file/],
+    'tensor data past the end': [broken('data', (b) => b.subarray(0, size - 100)), /data of tensor .* runs past the end/],
+    'a tensor count larger than the file': [broken('count', (b) => (b.writeBigUInt64LE(1n << 40n, 8), b)), /more than its \d+ bytes/],
+    'an array length larger than the file': [
+      broken('array', (b) => {
+        // tokenizer.ggml.tokens: key, type 9 (array), element type 8 (string), then the count.
+        const at = b.indexOf('tokenizer.ggml.tokens') + 'tokenizer.ggml.tokens'.length + 8;
+        b.writeBigUInt64LE(1n << 50n, at);
+        return b;
+      }),
+      /claims \d+ elements/,
+    ],
+    empty: [broken('empty', () => Buffer.alloc(0)), /past the end of the file/],
+    'metadata that contradicts the tensor shapes': [path.join(index.dir, 'shapes.gguf'), /shape \[256, 64\], but the metadata implies \[256, 96\]/],
+  };
+  for (const [what, [file, pattern]] of Object.entries(files)) {
+    await expectReject(() => loadModel(file), 'INVALID_WEIGHTS', pattern, what);
+  }
+});
+
+test('GGUF files this loader does not support are refused with UNSUPPORTED_MODEL naming what', async () => {
+  await expectReject(() => loadModel(path.join(index.dir, 'arch-gemma3.gguf')), 'UNSUPPORTED_MODEL', /architecture "gemma3"/);
+  await expectReject(() => loadModel(path.join(index.dir, 'type-q5_0.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as Q5_0/);
+  await expectReject(() => loadModel(path.join(index.dir, 'pre-jais.gguf')), 'UNSUPPORTED_MODEL', /pre-tokenizer "jais"/);
+});
+
+test('a missing .gguf path is MODEL_NOT_FOUND', async () => {
+  await expectReject(() => loadModel(path.join(os.tmpdir(), 'no-such-model.gguf')), 'MODEL_NOT_FOUND', /does not exist/);
+});

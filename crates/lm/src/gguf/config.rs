@@ -1,0 +1,214 @@
+//! A GGUF file's model: its `config.json` as MLX-LM would read it, built from
+//! llama.cpp's `<arch>.*` metadata, and its tensor names mapped to MLX-LM's.
+use serde_json::{json, Map, Value};
+
+use super::file::{GgufFile, Meta, TensorInfo};
+use crate::error::{LmError, Result};
+
+/// llama.cpp architectures that load, and the `model_type` each becomes.
+/// `permuted`: llama.cpp's converter reorders the q/k rows of these for its
+/// rotary layout; the loader puts them back.
+const ARCHS: &[(&str, &str, bool)] = &[("llama", "llama", true), ("mistral", "mistral", true), ("qwen2", "qwen2", false), ("qwen3", "qwen3", false)];
+
+pub struct Arch {
+    pub name: String,
+    pub model_type: &'static str,
+    pub permuted: bool,
+}
+
+fn unsupported(file: &GgufFile, what: String) -> LmError {
+    LmError::UnsupportedModel(format!("{}: {what}", file.path.display()))
+}
+
+fn invalid(file: &GgufFile, what: String) -> LmError {
+    LmError::InvalidWeights(format!("{}: {what}", file.path.display()))
+}
+
+pub fn arch(file: &GgufFile) -> Result<Arch> {
+    let name = file.get("general.architecture").and_then(Meta::as_str).ok_or_else(|| invalid(file, "missing general.architecture".into()))?;
+    let (_, model_type, permuted) = ARCHS.iter().find(|a| a.0 == name).ok_or_else(|| {
+        let known: Vec<_> = ARCHS.iter().map(|a| a.0).collect();
+        unsupported(file, format!("GGUF architecture \"{name}\" is not supported; supported: {}", known.join(", ")))
+    })?;
+    Ok(Arch { name: name.to_string(), model_type, permuted: *permuted })
+}
+
+/// MLX-LM's name for a GGUF tensor (`blk.3.attn_q.weight` ->
+/// `model.layers.3.self_attn.q_proj.weight`); None for names it has no use for.
+pub fn mlx_name(name: &str) -> Option<String> {
+    let (base, suffix) = name.rsplit_once('.')?;
+    if !matches!(suffix, "weight" | "bias" | "scales" | "biases") {
+        return None;
+    }
+    let mapped = match base {
+        "token_embd" => "model.embed_tokens".to_string(),
+        "output_norm" => "model.norm".to_string(),
+        "output" => "lm_head".to_string(),
+        _ => {
+            let rest = base.strip_prefix("blk.")?;
+            let (layer, part) = rest.split_once('.')?;
+            let layer: u32 = layer.parse().ok()?;
+            let part = match part {
+                "attn_norm" => "input_layernorm",
+                "ffn_norm" => "post_attention_layernorm",
+                "attn_q" => "self_attn.q_proj",
+                "attn_k" => "self_attn.k_proj",
+                "attn_v" => "self_attn.v_proj",
+                "attn_output" => "self_attn.o_proj",
+                "attn_q_norm" => "self_attn.q_norm",
+                "attn_k_norm" => "self_attn.k_norm",
+                "ffn_gate" => "mlp.gate_proj",
+                "ffn_up" => "mlp.up_proj",
+                "ffn_down" => "mlp.down_proj",
+                _ => return None,
+            };
+            format!("model.layers.{layer}.{part}")
+        }
+    };
+    Some(format!("{mapped}.{suffix}"))
+}
+
+/// `config.json` for the model in `file`, with the tensor shapes checked
+/// against it (before any tensor data is read).
+pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
+    let key = |k: &str| format!("{}.{k}", arch.name);
+    let get = |k: &str| file.get(&key(k));
+    let int = |k: &str| -> Result<Option<i64>> {
+        match get(k) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|&n| n > 0 && n <= i32::MAX as u64)
+                .map(|n| Some(n as i64))
+                .ok_or_else(|| invalid(file, format!("{} must be a positive integer, got {v:?}", key(k)))),
+        }
+    };
+    let req = |k: &str| -> Result<i64> { int(k)?.ok_or_else(|| invalid(file, format!("missing {}", key(k)))) };
+    let float = |k: &str| -> Result<Option<f64>> {
+        match get(k) {
+            None => Ok(None),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| invalid(file, format!("{} must be a number, got {v:?}", key(k)))),
+        }
+    };
+
+    let hidden = req("embedding_length")?;
+    let layers = req("block_count")?;
+    let ff = req("feed_forward_length")?;
+    let heads = req("attention.head_count")?;
+    let kv_heads = int("attention.head_count_kv")?.unwrap_or(heads);
+    let head_dim = int("attention.key_length")?.unwrap_or(hidden / heads);
+    if let Some(v) = int("attention.value_length")? {
+        if v != head_dim {
+            return Err(unsupported(file, format!("value heads of {v} differ from key heads of {head_dim}")));
+        }
+    }
+    if let Some(rot) = int("rope.dimension_count")? {
+        if rot != head_dim {
+            return Err(unsupported(file, format!("partial rotary embeddings ({rot} of {head_dim} dimensions) are not supported")));
+        }
+    }
+    if file.tensor("rope_freqs.weight").is_some() {
+        return Err(unsupported(file, "rope frequency factors (rope_freqs.weight, Llama 3.1 scaling) are not supported yet".into()));
+    }
+    let eps =
+        float("attention.layer_norm_rms_epsilon")?.ok_or_else(|| invalid(file, format!("missing {}", key("attention.layer_norm_rms_epsilon"))))?;
+    let embed = file.tensor("token_embd.weight").ok_or_else(|| invalid(file, "tensor \"token_embd.weight\" is missing".into()))?;
+    let vocab = *embed.shape.first().unwrap_or(&0);
+
+    let mut c = Map::new();
+    c.insert("model_type".into(), json!(arch.model_type));
+    c.insert("hidden_size".into(), json!(hidden));
+    c.insert("num_hidden_layers".into(), json!(layers));
+    c.insert("intermediate_size".into(), json!(ff));
+    c.insert("num_attention_heads".into(), json!(heads));
+    c.insert("num_key_value_heads".into(), json!(kv_heads));
+    c.insert("head_dim".into(), json!(head_dim));
+    c.insert("rms_norm_eps".into(), json!(eps));
+    c.insert("vocab_size".into(), json!(vocab));
+    if let Some(theta) = float("rope.freq_base")? {
+        c.insert("rope_theta".into(), json!(theta));
+    } else if arch.model_type == "qwen3" {
+        c.insert("rope_theta".into(), json!(1_000_000.0));
+    }
+    if let Some(n) = int("context_length")? {
+        c.insert("max_position_embeddings".into(), json!(n));
+    }
+    match get("rope.scaling.type").and_then(Meta::as_str) {
+        None | Some("none") => {}
+        Some("linear") => {
+            let factor = float("rope.scaling.factor")?.ok_or_else(|| invalid(file, format!("missing {}", key("rope.scaling.factor"))))?;
+            c.insert("rope_scaling".into(), json!({"type": "linear", "factor": factor}));
+        }
+        Some(other) => return Err(unsupported(file, format!("rope scaling \"{other}\" is not supported (supported: linear)"))),
+    }
+    c.insert("tie_word_embeddings".into(), json!(file.tensor("output.weight").is_none()));
+    let has = |n: &str| file.tensor(n).is_some();
+    if arch.model_type == "llama" || arch.model_type == "mistral" {
+        c.insert("attention_bias".into(), json!(has("blk.0.attn_q.bias")));
+        c.insert("mlp_bias".into(), json!(has("blk.0.ffn_up.bias")));
+    }
+    if !eos_ids.is_empty() {
+        c.insert("eos_token_id".into(), if eos_ids.len() == 1 { json!(eos_ids[0]) } else { json!(eos_ids) });
+    }
+    if let Some(bits) = bulk_bits(file) {
+        // As MLX-LM's config.json says it; the loader reads each layer's bits from its shapes.
+        c.insert("quantization".into(), json!({"group_size": 32, "bits": bits}));
+    }
+    check_shapes(file, hidden, layers, ff, heads * head_dim, kv_heads * head_dim, head_dim, vocab)?;
+    Ok(Value::Object(c))
+}
+
+/// The bits of most quantized tensors (Q4_0 and Q4_1 are 4, Q8_0 is 8), if any are.
+fn bulk_bits(file: &GgufFile) -> Option<i64> {
+    use super::file::GgmlType as T;
+    let count = |types: &[T]| file.tensors.iter().filter(|t| types.contains(&t.ggml_type)).count();
+    let (four, eight) = (count(&[T::Q4_0, T::Q4_1]), count(&[T::Q8_0]));
+    match (four, eight) {
+        (0, 0) => None,
+        _ if four >= eight => Some(4),
+        _ => Some(8),
+    }
+}
+
+/// Every tensor's shape (in values) against what the metadata says.
+#[allow(clippy::too_many_arguments)]
+fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: i64, head_dim: i64, vocab: i64) -> Result<()> {
+    for t in &file.tensors {
+        let Some(base) = t.name.strip_suffix(".weight").or_else(|| t.name.strip_suffix(".bias")) else {
+            return Err(unsupported(file, format!("tensor \"{}\" is not part of the models this loader knows", t.name)));
+        };
+        let bias = t.name.ends_with(".bias");
+        let part = match base.strip_prefix("blk.") {
+            Some(rest) => {
+                let (layer, part) = rest.split_once('.').unwrap_or((rest, ""));
+                match layer.parse::<i64>() {
+                    Ok(n) if n < layers => part,
+                    _ => return Err(invalid(file, format!("tensor \"{}\" is outside the {layers} blocks the metadata names", t.name))),
+                }
+            }
+            None => base,
+        };
+        let (rows, cols) = match part {
+            "token_embd" | "output" => (vocab, hidden),
+            "output_norm" | "attn_norm" | "ffn_norm" => (hidden, 0),
+            "attn_q" => (q, hidden),
+            "attn_k" | "attn_v" => (kv, hidden),
+            "attn_output" => (hidden, q),
+            "attn_q_norm" | "attn_k_norm" => (head_dim, 0),
+            "ffn_gate" | "ffn_up" => (ff, hidden),
+            "ffn_down" => (hidden, ff),
+            _ => return Err(unsupported(file, format!("tensor \"{}\" is not part of the models this loader knows", t.name))),
+        };
+        let expected: Vec<i64> = if cols == 0 || bias { vec![rows] } else { vec![rows, cols] };
+        if t.shape != expected {
+            return Err(invalid(file, format!("tensor \"{}\" has shape {:?}, but the metadata implies {expected:?}", t.name, t.shape)));
+        }
+    }
+    Ok(())
+}
+
+/// The tensors whose data MLX's loader cannot keep as they are stored.
+pub fn refused_type(file: &GgufFile) -> Option<&TensorInfo> {
+    use super::file::GgmlType as T;
+    file.tensors.iter().find(|t| ![T::F32, T::F16, T::BF16, T::Q4_0, T::Q4_1, T::Q8_0].contains(&t.ggml_type))
+}

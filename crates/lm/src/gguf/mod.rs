@@ -1,0 +1,86 @@
+//! `loadModel('model.gguf')`: a llama.cpp GGUF file loaded through MLX's own
+//! GGUF reader. The header is read and checked here first (`file`), the
+//! config and tokenizer are rebuilt from its metadata (`config`,
+//! `tokenizer`), and the tensors, renamed to MLX-LM's names, go to the same
+//! family constructors as a model folder's.
+mod config;
+mod file;
+mod tokenizer;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use mlx::{Array, Dtype};
+
+pub use file::{is_gguf, GgufFile, Meta};
+
+use crate::config::ModelConfig;
+use crate::error::{LmError, Result};
+use crate::models::{registry, LanguageModel, LoadOptions};
+use crate::tokenizer::Tokenizer;
+use crate::weights::Weights;
+use file::GgmlType;
+
+/// The model and tokenizer of a GGUF file.
+pub fn load(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -> Result<(Box<dyn LanguageModel>, Tokenizer)> {
+    let file = GgufFile::open(path)?;
+    let arch = config::arch(&file)?;
+    if let Some(t) = config::refused_type(&file) {
+        return Err(LmError::UnsupportedModel(format!(
+            "{}: tensor \"{}\" is stored as {}, which mlx-node cannot load (supported: F32, F16, BF16, Q4_0, Q4_1, Q8_0)",
+            path.display(),
+            t.name,
+            t.ggml_type.name()
+        )));
+    }
+    // The cheap parts first: a bad tokenizer or config fails before any tensor is read.
+    let tokenizer = tokenizer::tokenizer(&file)?;
+    let raw = config::config(&file, &arch, &tokenizer::eos_ids(&file)?)?;
+    let config = ModelConfig::from_value(raw, path)?;
+    let family = registry::family(&config.model_type).ok_or_else(|| LmError::UnsupportedModel(config.model_type.clone()))?;
+
+    let loaded = mlx::io::load_gguf(path).map_err(|e| LmError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
+    let mut tensors = HashMap::with_capacity(loaded.len());
+    for (name, a) in loaded {
+        let mlx = config::mlx_name(&name)
+            .ok_or_else(|| LmError::UnsupportedModel(format!("{}: tensor \"{name}\" is not part of the models this loader knows", path.display())))?;
+        tensors.insert(mlx, a);
+    }
+    // MLX's reader turns BF16 into float16; keep it as stored.
+    for t in file.tensors.iter().filter(|t| t.ggml_type == GgmlType::BF16) {
+        let shape: Vec<i32> = t.shape.iter().map(|&d| d as i32).collect();
+        let a = Array::from_bytes(&file.read_tensor(t)?, &shape, Dtype::Bfloat16).map_err(|e| LmError::Mlx(e.message))?;
+        tensors.insert(config::mlx_name(&t.name).unwrap_or_default(), a);
+    }
+    if arch.permuted {
+        unpermute_qk(&mut tensors, &config).map_err(|e| LmError::Mlx(e.message))?;
+    }
+    let mut weights = Weights::from_tensors(tensors, path, options.dtype, None).with_precision(options.precision);
+    (family.sanitize)(&config, &mut weights);
+    let model = (family.build)(config, weights, options.dtype, progress)?;
+    Ok((model, tokenizer))
+}
+
+/// llama.cpp's converter stores the q and k projection rows of Llama-type
+/// models interleaved per head for its rotary layout (row `(h, i, j)` holds
+/// HF row `(h, j, i)`, `j` in 0..2); put them back. Rows are independent, so
+/// packed weights, scales and biases all take the same permutation.
+fn unpermute_qk(tensors: &mut HashMap<String, Array>, c: &ModelConfig) -> mlx::Result<()> {
+    for layer in 0..c.num_hidden_layers {
+        for (proj, heads) in [("q_proj", c.num_attention_heads), ("k_proj", c.num_key_value_heads)] {
+            for suffix in ["weight", "scales", "biases", "bias"] {
+                let name = format!("model.layers.{layer}.self_attn.{proj}.{suffix}");
+                let Some(a) = tensors.get(&name) else { continue };
+                let shape = a.shape();
+                let rows = shape[0];
+                let half = rows / heads / 2;
+                let rest: Vec<i32> = shape[1..].to_vec();
+                let mut split = vec![heads, half, 2];
+                split.extend(&rest);
+                let b = a.reshape(&split)?.swapaxes(1, 2)?.reshape(&shape)?.contiguous()?;
+                tensors.insert(name, b);
+            }
+        }
+    }
+    Ok(())
+}

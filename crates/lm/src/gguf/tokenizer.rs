@@ -1,0 +1,202 @@
+//! A GGUF file's tokenizer: llama.cpp's `tokenizer.ggml.*` metadata turned
+//! back into the `tokenizer.json` and `tokenizer_config.json` the model's
+//! folder had, then loaded like any other (`Tokenizer::from_parts`).
+//!
+//! Byte-level BPE (`tokenizer.ggml.model` = "gpt2") gets the pre-tokenizer
+//! that `tokenizer.ggml.pre` names, as the original tokenizer.json has it.
+//! Control tokens become special added tokens and user-defined tokens plain
+//! added ones, as transformers' GGUF loader adds them; llama.cpp's `[PAD<n>]`
+//! fillers (type unused) are left out, so those ids decode to nothing as
+//! they do with the original tokenizer.
+use serde_json::{json, Value};
+
+use super::file::{GgufFile, Meta};
+use crate::error::{LmError, Result};
+use crate::tokenizer::{byte_level, ChatTemplateSource, Tokenizer, TokenizerConfig};
+
+// llama.cpp's token types.
+const CONTROL: u64 = 3;
+const USER_DEFINED: u64 = 4;
+const UNUSED: u64 = 5;
+
+const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+fn byte_level(use_regex: bool) -> Value {
+    json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": use_regex})
+}
+
+fn split_then_bytes(pattern: &str) -> Value {
+    json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false},
+        byte_level(false),
+    ]})
+}
+
+/// (normalizer, pre-tokenizer, ignore_merges) for a `tokenizer.ggml.pre` name,
+/// as the model families' own tokenizer.json files have them.
+fn pre_tokenizer(pre: &str) -> Option<(Value, Value, bool)> {
+    Some(match pre {
+        "default" | "gpt-2" | "gpt2" => (Value::Null, byte_level(true), false),
+        "llama3" | "llama-v3" | "llama-bpe" | "smaug-bpe" => (Value::Null, split_then_bytes(LLAMA3_SPLIT), true),
+        "qwen2" | "deepseek-r1-qwen" => (json!({"type": "NFC"}), split_then_bytes(QWEN2_SPLIT), false),
+        "smollm" => {
+            (Value::Null, json!({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, byte_level(true)]}), false)
+        }
+        _ => return None,
+    })
+}
+
+fn strings<'a>(file: &'a GgufFile, key: &str) -> Result<Option<Vec<&'a str>>> {
+    let Some(v) = file.get(key) else { return Ok(None) };
+    let items = v.as_array().ok_or_else(|| bad(file, format!("{key} must be an array of strings")))?;
+    items.iter().map(|m| m.as_str().ok_or_else(|| bad(file, format!("{key} must be an array of strings")))).collect::<Result<Vec<_>>>().map(Some)
+}
+
+fn bad(file: &GgufFile, what: String) -> LmError {
+    LmError::InvalidWeights(format!("{}: {what}", file.path.display()))
+}
+
+fn token_id(file: &GgufFile, key: &str, n: usize) -> Result<Option<u32>> {
+    match file.get(key) {
+        None => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(id) if (id as usize) < n => Ok(Some(id as u32)),
+            _ => Err(bad(file, format!("{key} ({v:?}) is not a token id below the vocabulary size {n}"))),
+        },
+    }
+}
+
+/// The ids generation stops on: llama.cpp's end-of-generation tokens
+/// (EOS, and end-of-turn / end-of-message where the file names them).
+pub fn eos_ids(file: &GgufFile) -> Result<Vec<u32>> {
+    let n = file.get("tokenizer.ggml.tokens").and_then(Meta::as_array).map_or(0, |a| a.len());
+    let mut ids = Vec::new();
+    for key in ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"] {
+        if let Some(id) = token_id(file, key, n)? {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    Ok(ids)
+}
+
+pub fn tokenizer(file: &GgufFile) -> Result<Tokenizer> {
+    let model = file.get("tokenizer.ggml.model").and_then(Meta::as_str).ok_or_else(|| bad(file, "missing tokenizer.ggml.model".into()))?;
+    let tokens = strings(file, "tokenizer.ggml.tokens")?.ok_or_else(|| bad(file, "missing tokenizer.ggml.tokens".into()))?;
+    let n = tokens.len();
+    let types: Vec<u64> = match file.get("tokenizer.ggml.token_type") {
+        None => vec![1; n],
+        Some(v) => {
+            let a = v.as_array().filter(|a| a.len() == n).ok_or_else(|| bad(file, format!("tokenizer.ggml.token_type must list {n} types")))?;
+            a.iter().map(|m| m.as_u64().unwrap_or(1)).collect()
+        }
+    };
+    let json = match model {
+        "gpt2" => bpe_json(file, &tokens, &types)?,
+        other => {
+            return Err(LmError::UnsupportedModel(format!(
+                "{}: tokenizer.ggml.model \"{other}\" is not supported (supported: gpt2)",
+                file.path.display()
+            )))
+        }
+    };
+
+    let mut config = TokenizerConfig::default();
+    for (name, key) in [
+        ("bos_token", "tokenizer.ggml.bos_token_id"),
+        ("eos_token", "tokenizer.ggml.eos_token_id"),
+        ("unk_token", "tokenizer.ggml.unknown_token_id"),
+        ("pad_token", "tokenizer.ggml.padding_token_id"),
+    ] {
+        if let Some(id) = token_id(file, key, n)? {
+            config.special_tokens.push((name, tokens[id as usize].to_string()));
+        }
+    }
+    if let Some(t) = file.get("tokenizer.chat_template") {
+        let t = t.as_str().ok_or_else(|| bad(file, "tokenizer.chat_template must be a string".into()))?;
+        config.chat_template = ChatTemplateSource::Single(t.to_string());
+    }
+    config.add_bos_token = file.get("tokenizer.ggml.add_bos_token").and_then(Meta::as_bool);
+    let bytes = serde_json::to_vec(&json).map_err(|e| bad(file, format!("could not build its tokenizer: {e}")))?;
+    let origin = format!("{} (tokenizer.chat_template)", file.path.display());
+    let mut tok = Tokenizer::from_parts(&bytes, &file.path, config, &file.path, origin)?;
+    tok.add_eos_token_ids(eos_ids(file)?);
+    Ok(tok)
+}
+
+/// GPT-2 style byte-level BPE.
+fn bpe_json(file: &GgufFile, tokens: &[&str], types: &[u64]) -> Result<Value> {
+    let pre = file.get("tokenizer.ggml.pre").and_then(Meta::as_str).unwrap_or("default");
+    let (normalizer, pre_tokenizer, ignore_merges) = pre_tokenizer(pre).ok_or_else(|| {
+        LmError::UnsupportedModel(format!(
+            "{}: pre-tokenizer \"{pre}\" (tokenizer.ggml.pre) is not supported; supported: default, gpt-2, llama-bpe, llama3, qwen2, smollm",
+            file.path.display()
+        ))
+    })?;
+    // A vocabulary of single bytes has no merges (gguf-py then writes no key).
+    let merges = strings(file, "tokenizer.ggml.merges")?.unwrap_or_default();
+    let in_alphabet = |t: &str| t.chars().all(|c| byte_level::byte_of(c).is_some());
+    let mut vocab = serde_json::Map::with_capacity(tokens.len());
+    let mut added = Vec::new();
+    for (id, (&t, &kind)) in tokens.iter().zip(types).enumerate() {
+        if kind == UNUSED && t.starts_with("[PAD") {
+            continue;
+        }
+        // A token written outside the byte alphabet is plain text: spell its
+        // bytes (as transformers' GGUF loader does) so the model can hold it.
+        let spelled = if in_alphabet(t) { t.to_string() } else { t.bytes().map(byte_level::char_of).collect() };
+        if kind == CONTROL && in_alphabet(t) || kind == USER_DEFINED {
+            added.push(json!({"id": id, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
+                "normalized": false, "special": kind == CONTROL}));
+        }
+        vocab.insert(spelled, json!(id));
+    }
+    let merges: Vec<Value> = merges
+        .iter()
+        .map(|m| m.split_once(' ').map(|(a, b)| json!([a, b])).ok_or_else(|| bad(file, format!("merge \"{m}\" is not two tokens"))))
+        .collect::<Result<_>>()?;
+    let post = post_processor(file, tokens)?;
+    Ok(json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": normalizer,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": post,
+        "decoder": byte_level(true),
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                  "fuse_unk": false, "byte_fallback": false, "ignore_merges": ignore_merges, "vocab": vocab, "merges": merges},
+    }))
+}
+
+/// BOS/EOS added around every encoding, as the file's add_bos/add_eos flags say.
+fn post_processor(file: &GgufFile, tokens: &[&str]) -> Result<Value> {
+    let flag = |k: &str| file.get(k).and_then(Meta::as_bool).unwrap_or(false);
+    let n = tokens.len();
+    let bos = if flag("tokenizer.ggml.add_bos_token") { token_id(file, "tokenizer.ggml.bos_token_id", n)? } else { None };
+    let eos = if flag("tokenizer.ggml.add_eos_token") { token_id(file, "tokenizer.ggml.eos_token_id", n)? } else { None };
+    if bos.is_none() && eos.is_none() {
+        return Ok(Value::Null);
+    }
+    let special = |id: u32| json!({"SpecialToken": {"id": tokens[id as usize], "type_id": 0}});
+    let mut single = Vec::new();
+    let mut specials = serde_json::Map::new();
+    for (id, at_start) in [(bos, true), (eos, false)] {
+        if let Some(id) = id {
+            specials.insert(tokens[id as usize].to_string(), json!({"id": tokens[id as usize], "ids": [id], "tokens": [tokens[id as usize]]}));
+            if at_start {
+                single.push(special(id));
+            }
+        }
+    }
+    single.push(json!({"Sequence": {"id": "A", "type_id": 0}}));
+    if let Some(id) = eos {
+        single.push(special(id));
+    }
+    let mut pair = single.clone();
+    pair.push(json!({"Sequence": {"id": "B", "type_id": 1}}));
+    Ok(json!({"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": specials}))
+}

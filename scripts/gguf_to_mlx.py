@@ -1,0 +1,191 @@
+"""Convert a GGUF file into an MLX-LM model folder: the reference side of the GGUF tests
+(MLX-LM runs the folder, mlx-node the GGUF itself) and of `npm run bench:llama`.
+
+Usage: gguf_to_mlx.py MODEL.gguf OUT_DIR [--tokenizer-from DIR] [--float32-scales]
+
+- Tensors come from MLX's own GGUF reader (`mx.load`): Q4_0/Q4_1/Q8_0 arrive as MLX affine
+  (weight, scales, biases) triples with group 32 and float16 scales, kept as they are
+  (`--float32-scales` widens them, exactly, so activations stay float32 as in llama.cpp's CPU
+  path: the benchmark's choice). MLX reads BF16 as float16; BF16 tensors are taken from the file
+  with gguf-py's reader instead, so they stay bfloat16.
+- llama.cpp stores a llama-architecture model's q and k projection rows permuted for its rotary
+  layout (convert_hf_to_gguf.py's `permute`); they are put back per head. qwen2 and qwen3 are
+  stored unpermuted.
+- config.json comes from the `<arch>.*` metadata; eos_token_id lists the end-of-generation ids
+  (tokenizer.ggml.eos_token_id, eot_token_id, eom_token_id).
+- The tokenizer is copied from --tokenizer-from (the folder the GGUF was written from), or built
+  by transformers' own GGUF tokenizer converter (`convert_gguf_tokenizer`), fed the metadata read
+  by gguf-py (transformers' GGUF reader itself needs PyTorch).
+"""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import gguf
+import mlx.core as mx
+import numpy as np
+
+NAMES = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+}
+ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+PERMUTED = ("llama", "mistral")
+TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
+
+
+def read_metadata(path):
+    reader = gguf.GGUFReader(str(path))
+    meta = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
+    return reader, meta
+
+
+def number(v):
+    # float32 metadata (1e-5 reads as 9.99999974e-06): written back as its shortest float32 form.
+    return float(f"{v:.7g}") if isinstance(v, float) else v
+
+
+def unpermute(a, heads):
+    """Inverse of llama.cpp's rotary row permutation, for a weight, its scales/biases or a bias."""
+    rows = a.shape[0]
+    return a.reshape(heads, rows // heads // 2, 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
+
+
+def convert(path, out, tokenizer_from=None, float32_scales=False):
+    reader, meta = read_metadata(path)
+    arch = meta["general.architecture"]
+    if arch not in ARCHS:
+        raise SystemExit(f"GGUF architecture {arch} is not converted here")
+
+    def hp(key, default=KeyError):
+        k = f"{arch}.{key}"
+        if k not in meta:
+            if default is KeyError:
+                raise SystemExit(f"the GGUF metadata has no {k}")
+            return default
+        return number(meta[k])
+
+    heads = hp("attention.head_count")
+    kv_heads = hp("attention.head_count_kv", heads)
+    tensors = mx.load(str(path))
+    for t in reader.tensors:
+        if t.tensor_type == gguf.GGMLQuantizationType.BF16:
+            raw = np.asarray(t.data).view(np.uint16).reshape([int(d) for d in reversed(t.shape.tolist())])
+            tensors[t.name] = mx.array(raw).view(mx.bfloat16)
+    weights, quant = {}, {}
+    for name, a in tensors.items():
+        parts = name.split(".")
+        if parts[0] == "blk":
+            layer, kind, field = parts[1], parts[2], parts[3]
+            module = f"model.layers.{layer}.{NAMES[kind]}"
+            if arch in PERMUTED and kind in ("attn_q", "attn_k"):
+                a = unpermute(a, heads if kind == "attn_q" else kv_heads)
+        elif parts[0] in ("token_embd", "output_norm", "output"):
+            module = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}[parts[0]]
+            field = parts[1]
+        else:
+            raise SystemExit(f"unexpected tensor {name}")
+        if float32_scales and field in ("scales", "biases") and a.dtype == mx.float16:
+            a = a.astype(mx.float32)
+        weights[f"{module}.{field}"] = a
+        if field == "scales":
+            bits = tensors[name.replace("scales", "weight")].shape[1] // a.shape[1]
+            quant[module] = {"group_size": 32, "bits": bits}
+    hidden = hp("embedding_length")
+    eos = []
+    for key in ("eos_token_id", "eot_token_id", "eom_token_id"):
+        v = meta.get(f"tokenizer.ggml.{key}")
+        if v is not None and int(v) not in eos:
+            eos.append(int(v))
+    config = {
+        "model_type": arch,
+        "architectures": [ARCHS[arch]],
+        "hidden_size": hidden,
+        "intermediate_size": hp("feed_forward_length"),
+        "num_hidden_layers": hp("block_count"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": hp("attention.key_length", hidden // heads),
+        "rms_norm_eps": hp("attention.layer_norm_rms_epsilon"),
+        "rope_theta": hp("rope.freq_base", 1000000.0 if arch == "qwen3" else 10000.0),
+        "vocab_size": tensors["token_embd.weight"].shape[0],
+        "tie_word_embeddings": "lm_head.weight" not in weights,
+        "hidden_act": "silu",
+    }
+    if f"{arch}.context_length" in meta:
+        config["max_position_embeddings"] = hp("context_length")
+    if eos:
+        config["eos_token_id"] = eos[0] if len(eos) == 1 else eos
+    scaling = meta.get(f"{arch}.rope.scaling.type")
+    if scaling == "linear":
+        config["rope_scaling"] = {"type": "linear", "factor": hp("rope.scaling.factor")}
+    elif scaling not in (None, "none"):
+        raise SystemExit(f"rope scaling {scaling} is not converted here")
+    if arch in PERMUTED:
+        config.update(attention_bias="model.layers.0.self_attn.q_proj.bias" in weights,
+                      mlp_bias="model.layers.0.mlp.up_proj.bias" in weights)
+    if quant:
+        main_bits = max(sorted({q["bits"] for q in quant.values()}), key=lambda b: sum(q["bits"] == b for q in quant.values()))
+        quantization = {"group_size": 32, "bits": main_bits}
+        quantization.update({m: q for m, q in quant.items() if q["bits"] != main_bits})
+        config["quantization"] = quantization
+    out.mkdir(parents=True, exist_ok=True)
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    if tokenizer_from is not None:
+        for f in TOKENIZER_FILES:
+            if (tokenizer_from / f).exists():
+                shutil.copy(tokenizer_from / f, out / f)
+    else:
+        write_tokenizer(arch, meta, out)
+    return config
+
+
+def write_tokenizer(arch, meta, out):
+    """transformers' GGUF tokenizer, from the metadata as its `get_gguf_tokenizer` groups it."""
+    from transformers import PreTrainedTokenizerFast
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer
+
+    def plain(v):
+        return v.tolist() if isinstance(v, np.ndarray) else v
+
+    grouped = {
+        group: {name: plain(meta[f"tokenizer.{key}"]) for key, name in renames.items() if f"tokenizer.{key}" in meta}
+        for group, renames in GGUF_TOKENIZER_MAPPING.items()
+    }
+    tokens = grouped["tokenizer"]["tokens"]
+    backend, _ = convert_gguf_tokenizer(arch, grouped["tokenizer"])
+    special = {}
+    for name, key in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"), ("unk_token", "unknown_token_id"), ("pad_token", "padding_token_id")):
+        v = meta.get(f"tokenizer.ggml.{key}")
+        if v is not None:
+            special[name] = tokens[int(v)]
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, **special)
+    if "chat_template" in grouped["tokenizer_config"]:
+        tok.chat_template = grouped["tokenizer_config"]["chat_template"]
+    tok.save_pretrained(str(out))
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    float32_scales = "--float32-scales" in args
+    args = [a for a in args if a != "--float32-scales"]
+    tokenizer_from = None
+    if "--tokenizer-from" in args:
+        i = args.index("--tokenizer-from")
+        tokenizer_from = Path(args[i + 1])
+        del args[i:i + 2]
+    if len(args) != 2:
+        raise SystemExit(__doc__)
+    convert(Path(args[0]), Path(args[1]), tokenizer_from, float32_scales)
