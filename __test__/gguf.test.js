@@ -22,7 +22,12 @@ const TEXTS = [
   'naïve café — 海と空 🌊 émoji',
   "don't I'm we'll 3.14159 1,000,000",
   '<|im_start|>user\nhi<|im_end|>',
+  '<|user|> hi </s> <unk> <s>',
+  'def forward(self, x):\n    return mx.softmax(x, axis=-1)',
 ];
+// Whose encodings are compared: the trained SmolLM2 and the SentencePiece fixture (reference
+// tokenizers by transformers' GGUF converter), and Qwen3's (the original tokenizer files).
+const ENCODED = ['smollm2', 'llama-spm', 'qwen3-f32'];
 
 let index;
 const models = new Map();
@@ -32,7 +37,7 @@ async function gguf(name) {
 }
 
 const cases = [];
-const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0'];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm'];
 for (const v of variants) {
   cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
@@ -46,7 +51,7 @@ test.before(async () => {
   index = ggufIndex();
   const all = await runReference([
     ...cases.map((c) => ({ model: index.fixtures[c.name].ref, input: c.input, options: c.options })),
-    ...['smollm2', 'qwen3-f32'].flatMap((n) =>
+    ...ENCODED.flatMap((n) =>
       TEXTS.map((text) => ({ mode: 'encode', model: index.fixtures[n].ref, text, addSpecialTokens: true })),
     ),
   ]);
@@ -73,9 +78,9 @@ test('the trained SmolLM2 GGUF answers the question', async () => {
   assert.match(got.text, /Paris/);
 });
 
-test('GGUF tokenizers encode as the reference tokenizers (transformers GGUF converter; the original Qwen3 files)', async () => {
+test('GGUF tokenizers encode as the reference tokenizers (BPE and SentencePiece)', async () => {
   let k = 0;
-  for (const n of ['smollm2', 'qwen3-f32']) {
+  for (const n of ENCODED) {
     const m = await gguf(n);
     for (const text of TEXTS) {
       const ref = encodings[k++];
@@ -91,6 +96,7 @@ test('model info describes the GGUF model', async () => {
     'qwen3-bf16': { modelType: 'qwen3', dtype: 'bfloat16', quantization: null },
     'llama-f16': { modelType: 'llama', dtype: 'float16', quantization: null },
     'mistral-q8_0': { modelType: 'llama', quantization: { bits: 8, groupSize: 32 } },
+    'llama-spm': { modelType: 'llama', vocabSize: 1000, quantization: { bits: 8, groupSize: 32 } },
     smollm2: { modelType: 'llama', numLayers: 30, vocabSize: 49152, contextLength: 8192, quantization: { bits: 4, groupSize: 32 } },
   };
   for (const [n, want] of Object.entries(expect)) {

@@ -120,6 +120,11 @@ def write_variant(src, out, arch, qtype, embed_qtype):
     if tc.get("pad_token"):
         special["pad"] = ids[tc["pad_token"]]
     add_tokenizer(w, tokens, types, merges, "qwen2", special, False, tc.get("chat_template"))
+    write_tensors(w, config, weights, arch, qtype, embed_qtype)
+    return config
+
+
+def write_tensors(w, config, weights, arch, qtype, embed_qtype):
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
     for name in sorted(weights):
         a = weights[name]
@@ -132,6 +137,57 @@ def write_variant(src, out, arch, qtype, embed_qtype):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+# A ChatML-like template written with SentencePiece's control tokens.
+SPM_TEMPLATE = ("{% for m in messages %}{{ '<s>' if loop.first else '' }}<|{{ m['role'] }}|>\n{{ m['content'] }}</s>\n"
+                "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+SPM_TEXT = ["naïve café — 海と空 🌊 émoji, tabs\tand  double  spaces", "Numbers 3.14159 and 1,000,000.", "<|user|> hi </s>"]
+
+
+def write_spm(out, work):
+    """A llama-architecture model with a SentencePiece BPE vocabulary (byte fallback, two
+    user-defined tokens), trained here on MLX-LM's own sources (pinned, so the same everywhere),
+    written as llama.cpp's `_set_vocab_sentencepiece` writes one."""
+    import sentencepiece as spm
+    import mlx_lm
+    import fixtures
+    from mlx.utils import tree_flatten
+
+    corpus = work / "corpus.txt"
+    files = sorted(Path(mlx_lm.__file__).parent.rglob("*.py"))
+    corpus.write_text("\n".join([f.read_text() for f in files] + SPM_TEXT * 20))
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(work / "spm"), vocab_size=1000, model_type="bpe",
+                                   byte_fallback=True, character_coverage=0.9995, num_threads=1, unk_id=0, bos_id=1, eos_id=2,
+                                   pad_id=-1, user_defined_symbols=["<|user|>", "<|assistant|>"], max_sentence_length=100000,
+                                   minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=str(work / "spm.model"))
+    n = sp.vocab_size()
+    tokens, scores, types = [], [], []
+    for i in range(n):
+        tokens.append(sp.id_to_piece(i))
+        scores.append(sp.get_score(i))
+        types.append(2 if sp.is_unknown(i) else CONTROL if sp.is_control(i) else 6 if sp.is_byte(i)
+                     else USER_DEFINED if sp.id_to_piece(i) in ("<|user|>", "<|assistant|>") else UNUSED if sp.is_unused(i) else NORMAL)
+    config = dict(fixtures.LLAMA_LINEAR, vocab_size=n, tie_word_embeddings=False)
+    del config["rope_scaling"]
+    model = fixtures.build_model(config, 11)
+    weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters())}
+    w = gguf.GGUFWriter(str(out), "llama")
+    add_hparams(w, config)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(True)
+    w.add_chat_template(SPM_TEMPLATE)
+    write_tensors(w, config, weights, "llama", T.Q8_0, T.Q8_0)
     return config
 
 
@@ -191,6 +247,12 @@ def main():
         converted = gguf_to_mlx.convert(path, out / name, tokenizer_from=src)
         check_config(name, config, converted)
         index[name] = {"gguf": path.name, "ref": name, "source": source, "arch": arch, "type": qtype.name, "embed": embed_qtype.name}
+    log("llama-spm: a SentencePiece vocabulary (tokenizer by transformers)")
+    work = out / ".spm"
+    work.mkdir()
+    config = write_spm(out / "llama-spm.gguf", work)
+    check_config("llama-spm", config, gguf_to_mlx.convert(out / "llama-spm.gguf", out / "llama-spm"))
+    index["llama-spm"] = {"gguf": "llama-spm.gguf", "ref": "llama-spm", "arch": "llama", "type": "Q8_0", "embed": "Q8_0"}
     log("smollm2: converting the real SmolLM2-135M-Instruct Q4_1 GGUF (tokenizer by transformers)")
     gguf_to_mlx.convert(smollm2, out / "smollm2")
     index["smollm2"] = {"gguf": str(smollm2), "ref": "smollm2", "arch": "llama", "type": "Q4_1", "embed": "Q8_0"}

@@ -165,15 +165,19 @@ def write_tokenizer(arch, meta, out):
         for group, renames in GGUF_TOKENIZER_MAPPING.items()
     }
     tokens = grouped["tokenizer"]["tokens"]
+    config = grouped["tokenizer_config"]
+    if grouped["tokenizer"].get("tokenizer_type") == "llama":
+        # As get_gguf_tokenizer: llama.cpp adds BOS to a sentencepiece vocabulary that does not say otherwise.
+        config.setdefault("add_bos_token", True)
     backend, _ = convert_gguf_tokenizer(arch, grouped["tokenizer"])
-    special = {}
     for name, key in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"), ("unk_token", "unknown_token_id"), ("pad_token", "padding_token_id")):
         v = meta.get(f"tokenizer.ggml.{key}")
         if v is not None:
-            special[name] = tokens[int(v)]
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, **special)
-    if "chat_template" in grouped["tokenizer_config"]:
-        tok.chat_template = grouped["tokenizer_config"]["chat_template"]
+            config[name] = tokens[int(v)]
+    template = config.pop("chat_template", None)
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, **config)
+    if template is not None:
+        tok.chat_template = template
     tok.save_pretrained(str(out))
 
 

@@ -15,6 +15,7 @@ use crate::error::{LmError, Result};
 use crate::tokenizer::{byte_level, ChatTemplateSource, Tokenizer, TokenizerConfig};
 
 // llama.cpp's token types.
+const UNKNOWN: u64 = 2;
 const CONTROL: u64 = 3;
 const USER_DEFINED: u64 = 4;
 const UNUSED: u64 = 5;
@@ -95,9 +96,10 @@ pub fn tokenizer(file: &GgufFile) -> Result<Tokenizer> {
     };
     let json = match model {
         "gpt2" => bpe_json(file, &tokens, &types)?,
+        "llama" => spm_json(file, &tokens, &types)?,
         other => {
             return Err(LmError::UnsupportedModel(format!(
-                "{}: tokenizer.ggml.model \"{other}\" is not supported (supported: gpt2)",
+                "{}: tokenizer.ggml.model \"{other}\" is not supported (supported: gpt2, llama)",
                 file.path.display()
             )))
         }
@@ -157,7 +159,7 @@ fn bpe_json(file: &GgufFile, tokens: &[&str], types: &[u64]) -> Result<Value> {
         .iter()
         .map(|m| m.split_once(' ').map(|(a, b)| json!([a, b])).ok_or_else(|| bad(file, format!("merge \"{m}\" is not two tokens"))))
         .collect::<Result<_>>()?;
-    let post = post_processor(file, tokens)?;
+    let post = post_processor(file, tokens, false)?;
     Ok(json!({
         "version": "1.0",
         "truncation": null,
@@ -172,12 +174,95 @@ fn bpe_json(file: &GgufFile, tokens: &[&str], types: &[u64]) -> Result<Value> {
     }))
 }
 
-/// BOS/EOS added around every encoding, as the file's add_bos/add_eos flags say.
-fn post_processor(file: &GgufFile, tokens: &[&str]) -> Result<Value> {
-    let flag = |k: &str| file.get(k).and_then(Meta::as_bool).unwrap_or(false);
+/// SentencePiece-style vocabulary (`llama`): BPE over the pieces with byte
+/// fallback, merges recovered from the vocabulary and its scores, and the
+/// Metaspace pre-tokenizer and decoders of transformers' Llama tokenizer (as
+/// its GGUF loader builds it). BOS is added unless the file says otherwise.
+fn spm_json(file: &GgufFile, tokens: &[&str], types: &[u64]) -> Result<Value> {
+    let scores: Vec<f64> = match file.get("tokenizer.ggml.scores") {
+        None => vec![0.0; tokens.len()],
+        Some(v) => {
+            let a = v
+                .as_array()
+                .filter(|a| a.len() == tokens.len())
+                .ok_or_else(|| bad(file, format!("tokenizer.ggml.scores must list {} scores", tokens.len())))?;
+            a.iter().map(|m| m.as_f64().unwrap_or(0.0)).collect()
+        }
+    };
+    let mut vocab = serde_json::Map::with_capacity(tokens.len());
+    let mut ids = std::collections::HashMap::with_capacity(tokens.len());
+    let mut added = Vec::new();
+    for (id, (&t, &kind)) in tokens.iter().zip(types).enumerate() {
+        vocab.insert(t.to_string(), json!(id));
+        ids.insert(t, id);
+        // The unknown piece is special too, as transformers' Llama tokenizer makes it.
+        if kind == CONTROL || kind == USER_DEFINED || kind == UNKNOWN {
+            added.push(json!({"id": id, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
+                "normalized": false, "special": kind != USER_DEFINED}));
+        }
+    }
+    let merges = match strings(file, "tokenizer.ggml.merges")? {
+        Some(m) => m.iter().filter_map(|m| m.split_once(' ')).map(|(a, b)| json!([a, b])).collect(),
+        None => merges_from_scores(tokens, &scores, &ids),
+    };
+    let post = post_processor(file, tokens, true)?;
+    Ok(json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "first", "split": false},
+        "post_processor": post,
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "},
+            {"type": "ByteFallback"},
+            {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+        ]},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                  "fuse_unk": true, "byte_fallback": true, "ignore_merges": false, "vocab": vocab, "merges": merges},
+    }))
+}
+
+/// The merges a SentencePiece BPE vocabulary implies: every split of a piece
+/// into two pieces of the vocabulary, best score first, then longer left and
+/// right parts first; a piece's own splits in the order of their parts' ids
+/// (transformers' `generate_merges`, whose order the tokenizer depends on).
+fn merges_from_scores(tokens: &[&str], scores: &[f64], ids: &std::collections::HashMap<&str, usize>) -> Vec<Value> {
+    struct Merge<'a> {
+        left: &'a str,
+        right: &'a str,
+        score: f64,
+        lens: (usize, usize),
+    }
+    let mut merges: Vec<Merge> = Vec::new();
+    for (i, &piece) in tokens.iter().enumerate() {
+        // A repeated piece counts once, with its last score, as a dict would keep it.
+        if ids.get(piece) != Some(&i) {
+            continue;
+        }
+        let mut local: Vec<(usize, usize, Merge)> = Vec::new();
+        for (at, _) in piece.char_indices().skip(1) {
+            let (l, r) = piece.split_at(at);
+            if let (Some(&li), Some(&ri)) = (ids.get(l), ids.get(r)) {
+                local.push((li, ri, Merge { left: l, right: r, score: scores[i], lens: (l.chars().count(), r.chars().count()) }));
+            }
+        }
+        local.sort_by_key(|m| (m.0, m.1));
+        merges.extend(local.into_iter().map(|m| m.2));
+    }
+    merges.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.lens.cmp(&a.lens)));
+    merges.into_iter().map(|m| json!([m.left, m.right])).collect()
+}
+
+/// BOS/EOS added around every encoding, as the file's add_bos/add_eos flags
+/// say (`bos_default` when it has no add_bos flag).
+fn post_processor(file: &GgufFile, tokens: &[&str], bos_default: bool) -> Result<Value> {
+    let flag = |k: &str, default: bool| file.get(k).and_then(Meta::as_bool).unwrap_or(default);
     let n = tokens.len();
-    let bos = if flag("tokenizer.ggml.add_bos_token") { token_id(file, "tokenizer.ggml.bos_token_id", n)? } else { None };
-    let eos = if flag("tokenizer.ggml.add_eos_token") { token_id(file, "tokenizer.ggml.eos_token_id", n)? } else { None };
+    let bos = if flag("tokenizer.ggml.add_bos_token", bos_default) { token_id(file, "tokenizer.ggml.bos_token_id", n)? } else { None };
+    let eos = if flag("tokenizer.ggml.add_eos_token", false) { token_id(file, "tokenizer.ggml.eos_token_id", n)? } else { None };
     if bos.is_none() && eos.is_none() {
         return Ok(Value::Null);
     }
