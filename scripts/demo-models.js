@@ -1,18 +1,17 @@
 'use strict';
-// The demo's embedded models, .cache/demo/qwen3 (text) and .cache/demo/chatterbox (speech),
-// written here in plain JavaScript so that `npm run demo` needs neither the Python venv nor
-// the test fixtures (building those takes minutes). Their weights are seeded random values
-// drawn per tensor from the distributions recorded in scripts/demo-models.json, which
-// scripts/make-demo-manifest.js measured once on the fixtures (the text fixture "demo" of
-// fixtures.py and the "chatterbox" folder of fixtures_tts.py): the models behave like the
-// fixtures (finite logits, varied noise, T3 ending by itself) without their exact values.
+// The demo's embedded speech model, .cache/demo/chatterbox, written here in plain JavaScript
+// so that `npm run demo` needs neither the Python venv nor the test fixtures (building those
+// takes minutes). Its weights are seeded random values drawn per tensor from the distributions
+// recorded in scripts/demo-models.json, which scripts/make-demo-manifest.js measured once on
+// the "chatterbox" fixture of fixtures_tts.py: the model behaves like the fixture (varied noise,
+// T3 ending by itself) without its exact values. (The demo's text model is a real one:
+// scripts/smollm2.js.)
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { ROOT, log } = require('./mlx');
-const { QWEN3_TOKENIZER_FILES, qwen3TokenizerDir } = require('./qwen3-tokenizer');
 
 const MANIFEST_PATH = path.join(__dirname, 'demo-models.json');
 const DEMO_DIR = path.join(ROOT, '.cache', 'demo');
@@ -198,26 +197,16 @@ function writeJson(file, obj) {
 function writeModel(name, model, dir) {
   for (const [file, obj] of Object.entries(model.json)) writeJson(path.join(dir, file), obj);
   let bytes = 0;
-  if (name === 'qwen3') {
-    const tokDir = qwen3TokenizerDir();
-    for (const f of QWEN3_TOKENIZER_FILES) fs.copyFileSync(path.join(tokDir, f), path.join(dir, f));
-    bytes += writeSafetensors(path.join(dir, 'model.safetensors'), weightTensors(model.tensors), { format: 'mlx' });
-  } else {
-    const rigs = rigChatterbox(model.rig, model.tensors);
-    bytes += writeSafetensors(path.join(dir, 'model.safetensors'), weightTensors(model.tensors, rigs), { format: 'mlx' });
-    bytes += writeSafetensors(path.join(dir, 'conds.safetensors'), chatterboxConds(model.voice));
-  }
+  const rigs = rigChatterbox(model.rig, model.tensors);
+  bytes += writeSafetensors(path.join(dir, 'model.safetensors'), weightTensors(model.tensors, rigs), { format: 'mlx' });
+  bytes += writeSafetensors(path.join(dir, 'conds.safetensors'), chatterboxConds(model.voice));
   return bytes;
 }
 
-function stampOf(name) {
+function stampOf() {
   const h = crypto.createHash('sha256');
   h.update(fs.readFileSync(__filename));
   h.update(fs.readFileSync(MANIFEST_PATH));
-  if (name === 'qwen3') {
-    const tokDir = qwen3TokenizerDir();
-    for (const f of QWEN3_TOKENIZER_FILES) h.update(`${f}:${fs.statSync(path.join(tokDir, f)).size}`);
-  }
   return h.digest('hex');
 }
 
@@ -244,13 +233,13 @@ function removeStale(name) {
   }
 }
 
-// Returns the folder of the demo model `name` ('qwen3' or 'chatterbox'), writing it first
+// Returns the folder of the demo model `name` ('chatterbox'), writing it first
 // unless it is there with a stamp of this script and manifest. Written into a temporary
 // folder and renamed into place, so an interrupted run never leaves half a model behind.
 function ensureDemoModel(name) {
   const dir = path.join(DEMO_DIR, name);
   if (fs.existsSync(DEMO_DIR)) removeStale(name);
-  const stamp = stampOf(name);
+  const stamp = stampOf();
   if (isFresh(dir, stamp)) return dir;
   if (os.endianness() !== 'LE') throw new Error('the demo models are written on little-endian machines only');
   const manifest = JSON.parse(fs.readFileSync(MANIFEST_PATH, 'utf8'));
@@ -290,7 +279,7 @@ module.exports = { ensureDemoModel, DEMO_DIR, MANIFEST_PATH };
 
 if (require.main === module) {
   try {
-    for (const name of process.argv.length > 2 ? process.argv.slice(2) : ['qwen3', 'chatterbox']) {
+    for (const name of process.argv.length > 2 ? process.argv.slice(2) : ['chatterbox']) {
       process.stdout.write(`${ensureDemoModel(name)}\n`);
     }
   } catch (err) {

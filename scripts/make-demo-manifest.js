@@ -1,8 +1,7 @@
 'use strict';
 // Writes scripts/demo-models.json, from which scripts/demo-models.js makes the demo's models.
 // Run by hand (`node scripts/make-demo-manifest.js`) after the fixtures it reads change:
-// .cache/fixtures/demo (fixtures.py) and .cache/fixtures-tts/chatterbox (fixtures_tts.py);
-// `npm test` writes both. Never run by the demo.
+// .cache/fixtures-tts/chatterbox (fixtures_tts.py), which `npm test` writes. Never run by the demo.
 //
 // Per tensor it records the distribution its values were drawn from, measured: a constant
 // (norm gains), a uniform (MLX Linear init, Snake alphas, BatchNorm variances: told apart
@@ -15,7 +14,6 @@ const path = require('node:path');
 const { ROOT } = require('./mlx');
 const { MANIFEST_PATH } = require('./demo-models');
 
-const TEXT_DIR = path.join(ROOT, '.cache', 'fixtures', 'demo');
 const SPEECH_DIR = path.join(ROOT, '.cache', 'fixtures-tts', 'chatterbox');
 // Tensors made of equal parts with different distributions: HiFT's conv_post bias has
 // fixtures_tts.py's HIFT_LOG_MAG_BIAS on its first half (the log-magnitude channels) only.
@@ -161,18 +159,12 @@ function format(manifest) {
 }
 
 function main() {
-  const textConfig = readJson(path.join(TEXT_DIR, 'config.json'));
   const speechConfig = readJson(path.join(SPEECH_DIR, 'config.json'));
   const speechWeights = readSafetensors(path.join(SPEECH_DIR, 'model.safetensors'));
   const rig = findRig(speechWeights, speechConfig);
   const manifest = {
     about: 'Written by scripts/make-demo-manifest.js from the test fixtures; read by scripts/demo-models.js. Tensors: [name, shape, distribution...].',
     models: {
-      qwen3: {
-        description: 'text model (a small Qwen3, random weights)',
-        json: { 'config.json': textConfig, 'generation_config.json': readJson(path.join(TEXT_DIR, 'generation_config.json')) },
-        tensors: tensorSpecs(readSafetensors(path.join(TEXT_DIR, 'model.safetensors'))),
-      },
       chatterbox: {
         description: 'speech model (a shrunk Chatterbox, random weights)',
         json: { 'config.json': speechConfig, 'tokenizer.json': readJson(path.join(SPEECH_DIR, 'tokenizer.json')) },
