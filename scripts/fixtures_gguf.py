@@ -256,6 +256,9 @@ def main():
     log("smollm2: converting the real SmolLM2-135M-Instruct Q4_1 GGUF (tokenizer by transformers)")
     gguf_to_mlx.convert(smollm2, out / "smollm2")
     index["smollm2"] = {"gguf": str(smollm2), "ref": "smollm2", "arch": "llama", "type": "Q4_1", "embed": "Q8_0"}
+    # What loadModel(file, { dtype: 'float32' }) runs: the scales widened to float32.
+    gguf_to_mlx.convert(smollm2, out / "smollm2-f32", float32_scales=True)
+    index["smollm2-f32"] = {"gguf": str(smollm2), "ref": "smollm2-f32", "arch": "llama", "type": "Q4_1", "embed": "Q8_0", "dtype": "float32"}
     bad = {}
     for file, kwargs in {
         "tiny.gguf": {},
