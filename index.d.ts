@@ -14,6 +14,14 @@ export type ErrorCode =
   | 'INVALID_CACHE_FILE'
   /** `PromptCache.trim()` while a prefill or generation runs on the cache: await it first. */
   | 'CACHE_BUSY'
+  /** A Hugging Face Hub model that answered 401/403: set HF_TOKEN to a token that may read it. */
+  | 'AUTH_REQUIRED'
+  /**
+   * A Hugging Face Hub download that failed: the hub cannot be reached, a connection kept
+   * breaking (what arrived is kept and the next load resumes it), or a file's size or hash is
+   * not what the hub reports. The cache's snapshots and refs are left as they were.
+   */
+  | 'DOWNLOAD_FAILED'
   | 'MLX_ERROR';
 
 export class MlxNodeError extends Error {
@@ -45,10 +53,12 @@ export interface LoadModelOptions {
   signal?: AbortSignal;
   /**
    * Called with the fraction of the weight bytes read: strictly increasing, below 1 while
-   * loading, then exactly 1 once the model is ready. If it throws, loadModel rejects with
-   * code 'ABORTED' (the thrown value as `cause`) and it is not called again.
+   * loading, then exactly 1 once the model is ready (`detail` `{ stage: 'load' }`). While a
+   * Hugging Face model downloads it is called with 0 and a `stage: 'download'` detail: the
+   * file and its bytes done so far. If it throws, loadModel rejects with code 'ABORTED' (the
+   * thrown value as `cause`; a download stops) and it is not called again.
    */
-  onLoadProgress?: (fraction: number) => void;
+  onLoadProgress?: (fraction: number, detail: LoadProgressDetail) => void;
   /**
    * Concurrent generate()/stream() calls on the model are decoded together, this many at
    * most per step (default 8, 1..256); more wait for a place.
@@ -63,6 +73,21 @@ export interface LoadModelOptions {
   precision?: 'exact' | 'fast';
 }
 
+/** The second argument of onLoadProgress. */
+export type LoadProgressDetail =
+  | { stage: 'load' }
+  /** Bytes of one file of a Hugging Face model (a resumed file starts above 0). */
+  | { stage: 'download'; file: string; bytesDone: number; bytesTotal: number };
+
+/**
+ * `path` is a model folder, or a Hugging Face model id `org/name` or `org/name@revision`
+ * (branch, tag or commit; used when no file or folder of that name exists). A hub model is
+ * taken from huggingface_hub's cache (`HF_HUB_CACHE`, else `$HF_HOME/hub`, else
+ * `~/.cache/huggingface/hub`), shared with MLX-LM and mlx-audio; missing files are downloaded
+ * there (resumable, checked against the hub's sizes and hashes) from `HF_ENDPOINT`, with
+ * `HF_TOKEN`. `HF_HUB_OFFLINE=1` reads the cache only. Codes: MODEL_NOT_FOUND,
+ * AUTH_REQUIRED, DOWNLOAD_FAILED. See docs/text-generation.md#models-from-the-hugging-face-hub.
+ */
 export function loadModel(path: string, options?: LoadModelOptions): Promise<LanguageModel>;
 
 export interface ChatMessage {
@@ -253,8 +278,18 @@ export interface LoadTTSOptions {
    * runs S3Gen over the whole prompt, with no extra memory.
    */
   promptCache?: boolean;
+  /**
+   * While a Hugging Face model downloads: (0, `{ stage: 'download', file, bytesDone,
+   * bytesTotal }`); then (1, `{ stage: 'load' }`) once the model is ready. If it throws,
+   * loadTTS rejects with code 'ABORTED' (the thrown value as `cause`).
+   */
+  onLoadProgress?: (fraction: number, detail: LoadProgressDetail) => void;
 }
 
+/**
+ * `path` is a Chatterbox folder, or a Hugging Face model id `org/name[@revision]`, resolved
+ * as loadModel does (its `*.json`, `*.safetensors`, `*.txt` and `*.model` files).
+ */
 export function loadTTS(path: string, options?: LoadTTSOptions): Promise<TextToSpeech>;
 
 export interface SynthesizeOptions {

@@ -8,6 +8,7 @@ const { LanguageModel } = require('./lib/language-model');
 const { TextToSpeech } = require('./lib/text-to-speech');
 const { Audio } = require('./lib/audio');
 const { loadProgress } = require('./lib/load-progress');
+const { resolveModelPath } = require('./lib/hub');
 
 const native = loadNative();
 // Free every model before MLX's static destructors run at exit (node/src/worker.rs).
@@ -41,9 +42,10 @@ async function loadModel(path, options = {}) {
   }
   signal?.throwIfAborted();
   const progress = loadProgress(onLoadProgress);
+  const dir = await resolveModelPath(native, path, 'lm', signal, progress);
   let handle;
   try {
-    handle = await native.loadModelNative(path, dtype, progress.onNative, maxBatch, precision);
+    handle = await native.loadModelNative(dir, dtype, progress.onNative, maxBatch, precision);
   } catch (e) {
     throw fromNative(e);
   } finally {
@@ -61,7 +63,7 @@ async function loadModel(path, options = {}) {
   return new LanguageModel(handle);
 }
 
-const LOAD_TTS_OPTIONS = new Set(['signal', 'promptCache']);
+const LOAD_TTS_OPTIONS = new Set(['signal', 'promptCache', 'onLoadProgress']);
 
 async function loadTTS(path, options = {}) {
   if (typeof path !== 'string' || path.length === 0) throw invalid(`path must be a non-empty string, got ${typeof path}`);
@@ -69,21 +71,31 @@ async function loadTTS(path, options = {}) {
   for (const k of Object.keys(options)) {
     if (!LOAD_TTS_OPTIONS.has(k)) throw invalid(`unknown option "${k}"; known options: ${[...LOAD_TTS_OPTIONS].join(', ')}`);
   }
-  const { signal, promptCache } = options;
+  const { signal, promptCache, onLoadProgress } = options;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('option signal must be an AbortSignal');
   if (promptCache !== undefined && typeof promptCache !== 'boolean') {
     throw invalid(`option promptCache must be a boolean, got ${JSON.stringify(promptCache)}`);
   }
+  if (onLoadProgress !== undefined && typeof onLoadProgress !== 'function') {
+    throw invalid('option onLoadProgress must be a function');
+  }
   signal?.throwIfAborted();
+  const progress = loadProgress(onLoadProgress);
+  const dir = await resolveModelPath(native, path, 'tts', signal, progress);
   let handle;
   try {
-    handle = await native.loadTtsNative(path, promptCache ?? true);
+    handle = await native.loadTtsNative(dir, promptCache ?? true);
   } catch (e) {
     throw fromNative(e);
   }
   if (signal?.aborted) {
     await handle.dispose();
     throw signal.reason;
+  }
+  const failure = progress.complete();
+  if (failure) {
+    await handle.dispose();
+    throw failure;
   }
   return new TextToSpeech(handle, (text) => native.splitSentences(text));
 }

@@ -10,6 +10,8 @@ const CODES = new Set([
   'CACHE_MISMATCH',
   'INVALID_CACHE_FILE',
   'CACHE_BUSY',
+  'AUTH_REQUIRED',
+  'DOWNLOAD_FAILED',
   'MLX_ERROR',
 ]);
 

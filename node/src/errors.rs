@@ -14,6 +14,8 @@ pub enum Code {
     CacheMismatch,
     InvalidCacheFile,
     CacheBusy,
+    AuthRequired,
+    DownloadFailed,
     MlxError,
 }
 
@@ -29,6 +31,8 @@ impl Code {
             Code::CacheMismatch => "CACHE_MISMATCH",
             Code::InvalidCacheFile => "INVALID_CACHE_FILE",
             Code::CacheBusy => "CACHE_BUSY",
+            Code::AuthRequired => "AUTH_REQUIRED",
+            Code::DownloadFailed => "DOWNLOAD_FAILED",
             Code::MlxError => "MLX_ERROR",
         }
     }
@@ -51,4 +55,8 @@ pub fn plain(e: Error<String>) -> Error {
 
 pub fn lm_error(e: lm::LmError) -> Error<String> {
     Error::new(e.code().to_string(), e.message().to_string())
+}
+
+pub fn hub_error(e: ::hub::HubError) -> Error<String> {
+    Error::new(e.code().to_string(), e.message)
 }
