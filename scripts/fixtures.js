@@ -8,7 +8,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { ensureVenv, withLock, ROOT, VENV_SPEC } = require('./venv');
-const { QWEN3_TOKENIZER_FILES, qwen3TokenizerDir } = require('./qwen3-tokenizer');
+const { QWEN3_TOKENIZER_FILES, qwen3TokenizerDir, gemma3TokenizerDir } = require('./npm-tokenizers');
 
 const FIXTURES_DIR = path.join(ROOT, '.cache', 'fixtures');
 const SCRIPT = path.join(__dirname, 'fixtures.py');
@@ -18,11 +18,13 @@ function log(msg) {
   process.stderr.write(`[fixtures] ${msg}\n`);
 }
 
-function fixturesStamp(tokDir) {
+function fixturesStamp(tokDirs) {
   const h = crypto.createHash('sha256');
   h.update(fs.readFileSync(SCRIPT));
   h.update(VENV_SPEC);
-  for (const f of QWEN3_TOKENIZER_FILES) h.update(`${f}:${fs.statSync(path.join(tokDir, f)).size}`);
+  for (const dir of tokDirs) {
+    for (const f of QWEN3_TOKENIZER_FILES) h.update(`${f}:${fs.statSync(path.join(dir, f)).size}`);
+  }
   return h.digest('hex');
 }
 
@@ -37,12 +39,12 @@ function isFresh(stamp) {
   }
 }
 
-function generate(python, env, tokDir, stamp) {
+function generate(python, env, tokDirs, stamp) {
   const tmp = `${FIXTURES_DIR}.partial`;
   fs.rmSync(tmp, { recursive: true, force: true });
   log(`writing fixtures to ${path.relative(ROOT, FIXTURES_DIR)}`);
   const t0 = Date.now();
-  const r = spawnSync(python, [SCRIPT, tmp, tokDir], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
+  const r = spawnSync(python, [SCRIPT, tmp, ...tokDirs], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
   if (r.error) throw new Error(`could not run ${SCRIPT}: ${r.error.message}`);
   if (r.status !== 0) {
     throw new Error(`${path.relative(ROOT, SCRIPT)} failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''})`);
@@ -59,11 +61,11 @@ function generate(python, env, tokDir, stamp) {
 // Returns the absolute path of the fixtures folder, writing the fixtures first if needed.
 function ensureFixtures() {
   const { python, env } = ensureVenv();
-  const tokDir = qwen3TokenizerDir();
-  const stamp = fixturesStamp(tokDir);
+  const tokDirs = [qwen3TokenizerDir(), gemma3TokenizerDir()];
+  const stamp = fixturesStamp(tokDirs);
   if (isFresh(stamp)) return FIXTURES_DIR;
   withLock(path.join(ROOT, '.cache', 'fixtures.lock'), 'fixture generation', () => {
-    if (!isFresh(stamp)) generate(python, env, tokDir, stamp);
+    if (!isFresh(stamp)) generate(python, env, tokDirs, stamp);
   });
   return FIXTURES_DIR;
 }

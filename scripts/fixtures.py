@@ -1,12 +1,13 @@
 """Write the text-model test fixtures: small models with seeded random weights.
 
-Usage: fixtures.py OUT_DIR TOKENIZER_DIR
+Usage: fixtures.py OUT_DIR TOKENIZER_DIR GEMMA3_TOKENIZER_DIR
 
 Every model is built by MLX-LM's own model class, so the weight names and shapes are
 exactly what MLX-LM loads; its seeded init is then rescaled by fixed factors
-(rescale()) so that generation is varied. All fixtures use the real Qwen3
-tokenizer (full 151,936-entry vocabulary) and are otherwise tiny so that parity
-tests run quickly on a CPU. Nothing here downloads anything.
+(rescale()) so that generation is varied. The fixtures use the real Qwen3
+tokenizer (full 151,936-entry vocabulary), Gemma 3's the real Gemma 3 one
+(262,144 entries), and are otherwise tiny so that parity tests run quickly on a
+CPU. Nothing here downloads anything.
 """
 
 import contextlib
@@ -35,6 +36,8 @@ VOCAB = 151936
 IM_END = 151645  # <|im_end|>, the tokenizer's eos_token
 ENDOFTEXT = 151643  # <|endoftext|>
 GENERATION_EOS = [IM_END, ENDOFTEXT]
+# Gemma 3's generation_config: <eos>, <end_of_turn>.
+GEMMA3_EOS = [1, 106]
 TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json"]
 # Greedy check run on every fixture: random weights must not stop at once.
 CHECK_PROMPT = "Hello, my name is"
@@ -143,6 +146,32 @@ QWEN2 = dict(
     tie_word_embeddings=True,
 )
 
+# Gemma 3 (gemma3_text): sliding-window layers (window 8, shorter than the test prompts, so
+# the rotating caches wrap) between global ones (every 2nd layer), one KV head as in Gemma 3
+# 1B, a query_pre_attn_scalar other than head_dim, and linear scaling on the global RoPE (as
+# the 4B+ models have).
+GEMMA3 = dict(
+    SMALL,
+    vocab_size=262144,
+    model_type="gemma3_text",
+    architectures=["Gemma3ForCausalLM"],
+    num_hidden_layers=4,
+    num_key_value_heads=1,
+    head_dim=16,
+    query_pre_attn_scalar=24,
+    sliding_window=8,
+    sliding_window_pattern=2,
+    rope_theta=1000000.0,
+    rope_local_base_freq=10000.0,
+    rope_scaling={"rope_type": "linear", "factor": 8.0},
+    rms_norm_eps=1e-6,
+    max_position_embeddings=32768,
+    hidden_activation="gelu_pytorch_tanh",
+    eos_token_id=GEMMA3_EOS,
+    bos_token_id=2,
+    pad_token_id=0,
+)
+
 DEMO = dict(
     QWEN3,
     hidden_size=256,
@@ -163,6 +192,10 @@ RANDOM_FIXTURES = [
     ("qwen2-f32", QWEN2, 5),
     ("demo", DEMO, 6),
     ("llama-dynamic", LLAMA_DYNAMIC, 7),
+]
+# (name, config, first seed, tokenizer): families with their own tokenizer.
+FAMILY_FIXTURES = [
+    ("gemma3-f32", GEMMA3, 8, "gemma3"),
 ]
 
 
@@ -186,21 +219,21 @@ def copy_tokenizer(tok_dir, dst):
         target = dst / name
         if target.exists():
             target.unlink()
-        first = _first_copy.get(name)
+        first = _first_copy.get((tok_dir, name))
         try:
             if first is None or not first.exists():
                 raise OSError("no first copy yet")
             os.link(first, target)
         except OSError:
             shutil.copyfile(tok_dir / name, target)
-            _first_copy[name] = target
+            _first_copy[(tok_dir, name)] = target
 
 
-def write_common(dst, config, tok_dir):
+def write_common(dst, config, tok_dir, eos=GENERATION_EOS):
     write_json(dst / "config.json", config)
     write_json(
         dst / "generation_config.json",
-        {"do_sample": False, "eos_token_id": GENERATION_EOS, "transformers_version": "4.51.0"},
+        {"do_sample": False, "eos_token_id": eos, "transformers_version": "4.51.0"},
     )
     copy_tokenizer(tok_dir, dst)
 
@@ -283,9 +316,9 @@ def quick_greedy(model, prompt_ids, n):
     return out
 
 
-def distinct_or_eos(token_lists):
+def distinct_or_eos(token_lists, eos=GENERATION_EOS):
     """Fewest distinct tokens over the check prompts' greedy outputs, -1 on any EOS."""
-    if any(t in GENERATION_EOS for tokens in token_lists for t in tokens):
+    if any(t in eos for tokens in token_lists for t in tokens):
         return -1
     return min(len(set(tokens)) for tokens in token_lists)
 
@@ -293,21 +326,21 @@ def distinct_or_eos(token_lists):
 def seed_score(model, tokenizer):
     chat = tokenizer.apply_chat_template(CHECK_MESSAGES, add_generation_prompt=True)
     return distinct_or_eos([quick_greedy(model, ids, CHECK_TOKENS)
-                            for ids in (tokenizer.encode(CHECK_PROMPT), chat)])
+                            for ids in (tokenizer.encode(CHECK_PROMPT), chat)], tokenizer.eos_token_ids)
 
 
-def check_varied(name, check):
+def check_varied(name, check, eos=GENERATION_EOS):
     """The recorded MLX-LM greedy outputs must be long and varied (see rescale())."""
     if any(v["finishReason"] != "length" for v in check.values()):
         raise RuntimeError(f"{name}: MLX-LM greedy generation hits EOS")
-    distinct = distinct_or_eos([v["tokens"] for v in check.values()])
+    distinct = distinct_or_eos([v["tokens"] for v in check.values()], eos)
     if distinct < MIN_DISTINCT:
         raise RuntimeError(f"{name}: greedy output has only {distinct} distinct tokens of "
                            f"{CHECK_TOKENS} (want {MIN_DISTINCT})")
     return distinct
 
 
-def make_random_fixture(out, name, config, seed0, tok_dir, tokenizer):
+def make_random_fixture(out, name, config, seed0, tok_dir, tokenizer, eos=GENERATION_EOS):
     # The first seed whose greedy output is varied (the first one, so far, everywhere).
     for seed in range(seed0, seed0 + 100 * SEED_TRIES, 100):
         model = build_model(config, seed)
@@ -319,9 +352,9 @@ def make_random_fixture(out, name, config, seed0, tok_dir, tokenizer):
     dst = out / name
     dst.mkdir(parents=True)
     save_weights(dst / "model.safetensors", weights)
-    write_common(dst, config, tok_dir)
+    write_common(dst, config, tok_dir, eos)
     check = greedy_check(dst, tokenizer)
-    distinct = check_varied(name, check)
+    distinct = check_varied(name, check, eos)
     log(f"{name}: seed {seed}, greedy output has {distinct}+ distinct tokens of {CHECK_TOKENS} per prompt")
     return weights, seed, check
 
@@ -377,7 +410,7 @@ def mixed_predicate(path, module):
     return True
 
 
-def make_quantized(out, name, src, tok_dir, bits, predicate=None):
+def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None):
     dst = out / name
     with contextlib.redirect_stdout(sys.stderr):
         mlx_lm.convert(
@@ -387,6 +420,7 @@ def make_quantized(out, name, src, tok_dir, bits, predicate=None):
             q_bits=bits,
             q_group_size=64,
             quant_predicate=predicate,
+            dtype=dtype,
         )
     # convert re-saves the tokenizer with transformers (which moves the chat template
     # into chat_template.jinja) and adds a model card: put back the original files so
@@ -441,6 +475,25 @@ def main():
         if name == "qwen3-f32":
             qwen3_weights = weights
         log(f"{name}: seed {seed}, {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
+
+    gemma_dir = Path(sys.argv[3]).resolve()
+    tokenizers = {"gemma3": (gemma_dir, load_tokenizer(gemma_dir, eos_token_ids=GEMMA3_EOS), GEMMA3_EOS)}
+    for name, config, seed0, tok in FAMILY_FIXTURES:
+        t = time.perf_counter()
+        fam_dir, fam_tok, eos = tokenizers[tok]
+        _, seed, check = make_random_fixture(out, name, config, seed0, fam_dir, fam_tok, eos)
+        entries[name] = fixture_entry(out, name, seed=seed, check=check)
+        log(f"{name}: seed {seed}, {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
+    for name, make in [
+        ("gemma3-bf16-q4", lambda: make_quantized(out, "gemma3-bf16-q4", out / "gemma3-f32", gemma_dir, 4, dtype="bfloat16")),
+        ("gemma3-q8", lambda: make_quantized(out, "gemma3-q8", out / "gemma3-f32", gemma_dir, 8)),
+    ]:
+        t = time.perf_counter()
+        make()
+        check = greedy_check(out / name, tokenizers["gemma3"][1])
+        check_varied(name, check, GEMMA3_EOS)
+        entries[name] = fixture_entry(out, name, seed=entries["gemma3-f32"]["seed"], source="gemma3-f32", check=check)
+        log(f"{name}: {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
 
     derived = [
         ("qwen3-bf16", lambda: make_cast(out, "qwen3-bf16", qwen3_weights, "bfloat16", tok_dir)),

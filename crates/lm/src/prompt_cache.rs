@@ -8,7 +8,7 @@ use std::path::Path;
 
 use mlx::Dtype;
 
-use crate::cache::{self, load_file, make_caches, save_file, trim_all, Cache, CacheOptions, LayerCaches};
+use crate::cache::{self, load_file, make_model_caches, save_file, trim_all, Cache, CacheOptions, LayerCaches, LayerKind};
 use crate::error::{LmError, Result};
 use crate::models::LanguageModel;
 
@@ -42,6 +42,8 @@ pub struct PromptCache {
     /// Outlives the request (the caller keeps it): generation then feeds it
     /// the last sampled id too.
     kept: bool,
+    /// The model's own cache kinds, if it fixes them (`LanguageModel::cache_layout`).
+    layout: Option<Vec<LayerKind>>,
 }
 
 impl PromptCache {
@@ -55,14 +57,18 @@ impl PromptCache {
                 options.kv_group_size, shape.head_dim
             )));
         }
-        Ok(PromptCache { layers: make_caches(shape.layers, &options), tokens: Vec::new(), unknown: 0, options, shape, kept: true })
+        let layout = model.cache_layout();
+        let layers = make_model_caches(layout.as_deref(), shape.layers, &options);
+        Ok(PromptCache { layers, tokens: Vec::new(), unknown: 0, options, shape, kept: true, layout })
     }
 
     /// An empty cache for one request only (never fed past its last id).
     pub fn scratch(model: &dyn LanguageModel) -> PromptCache {
         let shape = Shape::of(model);
         let options = CacheOptions::default();
-        PromptCache { layers: make_caches(shape.layers, &options), tokens: Vec::new(), unknown: 0, options, shape, kept: false }
+        let layout = model.cache_layout();
+        let layers = make_model_caches(layout.as_deref(), shape.layers, &options);
+        PromptCache { layers, tokens: Vec::new(), unknown: 0, options, shape, kept: false, layout }
     }
 
     pub fn is_kept(&self) -> bool {
@@ -90,7 +96,8 @@ impl PromptCache {
             return Err(LmError::CacheMismatch(format!("{}: token id {bad} is outside this model's vocabulary (size {vocab})", path.display())));
         }
         let options = options_of(&file.caches);
-        let cache = PromptCache { layers: file.caches, unknown: held - tokens.len(), tokens, options, shape, kept: true };
+        let layout = model.cache_layout();
+        let cache = PromptCache { layers: file.caches, unknown: held - tokens.len(), tokens, options, shape, kept: true, layout };
         Ok((cache, file.metadata))
     }
 
@@ -159,7 +166,7 @@ impl PromptCache {
 
     /// Empties the cache (same kind and options).
     pub fn clear(&mut self) {
-        self.layers = make_caches(self.shape.layers, &self.options);
+        self.layers = make_model_caches(self.layout.as_deref(), self.shape.layers, &self.options);
         self.tokens.clear();
         self.unknown = 0;
     }

@@ -154,6 +154,30 @@ pub fn make_caches(n: usize, options: &CacheOptions) -> LayerCaches {
         .collect()
 }
 
+/// A layer's cache kind where the model fixes it (MLX-LM's `make_cache` on a
+/// model): a growing cache, or a window of the last `n` positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerKind {
+    Growing,
+    Window(i32),
+}
+
+/// Fresh caches for a model: its own kinds when it fixes them (then, as in
+/// MLX-LM's `make_prompt_cache`, `max_kv_size` does not apply), else
+/// `make_caches` for its `n` layers.
+pub fn make_model_caches(layout: Option<&[LayerKind]>, n: usize, options: &CacheOptions) -> LayerCaches {
+    match layout {
+        None => make_caches(n, options),
+        Some(kinds) => kinds
+            .iter()
+            .map(|k| match *k {
+                LayerKind::Growing => Box::new(KvCache::default()) as Box<dyn Cache>,
+                LayerKind::Window(w) => Box::new(RotatingKvCache::new(w, 0)) as Box<dyn Cache>,
+            })
+            .collect(),
+    }
+}
+
 /// `n` fresh `KvCache`s.
 pub fn kv_caches(n: usize) -> LayerCaches {
     make_caches(n, &CacheOptions::default())

@@ -1,10 +1,83 @@
-//! Attention over what a cache fetched: MLX's fused kernel for plain keys and
-//! values, MLX-LM's `quantized_scaled_dot_product_attention` for quantized ones.
+//! Self-attention as MLX-LM's families write it (q/k/v projections, optional
+//! per-head q/k norms, RoPE at the cache's offset, the cache, the output
+//! projection), and attention over what a cache fetched: MLX's fused kernel
+//! for plain keys and values, MLX-LM's `quantized_scaled_dot_product_attention`
+//! for quantized ones.
 use mlx::fast::{scaled_dot_product_attention, AttentionMask};
+use mlx::nn::{Linear, RmsNorm, Rope};
 use mlx::quant::quantized_matmul_mlx;
 use mlx::{Array, Dtype, Result};
 
-use crate::cache::{causal_mask, CacheMask, Fetched, QuantizedArrays};
+use crate::cache::{causal_mask, Cache, CacheMask, Fetched, QuantizedArrays};
+
+/// One layer's attention. The RoPE is the caller's (families differ in how
+/// many they have: one for all layers, or local and global ones).
+pub struct SelfAttention {
+    pub q_proj: Linear,
+    pub k_proj: Linear,
+    pub v_proj: Linear,
+    pub o_proj: Linear,
+    pub q_norm: Option<RmsNorm>,
+    pub k_norm: Option<RmsNorm>,
+    pub heads: i32,
+    pub kv_heads: i32,
+    pub scale: f32,
+}
+
+impl SelfAttention {
+    /// Queries, keys and values `[B, heads, L, dim]` for `x` `[B, L, hidden]`
+    /// (queries and keys RMS-normed per head where the family does).
+    pub fn project(&self, x: &Array) -> Result<(Array, Array, Array)> {
+        let s = x.shape();
+        let (b, l) = (s[0], s[1]);
+        let heads = |t: Array, n: i32, norm: &Option<RmsNorm>| -> Result<Array> {
+            let t = t.reshape(&[b, l, n, -1])?;
+            let t = match norm {
+                Some(nm) => nm.forward(&t)?,
+                None => t,
+            };
+            t.transpose(&[0, 2, 1, 3])
+        };
+        let q = heads(self.q_proj.forward(x)?, self.heads, &self.q_norm)?;
+        let k = heads(self.k_proj.forward(x)?, self.kv_heads, &self.k_norm)?;
+        let v = heads(self.v_proj.forward(x)?, self.kv_heads, &None)?;
+        Ok((q, k, v))
+    }
+
+    /// `x` `[B, L, hidden]` through attention, appending to `cache`.
+    pub fn forward(&self, x: &Array, cache: &mut dyn Cache, rope: &Rope) -> Result<Array> {
+        let s = x.shape();
+        let (b, l) = (s[0], s[1]);
+        let (q, k, v) = self.project(x)?;
+        let q = rope.forward(&q, cache.offset())?;
+        let k = rope.forward(&k, cache.offset())?;
+        let mask = cache.mask(l)?;
+        let fetched = cache.update_and_fetch(&k, &v)?;
+        let o = attend(&q, fetched, self.scale, mask)?;
+        self.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?)
+    }
+
+    /// One new position for each of B sequences (`x` `[B, 1, hidden]`): the
+    /// projections run on all rows at once, attention row by row against that
+    /// row's cache of this `layer`.
+    pub fn forward_rows(&self, x: &Array, caches: &mut [&mut [Box<dyn Cache>]], layer: usize, rope: &Rope) -> Result<Array> {
+        let b = x.dim(0);
+        let (q, k, v) = self.project(x)?;
+        let mut outs = Vec::with_capacity(b as usize);
+        for (row, seq) in caches.iter_mut().enumerate() {
+            let cache = seq[layer].as_mut();
+            let r = row as i32;
+            let q = rope.forward(&q.slice_axis(0, r, r + 1)?, cache.offset())?;
+            let k = rope.forward(&k.slice_axis(0, r, r + 1)?, cache.offset())?;
+            let mask = cache.mask(1)?;
+            let fetched = cache.update_and_fetch(&k, &v.slice_axis(0, r, r + 1)?)?;
+            outs.push(attend(&q, fetched, self.scale, mask)?);
+        }
+        let refs: Vec<&Array> = outs.iter().collect();
+        let o = Array::concatenate(&refs, 0)?;
+        self.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, 1, -1])?)
+    }
+}
 
 /// `queries` `[B, heads, L, D]` against the fetched keys and values.
 pub fn attend(queries: &Array, fetched: Fetched, scale: f32, mask: CacheMask) -> Result<Array> {

@@ -10,21 +10,12 @@ use mlx::nn::{self, Embedding, Linear, RmsNorm, Rope};
 use mlx::{Array, Dtype};
 use serde_json::Value;
 
-use super::attention::attend;
+use super::attention::SelfAttention;
 use super::LanguageModel;
 use crate::cache::{kv_caches, Cache, LayerCaches};
 use crate::config::{ModelConfig, RopeScaling};
 use crate::error::Result;
 use crate::weights::Weights;
-
-struct Attention {
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
-    o_proj: Linear,
-    q_norm: Option<RmsNorm>,
-    k_norm: Option<RmsNorm>,
-}
 
 struct Mlp {
     gate_proj: Linear,
@@ -33,7 +24,7 @@ struct Mlp {
 }
 
 struct Block {
-    attn: Attention,
+    attn: SelfAttention,
     mlp: Mlp,
     input_layernorm: RmsNorm,
     post_attention_layernorm: RmsNorm,
@@ -45,7 +36,6 @@ pub struct DecoderStack {
     layers: Vec<Block>,
     norm: RmsNorm,
     rope: Rope,
-    scale: f32,
 }
 
 /// A text model: token embeddings, the stack, and the LM head (or the tied embeddings).
@@ -57,7 +47,7 @@ pub struct Decoder {
     quantization: Option<(i32, i32)>,
 }
 
-fn build_rope(c: &ModelConfig) -> Result<Rope> {
+pub(super) fn build_rope(c: &ModelConfig) -> Result<Rope> {
     let dims = c.head_dim;
     let traditional = c.rope_traditional;
     Ok(match c.rope_scaling {
@@ -89,13 +79,16 @@ impl DecoderStack {
                     Ok(None)
                 }
             };
-            let attn = Attention {
+            let attn = SelfAttention {
                 q_proj: w.linear(&format!("{p}.self_attn.q_proj"), h, nq, c.qkv_bias)?,
                 k_proj: w.linear(&format!("{p}.self_attn.k_proj"), h, nkv, c.qkv_bias)?,
                 v_proj: w.linear(&format!("{p}.self_attn.v_proj"), h, nkv, c.qkv_bias)?,
                 o_proj: w.linear(&format!("{p}.self_attn.o_proj"), nq, h, c.o_bias)?,
                 q_norm: qk_norm(w, "q_norm")?,
                 k_norm: qk_norm(w, "k_norm")?,
+                heads: c.num_attention_heads,
+                kv_heads: c.num_key_value_heads,
+                scale: (hd as f32).powf(-0.5),
             };
             let mlp = Mlp {
                 gate_proj: w.linear(&format!("{p}.mlp.gate_proj"), h, c.intermediate_size, c.mlp_bias)?,
@@ -111,8 +104,7 @@ impl DecoderStack {
         }
         let norm = w.rms_norm(&format!("{prefix}.norm.weight"), h, c.rms_norm_eps)?;
         let rope = build_rope(c)?;
-        let scale = (hd as f32).powf(-0.5);
-        Ok(DecoderStack { config: config.clone(), layers, norm, rope, scale })
+        Ok(DecoderStack { config: config.clone(), layers, norm, rope })
     }
 
     /// Runs `h` `[B, L, hidden]` through every layer (appending to `caches`)
@@ -121,7 +113,7 @@ impl DecoderStack {
         let mut h = h;
         let l = h.dim(1);
         for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
-            let r = self.attention(&layer.attn, &layer.input_layernorm.forward(&h)?, cache.as_mut())?;
+            let r = layer.attn.forward(&layer.input_layernorm.forward(&h)?, cache.as_mut(), &self.rope)?;
             let hh = h.add(&r)?;
             let x = layer.post_attention_layernorm.forward(&hh)?;
             let m = &layer.mlp;
@@ -141,7 +133,7 @@ impl DecoderStack {
     pub fn forward_rows(&self, h: Array, caches: &mut [&mut [Box<dyn Cache>]]) -> mlx::Result<Array> {
         let mut h = h;
         for (l, layer) in self.layers.iter().enumerate() {
-            let r = self.attention_rows(&layer.attn, &layer.input_layernorm.forward(&h)?, caches, l)?;
+            let r = layer.attn.forward_rows(&layer.input_layernorm.forward(&h)?, caches, l, &self.rope)?;
             let hh = h.add(&r)?;
             let x = layer.post_attention_layernorm.forward(&hh)?;
             let m = &layer.mlp;
@@ -151,62 +143,12 @@ impl DecoderStack {
         self.norm.forward(&h)
     }
 
-    fn attention_rows(&self, a: &Attention, x: &Array, caches: &mut [&mut [Box<dyn Cache>]], layer: usize) -> mlx::Result<Array> {
-        let b = x.dim(0);
-        let (q, k, v) = self.project(a, x)?;
-        let mut outs = Vec::with_capacity(b as usize);
-        for (row, seq) in caches.iter_mut().enumerate() {
-            let cache = seq[layer].as_mut();
-            let r = row as i32;
-            let q = self.rope.forward(&q.slice_axis(0, r, r + 1)?, cache.offset())?;
-            let k = self.rope.forward(&k.slice_axis(0, r, r + 1)?, cache.offset())?;
-            let mask = cache.mask(1)?;
-            let fetched = cache.update_and_fetch(&k, &v.slice_axis(0, r, r + 1)?)?;
-            outs.push(attend(&q, fetched, self.scale, mask)?);
-        }
-        let refs: Vec<&Array> = outs.iter().collect();
-        let o = Array::concatenate(&refs, 0)?;
-        a.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, 1, -1])?)
-    }
-
     pub fn new_caches(&self) -> LayerCaches {
         kv_caches(self.layers.len())
     }
 
     pub fn config(&self) -> &ModelConfig {
         &self.config
-    }
-
-    /// Queries, keys and values `[B, heads, L, dim]` for `x` `[B, L, hidden]`
-    /// (queries and keys RMS-normed per head where the family does).
-    fn project(&self, a: &Attention, x: &Array) -> mlx::Result<(Array, Array, Array)> {
-        let s = x.shape();
-        let (b, l) = (s[0], s[1]);
-        let c = &self.config;
-        let heads = |t: Array, n: i32, norm: &Option<RmsNorm>| -> mlx::Result<Array> {
-            let t = t.reshape(&[b, l, n, -1])?;
-            let t = match norm {
-                Some(nm) => nm.forward(&t)?,
-                None => t,
-            };
-            t.transpose(&[0, 2, 1, 3])
-        };
-        let q = heads(a.q_proj.forward(x)?, c.num_attention_heads, &a.q_norm)?;
-        let k = heads(a.k_proj.forward(x)?, c.num_key_value_heads, &a.k_norm)?;
-        let v = heads(a.v_proj.forward(x)?, c.num_key_value_heads, &None)?;
-        Ok((q, k, v))
-    }
-
-    fn attention(&self, a: &Attention, x: &Array, cache: &mut dyn Cache) -> mlx::Result<Array> {
-        let s = x.shape();
-        let (b, l) = (s[0], s[1]);
-        let (q, k, v) = self.project(a, x)?;
-        let q = self.rope.forward(&q, cache.offset())?;
-        let k = self.rope.forward(&k, cache.offset())?;
-        let mask = cache.mask(l)?;
-        let fetched = cache.update_and_fetch(&k, &v)?;
-        let o = attend(&q, fetched, self.scale, mask)?;
-        a.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?)
     }
 }
 

@@ -2,6 +2,7 @@
 //! Mistral) and Qwen2 share one decoder.
 mod attention;
 mod decoder;
+mod gemma3;
 pub mod registry;
 
 pub use decoder::{Decoder, DecoderStack};
@@ -34,7 +35,16 @@ pub trait LanguageModel: Send {
         let refs: Vec<&Array> = rows.iter().collect();
         Array::concatenate(&refs, 0)
     }
-    fn new_caches(&self) -> LayerCaches;
+    /// Fresh caches, one per layer (the kinds `cache_layout` names, else growing ones).
+    fn new_caches(&self) -> LayerCaches {
+        let n = self.config().num_hidden_layers as usize;
+        crate::cache::make_model_caches(self.cache_layout().as_deref(), n, &crate::cache::CacheOptions::default())
+    }
+    /// The cache kind of each layer when the family fixes it (sliding-window
+    /// layers); None: every layer takes the kind the caller's options ask for.
+    fn cache_layout(&self) -> Option<Vec<crate::cache::LayerKind>> {
+        None
+    }
     fn config(&self) -> &ModelConfig;
     fn dtype(&self) -> Dtype;
     /// `(bits, group_size)` of the bulk of the weights, if quantized.

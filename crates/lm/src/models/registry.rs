@@ -6,7 +6,7 @@ use std::path::Path;
 use mlx::Dtype;
 use serde_json::Value;
 
-use super::{decoder, LanguageModel};
+use super::{decoder, gemma3, LanguageModel};
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::weights::Weights;
@@ -28,6 +28,7 @@ const FAMILIES: &[Family] = &[
     Family { model_type: "llama", sanitize: decoder::sanitize, build: decoder::build },
     Family { model_type: "mistral", sanitize: decoder::sanitize, build: decoder::build },
     Family { model_type: "qwen2", sanitize: decoder::sanitize, build: decoder::build },
+    Family { model_type: "gemma3_text", sanitize: gemma3::sanitize, build: gemma3::build },
 ];
 
 pub fn family(model_type: &str) -> Option<&'static Family> {

@@ -31,6 +31,14 @@ fn swiglu_ops(gate: &Array, up: &Array) -> Result<Array> {
     gate.multiply(&gate.sigmoid()?)?.multiply(up)
 }
 
+/// `nn.gelu_approx`: `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))`,
+/// op for op as MLX writes it (the tanh approximation Gemma's MLP uses).
+pub fn gelu_approx(x: &Array) -> Result<Array> {
+    let cubed = x.power_scalar(3.0)?;
+    let inner = x.add(&cubed.multiply_scalar(0.044715)?)?.multiply_scalar((2.0 / std::f64::consts::PI).sqrt())?;
+    x.multiply_scalar(0.5)?.multiply(&inner.tanh()?.add_scalar(1.0)?)
+}
+
 pub fn silu(x: &Array) -> Result<Array> {
     x.multiply(&x.sigmoid()?)
 }
