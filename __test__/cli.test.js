@@ -11,7 +11,8 @@ const { spawn, spawnSync } = require('node:child_process');
 const { loadTTS, mlxInfo } = require('..');
 const { fixturePath, model, disposeModels, copyFixture } = require('./helpers');
 const { ensureTtsFixtures, TTS_FIXTURES_DIR } = require('../scripts/fixtures-tts');
-const { progressBar } = require('../lib/cli/progress');
+const { progressBar, loadDisplay, megabytes } = require('../lib/cli/progress');
+const { HubServer } = require('./hub-server');
 
 const ROOT = path.resolve(__dirname, '..');
 const BIN = path.join(ROOT, 'bin', 'mlx-node.js');
@@ -240,8 +241,10 @@ test('chat: a failing command is reported and the chat goes on; the exit code is
 });
 
 // Starts the command; resolves when it exits with { code, signal, stdout, stderr }.
-function start(args, { env } = {}) {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } });
+// Runs the command without blocking this process (a test's hub server lives in it); an
+// `env` value of undefined leaves that variable out.
+function start(args, { env, cwd } = {}) {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, cwd });
   const out = { stdout: '', stderr: '' };
   child.stdout.setEncoding('utf8').on('data', (d) => (out.stdout += d));
   child.stderr.setEncoding('utf8').on('data', (d) => (out.stderr += d));
@@ -377,6 +380,103 @@ test('serve: listens, announces its URL on stderr, takes the API key from MLX_NO
   const bad = cli(['serve', '--model', path.join(TMP, 'no-such-model'), '--port', '0']);
   assert.equal(bad.status, 1);
   assert.match(bad.stderr, /MODEL_NOT_FOUND/);
+});
+
+// The HF_* variables the addon reads; a hub test's child process gets only HF_ENDPOINT and HF_HOME.
+const HF_VARS = ['HF_ENDPOINT', 'HF_HOME', 'HF_HUB_CACHE', 'HUGGINGFACE_HUB_CACHE', 'HF_TOKEN', 'HF_TOKEN_PATH', 'HF_HUB_OFFLINE', 'XDG_CACHE_HOME'];
+
+test('a Hugging Face name: passed through as given, download progress per file on stderr, then the text of the fixture folder; info finds a speech model', { timeout: 300_000 }, async () => {
+  const hub = new HubServer();
+  const url = await hub.start();
+  try {
+    const repo = 'test-org/qwen3';
+    hub.addRepo(repo, dir);
+    const home = path.join(TMP, 'hf-home');
+    const env = { ...Object.fromEntries(HF_VARS.map((k) => [k, undefined])), HF_ENDPOINT: url, HF_HOME: home };
+    const m = await model('qwen3-f32');
+    const want = await m.generate([{ role: 'user', content: PROMPT }], { maxTokens: 12 });
+    // Run from TMP: the name is no path there, nor may the command make it one.
+    const args = ['generate', repo, PROMPT, '--max-tokens', '12'];
+    const first = await start(args, { env, cwd: TMP }).exited;
+    assert.equal(first.code, 0, first.stderr);
+    assert.equal(first.stdout, want.text);
+    assertFiguresOf(first, want, 'generate org/name');
+    const files = ['config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'];
+    for (const f of files) {
+      const size = fs.statSync(path.join(dir, f)).size;
+      assert.ok(first.stderr.includes(`Downloading ${repo}: ${f} ${megabytes(size, size)}\n`), `no download line for ${f} in ${JSON.stringify(first.stderr)}`);
+    }
+    assert.match(first.stderr, /Downloading test-org\/qwen3: model\.safetensors 39\.\d \/ 39\.\d MB\n/);
+    const loaded = first.stderr.indexOf(`Loaded ${repo} (qwen3, `);
+    assert.ok(loaded > first.stderr.lastIndexOf('Downloading '), `no "Loaded ${repo}" line after the downloads: ${first.stderr}`);
+    assert.ok(fs.existsSync(path.join(home, 'hub', 'models--test-org--qwen3', 'refs', 'main')), 'not in HF_HOME');
+    // The cache answers: no download line, the same text; --quiet: nothing on stderr.
+    const again = await start(args, { env, cwd: TMP }).exited;
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.stdout, want.text);
+    assert.doesNotMatch(again.stderr, /Downloading/);
+    const quiet = await start([...args, '--quiet'], { env: { ...env, HF_HOME: path.join(TMP, 'hf-home-quiet') }, cwd: TMP }).exited;
+    assert.equal(quiet.code, 0, quiet.stderr);
+    assert.equal(quiet.stdout, want.text);
+    assert.equal(quiet.stderr, '');
+    // A name the hub does not have: MODEL_NOT_FOUND naming it.
+    const missing = await start(['generate', 'test-org/nope', PROMPT], { env, cwd: TMP }).exited;
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /error: MODEL_NOT_FOUND: .*test-org\/nope/);
+    // info: a hub name's kind is known only from its config.json, once downloaded.
+    ensureTtsFixtures();
+    hub.addRepo('test-org/chatterbox', path.join(TTS_FIXTURES_DIR, 'chatterbox'));
+    const info = await start(['info', 'test-org/chatterbox'], { env, cwd: TMP }).exited;
+    assert.equal(info.code, 0, info.stderr);
+    assert.deepEqual(JSON.parse(info.stdout).model, { path: 'test-org/chatterbox', kind: 'speech', modelType: 'chatterbox', sampleRate: 24000 });
+    assert.match(info.stderr, /Downloading test-org\/chatterbox: conds\.safetensors [\d.]+ \/ [\d.]+ MB\n/);
+  } finally {
+    await hub.close();
+  }
+});
+
+test('download progress: redrawn in place on a terminal, a line per whole file otherwise', () => {
+  const writes = [];
+  const tty = { isTTY: true, columns: 80, write: (s) => writes.push(s) };
+  const shown = loadDisplay('org/name', { stream: tty });
+  const d = (file, bytesDone, bytesTotal) => ({ stage: 'download', file, bytesDone, bytesTotal });
+  shown.onLoadProgress(0, d('model.safetensors', 0, 25_000_000));
+  shown.onLoadProgress(0, d('model.safetensors', 12_500_000, 25_000_000));
+  shown.onLoadProgress(0, d('model.safetensors', 25_000_000, 25_000_000));
+  shown.onLoadProgress(0, d('config.json', 700, 700));
+  shown.onLoadProgress(0.5, { stage: 'load' });
+  shown.onLoadProgress(1, { stage: 'load' });
+  shown.clear();
+  assert.deepEqual(writes.slice(0, 4), [
+    '\rDownloading org/name: model.safetensors 0.0 / 25.0 MB\x1b[K',
+    '\rDownloading org/name: model.safetensors 12.5 / 25.0 MB\x1b[K',
+    '\rDownloading org/name: model.safetensors 25.0 / 25.0 MB\x1b[K\n',
+    '\rDownloading org/name: config.json 0.001 / 0.001 MB\x1b[K\n',
+  ]);
+  assert.match(writes[4], /^\rLoading org\/name \[#+\.+\]  50%/);
+  assert.equal(writes[5], '\r\x1b[K');
+  assert.equal(writes.length, 6);
+
+  // Piped: whole files only, unless a file takes longer than logEveryMs between reports.
+  const piped = [];
+  const log = loadDisplay('org/name', { stream: { isTTY: false, write: (s) => piped.push(s) }, logEveryMs: 0 });
+  log.onLoadProgress(0, d('a.safetensors', 0, 2_000_000));
+  log.onLoadProgress(0, d('a.safetensors', 1_000_000, 2_000_000));
+  log.onLoadProgress(0, d('a.safetensors', 2_000_000, 2_000_000));
+  log.onLoadProgress(0, d('a.safetensors', 2_000_000, 2_000_000));
+  log.onLoadProgress(0.5, { stage: 'load' });
+  log.clear();
+  assert.deepEqual(piped, [
+    'Downloading org/name: a.safetensors 0.0 / 2.0 MB\n',
+    'Downloading org/name: a.safetensors 1.0 / 2.0 MB\n',
+    'Downloading org/name: a.safetensors 2.0 / 2.0 MB\n',
+  ]);
+  const slow = [];
+  const quietLog = loadDisplay('org/name', { stream: { isTTY: false, write: (s) => slow.push(s) } });
+  quietLog.onLoadProgress(0, d('a.safetensors', 0, 2_000_000));
+  quietLog.onLoadProgress(0, d('a.safetensors', 1_000_000, 2_000_000));
+  quietLog.onLoadProgress(0, d('a.safetensors', 2_000_000, 2_000_000));
+  assert.deepEqual(slow, ['Downloading org/name: a.safetensors 2.0 / 2.0 MB\n']);
 });
 
 test('the load progress bar: drawn in place on a terminal, nothing otherwise', () => {

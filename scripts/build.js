@@ -34,10 +34,16 @@ function build({ quiet = false } = {}) {
   const srcStat = fs.statSync(built);
   const dst = fs.existsSync(ADDON_PATH) ? fs.statSync(ADDON_PATH) : null;
   if (!dst || dst.mtimeMs < srcStat.mtimeMs || dst.size !== srcStat.size) {
-    // Copy to a temporary name first so a running process never sees half a file.
-    const tmp = `${ADDON_PATH}.tmp`;
-    fs.copyFileSync(built, tmp);
-    fs.renameSync(tmp, ADDON_PATH);
+    // Copy to a temporary name first so a running process never sees half a file; the name
+    // is this process's own, so two builds at once never rename each other's file.
+    const tmp = `${ADDON_PATH}.${process.pid}.tmp`;
+    try {
+      fs.copyFileSync(built, tmp);
+      fs.renameSync(tmp, ADDON_PATH);
+    } catch (e) {
+      fs.rmSync(tmp, { force: true });
+      throw e;
+    }
   }
   return ADDON_PATH;
 }

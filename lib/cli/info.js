@@ -4,6 +4,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { parse, positionals, helpText } = require('./args');
 const { loadLanguageModel, loadSpeechModel } = require('./progress');
+const { isHubId } = require('../hub');
 
 const FLAGS = {
   quiet: { type: 'boolean', short: 'q', help: 'no progress on stderr while a model loads' },
@@ -41,14 +42,27 @@ async function run(argv) {
   const out = { mlxNodeVersion: require('../../package.json').version, ...mlxInfo() };
   if (dir !== undefined) {
     const quiet = Boolean(values.quiet);
-    if (modelType(dir) === 'chatterbox') {
+    const speech = async () => {
       const tts = await loadSpeechModel(dir, { quiet });
       out.model = { path: dir, kind: 'speech', modelType: 'chatterbox', sampleRate: tts.sampleRate };
       await tts.dispose();
+    };
+    if (modelType(dir) === 'chatterbox') {
+      await speech();
     } else {
-      const model = await loadLanguageModel(dir, { quiet });
-      out.model = { path: dir, kind: 'text', ...model.info };
-      await model.dispose();
+      let model;
+      try {
+        model = await loadLanguageModel(dir, { quiet });
+      } catch (e) {
+        // A Hugging Face name: its config.json is read only once downloaded.
+        if (!(isHubId(dir) && e.code === 'UNSUPPORTED_MODEL' && /model_type "chatterbox"/.test(e.message))) throw e;
+      }
+      if (model) {
+        out.model = { path: dir, kind: 'text', ...model.info };
+        await model.dispose();
+      } else {
+        await speech();
+      }
     }
   }
   process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);

@@ -2,7 +2,7 @@
 // `mlx-node serve --model DIR`: the HTTP server of lib/server, until SIGINT or SIGTERM.
 const path = require('node:path');
 const { UsageError, parse, positionals, helpText } = require('./args');
-const { progressBar } = require('./progress');
+const { loadDisplay, displayName } = require('./progress');
 const { LOAD_FLAGS, loadOptions } = require('./sampling');
 
 const FLAGS = {
@@ -50,7 +50,7 @@ async function run(argv) {
   const quiet = Boolean(values.quiet);
   const log = quiet ? () => {} : (...args) => console.error(...args);
   const { serve } = loadServer();
-  const bar = quiet ? null : progressBar(`Loading ${path.basename(path.resolve(values.model))}`);
+  const shown = quiet ? null : loadDisplay(displayName(values.model));
   const running = await serve({
     modelPath: values.model,
     ttsPath: values.tts,
@@ -60,8 +60,8 @@ async function run(argv) {
     precision,
     apiKey,
     log,
-    onLoadProgress: bar ? (f) => (f < 1 ? bar.update(f) : bar.clear()) : undefined,
-  }).finally(() => bar?.clear());
+    onLoadProgress: shown?.onLoadProgress,
+  }).finally(() => shown?.clear());
   process.stderr.write(`listening on ${running.url}\n`);
   // Ctrl-C or SIGTERM: close (a second one leaves at once), then exit 0.
   await new Promise((resolve, reject) => {
