@@ -9,8 +9,11 @@
 // during a long prompt and while decoding.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { loadModel } = require('..');
 const { runReference } = require('./ref/ref');
-const { fixtures, model, disposeModels, assertSameGeneration } = require('./helpers');
+const { fixtures, model, disposeModels, assertSameGeneration, copyFixture, expectReject, venvPython } = require('./helpers');
 
 const SHORT = 'Hello';
 const STR = 'The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,';
@@ -31,6 +34,10 @@ for (const m of ['gemma3-f32', 'gemma3-bf16-q4', 'gemma3-q8']) {
   cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 11 } });
 }
 cases.push({ m: 'gemma3-f32', label: 'greedy, chat', input: CHAT, options: { maxTokens: 32 } });
+// A `gemma3` (vision-language) checkpoint: the same text weights under language_model., vision
+// weights beside them, the text config nested with MLX-LM's defaults left out.
+cases.push({ m: 'gemma3-vlm', label: 'greedy, chat (text model of a gemma3 checkpoint)', input: CHAT, options: { maxTokens: 32 } });
+cases.push({ m: 'gemma3-vlm', label: 'seeded, prompt longer than the window', input: STR, options: { maxTokens: 24, temperature: 0.8, seed: 5 } });
 cases.push({ m: 'gemma3-f32', label: 'greedy, prompt longer than one prefill step', input: LONG, options: { maxTokens: 16 } });
 cases.push({ m: 'gemma3-f32', label: 'seeded, top-k and min-p', input: STR, options: { maxTokens: 24, temperature: 1, topK: 20, minP: 0.05, seed: 3 } });
 
@@ -39,14 +46,14 @@ let templates;
 let cached;
 test.before(async () => {
   const f = fixtures();
-  const path = (name) => f.fixtures[name].path;
+  const dir = (name) => f.fixtures[name].path;
   const all = await runReference([
-    ...cases.map((c) => ({ model: path(c.m), input: c.input, options: c.options })),
-    { mode: 'chat_template', model: path('gemma3-f32'), messages: CHAT2, addGenerationPrompt: true },
-    { mode: 'chat_template', model: path('gemma3-f32'), messages: CHAT, addGenerationPrompt: false },
+    ...cases.map((c) => ({ model: dir(c.m), input: c.input, options: c.options })),
+    { mode: 'chat_template', model: dir('gemma3-f32'), messages: CHAT2, addGenerationPrompt: true },
+    { mode: 'chat_template', model: dir('gemma3-f32'), messages: CHAT, addGenerationPrompt: false },
     {
       mode: 'cached',
-      model: path('gemma3-f32'),
+      model: dir('gemma3-f32'),
       cache: {},
       turns: [{ input: CHAT, options: { maxTokens: 12 } }, { extend: STR, options: { maxTokens: 12 } }],
     },
@@ -55,7 +62,11 @@ test.before(async () => {
   templates = all.slice(cases.length, cases.length + 2);
   cached = all[cases.length + 2];
 });
-test.after(disposeModels);
+const tmpDirs = [];
+test.after(async () => {
+  await disposeModels();
+  for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
+});
 
 test('the references are meaningful (no early EOS, varied output)', () => {
   for (let i = 0; i < cases.length; i++) {
@@ -82,6 +93,14 @@ test('gemma3: the model reports its family', async () => {
   assert.deepEqual((await model('gemma3-bf16-q4')).info.quantization, { bits: 4, groupSize: 64 });
 });
 
+test('gemma3: the text model of a gemma3 checkpoint is gemma3-f32 itself', async () => {
+  const vlm = await model('gemma3-vlm');
+  assert.equal(vlm.info.modelType, 'gemma3');
+  const a = await vlm.generate(CHAT, { maxTokens: 16 });
+  const b = await (await model('gemma3-f32')).generate(CHAT, { maxTokens: 16 });
+  assert.deepEqual(a.tokens, b.tokens);
+});
+
 test("gemma3: Gemma's chat template renders as in transformers", async () => {
   const m = await model('gemma3-f32');
   assert.equal(m.applyChatTemplate(CHAT2, { addGenerationPrompt: true }), templates[0].text);
@@ -101,4 +120,31 @@ test('gemma3: a conversation kept in a prompt cache equals MLX-LM with its promp
   assert.deepEqual(second.tokens, cached.turns[1].tokens);
   assert.equal(second.cachedTokens, cached.turns[1].cachedTokens);
   cache.dispose();
+});
+
+test('gemma3: a checkpoint without a norm the config implies is INVALID_WEIGHTS naming it', async () => {
+  const d = copyFixture('gemma3-f32');
+  tmpDirs.push(d);
+  venvPython(
+    'import sys, mlx.core as mx\nw = mx.load(sys.argv[1])\ndel w[sys.argv[2]]\nmx.save_safetensors(sys.argv[1], w, metadata={"format": "mlx"})',
+    [path.join(d, 'model.safetensors'), 'model.layers.1.pre_feedforward_layernorm.weight'],
+  );
+  await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /model\.layers\.1\.pre_feedforward_layernorm\.weight/);
+});
+
+test('gemma3: a gemma3 config without text_config is INVALID_WEIGHTS', async () => {
+  const d = copyFixture('gemma3-vlm');
+  tmpDirs.push(d);
+  const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
+  delete config.text_config;
+  fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify(config));
+  await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /text_config/);
+});
+
+test('gemma3: a sliding window that is not a positive number is INVALID_WEIGHTS naming it', async () => {
+  const d = copyFixture('gemma3-f32');
+  tmpDirs.push(d);
+  const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
+  fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify({ ...config, sliding_window: -4 }));
+  await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /sliding_window/);
 });

@@ -410,6 +410,27 @@ def mixed_predicate(path, module):
     return True
 
 
+def make_gemma3_vlm(out, tok_dir):
+    """gemma3-f32's weights as a `gemma3` (vision-language) checkpoint: under `language_model.`,
+    beside vision tensors the text model ignores, its config in `text_config` without the keys
+    whose values are MLX-LM's defaults (as Hugging Face writes nested configs)."""
+    src = out / "gemma3-f32"
+    dst = out / "gemma3-vlm"
+    dst.mkdir(parents=True)
+    weights = {f"language_model.{k}": v for k, v in mx.load(str(src / "model.safetensors")).items()}
+    mx.random.seed(99)
+    weights["vision_tower.vision_model.embeddings.patch_embedding.weight"] = mx.random.normal((8, 3, 2, 2))
+    weights["multi_modal_projector.mm_input_projection_weight"] = mx.random.normal((8, 64))
+    save_weights(dst / "model.safetensors", weights)
+    text = {k: v for k, v in GEMMA3.items() if k not in (
+        "vocab_size", "architectures", "eos_token_id", "bos_token_id", "pad_token_id", "torch_dtype",
+        "transformers_version", "rms_norm_eps", "rope_theta", "max_position_embeddings")}
+    config = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "vocab_size": GEMMA3["vocab_size"],
+              "text_config": text, "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 8},
+              "eos_token_id": GEMMA3_EOS, "torch_dtype": "float32", "transformers_version": "4.51.0"}
+    write_common(dst, config, tok_dir, GEMMA3_EOS)
+
+
 def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None):
     dst = out / name
     with contextlib.redirect_stdout(sys.stderr):
@@ -485,6 +506,7 @@ def main():
         entries[name] = fixture_entry(out, name, seed=seed, check=check)
         log(f"{name}: seed {seed}, {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
     for name, make in [
+        ("gemma3-vlm", lambda: make_gemma3_vlm(out, gemma_dir)),
         ("gemma3-bf16-q4", lambda: make_quantized(out, "gemma3-bf16-q4", out / "gemma3-f32", gemma_dir, 4, dtype="bfloat16")),
         ("gemma3-q8", lambda: make_quantized(out, "gemma3-q8", out / "gemma3-f32", gemma_dir, 8)),
     ]:

@@ -65,13 +65,18 @@ impl ModelConfig {
 
     pub fn from_value(raw: Value, path: &Path) -> Result<ModelConfig> {
         let model_type = raw.get("model_type").and_then(Value::as_str).ok_or_else(|| bad(path, "missing \"model_type\"".into()))?.to_string();
-        if crate::models::registry::family(&model_type).is_none() {
+        let Some(family) = crate::models::registry::family(&model_type) else {
             return Err(LmError::UnsupportedModel(format!(
                 "model_type \"{model_type}\" in {} is not supported; supported: {}",
                 path.display(),
                 crate::models::registry::model_types().join(", ")
             )));
-        }
+        };
+        // A multimodal checkpoint's text model has its own config inside.
+        let raw = match family.text_config {
+            Some(text) => text(&raw).map_err(|m| bad(path, m))?,
+            None => raw,
+        };
         let int = |key: &str| -> Result<Option<i32>> {
             match raw.get(key) {
                 None | Some(Value::Null) => Ok(None),

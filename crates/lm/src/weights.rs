@@ -194,6 +194,20 @@ impl Weights {
         Ok(nn::RmsNorm { weight: self.take(name, &[dims])?, eps })
     }
 
+    /// Renames `{prefix}name` to `name` (a wrapped model's weights).
+    pub fn strip_prefix(&mut self, prefix: &str) {
+        let names: Vec<String> = self.tensors.keys().filter(|k| k.starts_with(prefix)).cloned().collect();
+        for name in names {
+            let short = name[prefix.len()..].to_string();
+            if let Some(a) = self.tensors.remove(&name) {
+                self.tensors.insert(short.clone(), a);
+            }
+            if let Some(o) = self.origin.remove(&name) {
+                self.origin.insert(short, o);
+            }
+        }
+    }
+
     /// Drops tensors the model ignores, as MLX-LM's `sanitize` does.
     pub fn discard(&mut self, pred: impl Fn(&str) -> bool) {
         self.tensors.retain(|k, _| !pred(k));

@@ -97,6 +97,56 @@ fn clip_residual(residual: &Array, x: &Array) -> mlx::Result<Array> {
 /// MLX-LM's `gemma3_text.sanitize` only decides the tying (done in `build`).
 pub(super) fn sanitize(_config: &ModelConfig, _w: &mut Weights) {}
 
+/// `gemma3` (vision-language) checkpoints: the text model's weights are under
+/// `language_model.`, next to vision ones it does not use (MLX-LM's `gemma3.sanitize`).
+pub(super) fn sanitize_multimodal(_config: &ModelConfig, w: &mut Weights) {
+    w.discard(|k| k.starts_with("vision_tower.") || k.starts_with("multi_modal_projector."));
+    w.strip_prefix("language_model.");
+}
+
+/// MLX-LM's `gemma3_text.ModelArgs` defaults (Hugging Face leaves out of a
+/// config what equals its own defaults, which are these).
+const DEFAULTS: &[(&str, f64)] = &[
+    ("hidden_size", 1152.0),
+    ("num_hidden_layers", 26.0),
+    ("intermediate_size", 6912.0),
+    ("num_attention_heads", 4.0),
+    ("head_dim", 256.0),
+    ("rms_norm_eps", 1.0e-6),
+    ("vocab_size", 262144.0),
+    ("num_key_value_heads", 1.0),
+    ("rope_theta", 1_000_000.0),
+    ("max_position_embeddings", 32768.0),
+];
+
+/// A `gemma3_text` config with MLX-LM's defaults where it names nothing.
+pub(super) fn with_defaults(raw: &Value) -> std::result::Result<Value, String> {
+    let mut c = raw.as_object().cloned().ok_or("config.json must hold an object")?;
+    for (key, v) in DEFAULTS {
+        if c.get(*key).is_none_or(Value::is_null) {
+            let v = if v.fract() == 0.0 { Value::from(*v as i64) } else { Value::from(*v) };
+            c.insert(key.to_string(), v);
+        }
+    }
+    Ok(Value::Object(c))
+}
+
+/// The text model's config of a `gemma3` checkpoint, as MLX-LM's `gemma3.ModelArgs`
+/// builds it: `text_config`, with the top-level `vocab_size` (default 262208) and
+/// 8 query / 4 key-value heads where it names none, then the text defaults; the
+/// top-level quantization.
+pub(super) fn text_config(raw: &Value) -> std::result::Result<Value, String> {
+    let mut text = raw.get("text_config").and_then(Value::as_object).cloned().ok_or("a gemma3 config needs a \"text_config\" object")?;
+    text.insert("model_type".into(), Value::from("gemma3"));
+    text.insert("vocab_size".into(), raw.get("vocab_size").cloned().unwrap_or(Value::from(262208)));
+    text.entry("num_attention_heads").or_insert(Value::from(8));
+    text.entry("num_key_value_heads").or_insert(Value::from(4));
+    if let Some(q) = raw.get("quantization") {
+        text.insert("quantization".into(), q.clone());
+    }
+    with_defaults(&Value::Object(text))
+}
+
 pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
     let args = Args::from(&config)?;
     let c = &config;

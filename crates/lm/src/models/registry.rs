@@ -19,16 +19,21 @@ pub struct Family {
     /// Builds the model from its sanitized weights; `progress` hears the
     /// fraction of weight bytes read.
     pub build: fn(ModelConfig, Weights, Option<Dtype>, &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>>,
+    /// The config as the family's MLX-LM `ModelArgs` sees it, where that
+    /// differs from `config.json`: defaults filled in, or the text model's own
+    /// config inside a vision-language checkpoint's.
+    pub text_config: Option<fn(&Value) -> std::result::Result<Value, String>>,
 }
 
 /// Qwen3, Llama, Mistral (as Llama, as MLX-LM) and Qwen2 share the decoder;
 /// their differences are `ModelConfig` flags.
 const FAMILIES: &[Family] = &[
-    Family { model_type: "qwen3", sanitize: decoder::sanitize, build: decoder::build },
-    Family { model_type: "llama", sanitize: decoder::sanitize, build: decoder::build },
-    Family { model_type: "mistral", sanitize: decoder::sanitize, build: decoder::build },
-    Family { model_type: "qwen2", sanitize: decoder::sanitize, build: decoder::build },
-    Family { model_type: "gemma3_text", sanitize: gemma3::sanitize, build: gemma3::build },
+    Family { model_type: "qwen3", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
+    Family { model_type: "llama", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
+    Family { model_type: "mistral", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
+    Family { model_type: "qwen2", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
+    Family { model_type: "gemma3_text", sanitize: gemma3::sanitize, build: gemma3::build, text_config: Some(gemma3::with_defaults) },
+    Family { model_type: "gemma3", sanitize: gemma3::sanitize_multimodal, build: gemma3::build, text_config: Some(gemma3::text_config) },
 ];
 
 pub fn family(model_type: &str) -> Option<&'static Family> {
