@@ -5,6 +5,7 @@
 // in the dtypes and quantizations people use; the chat template rendered as transformers does;
 // a conversation kept in a prompt cache.
 //
+// SmolLM3 (smollm3): layers without RoPE.
 // Gemma 3 (gemma3_text): sliding window 8 (every other layer), so the rotating caches wrap both
 // during a long prompt and while decoding.
 const test = require('node:test');
@@ -34,6 +35,9 @@ for (const m of ['gemma3-f32', 'gemma3-bf16-q4', 'gemma3-q8']) {
   cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 11 } });
 }
 cases.push({ m: 'gemma3-f32', label: 'greedy, chat', input: CHAT, options: { maxTokens: 32 } });
+// SmolLM3: RoPE off in every 2nd layer.
+cases.push({ m: 'smollm3-f32', label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
+cases.push({ m: 'smollm3-f32', label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 2 } });
 // A `gemma3` (vision-language) checkpoint: the same text weights under language_model., vision
 // weights beside them, the text config nested with MLX-LM's defaults left out.
 cases.push({ m: 'gemma3-vlm', label: 'greedy, chat (text model of a gemma3 checkpoint)', input: CHAT, options: { maxTokens: 32 } });
@@ -147,4 +151,24 @@ test('gemma3: a sliding window that is not a positive number is INVALID_WEIGHTS 
   const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
   fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify({ ...config, sliding_window: -4 }));
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /sliding_window/);
+});
+
+test('smollm3: the NoPE layers matter (the same weights read as Llama give other tokens)', async () => {
+  const d = copyFixture('smollm3-f32');
+  tmpDirs.push(d);
+  const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
+  fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify({ ...config, model_type: 'llama' }));
+  const asLlama = await loadModel(d);
+  const a = await asLlama.generate(STR, { maxTokens: 24 });
+  await asLlama.dispose();
+  const b = await (await model('smollm3-f32')).generate(STR, { maxTokens: 24 });
+  assert.notDeepEqual(a.tokens, b.tokens);
+});
+
+test('smollm3: a no_rope_layers list of the wrong length is INVALID_WEIGHTS', async () => {
+  const d = copyFixture('smollm3-f32');
+  tmpDirs.push(d);
+  const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
+  fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify({ ...config, no_rope_layers: [1, 0] }));
+  await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /no_rope_layers lists 2 layers, the model has 4/);
 });

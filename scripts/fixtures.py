@@ -146,6 +146,11 @@ QWEN2 = dict(
     tie_word_embeddings=True,
 )
 
+# SmolLM3: the Llama decoder with RoPE off in every 2nd layer (NoPE; SmolLM3-3B: every 4th).
+SMOLLM3 = dict(LLAMA, model_type="smollm3", architectures=["SmolLM3ForCausalLM"], num_hidden_layers=4,
+               rope_scaling=None, rope_theta=5000000.0, no_rope_layer_interval=2, tie_word_embeddings=True)
+del SMOLLM3["bos_token_id"]
+
 # Gemma 3 (gemma3_text): sliding-window layers (window 8, shorter than the test prompts, so
 # the rotating caches wrap) between global ones (every 2nd layer), one KV head as in Gemma 3
 # 1B, a query_pre_attn_scalar other than head_dim, and linear scaling on the global RoPE (as
@@ -192,6 +197,7 @@ RANDOM_FIXTURES = [
     ("qwen2-f32", QWEN2, 5),
     ("demo", DEMO, 6),
     ("llama-dynamic", LLAMA_DYNAMIC, 7),
+    ("smollm3-f32", SMOLLM3, 9),
 ]
 # (name, config, first seed, tokenizer): families with their own tokenizer.
 FAMILY_FIXTURES = [

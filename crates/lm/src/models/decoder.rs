@@ -36,12 +36,14 @@ pub struct DecoderStack {
     layers: Vec<Block>,
     norm: RmsNorm,
     rope: Rope,
+    /// Layers that apply no RoPE (SmolLM3's NoPE layers); empty: none.
+    nope: Vec<bool>,
 }
 
 /// A text model: token embeddings, the stack, and the LM head (or the tied embeddings).
 pub struct Decoder {
     embed_tokens: Embedding,
-    stack: DecoderStack,
+    pub(super) stack: DecoderStack,
     lm_head: Option<Linear>,
     dtype: Dtype,
     quantization: Option<(i32, i32)>,
@@ -104,7 +106,7 @@ impl DecoderStack {
         }
         let norm = w.rms_norm(&format!("{prefix}.norm.weight"), h, c.rms_norm_eps)?;
         let rope = build_rope(c)?;
-        Ok(DecoderStack { config: config.clone(), layers, norm, rope })
+        Ok(DecoderStack { config: config.clone(), layers, norm, rope, nope: Vec::new() })
     }
 
     /// Runs `h` `[B, L, hidden]` through every layer (appending to `caches`)
@@ -112,8 +114,8 @@ impl DecoderStack {
     pub fn forward(&self, h: Array, caches: &mut [Box<dyn Cache>], last_only: bool) -> mlx::Result<Array> {
         let mut h = h;
         let l = h.dim(1);
-        for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
-            let r = layer.attn.forward(&layer.input_layernorm.forward(&h)?, cache.as_mut(), &self.rope)?;
+        for (i, (layer, cache)) in self.layers.iter().zip(caches.iter_mut()).enumerate() {
+            let r = layer.attn.forward(&layer.input_layernorm.forward(&h)?, cache.as_mut(), self.rope_of(i))?;
             let hh = h.add(&r)?;
             let x = layer.post_attention_layernorm.forward(&hh)?;
             let m = &layer.mlp;
@@ -133,7 +135,7 @@ impl DecoderStack {
     pub fn forward_rows(&self, h: Array, caches: &mut [&mut [Box<dyn Cache>]]) -> mlx::Result<Array> {
         let mut h = h;
         for (l, layer) in self.layers.iter().enumerate() {
-            let r = layer.attn.forward_rows(&layer.input_layernorm.forward(&h)?, caches, l, &self.rope)?;
+            let r = layer.attn.forward_rows(&layer.input_layernorm.forward(&h)?, caches, l, self.rope_of(l))?;
             let hh = h.add(&r)?;
             let x = layer.post_attention_layernorm.forward(&hh)?;
             let m = &layer.mlp;
@@ -141,6 +143,20 @@ impl DecoderStack {
             h = hh.add(&r)?;
         }
         self.norm.forward(&h)
+    }
+
+    /// Marks the layers that apply no RoPE (`true` = NoPE), one flag per layer.
+    pub fn set_nope_layers(&mut self, nope: Vec<bool>) {
+        self.nope = nope;
+    }
+
+    fn rope_of(&self, layer: usize) -> &Rope {
+        const IDENTITY: &Rope = &Rope::Identity;
+        if self.nope.get(layer).copied().unwrap_or(false) {
+            IDENTITY
+        } else {
+            &self.rope
+        }
     }
 
     pub fn new_caches(&self) -> LayerCaches {
@@ -165,7 +181,7 @@ pub(super) fn build(config: ModelConfig, w: Weights, dtype: Option<Dtype>, progr
 
 impl Decoder {
     /// `progress` hears the fraction of weight bytes read (see `Weights::finish_with_progress`).
-    fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Decoder> {
+    pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Decoder> {
         let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
         let native = w.native_dtype().unwrap_or(Dtype::Float32);
         let dtype = dtype.unwrap_or(native);

@@ -4,6 +4,7 @@ mod attention;
 mod decoder;
 mod gemma3;
 pub mod registry;
+mod smollm3;
 
 pub use decoder::{Decoder, DecoderStack};
 pub use mlx::quant::Precision;

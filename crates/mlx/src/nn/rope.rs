@@ -9,6 +9,8 @@ pub enum Rope {
     Freqs { dims: i32, traditional: bool, freqs: Array },
     /// Dynamic NTK: the base grows with the sequence past the trained length.
     DynamicNtk { dims: i32, traditional: bool, base: f32, factor: f32, max_positions: i32 },
+    /// No rotation (the NoPE layers of SmolLM3).
+    Identity,
 }
 
 impl Rope {
@@ -43,6 +45,7 @@ impl Rope {
 
     pub fn forward(&self, x: &Array, offset: i32) -> Result<Array> {
         match self {
+            Rope::Identity => Ok(x.clone()),
             Rope::Standard { dims, traditional, base, scale } => fast::rope(x, *dims, *traditional, Some(*base), *scale, offset, None),
             Rope::Freqs { dims, traditional, freqs } => fast::rope(x, *dims, *traditional, None, 1.0, offset, Some(freqs)),
             Rope::DynamicNtk { dims, traditional, base, factor, max_positions } => {
