@@ -5,6 +5,7 @@
 // in the dtypes and quantizations people use; the chat template rendered as transformers does;
 // a conversation kept in a prompt cache.
 //
+// Qwen3-MoE (qwen3_moe): experts by gather_mm / gather_qmm.
 // SmolLM3 (smollm3): layers without RoPE.
 // Gemma 3 (gemma3_text): sliding window 8 (every other layer), so the rotating caches wrap both
 // during a long prompt and while decoding.
@@ -35,6 +36,15 @@ for (const m of ['gemma3-f32', 'gemma3-bf16-q4', 'gemma3-q8']) {
   cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 11 } });
 }
 cases.push({ m: 'gemma3-f32', label: 'greedy, chat', input: CHAT, options: { maxTokens: 32 } });
+// Qwen3-MoE: prompts whose (token, expert) pairs are fewer and more than 64 (MLX-LM sorts them
+// by expert from 64 on), f32, bf16 with 4-bit experts and 8-bit router gates, and Hugging
+// Face's per-expert layout.
+for (const m of ['qwen3-moe-f32', 'qwen3-moe-q4']) {
+  cases.push({ m, label: 'greedy, short prompt', input: SHORT, options: { maxTokens: 24 } });
+  cases.push({ m, label: 'greedy, prompt of more than 32 tokens', input: LONG.slice(0, 400), options: { maxTokens: 24 } });
+  cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 4 } });
+}
+cases.push({ m: 'qwen3-moe-hf', label: 'greedy, per-expert weights stacked at load', input: STR, options: { maxTokens: 24 } });
 // SmolLM3: RoPE off in every 2nd layer.
 cases.push({ m: 'smollm3-f32', label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
 cases.push({ m: 'smollm3-f32', label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 2 } });
@@ -171,4 +181,31 @@ test('smollm3: a no_rope_layers list of the wrong length is INVALID_WEIGHTS', as
   const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
   fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify({ ...config, no_rope_layers: [1, 0] }));
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /no_rope_layers lists 2 layers, the model has 4/);
+});
+
+test('qwen3_moe: model info, and the router gates stay 8-bit in the 4-bit model', async () => {
+  const m = await model('qwen3-moe-q4');
+  assert.equal(m.info.modelType, 'qwen3_moe');
+  assert.deepEqual(m.info.quantization, { bits: 4, groupSize: 64 });
+  const config = JSON.parse(fs.readFileSync(path.join(fixtures().fixtures['qwen3-moe-q4'].path, 'config.json'), 'utf8'));
+  assert.deepEqual(config.quantization['model.layers.1.mlp.gate'], { group_size: 64, bits: 8 });
+});
+
+test('qwen3_moe: a checkpoint missing one expert is INVALID_WEIGHTS naming the stacked tensor', async () => {
+  const d = copyFixture('qwen3-moe-hf');
+  tmpDirs.push(d);
+  venvPython(
+    'import sys, mlx.core as mx\nw = mx.load(sys.argv[1])\ndel w[sys.argv[2]]\nmx.save_safetensors(sys.argv[1], w, metadata={"format": "mlx"})',
+    [path.join(d, 'model.safetensors'), 'model.layers.2.mlp.experts.5.down_proj.weight'],
+  );
+  await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /model\.layers\.2\.mlp\.(experts\.5\.down_proj|switch_mlp\.down_proj)\.weight/);
+});
+
+test('qwen3_moe: a config without num_experts_per_tok is INVALID_WEIGHTS naming it', async () => {
+  const d = copyFixture('qwen3-moe-f32');
+  tmpDirs.push(d);
+  const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
+  delete config.num_experts_per_tok;
+  fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify(config));
+  await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /num_experts_per_tok/);
 });

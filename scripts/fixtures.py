@@ -146,6 +146,11 @@ QWEN2 = dict(
     tie_word_embeddings=True,
 )
 
+# Qwen3-MoE: layer 0 dense (mlp_only_layers), layers 1 and 2 with 8 experts, top 2, renormalized.
+QWEN3_MOE = dict(QWEN3, model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"], num_hidden_layers=3,
+                 num_experts=8, num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[0],
+                 moe_intermediate_size=64, norm_topk_prob=True, tie_word_embeddings=False)
+
 # SmolLM3: the Llama decoder with RoPE off in every 2nd layer (NoPE; SmolLM3-3B: every 4th).
 SMOLLM3 = dict(LLAMA, model_type="smollm3", architectures=["SmolLM3ForCausalLM"], num_hidden_layers=4,
                rope_scaling=None, rope_theta=5000000.0, no_rope_layer_interval=2, tie_word_embeddings=True)
@@ -198,6 +203,7 @@ RANDOM_FIXTURES = [
     ("demo", DEMO, 6),
     ("llama-dynamic", LLAMA_DYNAMIC, 7),
     ("smollm3-f32", SMOLLM3, 9),
+    ("qwen3-moe-f32", QWEN3_MOE, 10),
 ]
 # (name, config, first seed, tokenizer): families with their own tokenizer.
 FAMILY_FIXTURES = [
@@ -416,6 +422,23 @@ def mixed_predicate(path, module):
     return True
 
 
+def make_unstacked_experts(out, tok_dir):
+    """qwen3-moe-f32 with each expert's weights on its own (mlp.experts.E.up_proj.weight), as
+    Hugging Face checkpoints store them; MLX-LM's sanitize stacks them back."""
+    src, dst = out / "qwen3-moe-f32", out / "qwen3-moe-hf"
+    dst.mkdir(parents=True)
+    weights = {}
+    for k, v in mx.load(str(src / "model.safetensors")).items():
+        if ".mlp.switch_mlp." in k:
+            prefix, proj = k.split(".mlp.switch_mlp.")
+            for e in range(v.shape[0]):
+                weights[f"{prefix}.mlp.experts.{e}.{proj}"] = v[e]
+        else:
+            weights[k] = v
+    save_weights(dst / "model.safetensors", weights)
+    write_common(dst, QWEN3_MOE, tok_dir)
+
+
 def make_gemma3_vlm(out, tok_dir):
     """gemma3-f32's weights as a `gemma3` (vision-language) checkpoint: under `language_model.`,
     beside vision tensors the text model ignores, its config in `text_config` without the keys
@@ -524,6 +547,8 @@ def main():
         log(f"{name}: {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
 
     derived = [
+        ("qwen3-moe-q4", lambda: make_quantized(out, "qwen3-moe-q4", out / "qwen3-moe-f32", tok_dir, 4, dtype="bfloat16")),
+        ("qwen3-moe-hf", lambda: make_unstacked_experts(out, tok_dir)),
         ("qwen3-bf16", lambda: make_cast(out, "qwen3-bf16", qwen3_weights, "bfloat16", tok_dir)),
         ("qwen3-f16", lambda: make_cast(out, "qwen3-f16", qwen3_weights, "float16", tok_dir)),
         ("qwen3-sharded", lambda: make_sharded(out, qwen3_weights, tok_dir)),

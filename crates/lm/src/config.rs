@@ -115,7 +115,7 @@ impl ModelConfig {
                 Some(t) => t as f32,
                 None => match family {
                     "qwen2" => 1_000_000.0,
-                    "qwen3" => return Err(bad(path, "rope_theta is missing".into())),
+                    "qwen3" | "qwen3_moe" => return Err(bad(path, "rope_theta is missing".into())),
                     _ => 10_000.0,
                 },
             },
@@ -128,7 +128,7 @@ impl ModelConfig {
         });
         let (qkv_bias, o_bias, mlp_bias, qk_norm) = match family {
             "qwen2" => (true, false, false, false),
-            "qwen3" => (false, false, false, true),
+            "qwen3" | "qwen3_moe" => (false, false, false, true),
             _ => {
                 let ab = boolean("attention_bias", false);
                 (ab, ab, boolean("mlp_bias", false), false)

@@ -128,7 +128,7 @@ impl Weights {
 
     /// Quantization of `prefix` as MLX-LM decides it: per-layer override in the
     /// config if any, otherwise inferred from the packed shapes when `.scales` exists.
-    fn quant_params(&self, prefix: &str, in_dims: i32) -> Result<Option<nn::QuantParams>> {
+    pub(crate) fn quant_params(&self, prefix: &str, in_dims: i32) -> Result<Option<nn::QuantParams>> {
         let Some(scales) = self.tensors.get(&format!("{prefix}.scales")) else {
             return Ok(None);
         };
@@ -192,6 +192,24 @@ impl Weights {
 
     pub fn rms_norm(&mut self, name: &str, dims: i32, eps: f32) -> Result<nn::RmsNorm> {
         Ok(nn::RmsNorm { weight: self.take(name, &[dims])?, eps })
+    }
+
+    /// Replaces the tensors `names` (all present, same shape) by one stacked
+    /// along a new first axis under `into` (per-expert weights into one).
+    pub fn stack(&mut self, names: &[String], into: &str) -> Result<()> {
+        let mut parts = Vec::with_capacity(names.len());
+        for n in names {
+            parts.push(self.tensors.remove(n).ok_or_else(|| self.missing(n))?);
+        }
+        let file = names.first().and_then(|n| self.origin.remove(n));
+        let refs: Vec<&Array> = parts.iter().collect();
+        let stacked =
+            Array::stack(&refs, 0).map_err(|e| LmError::InvalidWeights(format!("cannot stack the tensors of \"{into}\": {}", e.message)))?;
+        self.tensors.insert(into.to_string(), stacked);
+        if let Some(f) = file {
+            self.origin.insert(into.to_string(), f);
+        }
+        Ok(())
     }
 
     /// Renames `{prefix}name` to `name` (a wrapped model's weights).

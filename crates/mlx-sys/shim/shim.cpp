@@ -528,6 +528,19 @@ int mlxn_quantized_matmul(mlxn_array x, mlxn_array w, mlxn_array scales, mlxn_ar
   });
 }
 
+// MoE expert matmuls: each row of `a`/`x` against the expert its index names.
+int mlxn_gather_mm(mlxn_array a, mlxn_array b, mlxn_array lhs, mlxn_array rhs, int sorted, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::gather_mm(A(a), A(b), opt(lhs), opt(rhs), sorted != 0)); });
+}
+
+int mlxn_gather_qmm(mlxn_array x, mlxn_array w, mlxn_array scales, mlxn_array biases, mlxn_array lhs, mlxn_array rhs, int transpose,
+                    int group_size, int bits, int sorted, mlxn_array* out) {
+  return guard([&] {
+    *out = wrap(mx::gather_qmm(A(x), A(w), A(scales), opt(biases), opt(lhs), opt(rhs), transpose != 0, group_size, bits, "affine",
+                               std::nullopt, sorted != 0));
+  });
+}
+
 int mlxn_conv1d(mlxn_array x, mlxn_array w, int stride, int padding, int dilation, int groups, mlxn_array* out) {
   return guard([&] { *out = wrap(mx::conv1d(A(x), A(w), stride, padding, dilation, groups)); });
 }

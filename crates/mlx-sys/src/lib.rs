@@ -162,6 +162,20 @@ extern "C" {
         biases: *mut mlxn_array,
     ) -> c_int;
     pub fn mlxn_dequantize(w: mlxn_array, scales: mlxn_array, biases: mlxn_array, group_size: c_int, bits: c_int, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_gather_mm(a: mlxn_array, b: mlxn_array, lhs: mlxn_array, rhs: mlxn_array, sorted: c_int, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_gather_qmm(
+        x: mlxn_array,
+        w: mlxn_array,
+        scales: mlxn_array,
+        biases: mlxn_array,
+        lhs: mlxn_array,
+        rhs: mlxn_array,
+        transpose: c_int,
+        group_size: c_int,
+        bits: c_int,
+        sorted: c_int,
+        out: *mut mlxn_array,
+    ) -> c_int;
     pub fn mlxn_quantized_matmul(
         x: mlxn_array,
         w: mlxn_array,

@@ -70,6 +70,45 @@ pub fn quantized_matmul(
     quantized_matmul_mlx(x, w, scales, biases, transpose, group_size, bits)
 }
 
+/// MLX's `gather_mm`: row block `i` of `a` times the `rhs_indices[i]`-th matrix of `b`
+/// (MoE experts); `sorted` when the indices come sorted.
+pub fn gather_mm(a: &Array, b: &Array, rhs_indices: &Array, sorted: bool) -> Result<Array> {
+    // SAFETY: the handles are live, the lhs indices null; `out` and errors as in `make`.
+    make(|out| unsafe { sys::mlxn_gather_mm(a.raw, b.raw, ptr::null_mut(), rhs_indices.raw, sorted as i32, out) })
+}
+
+/// MLX's `gather_qmm` (affine mode): `gather_mm` against quantized experts.
+#[allow(clippy::too_many_arguments)]
+pub fn gather_qmm(
+    x: &Array,
+    w: &Array,
+    scales: &Array,
+    biases: Option<&Array>,
+    rhs_indices: &Array,
+    transpose: bool,
+    group_size: i32,
+    bits: i32,
+    sorted: bool,
+) -> Result<Array> {
+    // SAFETY: the handles are live, the biases a live handle or null, the lhs indices null; `out` and
+    // errors as in `make`.
+    make(|out| unsafe {
+        sys::mlxn_gather_qmm(
+            x.raw,
+            w.raw,
+            scales.raw,
+            raw_or_null(biases),
+            ptr::null_mut(),
+            rhs_indices.raw,
+            transpose as i32,
+            group_size,
+            bits,
+            sorted as i32,
+            out,
+        )
+    })
+}
+
 /// MLX's own `quantized_matmul` on any device (the reference the CPU kernel is
 /// checked against).
 pub fn quantized_matmul_mlx(

@@ -1,6 +1,8 @@
-//! The pre-norm decoder shared by Llama, Mistral, Qwen2 and Qwen3: RMSNorm,
-//! GQA attention with RoPE (Qwen3 adds per-head q/k RMSNorm, Qwen2 q/k/v bias),
-//! SwiGLU MLP, tied or separate LM head. Weight names follow Hugging Face.
+//! The pre-norm decoder shared by Llama, Mistral, Qwen2, Qwen3, SmolLM3 and
+//! Qwen3-MoE: RMSNorm, GQA attention with RoPE (Qwen3 adds per-head q/k
+//! RMSNorm, Qwen2 q/k/v bias), a feed-forward block per layer (the SwiGLU MLP,
+//! or a family's own such as a mixture of experts), tied or separate LM head.
+//! Weight names follow Hugging Face.
 //!
 //! `DecoderStack` is the layer stack plus final norm on its own, loadable under
 //! any name prefix and fed embeddings, so other models (Chatterbox's T3) run
@@ -17,15 +19,41 @@ use crate::config::{ModelConfig, RopeScaling};
 use crate::error::Result;
 use crate::weights::Weights;
 
-struct Mlp {
+/// A layer's feed-forward block (`mlp` in the checkpoints).
+pub trait FeedForward: Send {
+    fn forward(&self, x: &Array) -> mlx::Result<Array>;
+}
+
+/// `down(silu(gate(x)) * up(x))`.
+pub struct Mlp {
     gate_proj: Linear,
     up_proj: Linear,
     down_proj: Linear,
 }
 
+impl Mlp {
+    /// `{prefix}.gate_proj`, `up_proj` and `down_proj`, `hidden` wide inside.
+    pub fn load(w: &mut Weights, prefix: &str, dims: i32, hidden: i32, bias: bool) -> Result<Mlp> {
+        Ok(Mlp {
+            gate_proj: w.linear(&format!("{prefix}.gate_proj"), dims, hidden, bias)?,
+            up_proj: w.linear(&format!("{prefix}.up_proj"), dims, hidden, bias)?,
+            down_proj: w.linear(&format!("{prefix}.down_proj"), hidden, dims, bias)?,
+        })
+    }
+}
+
+impl FeedForward for Mlp {
+    fn forward(&self, x: &Array) -> mlx::Result<Array> {
+        self.down_proj.forward(&nn::swiglu(&self.gate_proj.forward(x)?, &self.up_proj.forward(x)?)?)
+    }
+}
+
+/// Builds layer `i`'s feed-forward block from `{prefix}` (`model.layers.i.mlp`).
+pub type FeedForwardLoader<'a> = dyn Fn(&mut Weights, usize, &str) -> Result<Box<dyn FeedForward>> + 'a;
+
 struct Block {
     attn: SelfAttention,
-    mlp: Mlp,
+    mlp: Box<dyn FeedForward>,
     input_layernorm: RmsNorm,
     post_attention_layernorm: RmsNorm,
 }
@@ -68,6 +96,12 @@ impl DecoderStack {
     /// Takes `{prefix}.layers.{0..n}.*` and `{prefix}.norm.weight` out of `w`
     /// (`prefix` is `model` for Hugging Face checkpoints).
     pub fn load(w: &mut Weights, prefix: &str, config: &ModelConfig) -> Result<DecoderStack> {
+        let (h, ff, bias) = (config.hidden_size, config.intermediate_size, config.mlp_bias);
+        Self::load_with(w, prefix, config, &|w, _, p| Ok(Box::new(Mlp::load(w, p, h, ff, bias)?)))
+    }
+
+    /// As `load`, each layer's feed-forward block built by `ffn`.
+    pub fn load_with(w: &mut Weights, prefix: &str, config: &ModelConfig, ffn: &FeedForwardLoader) -> Result<DecoderStack> {
         let c = config;
         let (h, hd) = (c.hidden_size, c.head_dim);
         let (nq, nkv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
@@ -92,11 +126,7 @@ impl DecoderStack {
                 kv_heads: c.num_key_value_heads,
                 scale: (hd as f32).powf(-0.5),
             };
-            let mlp = Mlp {
-                gate_proj: w.linear(&format!("{p}.mlp.gate_proj"), h, c.intermediate_size, c.mlp_bias)?,
-                up_proj: w.linear(&format!("{p}.mlp.up_proj"), h, c.intermediate_size, c.mlp_bias)?,
-                down_proj: w.linear(&format!("{p}.mlp.down_proj"), c.intermediate_size, h, c.mlp_bias)?,
-            };
+            let mlp = ffn(w, i as usize, &format!("{p}.mlp"))?;
             layers.push(Block {
                 attn,
                 mlp,
@@ -118,9 +148,7 @@ impl DecoderStack {
             let r = layer.attn.forward(&layer.input_layernorm.forward(&h)?, cache.as_mut(), self.rope_of(i))?;
             let hh = h.add(&r)?;
             let x = layer.post_attention_layernorm.forward(&hh)?;
-            let m = &layer.mlp;
-            let r = m.down_proj.forward(&nn::swiglu(&m.gate_proj.forward(&x)?, &m.up_proj.forward(&x)?)?)?;
-            h = hh.add(&r)?;
+            h = hh.add(&layer.mlp.forward(&x)?)?;
         }
         // The norm is per position, so slicing first gives the same values for less work.
         if last_only && l > 1 {
@@ -138,9 +166,7 @@ impl DecoderStack {
             let r = layer.attn.forward_rows(&layer.input_layernorm.forward(&h)?, caches, l, self.rope_of(l))?;
             let hh = h.add(&r)?;
             let x = layer.post_attention_layernorm.forward(&hh)?;
-            let m = &layer.mlp;
-            let r = m.down_proj.forward(&nn::swiglu(&m.gate_proj.forward(&x)?, &m.up_proj.forward(&x)?)?)?;
-            h = hh.add(&r)?;
+            h = hh.add(&layer.mlp.forward(&x)?)?;
         }
         self.norm.forward(&h)
     }
@@ -181,14 +207,26 @@ pub(super) fn build(config: ModelConfig, w: Weights, dtype: Option<Dtype>, progr
 
 impl Decoder {
     /// `progress` hears the fraction of weight bytes read (see `Weights::finish_with_progress`).
-    pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Decoder> {
+    pub(super) fn build(config: ModelConfig, w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Decoder> {
+        let (h, ff, bias) = (config.hidden_size, config.intermediate_size, config.mlp_bias);
+        Self::build_with(config, w, dtype, progress, &|w, _, p| Ok(Box::new(Mlp::load(w, p, h, ff, bias)?)))
+    }
+
+    /// As `build`, each layer's feed-forward block built by `ffn`.
+    pub(super) fn build_with(
+        config: ModelConfig,
+        mut w: Weights,
+        dtype: Option<Dtype>,
+        progress: &mut dyn FnMut(f64),
+        ffn: &FeedForwardLoader,
+    ) -> Result<Decoder> {
         let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
         let native = w.native_dtype().unwrap_or(Dtype::Float32);
         let dtype = dtype.unwrap_or(native);
 
         let c = &config;
         let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, c.hidden_size)?;
-        let stack = DecoderStack::load(&mut w, "model", c)?;
+        let stack = DecoderStack::load_with(&mut w, "model", c, ffn)?;
         let lm_head = if config.tie_word_embeddings { None } else { Some(w.linear("lm_head", c.hidden_size, c.vocab_size, false)?) };
         w.finish_with_progress(progress)?;
 

@@ -3,6 +3,8 @@
 mod attention;
 mod decoder;
 mod gemma3;
+mod moe;
+mod qwen3_moe;
 pub mod registry;
 mod smollm3;
 

@@ -1,0 +1,139 @@
+//! Mixture-of-experts blocks as MLX-LM's `switch_layers.py` holds them: the
+//! experts' weights stacked along a first axis (`switch_mlp.{gate,up,down}_proj`,
+//! plain or quantized), run by MLX's `gather_mm` / `gather_qmm` on the experts
+//! each token was routed to; and the softmax top-k router of Qwen3-MoE and
+//! its kin.
+use mlx::nn::{self, Linear};
+use mlx::quant::{gather_mm, gather_qmm};
+use mlx::{Array, Result as MlxResult};
+
+use super::decoder::FeedForward;
+use crate::error::{LmError, Result};
+use crate::weights::Weights;
+
+/// One projection of every expert: `[experts, out, in]`.
+pub enum SwitchLinear {
+    Dense { weight: Array },
+    Quantized { weight: Array, scales: Array, biases: Array, group_size: i32, bits: i32 },
+}
+
+impl SwitchLinear {
+    /// `{prefix}.weight` (and `.scales`/`.biases` when quantized) for `experts` experts.
+    pub fn load(w: &mut Weights, prefix: &str, experts: i32, in_dims: i32, out_dims: i32) -> Result<SwitchLinear> {
+        match w.quant_params(prefix, in_dims)? {
+            None => Ok(SwitchLinear::Dense { weight: w.take(&format!("{prefix}.weight"), &[experts, out_dims, in_dims])? }),
+            Some(q) => {
+                if in_dims % q.group_size != 0 || (in_dims * q.bits) % 32 != 0 {
+                    return Err(LmError::InvalidWeights(format!(
+                        "{prefix}: {in_dims} inputs do not fit groups of {} at {} bits",
+                        q.group_size, q.bits
+                    )));
+                }
+                let groups = in_dims / q.group_size;
+                Ok(SwitchLinear::Quantized {
+                    weight: w.take(&format!("{prefix}.weight"), &[experts, out_dims, in_dims * q.bits / 32])?,
+                    scales: w.take(&format!("{prefix}.scales"), &[experts, out_dims, groups])?,
+                    biases: w.take(&format!("{prefix}.biases"), &[experts, out_dims, groups])?,
+                    group_size: q.group_size,
+                    bits: q.bits,
+                })
+            }
+        }
+    }
+
+    /// `x` `[..., 1, in]` through the expert each entry of `indices` names.
+    fn forward(&self, x: &Array, indices: &Array, sorted: bool) -> MlxResult<Array> {
+        match self {
+            SwitchLinear::Dense { weight } => gather_mm(x, &weight.swapaxes(-1, -2)?, indices, sorted),
+            SwitchLinear::Quantized { weight, scales, biases, group_size, bits } => {
+                gather_qmm(x, weight, scales, Some(biases), indices, true, *group_size, *bits, sorted)
+            }
+        }
+    }
+}
+
+/// The experts' SwiGLU MLPs (`SwitchGLU`).
+pub struct SwitchGlu {
+    gate_proj: SwitchLinear,
+    up_proj: SwitchLinear,
+    down_proj: SwitchLinear,
+}
+
+/// From this many (token, expert) pairs on, MLX-LM sorts them by expert first.
+const SORT_FROM: i32 = 64;
+
+impl SwitchGlu {
+    pub fn load(w: &mut Weights, prefix: &str, experts: i32, dims: i32, hidden: i32) -> Result<SwitchGlu> {
+        Ok(SwitchGlu {
+            gate_proj: SwitchLinear::load(w, &format!("{prefix}.gate_proj"), experts, dims, hidden)?,
+            up_proj: SwitchLinear::load(w, &format!("{prefix}.up_proj"), experts, dims, hidden)?,
+            down_proj: SwitchLinear::load(w, &format!("{prefix}.down_proj"), experts, hidden, dims)?,
+        })
+    }
+
+    /// `x` `[B, L, dims]` through the experts `indices` `[B, L, k]` names:
+    /// `[B, L, k, dims]`.
+    pub fn forward(&self, x: &Array, indices: &Array) -> MlxResult<Array> {
+        let x = x.expand_dims(&[-2, -3])?;
+        let sort = indices.size() as i32 >= SORT_FROM;
+        let (x, idx, inverse) = if sort {
+            // Token rows in expert order, and the order that puts them back.
+            let k = indices.dim(-1);
+            let flat = indices.reshape(&[-1])?;
+            let order = flat.argsort(0)?;
+            let inverse = order.argsort(0)?;
+            let d = x.dim(-1);
+            let rows = x.reshape(&[-1, 1, d])?.take(&order.floor_divide_scalar(k as f64)?, Some(0))?;
+            (rows, flat.take(&order, Some(0))?, Some(inverse))
+        } else {
+            (x, indices.clone(), None)
+        };
+        let up = self.up_proj.forward(&x, &idx, sort)?;
+        let gate = self.gate_proj.forward(&x, &idx, sort)?;
+        let mut y = self.down_proj.forward(&nn::swiglu(&gate, &up)?, &idx, sort)?;
+        if let Some(inverse) = inverse {
+            y = y.take(&inverse, Some(0))?;
+            let mut shape = indices.shape();
+            shape.extend_from_slice(&y.shape()[1..]);
+            y = y.reshape(&shape)?;
+        }
+        y.squeeze(&[-2])
+    }
+}
+
+/// A softmax router over `experts`, the top `top_k` of them per token
+/// (renormalized when `norm_topk_prob`), their outputs summed by weight.
+pub struct SparseMoe {
+    gate: Linear,
+    switch_mlp: SwitchGlu,
+    experts: i32,
+    top_k: i32,
+    norm_topk_prob: bool,
+}
+
+impl SparseMoe {
+    /// `{prefix}.gate` and `{prefix}.switch_mlp`.
+    pub fn load(w: &mut Weights, prefix: &str, dims: i32, hidden: i32, experts: i32, top_k: i32, norm_topk_prob: bool) -> Result<SparseMoe> {
+        Ok(SparseMoe {
+            gate: w.linear(&format!("{prefix}.gate"), dims, experts, false)?,
+            switch_mlp: SwitchGlu::load(w, &format!("{prefix}.switch_mlp"), experts, dims, hidden)?,
+            experts,
+            top_k,
+            norm_topk_prob,
+        })
+    }
+}
+
+impl FeedForward for SparseMoe {
+    fn forward(&self, x: &Array) -> MlxResult<Array> {
+        let gates = self.gate.forward(x)?.softmax(&[-1], true)?;
+        let k = self.top_k;
+        let inds = gates.argpartition(self.experts - k, -1)?.slice_axis(-1, self.experts - k, self.experts)?;
+        let mut scores = gates.take_along_axis(&inds, -1)?;
+        if self.norm_topk_prob {
+            scores = scores.divide(&scores.sum(&[-1], true)?)?;
+        }
+        let y = self.switch_mlp.forward(x, &inds)?;
+        y.multiply(&scores.expand_dims(&[-1])?)?.sum(&[-2], false)?.astype(y.dtype())
+    }
+}
