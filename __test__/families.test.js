@@ -6,6 +6,7 @@
 // a conversation kept in a prompt cache.
 //
 // Qwen3-MoE (qwen3_moe): experts by gather_mm / gather_qmm.
+// Phi-3 (phi3): fused qkv and gate_up, partial rotary, LongRoPE.
 // SmolLM3 (smollm3): layers without RoPE.
 // Gemma 3 (gemma3_text): sliding window 8 (every other layer), so the rotating caches wrap both
 // during a long prompt and while decoding.
@@ -45,6 +46,11 @@ for (const m of ['qwen3-moe-f32', 'qwen3-moe-q4']) {
   cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 4 } });
 }
 cases.push({ m: 'qwen3-moe-hf', label: 'greedy, per-expert weights stacked at load', input: STR, options: { maxTokens: 24 } });
+// Phi-3: fused projections, partial rotary, LongRoPE.
+for (const m of ['phi3-f32', 'phi3-bf16-q4']) {
+  cases.push({ m, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
+  cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 6 } });
+}
 // SmolLM3: RoPE off in every 2nd layer.
 cases.push({ m: 'smollm3-f32', label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
 cases.push({ m: 'smollm3-f32', label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 2 } });

@@ -151,6 +151,14 @@ QWEN3_MOE = dict(QWEN3, model_type="qwen3_moe", architectures=["Qwen3MoeForCausa
                  num_experts=8, num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[0],
                  moe_intermediate_size=64, norm_topk_prob=True, tie_word_embeddings=False)
 
+# Phi-4-mini style Phi-3: fused qkv_proj and gate_up_proj, partial rotary (12 of 16 features),
+# LongRoPE (long factors; 32x the original context, so the rotated features are scaled).
+PHI3 = dict(SMALL, model_type="phi3", architectures=["Phi3ForCausalLM"], rms_norm_eps=1e-5, rope_theta=10000.0,
+            partial_rotary_factor=0.75, max_position_embeddings=131072, original_max_position_embeddings=4096,
+            rope_scaling={"type": "longrope", "long_factor": [1.0, 1.2, 1.5, 2.0, 3.0, 4.5],
+                          "short_factor": [1.0, 1.0, 1.1, 1.2, 1.3, 1.4]},
+            tie_word_embeddings=False)
+
 # SmolLM3: the Llama decoder with RoPE off in every 2nd layer (NoPE; SmolLM3-3B: every 4th).
 SMOLLM3 = dict(LLAMA, model_type="smollm3", architectures=["SmolLM3ForCausalLM"], num_hidden_layers=4,
                rope_scaling=None, rope_theta=5000000.0, no_rope_layer_interval=2, tie_word_embeddings=True)
@@ -204,6 +212,7 @@ RANDOM_FIXTURES = [
     ("llama-dynamic", LLAMA_DYNAMIC, 7),
     ("smollm3-f32", SMOLLM3, 9),
     ("qwen3-moe-f32", QWEN3_MOE, 10),
+    ("phi3-f32", PHI3, 12),
 ]
 # (name, config, first seed, tokenizer): families with their own tokenizer.
 FAMILY_FIXTURES = [
@@ -305,7 +314,7 @@ def rescale(model, tied):
         scale = 1.0
         if has_qk_norm and module in ("q_norm", "k_norm"):
             scale = QK_SCALE
-        elif not has_qk_norm and module in ("q_proj", "k_proj"):
+        elif not has_qk_norm and module in ("q_proj", "k_proj", "qkv_proj"):
             scale = QK_SCALE
         elif module in ("o_proj", "down_proj") and kind == "weight":
             scale = RESIDUAL_SCALE
@@ -549,6 +558,7 @@ def main():
     derived = [
         ("qwen3-moe-q4", lambda: make_quantized(out, "qwen3-moe-q4", out / "qwen3-moe-f32", tok_dir, 4, dtype="bfloat16")),
         ("qwen3-moe-hf", lambda: make_unstacked_experts(out, tok_dir)),
+        ("phi3-bf16-q4", lambda: make_quantized(out, "phi3-bf16-q4", out / "phi3-f32", tok_dir, 4, dtype="bfloat16")),
         ("qwen3-bf16", lambda: make_cast(out, "qwen3-bf16", qwen3_weights, "bfloat16", tok_dir)),
         ("qwen3-f16", lambda: make_cast(out, "qwen3-f16", qwen3_weights, "float16", tok_dir)),
         ("qwen3-sharded", lambda: make_sharded(out, qwen3_weights, tok_dir)),

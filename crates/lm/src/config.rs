@@ -8,9 +8,24 @@ use crate::error::{LmError, Result};
 #[derive(Debug, Clone)]
 pub enum RopeScaling {
     None,
-    Linear { factor: f32 },
-    Dynamic { factor: f32 },
-    Llama3 { factor: f32, low_freq_factor: f32, high_freq_factor: f32, original_max_positions: f32 },
+    Linear {
+        factor: f32,
+    },
+    Dynamic {
+        factor: f32,
+    },
+    Llama3 {
+        factor: f32,
+        low_freq_factor: f32,
+        high_freq_factor: f32,
+        original_max_positions: f32,
+    },
+    /// Phi-3's LongRoPE ("longrope" or "su"): MLX-LM uses the long factors only.
+    LongRope {
+        long_factor: Vec<f32>,
+        original_max_positions: f32,
+        long_mscale: Option<f32>,
+    },
 }
 
 /// Everything the shared decoder needs; family differences are flags.
@@ -23,6 +38,8 @@ pub struct ModelConfig {
     pub num_attention_heads: i32,
     pub num_key_value_heads: i32,
     pub head_dim: i32,
+    /// Features each head rotates (`head_dim * partial_rotary_factor`).
+    pub rope_dims: i32,
     pub rms_norm_eps: f32,
     pub vocab_size: i32,
     pub rope_theta: f32,
@@ -121,11 +138,18 @@ impl ModelConfig {
             },
         };
         let scaling = raw.get("rope_scaling").filter(|v| v.is_object()).or(rope_params);
-        let rope_scaling = parse_rope_scaling(scaling, path)?;
         let max_position_embeddings = int("max_position_embeddings")?.unwrap_or(match family {
             "qwen2" => 32768,
+            "phi3" => 131072,
             _ => 2048,
         });
+        let original_max = int("original_max_position_embeddings")?.unwrap_or(4096) as f32;
+        let rope_scaling = parse_rope_scaling(scaling, path, original_max)?;
+        let rope_dims = match float("partial_rotary_factor")? {
+            Some(f) if f > 0.0 && f <= 1.0 => (head_dim as f32 * f) as i32,
+            Some(f) => return Err(bad(path, format!("partial_rotary_factor must be in (0, 1], got {f}"))),
+            None => head_dim,
+        };
         let (qkv_bias, o_bias, mlp_bias, qk_norm) = match family {
             "qwen2" => (true, false, false, false),
             "qwen3" | "qwen3_moe" => (false, false, false, true),
@@ -148,14 +172,15 @@ impl ModelConfig {
             num_attention_heads,
             num_key_value_heads,
             head_dim,
+            rope_dims,
             rms_norm_eps: float("rms_norm_eps")?.ok_or_else(|| bad(path, "missing \"rms_norm_eps\"".into()))?,
             vocab_size: req("vocab_size")?,
             rope_theta,
             rope_traditional: boolean("rope_traditional", false),
             rope_scaling,
             max_position_embeddings,
-            // MLX-LM's ModelArgs default this to true for all three families.
-            tie_word_embeddings: boolean("tie_word_embeddings", true),
+            // MLX-LM's ModelArgs default this to true, except Phi-3's.
+            tie_word_embeddings: boolean("tie_word_embeddings", family != "phi3"),
             qkv_bias,
             o_bias,
             mlp_bias,
@@ -166,7 +191,7 @@ impl ModelConfig {
     }
 }
 
-fn parse_rope_scaling(v: Option<&Value>, path: &Path) -> Result<RopeScaling> {
+fn parse_rope_scaling(v: Option<&Value>, path: &Path, original_max_positions: f32) -> Result<RopeScaling> {
     let Some(obj) = v else { return Ok(RopeScaling::None) };
     let kind = obj.get("type").and_then(Value::as_str).or_else(|| obj.get("rope_type").and_then(Value::as_str)).unwrap_or("default");
     let num = |key: &str, default: Option<f32>| -> Result<f32> {
@@ -179,6 +204,18 @@ fn parse_rope_scaling(v: Option<&Value>, path: &Path) -> Result<RopeScaling> {
         "default" => RopeScaling::None,
         "linear" => RopeScaling::Linear { factor: num("factor", None)? },
         "dynamic" => RopeScaling::Dynamic { factor: num("factor", None)? },
+        "longrope" | "su" => {
+            let factors = obj.get("long_factor").and_then(Value::as_array).ok_or_else(|| bad(path, "rope_scaling.long_factor is missing".into()))?;
+            let long_factor = factors
+                .iter()
+                .map(|f| f.as_f64().map(|f| f as f32).ok_or_else(|| bad(path, format!("rope_scaling.long_factor holds {f}, not a number"))))
+                .collect::<Result<Vec<_>>>()?;
+            RopeScaling::LongRope {
+                long_factor,
+                original_max_positions,
+                long_mscale: obj.get("long_mscale").and_then(Value::as_f64).map(|f| f as f32),
+            }
+        }
         "llama3" => RopeScaling::Llama3 {
             factor: num("factor", None)?,
             low_freq_factor: num("low_freq_factor", Some(1.0))?,
@@ -187,7 +224,7 @@ fn parse_rope_scaling(v: Option<&Value>, path: &Path) -> Result<RopeScaling> {
         },
         other => {
             return Err(LmError::UnsupportedModel(format!(
-                "{}: rope scaling type \"{other}\" is not supported (supported: linear, dynamic, llama3)",
+                "{}: rope scaling type \"{other}\" is not supported (supported: linear, dynamic, llama3, longrope)",
                 path.display()
             )))
         }

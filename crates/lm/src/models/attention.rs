@@ -9,18 +9,40 @@ use mlx::quant::quantized_matmul_mlx;
 use mlx::{Array, Dtype, Result};
 
 use crate::cache::{causal_mask, Cache, CacheMask, Fetched, QuantizedArrays};
+use crate::weights::Weights;
 
 /// One layer's attention. The RoPE is the caller's (families differ in how
 /// many they have: one for all layers, or local and global ones).
+/// The query, key and value projections: three layers, or one fused
+/// `qkv_proj` whose output is split (Phi-3), as the checkpoint holds them.
+pub enum Projections {
+    Separate { q: Linear, k: Linear, v: Linear },
+    Fused { qkv: Linear },
+}
+
+impl Projections {
+    /// `{prefix}.qkv_proj` when the weights have it, else `q_proj`, `k_proj` and `v_proj`.
+    pub fn load(w: &mut Weights, prefix: &str, dims: i32, q_out: i32, kv_out: i32, bias: bool) -> crate::error::Result<Projections> {
+        let fused = format!("{prefix}.qkv_proj");
+        if w.contains(&format!("{fused}.weight")) {
+            return Ok(Projections::Fused { qkv: w.linear(&fused, dims, q_out + 2 * kv_out, bias)? });
+        }
+        Ok(Projections::Separate {
+            q: w.linear(&format!("{prefix}.q_proj"), dims, q_out, bias)?,
+            k: w.linear(&format!("{prefix}.k_proj"), dims, kv_out, bias)?,
+            v: w.linear(&format!("{prefix}.v_proj"), dims, kv_out, bias)?,
+        })
+    }
+}
+
 pub struct SelfAttention {
-    pub q_proj: Linear,
-    pub k_proj: Linear,
-    pub v_proj: Linear,
+    pub qkv: Projections,
     pub o_proj: Linear,
     pub q_norm: Option<RmsNorm>,
     pub k_norm: Option<RmsNorm>,
     pub heads: i32,
     pub kv_heads: i32,
+    pub head_dim: i32,
     pub scale: f32,
 }
 
@@ -38,9 +60,17 @@ impl SelfAttention {
             };
             t.transpose(&[0, 2, 1, 3])
         };
-        let q = heads(self.q_proj.forward(x)?, self.heads, &self.q_norm)?;
-        let k = heads(self.k_proj.forward(x)?, self.kv_heads, &self.k_norm)?;
-        let v = heads(self.v_proj.forward(x)?, self.kv_heads, &None)?;
+        let (q, k, v) = match &self.qkv {
+            Projections::Separate { q, k, v } => (q.forward(x)?, k.forward(x)?, v.forward(x)?),
+            Projections::Fused { qkv } => {
+                let all = qkv.forward(x)?;
+                let (nq, nkv) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
+                (all.slice_axis(-1, 0, nq)?, all.slice_axis(-1, nq, nq + nkv)?, all.slice_axis(-1, nq + nkv, nq + 2 * nkv)?)
+            }
+        };
+        let q = heads(q, self.heads, &self.q_norm)?;
+        let k = heads(k, self.kv_heads, &self.k_norm)?;
+        let v = heads(v, self.kv_heads, &None)?;
         Ok((q, k, v))
     }
 

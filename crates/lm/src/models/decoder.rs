@@ -12,7 +12,7 @@ use mlx::nn::{self, Embedding, Linear, RmsNorm, Rope};
 use mlx::{Array, Dtype};
 use serde_json::Value;
 
-use super::attention::SelfAttention;
+use super::attention::{Projections, SelfAttention};
 use super::LanguageModel;
 use crate::cache::{kv_caches, Cache, LayerCaches};
 use crate::config::{ModelConfig, RopeScaling};
@@ -48,6 +48,30 @@ impl FeedForward for Mlp {
     }
 }
 
+/// The MLP with `gate_proj` and `up_proj` fused into one `gate_up_proj`
+/// whose output is split in halves (Phi-3).
+pub struct FusedMlp {
+    gate_up_proj: Linear,
+    down_proj: Linear,
+}
+
+impl FusedMlp {
+    pub fn load(w: &mut Weights, prefix: &str, dims: i32, hidden: i32) -> Result<FusedMlp> {
+        Ok(FusedMlp {
+            gate_up_proj: w.linear(&format!("{prefix}.gate_up_proj"), dims, 2 * hidden, false)?,
+            down_proj: w.linear(&format!("{prefix}.down_proj"), hidden, dims, false)?,
+        })
+    }
+}
+
+impl FeedForward for FusedMlp {
+    fn forward(&self, x: &Array) -> mlx::Result<Array> {
+        let gu = self.gate_up_proj.forward(x)?;
+        let half = gu.dim(-1) / 2;
+        self.down_proj.forward(&nn::swiglu(&gu.slice_axis(-1, 0, half)?, &gu.slice_axis(-1, half, 2 * half)?)?)
+    }
+}
+
 /// Builds layer `i`'s feed-forward block from `{prefix}` (`model.layers.i.mlp`).
 pub type FeedForwardLoader<'a> = dyn Fn(&mut Weights, usize, &str) -> Result<Box<dyn FeedForward>> + 'a;
 
@@ -78,13 +102,24 @@ pub struct Decoder {
 }
 
 pub(super) fn build_rope(c: &ModelConfig) -> Result<Rope> {
-    let dims = c.head_dim;
+    let dims = c.rope_dims;
     let traditional = c.rope_traditional;
     Ok(match c.rope_scaling {
         RopeScaling::None => Rope::Standard { dims, traditional, base: c.rope_theta, scale: 1.0 },
         RopeScaling::Linear { factor } => Rope::Standard { dims, traditional, base: c.rope_theta, scale: 1.0 / factor },
         RopeScaling::Dynamic { factor } => {
             Rope::DynamicNtk { dims, traditional, base: c.rope_theta, factor, max_positions: c.max_position_embeddings }
+        }
+        RopeScaling::LongRope { ref long_factor, original_max_positions, long_mscale } => {
+            if long_factor.len() as i32 != dims / 2 {
+                return Err(crate::LmError::InvalidWeights(format!(
+                    "rope_scaling.long_factor has {} values; {} rotated features need {}",
+                    long_factor.len(),
+                    dims,
+                    dims / 2
+                )));
+            }
+            Rope::su_scaled(dims, c.rope_theta, c.max_position_embeddings as f32, original_max_positions, long_factor, long_mscale)?
         }
         RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_positions } => {
             Rope::llama3(dims, traditional, c.rope_theta, factor, low_freq_factor, high_freq_factor, original_max_positions)?
@@ -116,14 +151,13 @@ impl DecoderStack {
                 }
             };
             let attn = SelfAttention {
-                q_proj: w.linear(&format!("{p}.self_attn.q_proj"), h, nq, c.qkv_bias)?,
-                k_proj: w.linear(&format!("{p}.self_attn.k_proj"), h, nkv, c.qkv_bias)?,
-                v_proj: w.linear(&format!("{p}.self_attn.v_proj"), h, nkv, c.qkv_bias)?,
+                qkv: Projections::load(w, &format!("{p}.self_attn"), h, nq, nkv, c.qkv_bias)?,
                 o_proj: w.linear(&format!("{p}.self_attn.o_proj"), nq, h, c.o_bias)?,
                 q_norm: qk_norm(w, "q_norm")?,
                 k_norm: qk_norm(w, "k_norm")?,
                 heads: c.num_attention_heads,
                 kv_heads: c.num_key_value_heads,
+                head_dim: hd,
                 scale: (hd as f32).powf(-0.5),
             };
             let mlp = ffn(w, i as usize, &format!("{p}.mlp"))?;

@@ -10,7 +10,7 @@ use mlx::nn::{self, Embedding, Linear, RmsNorm, Rope};
 use mlx::{Array, Dtype};
 use serde_json::Value;
 
-use super::attention::SelfAttention;
+use super::attention::{Projections, SelfAttention};
 use super::decoder::build_rope;
 use super::LanguageModel;
 use crate::cache::{Cache, LayerKind};
@@ -160,14 +160,13 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
     for i in 0..c.num_hidden_layers {
         let p = format!("model.layers.{i}");
         let attn = SelfAttention {
-            q_proj: w.linear(&format!("{p}.self_attn.q_proj"), h, nq, false)?,
-            k_proj: w.linear(&format!("{p}.self_attn.k_proj"), h, nkv, false)?,
-            v_proj: w.linear(&format!("{p}.self_attn.v_proj"), h, nkv, false)?,
+            qkv: Projections::load(&mut w, &format!("{p}.self_attn"), h, nq, nkv, false)?,
             o_proj: w.linear(&format!("{p}.self_attn.o_proj"), nq, h, false)?,
             q_norm: Some(norm(&mut w, &format!("{p}.self_attn.q_norm.weight"), hd, eps, &mut derived)?),
             k_norm: Some(norm(&mut w, &format!("{p}.self_attn.k_norm.weight"), hd, eps, &mut derived)?),
             heads: c.num_attention_heads,
             kv_heads: c.num_key_value_heads,
+            head_dim: hd,
             scale: args.query_pre_attn_scalar.powf(-0.5),
         };
         layers.push(Block {

@@ -4,6 +4,7 @@ mod attention;
 mod decoder;
 mod gemma3;
 mod moe;
+mod phi3;
 mod qwen3_moe;
 pub mod registry;
 mod smollm3;

@@ -11,6 +11,9 @@ pub enum Rope {
     DynamicNtk { dims: i32, traditional: bool, base: f32, factor: f32, max_positions: i32 },
     /// No rotation (the NoPE layers of SmolLM3).
     Identity,
+    /// LongRoPE / "su" scaling (Phi-3), as MLX-LM's `SuScaledRoPE`: the long
+    /// factors times the base frequencies, and the rotated features scaled first.
+    SuScaled { dims: i32, freqs: Array, scale: f32 },
 }
 
 impl Rope {
@@ -43,9 +46,42 @@ impl Rope {
         Ok(Rope::Freqs { dims, traditional, freqs })
     }
 
+    /// MLX-LM's `SuScaledRoPE(dims, base, max_position_embeddings,
+    /// original_max_position_embeddings, long_factor=..., long_mscale=...)`.
+    pub fn su_scaled(
+        dims: i32,
+        base: f32,
+        max_positions: f32,
+        original_max_positions: f32,
+        long_factor: &[f32],
+        long_mscale: Option<f32>,
+    ) -> Result<Rope> {
+        let exps = Array::arange(0.0, dims as f64, 2.0, Dtype::Float32)?.divide_scalar(dims as f64)?;
+        let base_freqs = Array::scalar(base as f64, Dtype::Float32)?.power(&exps)?;
+        let factors = Array::from_slice(long_factor, &[long_factor.len() as i32])?;
+        let freqs = factors.multiply(&base_freqs)?;
+        freqs.eval()?;
+        let factor = (max_positions / original_max_positions) as f64;
+        let default_scale = || (1.0 + factor.ln() / (original_max_positions as f64).ln()).sqrt();
+        let scale = long_mscale.map(|m| m as f64).unwrap_or_else(|| if factor <= 1.0 { 1.0 } else { default_scale() });
+        Ok(Rope::SuScaled { dims, freqs, scale: scale as f32 })
+    }
+
     pub fn forward(&self, x: &Array, offset: i32) -> Result<Array> {
         match self {
             Rope::Identity => Ok(x.clone()),
+            Rope::SuScaled { dims, freqs, scale } => {
+                // x.at[..., :dims].multiply(scale): the rotated part only (a no-op at 1).
+                let x = if *scale == 1.0 {
+                    x.clone()
+                } else if *dims == x.dim(-1) {
+                    x.multiply_scalar(*scale as f64)?
+                } else {
+                    let head = x.slice_axis(-1, 0, *dims)?.multiply_scalar(*scale as f64)?;
+                    Array::concatenate(&[&head, &x.slice_axis(-1, *dims, x.dim(-1))?], -1)?
+                };
+                fast::rope(&x, *dims, false, None, 1.0, offset, Some(freqs))
+            }
             Rope::Standard { dims, traditional, base, scale } => fast::rope(x, *dims, *traditional, Some(*base), *scale, offset, None),
             Rope::Freqs { dims, traditional, freqs } => fast::rope(x, *dims, *traditional, None, 1.0, offset, Some(freqs)),
             Rope::DynamicNtk { dims, traditional, base, factor, max_positions } => {
