@@ -51,6 +51,9 @@ for (const m of ['phi3-f32', 'phi3-bf16-q4']) {
   cases.push({ m, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 6 } });
 }
+// YaRN RoPE (shared by every family that uses the common RoPE builder), on Qwen3.
+cases.push({ m: 'qwen3-yarn', label: 'greedy, YaRN RoPE', input: STR, options: { maxTokens: 24 } });
+cases.push({ m: 'qwen3-yarn', label: 'seeded, YaRN RoPE', input: CHAT2, options: { maxTokens: 24, temperature: 0.8, seed: 8 } });
 // SmolLM3: RoPE off in every 2nd layer.
 cases.push({ m: 'smollm3-f32', label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
 cases.push({ m: 'smollm3-f32', label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 2 } });
@@ -214,4 +217,10 @@ test('qwen3_moe: a config without num_experts_per_tok is INVALID_WEIGHTS naming 
   delete config.num_experts_per_tok;
   fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify(config));
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /num_experts_per_tok/);
+});
+
+test('yarn: the scaling changes the output (same weights without it give other tokens)', async () => {
+  const a = await (await model('qwen3-yarn')).generate(STR, { maxTokens: 24 });
+  const b = await (await model('qwen3-f32')).generate(STR, { maxTokens: 24 });
+  assert.notDeepEqual(a.tokens, b.tokens);
 });

@@ -431,6 +431,14 @@ def mixed_predicate(path, module):
     return True
 
 
+def make_config_variant(out, name, src_name, config, tok_dir):
+    """`src_name`'s weights under another config (a RoPE variant on the same model)."""
+    dst = out / name
+    dst.mkdir(parents=True)
+    os.link(out / src_name / "model.safetensors", dst / "model.safetensors")
+    write_common(dst, config, tok_dir)
+
+
 def make_unstacked_experts(out, tok_dir):
     """qwen3-moe-f32 with each expert's weights on its own (mlp.experts.E.up_proj.weight), as
     Hugging Face checkpoints store them; MLX-LM's sanitize stacks them back."""
@@ -556,6 +564,9 @@ def main():
         log(f"{name}: {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
 
     derived = [
+        # YaRN RoPE (as Qwen3's long-context configs set it) on qwen3-f32's weights.
+        ("qwen3-yarn", lambda: make_config_variant(out, "qwen3-yarn", "qwen3-f32", dict(QWEN3, rope_scaling={
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "beta_fast": 32.0, "beta_slow": 1.0}), tok_dir)),
         ("qwen3-moe-q4", lambda: make_quantized(out, "qwen3-moe-q4", out / "qwen3-moe-f32", tok_dir, 4, dtype="bfloat16")),
         ("qwen3-moe-hf", lambda: make_unstacked_experts(out, tok_dir)),
         ("phi3-bf16-q4", lambda: make_quantized(out, "phi3-bf16-q4", out / "phi3-f32", tok_dir, 4, dtype="bfloat16")),

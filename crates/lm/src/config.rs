@@ -26,6 +26,15 @@ pub enum RopeScaling {
         original_max_positions: f32,
         long_mscale: Option<f32>,
     },
+    /// YaRN, with MLX-LM's `YarnRoPE` defaults.
+    Yarn {
+        factor: f32,
+        original_max_positions: f32,
+        beta_fast: f32,
+        beta_slow: f32,
+        mscale: f32,
+        mscale_all_dim: f32,
+    },
 }
 
 /// Everything the shared decoder needs; family differences are flags.
@@ -204,6 +213,14 @@ fn parse_rope_scaling(v: Option<&Value>, path: &Path, original_max_positions: f3
         "default" => RopeScaling::None,
         "linear" => RopeScaling::Linear { factor: num("factor", None)? },
         "dynamic" => RopeScaling::Dynamic { factor: num("factor", None)? },
+        "yarn" | "deepseek_yarn" => RopeScaling::Yarn {
+            factor: num("factor", None)?,
+            original_max_positions: num("original_max_position_embeddings", Some(4096.0))?,
+            beta_fast: num("beta_fast", Some(32.0))?,
+            beta_slow: num("beta_slow", Some(1.0))?,
+            mscale: num("mscale", Some(1.0))?,
+            mscale_all_dim: num("mscale_all_dim", Some(0.0))?,
+        },
         "longrope" | "su" => {
             let factors = obj.get("long_factor").and_then(Value::as_array).ok_or_else(|| bad(path, "rope_scaling.long_factor is missing".into()))?;
             let long_factor = factors
@@ -224,7 +241,7 @@ fn parse_rope_scaling(v: Option<&Value>, path: &Path, original_max_positions: f3
         },
         other => {
             return Err(LmError::UnsupportedModel(format!(
-                "{}: rope scaling type \"{other}\" is not supported (supported: linear, dynamic, llama3, longrope)",
+                "{}: rope scaling type \"{other}\" is not supported (supported: linear, dynamic, llama3, longrope, yarn)",
                 path.display()
             )))
         }

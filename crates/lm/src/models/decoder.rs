@@ -121,6 +121,9 @@ pub(super) fn build_rope(c: &ModelConfig) -> Result<Rope> {
             }
             Rope::su_scaled(dims, c.rope_theta, c.max_position_embeddings as f32, original_max_positions, long_factor, long_mscale)?
         }
+        RopeScaling::Yarn { factor, original_max_positions, beta_fast, beta_slow, mscale, mscale_all_dim } => {
+            Rope::yarn(dims, traditional, c.rope_theta, factor, original_max_positions, beta_fast, beta_slow, mscale, mscale_all_dim)?
+        }
         RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_positions } => {
             Rope::llama3(dims, traditional, c.rope_theta, factor, low_freq_factor, high_freq_factor, original_max_positions)?
         }

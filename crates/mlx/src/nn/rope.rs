@@ -11,9 +11,9 @@ pub enum Rope {
     DynamicNtk { dims: i32, traditional: bool, base: f32, factor: f32, max_positions: i32 },
     /// No rotation (the NoPE layers of SmolLM3).
     Identity,
-    /// LongRoPE / "su" scaling (Phi-3), as MLX-LM's `SuScaledRoPE`: the long
-    /// factors times the base frequencies, and the rotated features scaled first.
-    SuScaled { dims: i32, freqs: Array, scale: f32 },
+    /// Precomputed frequencies with the rotated features scaled first: LongRoPE
+    /// / "su" (Phi-3, MLX-LM's `SuScaledRoPE`) and YaRN (`YarnRoPE`).
+    Scaled { dims: i32, traditional: bool, freqs: Array, scale: f32 },
 }
 
 impl Rope {
@@ -64,13 +64,48 @@ impl Rope {
         let factor = (max_positions / original_max_positions) as f64;
         let default_scale = || (1.0 + factor.ln() / (original_max_positions as f64).ln()).sqrt();
         let scale = long_mscale.map(|m| m as f64).unwrap_or_else(|| if factor <= 1.0 { 1.0 } else { default_scale() });
-        Ok(Rope::SuScaled { dims, freqs, scale: scale as f32 })
+        Ok(Rope::Scaled { dims, traditional: false, freqs, scale: scale as f32 })
+    }
+
+    /// MLX-LM's `YarnRoPE(dims, traditional, max_position_embeddings, base,
+    /// scaling_factor, original_max_position_embeddings, beta_fast, beta_slow,
+    /// mscale, mscale_all_dim)`; the scalars in f64 as Python computes them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn yarn(
+        dims: i32,
+        traditional: bool,
+        base: f32,
+        factor: f32,
+        original_max_positions: f32,
+        beta_fast: f32,
+        beta_slow: f32,
+        mscale: f32,
+        mscale_all_dim: f32,
+    ) -> Result<Rope> {
+        let (d, b, orig) = (dims as f64, base as f64, original_max_positions as f64);
+        let correction_dim = |rotations: f64| (d * (orig / (rotations * 2.0 * std::f64::consts::PI)).ln()) / (2.0 * b.ln());
+        let low = correction_dim(beta_fast as f64).floor().max(0.0);
+        let high = correction_dim(beta_slow as f64).ceil().min(d - 1.0);
+        let get_mscale = |scale: f64, m: f64| if scale <= 1.0 { 1.0 } else { 0.1 * m * scale.ln() + 1.0 };
+        let input_scale = get_mscale(factor as f64, mscale as f64) / get_mscale(factor as f64, mscale_all_dim as f64);
+        let exps = Array::arange(0.0, d, 2.0, Dtype::Float32)?.divide_scalar(d)?;
+        let freq_extra = Array::scalar(b, Dtype::Float32)?.power(&exps)?;
+        let freq_inter = freq_extra.multiply_scalar(factor as f64)?;
+        let high = if low == high { high + 0.001 } else { high };
+        let ramp = Array::arange(0.0, (dims / 2) as f64, 1.0, Dtype::Float32)?.subtract_scalar(low)?.divide_scalar(high - low)?;
+        let ramp = ramp.clip(Some(&Array::scalar(0.0, Dtype::Float32)?), Some(&Array::scalar(1.0, Dtype::Float32)?))?;
+        let mask = ramp.negative()?.add_scalar(1.0)?;
+        let num = freq_inter.multiply(&freq_extra)?;
+        let den = freq_inter.multiply(&mask)?.add(&freq_extra.multiply(&mask.negative()?.add_scalar(1.0)?)?)?;
+        let freqs = num.divide(&den)?;
+        freqs.eval()?;
+        Ok(Rope::Scaled { dims, traditional, freqs, scale: input_scale as f32 })
     }
 
     pub fn forward(&self, x: &Array, offset: i32) -> Result<Array> {
         match self {
             Rope::Identity => Ok(x.clone()),
-            Rope::SuScaled { dims, freqs, scale } => {
+            Rope::Scaled { dims, traditional, freqs, scale } => {
                 // x.at[..., :dims].multiply(scale): the rotated part only (a no-op at 1).
                 let x = if *scale == 1.0 {
                     x.clone()
@@ -80,7 +115,7 @@ impl Rope {
                     let head = x.slice_axis(-1, 0, *dims)?.multiply_scalar(*scale as f64)?;
                     Array::concatenate(&[&head, &x.slice_axis(-1, *dims, x.dim(-1))?], -1)?
                 };
-                fast::rope(&x, *dims, false, None, 1.0, offset, Some(freqs))
+                fast::rope(&x, *dims, *traditional, None, 1.0, offset, Some(freqs))
             }
             Rope::Standard { dims, traditional, base, scale } => fast::rope(x, *dims, *traditional, Some(*base), *scale, offset, None),
             Rope::Freqs { dims, traditional, freqs } => fast::rope(x, *dims, *traditional, None, 1.0, offset, Some(freqs)),
