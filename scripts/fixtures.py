@@ -159,6 +159,15 @@ PHI3 = dict(SMALL, model_type="phi3", architectures=["Phi3ForCausalLM"], rms_nor
                           "short_factor": [1.0, 1.0, 1.1, 1.2, 1.3, 1.4]},
             tie_word_embeddings=False)
 
+# Ministral 3: sliding (window 8) and full layers in turn, YaRN from rope_parameters, and Llama 4's
+# query scaling by position (original context 16, so it grows within the test prompts).
+MINISTRAL3 = dict(SMALL, model_type="ministral3", architectures=["Ministral3ForCausalLM"], num_hidden_layers=4,
+                  head_dim=16, rms_norm_eps=1e-5, max_position_embeddings=262144, sliding_window=8,
+                  layer_types=["sliding_attention", "full_attention"] * 2, tie_word_embeddings=False,
+                  rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0,
+                                   "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0,
+                                   "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1})
+
 # SmolLM3: the Llama decoder with RoPE off in every 2nd layer (NoPE; SmolLM3-3B: every 4th).
 SMOLLM3 = dict(LLAMA, model_type="smollm3", architectures=["SmolLM3ForCausalLM"], num_hidden_layers=4,
                rope_scaling=None, rope_theta=5000000.0, no_rope_layer_interval=2, tie_word_embeddings=True)
@@ -213,6 +222,7 @@ RANDOM_FIXTURES = [
     ("smollm3-f32", SMOLLM3, 9),
     ("qwen3-moe-f32", QWEN3_MOE, 10),
     ("phi3-f32", PHI3, 12),
+    ("ministral3-f32", MINISTRAL3, 13),
 ]
 # (name, config, first seed, tokenizer): families with their own tokenizer.
 FAMILY_FIXTURES = [
@@ -439,6 +449,22 @@ def make_config_variant(out, name, src_name, config, tok_dir):
     write_common(dst, config, tok_dir)
 
 
+def make_mistral3_vlm(out, tok_dir):
+    """ministral3-f32 as a `mistral3` (vision-language) checkpoint: language_model.* beside vision tensors."""
+    dst = out / "mistral3-vlm"
+    dst.mkdir(parents=True)
+    weights = {f"language_model.{k}": v for k, v in mx.load(str(out / "ministral3-f32" / "model.safetensors")).items()}
+    mx.random.seed(98)
+    weights["vision_tower.patch_conv.weight"] = mx.random.normal((8, 3, 2, 2))
+    weights["multi_modal_projector.linear_1.weight"] = mx.random.normal((8, 8))
+    save_weights(dst / "model.safetensors", weights)
+    text = {k: v for k, v in MINISTRAL3.items() if k not in ("architectures", "torch_dtype", "transformers_version")}
+    config = {"model_type": "mistral3", "architectures": ["Mistral3ForConditionalGeneration"], "text_config": text,
+              "vision_config": {"model_type": "pixtral", "hidden_size": 8}, "torch_dtype": "float32",
+              "eos_token_id": IM_END, "transformers_version": "4.51.0"}
+    write_common(dst, config, tok_dir)
+
+
 def make_unstacked_experts(out, tok_dir):
     """qwen3-moe-f32 with each expert's weights on its own (mlp.experts.E.up_proj.weight), as
     Hugging Face checkpoints store them; MLX-LM's sanitize stacks them back."""
@@ -567,6 +593,7 @@ def main():
         # YaRN RoPE (as Qwen3's long-context configs set it) on qwen3-f32's weights.
         ("qwen3-yarn", lambda: make_config_variant(out, "qwen3-yarn", "qwen3-f32", dict(QWEN3, rope_scaling={
             "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "beta_fast": 32.0, "beta_slow": 1.0}), tok_dir)),
+        ("mistral3-vlm", lambda: make_mistral3_vlm(out, tok_dir)),
         ("qwen3-moe-q4", lambda: make_quantized(out, "qwen3-moe-q4", out / "qwen3-moe-f32", tok_dir, 4, dtype="bfloat16")),
         ("qwen3-moe-hf", lambda: make_unstacked_experts(out, tok_dir)),
         ("phi3-bf16-q4", lambda: make_quantized(out, "phi3-bf16-q4", out / "phi3-f32", tok_dir, 4, dtype="bfloat16")),

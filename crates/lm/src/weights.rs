@@ -214,9 +214,14 @@ impl Weights {
 
     /// Renames `{prefix}name` to `name` (a wrapped model's weights).
     pub fn strip_prefix(&mut self, prefix: &str) {
-        let names: Vec<String> = self.tensors.keys().filter(|k| k.starts_with(prefix)).cloned().collect();
+        self.rename_prefix(prefix, "");
+    }
+
+    /// Renames `{from}name` to `{to}name`.
+    pub fn rename_prefix(&mut self, from: &str, to: &str) {
+        let names: Vec<String> = self.tensors.keys().filter(|k| k.starts_with(from)).cloned().collect();
         for name in names {
-            let short = name[prefix.len()..].to_string();
+            let short = format!("{to}{}", &name[from.len()..]);
             if let Some(a) = self.tensors.remove(&name) {
                 self.tensors.insert(short.clone(), a);
             }

@@ -44,6 +44,9 @@ pub struct SelfAttention {
     pub kv_heads: i32,
     pub head_dim: i32,
     pub scale: f32,
+    /// Llama 4's query scaling by position, `(beta, original context)`
+    /// (Ministral 3): queries times `1 + beta * ln(1 + floor(pos / original))`.
+    pub position_scale: Option<(f32, i32)>,
 }
 
 impl SelfAttention {
@@ -74,12 +77,28 @@ impl SelfAttention {
         Ok((q, k, v))
     }
 
+    /// Queries `[B, heads, L, dim]` at positions `offset..` times their
+    /// position scale, op for op as MLX-LM's `_get_llama_4_attn_scale`.
+    fn scale_positions(&self, q: Array, offset: i32) -> Result<Array> {
+        let Some((beta, original)) = self.position_scale else { return Ok(q) };
+        let l = q.dim(2);
+        let pos = Array::arange(0.0, l as f64, 1.0, Dtype::Int32)?.add_scalar(offset as f64)?;
+        let scaling = pos
+            .divide(&Array::scalar(original as f64, Dtype::Int32)?)?
+            .floor()?
+            .add_scalar(1.0)?
+            .log()?
+            .multiply_scalar(beta as f64)?
+            .add_scalar(1.0)?;
+        q.multiply(&scaling.expand_dims(&[1])?.astype(q.dtype())?)
+    }
+
     /// `x` `[B, L, hidden]` through attention, appending to `cache`.
     pub fn forward(&self, x: &Array, cache: &mut dyn Cache, rope: &Rope) -> Result<Array> {
         let s = x.shape();
         let (b, l) = (s[0], s[1]);
         let (q, k, v) = self.project(x)?;
-        let q = rope.forward(&q, cache.offset())?;
+        let q = self.scale_positions(rope.forward(&q, cache.offset())?, cache.offset())?;
         let k = rope.forward(&k, cache.offset())?;
         let mask = cache.mask(l)?;
         let fetched = cache.update_and_fetch(&k, &v)?;
@@ -97,7 +116,7 @@ impl SelfAttention {
         for (row, seq) in caches.iter_mut().enumerate() {
             let cache = seq[layer].as_mut();
             let r = row as i32;
-            let q = rope.forward(&q.slice_axis(0, r, r + 1)?, cache.offset())?;
+            let q = self.scale_positions(rope.forward(&q.slice_axis(0, r, r + 1)?, cache.offset())?, cache.offset())?;
             let k = rope.forward(&k.slice_axis(0, r, r + 1)?, cache.offset())?;
             let mask = cache.mask(1)?;
             let fetched = cache.update_and_fetch(&k, &v.slice_axis(0, r, r + 1)?)?;

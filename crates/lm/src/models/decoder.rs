@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::attention::{Projections, SelfAttention};
 use super::LanguageModel;
-use crate::cache::{kv_caches, Cache, LayerCaches};
+use crate::cache::{kv_caches, Cache, LayerCaches, LayerKind};
 use crate::config::{ModelConfig, RopeScaling};
 use crate::error::Result;
 use crate::weights::Weights;
@@ -99,6 +99,8 @@ pub struct Decoder {
     lm_head: Option<Linear>,
     dtype: Dtype,
     quantization: Option<(i32, i32)>,
+    /// Per-layer cache kinds when the family fixes them (sliding-window layers).
+    pub(super) layout: Option<Vec<LayerKind>>,
 }
 
 pub(super) fn build_rope(c: &ModelConfig) -> Result<Rope> {
@@ -162,6 +164,7 @@ impl DecoderStack {
                 kv_heads: c.num_key_value_heads,
                 head_dim: hd,
                 scale: (hd as f32).powf(-0.5),
+                position_scale: None,
             };
             let mlp = ffn(w, i as usize, &format!("{p}.mlp"))?;
             layers.push(Block {
@@ -206,6 +209,13 @@ impl DecoderStack {
             h = hh.add(&layer.mlp.forward(&x)?)?;
         }
         self.norm.forward(&h)
+    }
+
+    /// Scales every layer's queries by position as Llama 4 does (`beta`, original context).
+    pub fn set_position_scale(&mut self, beta: f32, original: i32) {
+        for layer in &mut self.layers {
+            layer.attn.position_scale = Some((beta, original));
+        }
     }
 
     /// Marks the layers that apply no RoPE (`true` = NoPE), one flag per layer.
@@ -268,7 +278,7 @@ impl Decoder {
         w.finish_with_progress(progress)?;
 
         let quantization = quant_cfg.as_ref().and_then(|q| Some((q.get("bits")?.as_i64()? as i32, q.get("group_size")?.as_i64()? as i32)));
-        Ok(Decoder { embed_tokens, stack, lm_head, dtype, quantization })
+        Ok(Decoder { embed_tokens, stack, lm_head, dtype, quantization, layout: None })
     }
 }
 
@@ -299,7 +309,14 @@ impl LanguageModel for Decoder {
     }
 
     fn new_caches(&self) -> LayerCaches {
-        self.stack.new_caches()
+        match &self.layout {
+            None => self.stack.new_caches(),
+            Some(kinds) => crate::cache::make_model_caches(Some(kinds), kinds.len(), &crate::cache::CacheOptions::default()),
+        }
+    }
+
+    fn cache_layout(&self) -> Option<Vec<LayerKind>> {
+        self.layout.clone()
     }
 
     fn config(&self) -> &ModelConfig {

@@ -168,6 +168,7 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
             kv_heads: c.num_key_value_heads,
             head_dim: hd,
             scale: args.query_pre_attn_scalar.powf(-0.5),
+            position_scale: None,
         };
         layers.push(Block {
             attn,

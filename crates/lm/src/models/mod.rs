@@ -3,6 +3,7 @@
 mod attention;
 mod decoder;
 mod gemma3;
+mod ministral3;
 mod moe;
 mod phi3;
 mod qwen3_moe;

@@ -6,7 +6,7 @@ use std::path::Path;
 use mlx::Dtype;
 use serde_json::Value;
 
-use super::{decoder, gemma3, phi3, qwen3_moe, smollm3, LanguageModel};
+use super::{decoder, gemma3, ministral3, phi3, qwen3_moe, smollm3, LanguageModel};
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::weights::Weights;
@@ -32,6 +32,13 @@ const FAMILIES: &[Family] = &[
     Family { model_type: "llama", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
     Family { model_type: "mistral", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
     Family { model_type: "qwen2", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
+    Family { model_type: "ministral3", sanitize: decoder::sanitize, build: ministral3::build, text_config: None },
+    Family {
+        model_type: "mistral3",
+        sanitize: ministral3::sanitize_multimodal,
+        build: ministral3::build_multimodal,
+        text_config: Some(ministral3::text_config),
+    },
     Family { model_type: "phi3", sanitize: decoder::sanitize, build: phi3::build, text_config: None },
     Family { model_type: "qwen3_moe", sanitize: qwen3_moe::sanitize, build: qwen3_moe::build, text_config: None },
     Family { model_type: "smollm3", sanitize: decoder::sanitize, build: smollm3::build, text_config: None },
