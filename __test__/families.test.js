@@ -8,6 +8,7 @@
 // Qwen3-MoE (qwen3_moe): experts by gather_mm / gather_qmm.
 // Phi-3 (phi3): fused qkv and gate_up, partial rotary, LongRoPE.
 // Ministral 3 (ministral3, mistral3): sliding layers, YaRN, position-scaled queries.
+// GPT-OSS (gpt_oss): attention sinks, biased top-k-softmax experts.
 // SmolLM3 (smollm3): layers without RoPE.
 // Gemma 3 (gemma3_text): sliding window 8 (every other layer), so the rotating caches wrap both
 // during a long prompt and while decoding.
@@ -57,6 +58,11 @@ for (const m of ['phi3-f32', 'phi3-bf16-q4']) {
 cases.push({ m: 'ministral3-f32', label: 'greedy, prompt past the window', input: STR, options: { maxTokens: 24 } });
 cases.push({ m: 'ministral3-f32', label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 9 } });
 cases.push({ m: 'mistral3-vlm', label: 'greedy, text model of a mistral3 checkpoint', input: STR, options: { maxTokens: 24 } });
+// GPT-OSS: sinks, sliding and full layers, biased experts with swiglu_oai, YaRN.
+for (const m of ['gpt-oss-f32', 'gpt-oss-bf16-q4']) {
+  cases.push({ m, label: 'greedy, prompt past the window', input: STR, options: { maxTokens: 24 } });
+  cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 10 } });
+}
 // YaRN RoPE (shared by every family that uses the common RoPE builder), on Qwen3.
 cases.push({ m: 'qwen3-yarn', label: 'greedy, YaRN RoPE', input: STR, options: { maxTokens: 24 } });
 cases.push({ m: 'qwen3-yarn', label: 'seeded, YaRN RoPE', input: CHAT2, options: { maxTokens: 24, temperature: 0.8, seed: 8 } });

@@ -168,6 +168,14 @@ MINISTRAL3 = dict(SMALL, model_type="ministral3", architectures=["Ministral3ForC
                                    "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0,
                                    "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1})
 
+# GPT-OSS: biased projections, attention sinks (random here: MLX-LM initializes them to 0),
+# sliding (window 8) and full layers in turn, 8 experts top 2 with swiglu_oai, YaRN as the real one.
+GPT_OSS = dict(SMALL, model_type="gpt_oss", architectures=["GptOssForCausalLM"], num_hidden_layers=4,
+               num_local_experts=8, num_experts_per_tok=2, head_dim=16, intermediate_size=64, sliding_window=8,
+               rope_theta=150000.0, rms_norm_eps=1e-5, tie_word_embeddings=False,
+               rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                             "original_max_position_embeddings": 4096, "truncate": False})
+
 # SmolLM3: the Llama decoder with RoPE off in every 2nd layer (NoPE; SmolLM3-3B: every 4th).
 SMOLLM3 = dict(LLAMA, model_type="smollm3", architectures=["SmolLM3ForCausalLM"], num_hidden_layers=4,
                rope_scaling=None, rope_theta=5000000.0, no_rope_layer_interval=2, tie_word_embeddings=True)
@@ -223,6 +231,7 @@ RANDOM_FIXTURES = [
     ("qwen3-moe-f32", QWEN3_MOE, 10),
     ("phi3-f32", PHI3, 12),
     ("ministral3-f32", MINISTRAL3, 13),
+    ("gpt-oss-f32", GPT_OSS, 14),
 ]
 # (name, config, first seed, tokenizer): families with their own tokenizer.
 FAMILY_FIXTURES = [
@@ -332,6 +341,10 @@ def rescale(model, tied):
             scale = LOGIT_SCALE
         elif k == "lm_head.weight" and not tied:
             scale = 3 ** 0.5
+        elif kind == "sinks":
+            # MLX-LM initializes GPT-OSS's sinks to 0: give them values that matter.
+            new[k] = mx.random.normal(v.shape) * 2.0
+            continue
         if scale != 1.0:
             new[k] = v * scale
     model.load_weights(list(new.items()), strict=False)
@@ -594,6 +607,7 @@ def main():
         ("qwen3-yarn", lambda: make_config_variant(out, "qwen3-yarn", "qwen3-f32", dict(QWEN3, rope_scaling={
             "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "beta_fast": 32.0, "beta_slow": 1.0}), tok_dir)),
         ("mistral3-vlm", lambda: make_mistral3_vlm(out, tok_dir)),
+        ("gpt-oss-bf16-q4", lambda: make_quantized(out, "gpt-oss-bf16-q4", out / "gpt-oss-f32", tok_dir, 4, dtype="bfloat16")),
         ("qwen3-moe-q4", lambda: make_quantized(out, "qwen3-moe-q4", out / "qwen3-moe-f32", tok_dir, 4, dtype="bfloat16")),
         ("qwen3-moe-hf", lambda: make_unstacked_experts(out, tok_dir)),
         ("phi3-bf16-q4", lambda: make_quantized(out, "phi3-bf16-q4", out / "phi3-f32", tok_dir, 4, dtype="bfloat16")),

@@ -500,11 +500,12 @@ int mlxn_rope(mlxn_array x, int dims, int traditional, float base, int has_base,
   });
 }
 
-int mlxn_sdpa(mlxn_array q, mlxn_array k, mlxn_array v, float scale, const char* mask_mode, mlxn_array mask, mlxn_array* out) {
+int mlxn_sdpa(mlxn_array q, mlxn_array k, mlxn_array v, float scale, const char* mask_mode, mlxn_array mask, mlxn_array sinks,
+              mlxn_array* out) {
   return guard([&] {
     std::string mode = mask_mode ? mask_mode : "";
     if (mask && mode.empty()) mode = "array";
-    *out = wrap(mx::fast::scaled_dot_product_attention(A(q), A(k), A(v), scale, mode, opt(mask)));
+    *out = wrap(mx::fast::scaled_dot_product_attention(A(q), A(k), A(v), scale, mode, opt(mask), opt(sinks)));
   });
 }
 

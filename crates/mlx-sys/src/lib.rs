@@ -150,6 +150,7 @@ extern "C" {
         scale: f32,
         mask_mode: *const c_char,
         mask: mlxn_array,
+        sinks: mlxn_array,
         out: *mut mlxn_array,
     ) -> c_int;
 

@@ -46,15 +46,21 @@ pub fn scaled_dot_product_attention(q: &Array, k: &Array, v: &Array, scale: f32,
 /// MLX's own `fast::scaled_dot_product_attention` on any device (the reference
 /// the CPU path above is checked against).
 pub fn scaled_dot_product_attention_mlx(q: &Array, k: &Array, v: &Array, scale: f32, mask: AttentionMask) -> Result<Array> {
+    scaled_dot_product_attention_sinks(q, k, v, scale, mask, None)
+}
+
+/// MLX's attention with per-head sink logits (GPT-OSS): each head's softmax
+/// also weighs a sink that contributes no value.
+pub fn scaled_dot_product_attention_sinks(q: &Array, k: &Array, v: &Array, scale: f32, mask: AttentionMask, sinks: Option<&Array>) -> Result<Array> {
     let (mode, arr) = match mask {
         AttentionMask::None => ("", None),
         AttentionMask::Causal => ("causal", None),
         AttentionMask::Array(a) => ("", Some(a)),
     };
     let mode = CString::new(mode).expect("mask mode has no NUL");
-    // SAFETY: the handles are live, the mask a live handle or null; `mode` is a NUL-terminated string
+    // SAFETY: the handles are live, the mask and sinks live handles or null; `mode` is a NUL-terminated string
     // alive for the call; `out` and errors as in `make`.
-    make(|out| unsafe { sys::mlxn_sdpa(q.raw, k.raw, v.raw, scale, mode.as_ptr(), raw_or_null(arr), out) })
+    make(|out| unsafe { sys::mlxn_sdpa(q.raw, k.raw, v.raw, scale, mode.as_ptr(), raw_or_null(arr), raw_or_null(sinks), out) })
 }
 
 /// What MLX itself runs for attention on the CPU (its `fast.cpp` fallback, op

@@ -3,7 +3,7 @@
 //! projection), and attention over what a cache fetched: MLX's fused kernel
 //! for plain keys and values, MLX-LM's `quantized_scaled_dot_product_attention`
 //! for quantized ones.
-use mlx::fast::{scaled_dot_product_attention, AttentionMask};
+use mlx::fast::{scaled_dot_product_attention, scaled_dot_product_attention_sinks, AttentionMask};
 use mlx::nn::{Linear, RmsNorm, Rope};
 use mlx::quant::quantized_matmul_mlx;
 use mlx::{Array, Dtype, Result};
@@ -47,6 +47,8 @@ pub struct SelfAttention {
     /// Llama 4's query scaling by position, `(beta, original context)`
     /// (Ministral 3): queries times `1 + beta * ln(1 + floor(pos / original))`.
     pub position_scale: Option<(f32, i32)>,
+    /// Per-head attention sink logits (GPT-OSS).
+    pub sinks: Option<Array>,
 }
 
 impl SelfAttention {
@@ -102,7 +104,7 @@ impl SelfAttention {
         let k = rope.forward(&k, cache.offset())?;
         let mask = cache.mask(l)?;
         let fetched = cache.update_and_fetch(&k, &v)?;
-        let o = attend(&q, fetched, self.scale, mask)?;
+        let o = attend(&q, fetched, self.scale, mask, self.sinks.as_ref())?;
         self.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?)
     }
 
@@ -120,7 +122,7 @@ impl SelfAttention {
             let k = rope.forward(&k.slice_axis(0, r, r + 1)?, cache.offset())?;
             let mask = cache.mask(1)?;
             let fetched = cache.update_and_fetch(&k, &v.slice_axis(0, r, r + 1)?)?;
-            outs.push(attend(&q, fetched, self.scale, mask)?);
+            outs.push(attend(&q, fetched, self.scale, mask, self.sinks.as_ref())?);
         }
         let refs: Vec<&Array> = outs.iter().collect();
         let o = Array::concatenate(&refs, 0)?;
@@ -129,7 +131,7 @@ impl SelfAttention {
 }
 
 /// `queries` `[B, heads, L, D]` against the fetched keys and values.
-pub fn attend(queries: &Array, fetched: Fetched, scale: f32, mask: CacheMask) -> Result<Array> {
+pub fn attend(queries: &Array, fetched: Fetched, scale: f32, mask: CacheMask, sinks: Option<&Array>) -> Result<Array> {
     match fetched {
         Fetched::Dense { keys, values } => {
             let mask = match &mask {
@@ -137,7 +139,13 @@ pub fn attend(queries: &Array, fetched: Fetched, scale: f32, mask: CacheMask) ->
                 CacheMask::Causal => AttentionMask::Causal,
                 CacheMask::Array(m) => AttentionMask::Array(m),
             };
-            scaled_dot_product_attention(queries, &keys, &values, scale, mask)
+            match sinks {
+                None => scaled_dot_product_attention(queries, &keys, &values, scale, mask),
+                Some(s) => scaled_dot_product_attention_sinks(queries, &keys, &values, scale, mask, Some(s)),
+            }
+        }
+        Fetched::Quantized { .. } if sinks.is_some() => {
+            Err(mlx::Error::new("a quantized KV cache cannot be used with attention sinks (as in MLX-LM)"))
         }
         Fetched::Quantized { keys, values, group_size, bits } => quantized(queries, &keys, &values, scale, mask, group_size, bits),
     }

@@ -165,6 +165,7 @@ impl DecoderStack {
                 head_dim: hd,
                 scale: (hd as f32).powf(-0.5),
                 position_scale: None,
+                sinks: None,
             };
             let mlp = ffn(w, i as usize, &format!("{p}.mlp"))?;
             layers.push(Block {
@@ -215,6 +216,13 @@ impl DecoderStack {
     pub fn set_position_scale(&mut self, beta: f32, original: i32) {
         for layer in &mut self.layers {
             layer.attn.position_scale = Some((beta, original));
+        }
+    }
+
+    /// Per-head attention sink logits, one array per layer (GPT-OSS).
+    pub fn set_sinks(&mut self, sinks: Vec<Array>) {
+        for (layer, s) in self.layers.iter_mut().zip(sinks) {
+            layer.attn.sinks = Some(s);
         }
     }
 

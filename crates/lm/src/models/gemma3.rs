@@ -169,6 +169,7 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
             head_dim: hd,
             scale: args.query_pre_attn_scalar.powf(-0.5),
             position_scale: None,
+            sinks: None,
         };
         layers.push(Block {
             attn,

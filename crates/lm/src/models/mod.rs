@@ -3,6 +3,7 @@
 mod attention;
 mod decoder;
 mod gemma3;
+mod gpt_oss;
 mod ministral3;
 mod moe;
 mod phi3;

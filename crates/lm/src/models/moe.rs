@@ -11,17 +11,40 @@ use super::decoder::FeedForward;
 use crate::error::{LmError, Result};
 use crate::weights::Weights;
 
-/// One projection of every expert: `[experts, out, in]`.
-pub enum SwitchLinear {
+/// One projection of every expert: `[experts, out, in]`, and a bias per expert
+/// where the family has one.
+pub struct SwitchLinear {
+    weights: SwitchWeights,
+    bias: Option<Array>,
+}
+
+enum SwitchWeights {
     Dense { weight: Array },
     Quantized { weight: Array, scales: Array, biases: Array, group_size: i32, bits: i32 },
 }
 
 impl SwitchLinear {
-    /// `{prefix}.weight` (and `.scales`/`.biases` when quantized) for `experts` experts.
-    pub fn load(w: &mut Weights, prefix: &str, experts: i32, in_dims: i32, out_dims: i32) -> Result<SwitchLinear> {
+    /// `{prefix}.weight` (and `.scales`/`.biases` when quantized, `.bias` with
+    /// `bias`) for `experts` experts.
+    pub fn load(w: &mut Weights, prefix: &str, experts: i32, in_dims: i32, out_dims: i32, bias: bool) -> Result<SwitchLinear> {
+        let bias = w.take_optional(&format!("{prefix}.bias"), &[experts, out_dims], bias)?;
+        Ok(SwitchLinear { weights: SwitchWeights::load(w, prefix, experts, in_dims, out_dims)?, bias })
+    }
+
+    /// `x` `[..., 1, in]` through the expert each entry of `indices` names.
+    fn forward(&self, x: &Array, indices: &Array, sorted: bool) -> MlxResult<Array> {
+        let y = self.weights.forward(x, indices, sorted)?;
+        match &self.bias {
+            None => Ok(y),
+            Some(b) => y.add(&b.take(indices, Some(0))?.expand_dims(&[-2])?),
+        }
+    }
+}
+
+impl SwitchWeights {
+    fn load(w: &mut Weights, prefix: &str, experts: i32, in_dims: i32, out_dims: i32) -> Result<SwitchWeights> {
         match w.quant_params(prefix, in_dims)? {
-            None => Ok(SwitchLinear::Dense { weight: w.take(&format!("{prefix}.weight"), &[experts, out_dims, in_dims])? }),
+            None => Ok(SwitchWeights::Dense { weight: w.take(&format!("{prefix}.weight"), &[experts, out_dims, in_dims])? }),
             Some(q) => {
                 if in_dims % q.group_size != 0 || (in_dims * q.bits) % 32 != 0 {
                     return Err(LmError::InvalidWeights(format!(
@@ -30,7 +53,7 @@ impl SwitchLinear {
                     )));
                 }
                 let groups = in_dims / q.group_size;
-                Ok(SwitchLinear::Quantized {
+                Ok(SwitchWeights::Quantized {
                     weight: w.take(&format!("{prefix}.weight"), &[experts, out_dims, in_dims * q.bits / 32])?,
                     scales: w.take(&format!("{prefix}.scales"), &[experts, out_dims, groups])?,
                     biases: w.take(&format!("{prefix}.biases"), &[experts, out_dims, groups])?,
@@ -41,33 +64,57 @@ impl SwitchLinear {
         }
     }
 
-    /// `x` `[..., 1, in]` through the expert each entry of `indices` names.
     fn forward(&self, x: &Array, indices: &Array, sorted: bool) -> MlxResult<Array> {
         match self {
-            SwitchLinear::Dense { weight } => gather_mm(x, &weight.swapaxes(-1, -2)?, indices, sorted),
-            SwitchLinear::Quantized { weight, scales, biases, group_size, bits } => {
+            SwitchWeights::Dense { weight } => gather_mm(x, &weight.swapaxes(-1, -2)?, indices, sorted),
+            SwitchWeights::Quantized { weight, scales, biases, group_size, bits } => {
                 gather_qmm(x, weight, scales, Some(biases), indices, true, *group_size, *bits, sorted)
             }
         }
     }
 }
 
-/// The experts' SwiGLU MLPs (`SwitchGLU`).
+/// How an expert's gate and up projections combine.
+#[derive(Clone, Copy)]
+pub enum Activation {
+    /// `silu(gate) * up`.
+    SwiGlu,
+    /// GPT-OSS's `swiglu_oai`: the gate clipped from above at 7, up clipped to
+    /// [-7, 7], `(up + 1) * gate * sigmoid(1.702 * gate)`.
+    SwiGluOai,
+}
+
+impl Activation {
+    fn apply(self, gate: &Array, up: &Array) -> MlxResult<Array> {
+        match self {
+            Activation::SwiGlu => nn::swiglu(gate, up),
+            Activation::SwiGluOai => {
+                let gate = gate.minimum_scalar(7.0)?;
+                let up = up.clip(Some(&up.scalar_like(-7.0)?), Some(&up.scalar_like(7.0)?))?;
+                up.add_scalar(1.0)?.multiply(&gate.multiply(&gate.multiply_scalar(1.702)?.sigmoid()?)?)
+            }
+        }
+    }
+}
+
+/// The experts' gated MLPs (`SwitchGLU`).
 pub struct SwitchGlu {
     gate_proj: SwitchLinear,
     up_proj: SwitchLinear,
     down_proj: SwitchLinear,
+    activation: Activation,
 }
 
 /// From this many (token, expert) pairs on, MLX-LM sorts them by expert first.
 const SORT_FROM: i32 = 64;
 
 impl SwitchGlu {
-    pub fn load(w: &mut Weights, prefix: &str, experts: i32, dims: i32, hidden: i32) -> Result<SwitchGlu> {
+    pub fn load(w: &mut Weights, prefix: &str, experts: i32, dims: i32, hidden: i32, bias: bool, activation: Activation) -> Result<SwitchGlu> {
         Ok(SwitchGlu {
-            gate_proj: SwitchLinear::load(w, &format!("{prefix}.gate_proj"), experts, dims, hidden)?,
-            up_proj: SwitchLinear::load(w, &format!("{prefix}.up_proj"), experts, dims, hidden)?,
-            down_proj: SwitchLinear::load(w, &format!("{prefix}.down_proj"), experts, hidden, dims)?,
+            gate_proj: SwitchLinear::load(w, &format!("{prefix}.gate_proj"), experts, dims, hidden, bias)?,
+            up_proj: SwitchLinear::load(w, &format!("{prefix}.up_proj"), experts, dims, hidden, bias)?,
+            down_proj: SwitchLinear::load(w, &format!("{prefix}.down_proj"), experts, hidden, dims, bias)?,
+            activation,
         })
     }
 
@@ -90,7 +137,7 @@ impl SwitchGlu {
         };
         let up = self.up_proj.forward(&x, &idx, sort)?;
         let gate = self.gate_proj.forward(&x, &idx, sort)?;
-        let mut y = self.down_proj.forward(&nn::swiglu(&gate, &up)?, &idx, sort)?;
+        let mut y = self.down_proj.forward(&self.activation.apply(&gate, &up)?, &idx, sort)?;
         if let Some(inverse) = inverse {
             y = y.take(&inverse, Some(0))?;
             let mut shape = indices.shape();
@@ -116,7 +163,7 @@ impl SparseMoe {
     pub fn load(w: &mut Weights, prefix: &str, dims: i32, hidden: i32, experts: i32, top_k: i32, norm_topk_prob: bool) -> Result<SparseMoe> {
         Ok(SparseMoe {
             gate: w.linear(&format!("{prefix}.gate"), dims, experts, false)?,
-            switch_mlp: SwitchGlu::load(w, &format!("{prefix}.switch_mlp"), experts, dims, hidden)?,
+            switch_mlp: SwitchGlu::load(w, &format!("{prefix}.switch_mlp"), experts, dims, hidden, false, Activation::SwiGlu)?,
             experts,
             top_k,
             norm_topk_prob,
@@ -135,5 +182,30 @@ impl FeedForward for SparseMoe {
         }
         let y = self.switch_mlp.forward(x, &inds)?;
         y.multiply(&scores.expand_dims(&[-1])?)?.sum(&[-2], false)?.astype(y.dtype())
+    }
+}
+
+/// GPT-OSS's block: a biased router, its top `top_k` logits softmaxed into
+/// the weights of those experts.
+pub struct TopKMoe {
+    router: Linear,
+    experts: SwitchGlu,
+    num_experts: i32,
+    top_k: i32,
+}
+
+impl TopKMoe {
+    pub fn new(router: Linear, experts: SwitchGlu, num_experts: i32, top_k: i32) -> TopKMoe {
+        TopKMoe { router, experts, num_experts, top_k }
+    }
+}
+
+impl FeedForward for TopKMoe {
+    fn forward(&self, x: &Array) -> MlxResult<Array> {
+        let g = self.router.forward(x)?;
+        let (e, k) = (self.num_experts, self.top_k);
+        let inds = g.argpartition(e - k, -1)?.slice_axis(-1, e - k, e)?;
+        let weights = g.take_along_axis(&inds, -1)?.softmax(&[-1], true)?;
+        self.experts.forward(x, &inds)?.multiply(&weights.expand_dims(&[-1])?)?.sum(&[-2], false)
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use mlx::Dtype;
 use serde_json::Value;
 
-use super::{decoder, gemma3, ministral3, phi3, qwen3_moe, smollm3, LanguageModel};
+use super::{decoder, gemma3, gpt_oss, ministral3, phi3, qwen3_moe, smollm3, LanguageModel};
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::weights::Weights;
@@ -32,6 +32,7 @@ const FAMILIES: &[Family] = &[
     Family { model_type: "llama", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
     Family { model_type: "mistral", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
     Family { model_type: "qwen2", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
+    Family { model_type: "gpt_oss", sanitize: decoder::sanitize, build: gpt_oss::build, text_config: Some(gpt_oss::with_defaults) },
     Family { model_type: "ministral3", sanitize: decoder::sanitize, build: ministral3::build, text_config: None },
     Family {
         model_type: "mistral3",
