@@ -45,12 +45,24 @@ const PLAN = {
   'qwen3-100m-f32': { maxTokens: 128, configs: ALL_CONFIGS, perToken: true },
   'qwen3-0.6b-f32': { maxTokens: 32, configs: ALL_CONFIGS },
   'qwen3-0.6b-4bit': { maxTokens: 16, configs: ['greedy', 'full'] },
+  // Other families (issue 29), only with --model: benchmark/RESULTS-families.md. MLX-LM's
+  // 4-bit Gemma prefill alone takes ~40 s per run here (MLX's CPU quantized matmul).
+  'gemma3-1b-f32': { maxTokens: 16, configs: ['greedy', 'full'], family: true },
+  'gemma3-1b-4bit': { maxTokens: 16, configs: ['greedy', 'full'], family: true },
+  'qwen3-moe-1b-f32': { maxTokens: 32, configs: ['greedy', 'full'], family: true },
+  'qwen3-moe-1b-4bit': { maxTokens: 32, configs: ['greedy', 'full'], family: true },
 };
 const QUICK = {
   'qwen3-100m-f32': { maxTokens: 32, configs: ALL_CONFIGS, perToken: true },
   'qwen3-0.6b-f32': { maxTokens: 8, configs: ['greedy', 'full'] },
   'qwen3-0.6b-4bit': { maxTokens: 4, configs: ['greedy'] },
+  'gemma3-1b-f32': { maxTokens: 4, configs: ['greedy'], family: true },
+  'gemma3-1b-4bit': { maxTokens: 4, configs: ['greedy'], family: true },
+  'qwen3-moe-1b-f32': { maxTokens: 4, configs: ['greedy'], family: true },
+  'qwen3-moe-1b-4bit': { maxTokens: 4, configs: ['greedy'], family: true },
 };
+// A run without --model: the Qwen3 models (benchmark/RESULTS.md).
+const DEFAULT_MODELS = Object.keys(PLAN).filter((n) => !PLAN[n].family);
 const ROUNDS = 3;
 const PER_TOKEN_AT = [10, 25, 50, 100, 500];
 const PER_TOKEN_AT_QUICK = [10, 25];
@@ -336,11 +348,42 @@ function targets(report) {
   return ['| target | measured (median) | |', '|---|--:|---|', ...out].join('\n');
 }
 
+// What the other families' benchmark models are (benchmark/models.py), when the run has any.
+function familyNotes(report) {
+  const has = (prefix) => report.models.some((m) => PLAN[m.name]?.family && m.name.startsWith(prefix));
+  const lines = [];
+  if (has('gemma3-')) {
+    lines.push('- gemma3-1b-*: Gemma 3 1B\'s shape (`gemma3_text`: hidden 1152, 26 layers, 4 heads, 1 KV head of 256, MLP 6912, ' +
+      'sliding window 512 on 5 of every 6 layers, query_pre_attn_scalar 256, RoPE bases 1e6 global / 1e4 local, vocabulary 262,144, tied), ' +
+      'seeded random weights from MLX-LM\'s own class, the real Gemma 3 tokenizer (its BOS included in the prompt count); 4-bit: `mlx_lm convert`, 4 bits, group 64. ' +
+      'With this prompt and these lengths no sliding window fills (the rotating caches never wrap), as for any prompt under 512 tokens.');
+  }
+  if (has('qwen3-moe-')) {
+    lines.push('- qwen3-moe-1b-*: Qwen3-30B-A3B\'s layout (`qwen3_moe`: every layer sparse, top 8 of the experts, renormalized, 4 KV heads of 128, ' +
+      'untied head, vocabulary 151,936) scaled down: hidden 1024, 12 layers, 16 heads, 64 experts of 384 (~1.3B parameters, ~0.33B used per token ' +
+      'with the head), seeded random weights, the real Qwen3 tokenizer; 4-bit: `mlx_lm convert`, 4 bits, group 64, routers at 8 bits (the model\'s quant_predicate). ' +
+      'Both sides run the experts with MLX\'s `gather_mm` / `gather_qmm`.');
+  }
+  if (!lines.length) return [];
+  return [
+    '## Models',
+    '',
+    ...lines,
+    '- No bf16 rows: MLX\'s CPU bfloat16 matmuls are very slow on both sides, so on the CPU backend they would time those kernels rather than mlx-node against MLX-LM.',
+    '',
+  ];
+}
+
 function renderReport(report) {
   const { ours } = report;
   const plan = report.models
     .map((m) => `${m.name}: ${Object.keys(m.configs).map((c) => CONFIGS[c].label).join(', ')}; ${m.maxTokens} tokens, ${m.rounds} rounds`)
     .join('\n- ');
+  // The prompt's length in tokens depends on the tokenizer (Gemma 3's adds a BOS, Qwen3's none).
+  const promptTokens = report.models.map((m) => [m.name, Object.values(m.configs)[0]?.summary.promptTokens[0]]);
+  const promptWhat = new Set(promptTokens.map(([, n]) => n)).size > 1
+    ? `prompt (${promptTokens.map(([name, n]) => `${n} tokens for ${name}`).join(', ')})`
+    : `${report.promptTokens}-token prompt`;
   const parts = [
     '# Benchmark results',
     '',
@@ -353,7 +396,7 @@ function renderReport(report) {
     '',
     '## Method',
     '',
-    `- Same model folder, same ${report.promptTokens}-token prompt (plain text, no chat template), same options, seed ${SEED} on both sides.`,
+    `- Same model folder, same ${promptWhat} (plain text, no chat template), same options, seed ${SEED} on both sides.`,
     `- Per model: one warm-up generation on each side (${WARMUP_TOKENS} tokens), then per configuration a 2-token warm-up on each side with a short prompt and the timed rounds, interleaved: ours, MLX-LM, ours, MLX-LM, ...`,
     `- ${plan}`,
     '- prompt tok/s, decode tok/s and peak memory are each side\'s own figures: MLX-LM\'s from its final `GenerationResponse` ' +
@@ -364,6 +407,7 @@ function renderReport(report) {
     '- Each cell is the median over the rounds; a ratio is ours / MLX-LM, median over rounds with min-max (for memory lower is better).',
     '- "same tokens": every round\'s generated ids equal, ours against MLX-LM\'s.',
     '',
+    ...familyNotes(report),
     '## Side by side',
     '',
     mainTable(report),
@@ -458,7 +502,7 @@ async function main() {
   }
   const quick = args.quick;
   const plans = quick ? QUICK : PLAN;
-  let names = args.models.length ? args.models : quick || args.profile ? ['qwen3-100m-f32'] : Object.keys(PLAN);
+  let names = args.models.length ? args.models : quick || args.profile ? ['qwen3-100m-f32'] : DEFAULT_MODELS;
   const targetsOf = names.map((n) => {
     if (plans[n]) return { name: n, dir: path.join(MODELS_DIR, n), plan: plans[n], bench: true };
     const dir = path.resolve(n);
