@@ -103,6 +103,26 @@ test.after(async () => {
   for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
 });
 
+// A copy of fixture `name` whose config.json is `edit(config)` (removed after the tests).
+function withConfig(name, edit) {
+  const d = copyFixture(name);
+  tmpDirs.push(d);
+  const file = path.join(d, 'config.json');
+  fs.writeFileSync(file, JSON.stringify(edit(JSON.parse(fs.readFileSync(file, 'utf8')))));
+  return d;
+}
+
+// A copy of fixture `name` without the tensor `drop` (removed after the tests).
+function withoutTensor(name, drop) {
+  const d = copyFixture(name);
+  tmpDirs.push(d);
+  venvPython(
+    'import sys, mlx.core as mx\nw = mx.load(sys.argv[1])\ndel w[sys.argv[2]]\nmx.save_safetensors(sys.argv[1], w, metadata={"format": "mlx"})',
+    [path.join(d, 'model.safetensors'), drop],
+  );
+  return d;
+}
+
 test('the references are meaningful (no early EOS, varied output)', () => {
   for (let i = 0; i < cases.length; i++) {
     const r = refs[i];
@@ -158,37 +178,22 @@ test('gemma3: a conversation kept in a prompt cache equals MLX-LM with its promp
 });
 
 test('gemma3: a checkpoint without a norm the config implies is INVALID_WEIGHTS naming it', async () => {
-  const d = copyFixture('gemma3-f32');
-  tmpDirs.push(d);
-  venvPython(
-    'import sys, mlx.core as mx\nw = mx.load(sys.argv[1])\ndel w[sys.argv[2]]\nmx.save_safetensors(sys.argv[1], w, metadata={"format": "mlx"})',
-    [path.join(d, 'model.safetensors'), 'model.layers.1.pre_feedforward_layernorm.weight'],
-  );
+  const d = withoutTensor('gemma3-f32', 'model.layers.1.pre_feedforward_layernorm.weight');
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /model\.layers\.1\.pre_feedforward_layernorm\.weight/);
 });
 
 test('gemma3: a gemma3 config without text_config is INVALID_WEIGHTS', async () => {
-  const d = copyFixture('gemma3-vlm');
-  tmpDirs.push(d);
-  const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
-  delete config.text_config;
-  fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify(config));
+  const d = withConfig('gemma3-vlm', ({ text_config, ...config }) => config);
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /text_config/);
 });
 
 test('gemma3: a sliding window that is not a positive number is INVALID_WEIGHTS naming it', async () => {
-  const d = copyFixture('gemma3-f32');
-  tmpDirs.push(d);
-  const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
-  fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify({ ...config, sliding_window: -4 }));
+  const d = withConfig('gemma3-f32', (config) => ({ ...config, sliding_window: -4 }));
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /sliding_window/);
 });
 
 test('smollm3: the NoPE layers matter (the same weights read as Llama give other tokens)', async () => {
-  const d = copyFixture('smollm3-f32');
-  tmpDirs.push(d);
-  const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
-  fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify({ ...config, model_type: 'llama' }));
+  const d = withConfig('smollm3-f32', (config) => ({ ...config, model_type: 'llama' }));
   const asLlama = await loadModel(d);
   const a = await asLlama.generate(STR, { maxTokens: 24 });
   await asLlama.dispose();
@@ -197,10 +202,7 @@ test('smollm3: the NoPE layers matter (the same weights read as Llama give other
 });
 
 test('smollm3: a no_rope_layers list of the wrong length is INVALID_WEIGHTS', async () => {
-  const d = copyFixture('smollm3-f32');
-  tmpDirs.push(d);
-  const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
-  fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify({ ...config, no_rope_layers: [1, 0] }));
+  const d = withConfig('smollm3-f32', (config) => ({ ...config, no_rope_layers: [1, 0] }));
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /no_rope_layers lists 2 layers, the model has 4/);
 });
 
@@ -213,21 +215,12 @@ test('qwen3_moe: model info, and the router gates stay 8-bit in the 4-bit model'
 });
 
 test('qwen3_moe: a checkpoint missing one expert is INVALID_WEIGHTS naming the stacked tensor', async () => {
-  const d = copyFixture('qwen3-moe-hf');
-  tmpDirs.push(d);
-  venvPython(
-    'import sys, mlx.core as mx\nw = mx.load(sys.argv[1])\ndel w[sys.argv[2]]\nmx.save_safetensors(sys.argv[1], w, metadata={"format": "mlx"})',
-    [path.join(d, 'model.safetensors'), 'model.layers.2.mlp.experts.5.down_proj.weight'],
-  );
+  const d = withoutTensor('qwen3-moe-hf', 'model.layers.2.mlp.experts.5.down_proj.weight');
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /model\.layers\.2\.mlp\.(experts\.5\.down_proj|switch_mlp\.down_proj)\.weight/);
 });
 
 test('qwen3_moe: a config without num_experts_per_tok is INVALID_WEIGHTS naming it', async () => {
-  const d = copyFixture('qwen3-moe-f32');
-  tmpDirs.push(d);
-  const config = JSON.parse(fs.readFileSync(path.join(d, 'config.json'), 'utf8'));
-  delete config.num_experts_per_tok;
-  fs.writeFileSync(path.join(d, 'config.json'), JSON.stringify(config));
+  const d = withConfig('qwen3-moe-f32', ({ num_experts_per_tok, ...config }) => config);
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /num_experts_per_tok/);
 });
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::attention::{Projections, SelfAttention};
 use super::decoder::build_rope;
+use super::family_config;
 use super::LanguageModel;
 use crate::cache::{Cache, LayerKind};
 use crate::config::{ModelConfig, RopeScaling};
@@ -121,14 +122,7 @@ const DEFAULTS: &[(&str, f64)] = &[
 
 /// A `gemma3_text` config with MLX-LM's defaults where it names nothing.
 pub(super) fn with_defaults(raw: &Value) -> std::result::Result<Value, String> {
-    let mut c = raw.as_object().cloned().ok_or("config.json must hold an object")?;
-    for (key, v) in DEFAULTS {
-        if c.get(*key).is_none_or(Value::is_null) {
-            let v = if v.fract() == 0.0 { Value::from(*v as i64) } else { Value::from(*v) };
-            c.insert(key.to_string(), v);
-        }
-    }
-    Ok(Value::Object(c))
+    family_config::with_defaults(raw, DEFAULTS).map(Value::Object)
 }
 
 /// The text model's config of a `gemma3` checkpoint, as MLX-LM's `gemma3.ModelArgs`

@@ -10,9 +10,9 @@ use mlx::Dtype;
 use serde_json::Value;
 
 use super::decoder::{Decoder, FeedForward};
+use super::family_config;
 use super::moe::{Activation, SwitchGlu, TopKMoe};
 use super::LanguageModel;
-use crate::cache::LayerKind;
 use crate::config::ModelConfig;
 use crate::error::{LmError, Result};
 use crate::weights::Weights;
@@ -39,13 +39,7 @@ const DEFAULTS: &[(&str, f64)] = &[
 
 /// The config with MLX-LM's defaults; GPT-OSS's projections always have biases.
 pub(super) fn with_defaults(raw: &Value) -> std::result::Result<Value, String> {
-    let mut c = raw.as_object().cloned().ok_or("config.json must hold an object")?;
-    for (key, v) in DEFAULTS {
-        if c.get(*key).is_none_or(Value::is_null) {
-            let v = if v.fract() == 0.0 { Value::from(*v as i64) } else { Value::from(*v) };
-            c.insert(key.to_string(), v);
-        }
-    }
+    let mut c = family_config::with_defaults(raw, DEFAULTS)?;
     c.insert("attention_bias".into(), Value::from(true));
     c.insert("tie_word_embeddings".into(), Value::from(false));
     Ok(Value::Object(c))
@@ -59,33 +53,9 @@ fn int(c: &ModelConfig, key: &str) -> Result<i32> {
         .ok_or_else(|| bad(format!("\"{key}\" must be a positive integer, got {v}")))
 }
 
-fn layout(c: &ModelConfig) -> Result<Vec<LayerKind>> {
-    let n = c.num_hidden_layers as usize;
-    let window = int(c, "sliding_window")?;
-    let types: Vec<String> = match c.raw.get("layer_types").filter(|v| !v.is_null()) {
-        None => (0..n).map(|i| if i % 2 == 0 { "sliding_attention" } else { "full_attention" }.to_string()).collect(),
-        Some(v) => v
-            .as_array()
-            .ok_or_else(|| bad("layer_types must be a list".into()))?
-            .iter()
-            .map(|t| t.as_str().map(String::from).ok_or_else(|| bad(format!("layer_types holds {t}"))))
-            .collect::<Result<_>>()?,
-    };
-    if types.len() != n {
-        return Err(bad(format!("layer_types lists {} layers, the model has {n}", types.len())));
-    }
-    types
-        .iter()
-        .map(|t| match t.as_str() {
-            "full_attention" => Ok(LayerKind::Growing),
-            "sliding_attention" => Ok(LayerKind::Window(window)),
-            other => Err(bad(format!("layer_types holds \"{other}\""))),
-        })
-        .collect()
-}
-
 pub(super) fn build(config: ModelConfig, w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
-    let kinds = layout(&config)?;
+    // MLX-LM's default: sliding and full layers in turn.
+    let kinds = family_config::layer_kinds(&config, |i| if i % 2 == 0 { "sliding_attention" } else { "full_attention" })?;
     let (experts, top_k) = (int(&config, "num_local_experts")?, int(&config, "num_experts_per_tok")?);
     if top_k > experts {
         return Err(bad(format!("num_experts_per_tok {top_k} is more than num_local_experts {experts}")));

@@ -8,8 +8,8 @@ use mlx::Dtype;
 use serde_json::Value;
 
 use super::decoder::Decoder;
+use super::family_config;
 use super::LanguageModel;
-use crate::cache::LayerKind;
 use crate::config::ModelConfig;
 use crate::error::{LmError, Result};
 use crate::weights::Weights;
@@ -18,31 +18,8 @@ fn bad(what: String) -> LmError {
     LmError::InvalidWeights(format!("config.json: {what}"))
 }
 
-/// Per layer: a window of `sliding_window` positions, or a growing cache.
-fn layout(c: &ModelConfig) -> Result<Vec<LayerKind>> {
-    let n = c.num_hidden_layers as usize;
-    let Some(types) = c.raw.get("layer_types").filter(|v| !v.is_null()) else {
-        return Ok(vec![LayerKind::Growing; n]);
-    };
-    let types = types.as_array().ok_or_else(|| bad("layer_types must be a list".into()))?;
-    if types.len() != n {
-        return Err(bad(format!("layer_types lists {} layers, the model has {n}", types.len())));
-    }
-    types
-        .iter()
-        .map(|t| match t.as_str() {
-            Some("full_attention") => Ok(LayerKind::Growing),
-            Some("sliding_attention") => {
-                let w = c.raw.get("sliding_window").and_then(Value::as_i64).filter(|&w| w > 0);
-                w.map(|w| LayerKind::Window(w as i32)).ok_or_else(|| bad("sliding layers need a positive \"sliding_window\"".into()))
-            }
-            _ => Err(bad(format!("layer_types holds {t}, not full_attention or sliding_attention"))),
-        })
-        .collect()
-}
-
 pub(super) fn build(config: ModelConfig, w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
-    let kinds = layout(&config)?;
+    let kinds = family_config::layer_kinds(&config, |_| "full_attention")?;
     let params = config.raw.get("rope_parameters").ok_or_else(|| bad("missing \"rope_parameters\"".into()))?;
     let beta =
         params.get("llama_4_scaling_beta").and_then(Value::as_f64).ok_or_else(|| bad("missing rope_parameters.llama_4_scaling_beta".into()))?;

@@ -2,6 +2,7 @@
 //! Mistral) and Qwen2 share one decoder.
 mod attention;
 mod decoder;
+mod family_config;
 mod gemma3;
 mod gpt_oss;
 mod ministral3;
