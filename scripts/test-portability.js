@@ -3,8 +3,7 @@
 // 1. the LLM and speech parity subsets with every custom CPU kernel off
 //    (MLX_NODE_CPU_KERNELS=0): MLX's own ops everywhere, the path Metal and CUDA take;
 // 2. the same with MLX_NODE_CPU_FEATURES=baseline: the kernels' portable fallbacks, as on a
-//    CPU without AVX2 (the aarch64 build cannot be checked here: no aarch64 Rust std library
-//    can be installed from the registries this project reaches);
+//    CPU without AVX2 (the arm64 build is type-checked by `npm run check:targets`);
 // 3. the LLM parity subset on each other OpenBLAS core type this CPU can run, one per
 //    gemv blocking x86-64 machines get (`npm run test:cpus` runs every core type in full).
 // A separate command so that each stays well inside CI's time on 2 cores.

@@ -11,6 +11,9 @@
 //! within a tolerance (S3Gen's streamed chunks), never where a model must
 //! match its reference bit for bit (`cpu::gemv` keeps OpenBLAS's bits for one
 //! or two rows).
+// These kernels are built only on x86-64 with AVX2 and FMA (the instructions whose
+// results they must equal); elsewhere MLX's own op runs and their parts go unused.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_variables))]
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::math::has_avx2_fma;
 use crate::{Array, Dtype, Result};

@@ -21,6 +21,9 @@
 //! candidate blockings, and the kernel is used only if one of them gives the
 //! same bits on every probe (with any other BLAS, or none matching, MLX's
 //! matmul runs as before). `MLX_NODE_GEMV_KERNEL=0` switches it off.
+// These kernels are built only on x86-64 with AVX2 and FMA (the instructions whose
+// results they must equal); elsewhere MLX's own op runs and their parts go unused.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_variables))]
 use std::sync::OnceLock;
 
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
