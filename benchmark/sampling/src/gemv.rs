@@ -7,7 +7,7 @@ use mlx::{random, Array, Dtype};
 use crate::qmm::time_ms;
 
 pub fn main() {
-    println!("\n### Float32 matmul, one or two rows (decode)\n");
+    println!("\n### Float32 matmul, one to eight rows (decode, and a batch decoding together)\n");
     if !gemv_cpu::active() {
         println!("Not measured: the kernel is not in use with this BLAS ({}).", mlx::info::blas_name().unwrap());
         return;
@@ -19,6 +19,10 @@ pub fn main() {
         (1, 3072, 1024, "0.6B decode, MLP down"),
         (1, 1024, 151_936, "0.6B decode, LM head"),
         (2, 1024, 4096, "T3 guidance pair, MLP up"),
+        (1, 512, 151_936, "100M decode, LM head"),
+        (4, 512, 151_936, "100M batch of 4, LM head"),
+        (8, 512, 151_936, "100M batch of 8, LM head"),
+        (8, 1024, 3072, "0.6B batch of 8, MLP up"),
     ];
     for &(m, k, n, what) in &shapes {
         let key = |s: u64| random::key(s).unwrap();

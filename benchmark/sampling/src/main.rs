@@ -249,6 +249,10 @@ fn main() {
         println!("MLX {} on {}, BLAS {}", mlx::info::version(), mlx::info::device().unwrap(), mlx::info::blas_name().unwrap());
         return profile::main(std::path::Path::new(dir), tokens, precision);
     }
+    if args.get(1).map(String::as_str) == Some("--gemv") {
+        gemv::main();
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("--qmm") {
         return qmm::main();
     }

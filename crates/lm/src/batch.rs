@@ -14,7 +14,7 @@ use std::time::Instant;
 use mlx::{memory, random, Array};
 
 use crate::error::{LmError, Result};
-use crate::generate::{eval_cache, feed, queue, read, settle_cache, GenerationStats, LazyLogprobs, Next, Picker, MAX_TOP_LOGPROBS};
+use crate::generate::{eval_cache, feed, queue, queue_all, read, settle_cache, GenerationStats, LazyLogprobs, Next, Picker, MAX_TOP_LOGPROBS};
 use crate::models::LanguageModel;
 use crate::prompt_cache::PromptCache;
 use crate::sampling::{LogitsProcessors, Sampler};
@@ -307,9 +307,10 @@ impl Scheduler {
                 let mut picker = seq.picker();
                 let (y, lp) = picker.pick(row, Some(&fed), &mut keys)?;
                 seq.history = picker.into_history();
-                queue(&y, &lp)?;
                 next[i] = Some((y, lp, keys));
             }
+            let picks: Vec<_> = next.iter().flatten().map(|(y, lp, _)| (y, lp)).collect();
+            queue_all(&picks)?;
         }
         let mut finished = Vec::new();
         for (i, seq) in self.decoding.iter_mut().enumerate() {

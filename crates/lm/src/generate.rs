@@ -224,9 +224,17 @@ impl<'a> Picker<'a> {
 
 /// Queues the evaluation of a picked token (and its log-probabilities).
 pub fn queue(y: &Array, lp: &Option<LazyLogprobs>) -> MlxResult<()> {
-    let mut all = vec![y];
-    if let Some(l) = lp {
-        all.extend(l.arrays());
+    queue_all(&[(y, lp)])
+}
+
+/// Starts computing several picks at once (a batch step's), in one hand-off.
+pub fn queue_all(picks: &[(&Array, &Option<LazyLogprobs>)]) -> MlxResult<()> {
+    let mut all = Vec::new();
+    for (y, lp) in picks {
+        all.push(*y);
+        if let Some(l) = lp {
+            all.extend(l.arrays());
+        }
     }
     mlx::async_eval(&all)
 }

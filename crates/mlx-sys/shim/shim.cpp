@@ -493,10 +493,15 @@ int mlxn_layer_norm(mlxn_array x, mlxn_array w, mlxn_array b, float eps, mlxn_ar
   return guard([&] { *out = wrap(mx::fast::layer_norm(A(x), opt(w), opt(b), eps)); });
 }
 
-int mlxn_rope(mlxn_array x, int dims, int traditional, float base, int has_base, float scale, int offset, mlxn_array freqs, mlxn_array* out) {
+int mlxn_rope(mlxn_array x, int dims, int traditional, float base, int has_base, float scale, int offset, mlxn_array offsets, mlxn_array freqs,
+              mlxn_array* out) {
   return guard([&] {
     std::optional<float> b = has_base ? std::optional<float>(base) : std::nullopt;
-    *out = wrap(mx::fast::rope(A(x), dims, traditional != 0, b, scale, offset, opt(freqs)));
+    if (offsets) {
+      *out = wrap(mx::fast::rope(A(x), dims, traditional != 0, b, scale, A(offsets), opt(freqs)));
+    } else {
+      *out = wrap(mx::fast::rope(A(x), dims, traditional != 0, b, scale, offset, opt(freqs)));
+    }
   });
 }
 

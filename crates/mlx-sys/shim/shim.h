@@ -139,7 +139,9 @@ int mlxn_random_bernoulli(mlxn_array p, mlxn_array key, mlxn_array* out);
 // fast::
 int mlxn_rms_norm(mlxn_array x, mlxn_array w, float eps, mlxn_array* out);
 int mlxn_layer_norm(mlxn_array x, mlxn_array w, mlxn_array b, float eps, mlxn_array* out);
-int mlxn_rope(mlxn_array x, int dims, int traditional, float base, int has_base, float scale, int offset, mlxn_array freqs, mlxn_array* out);
+// `offsets` (int32 `[B]`, one position per batch row) replaces `offset` when not null.
+int mlxn_rope(mlxn_array x, int dims, int traditional, float base, int has_base, float scale, int offset, mlxn_array offsets, mlxn_array freqs,
+              mlxn_array* out);
 // mask_mode: "" (none or array mask), "causal"
 int mlxn_sdpa(mlxn_array q, mlxn_array k, mlxn_array v, float scale, const char* mask_mode, mlxn_array mask, mlxn_array sinks,
               mlxn_array* out);

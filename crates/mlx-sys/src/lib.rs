@@ -140,6 +140,7 @@ extern "C" {
         has_base: c_int,
         scale: f32,
         offset: c_int,
+        offsets: mlxn_array,
         freqs: mlxn_array,
         out: *mut mlxn_array,
     ) -> c_int;

@@ -19,12 +19,23 @@ pub fn layer_norm(x: &Array, weight: Option<&Array>, bias: Option<&Array>, eps: 
     make(|out| unsafe { sys::mlxn_layer_norm(x.raw, raw_or_null(weight), raw_or_null(bias), eps, out) })
 }
 
+/// Where the rotary embedding starts: one position for all of `x`, or one per
+/// batch row (an int32 array `[B]`; each row gets the bits it gets alone).
+pub enum RopeOffset<'a> {
+    At(i32),
+    PerRow(&'a Array),
+}
+
 /// Rotary embedding; `base` and `freqs` are exclusive, as in MLX.
-pub fn rope(x: &Array, dims: i32, traditional: bool, base: Option<f32>, scale: f32, offset: i32, freqs: Option<&Array>) -> Result<Array> {
-    // SAFETY: `x.raw` is live and `raw_or_null` gives a live handle or null (no freqs); `out` and
-    // errors as in `make`.
+pub fn rope(x: &Array, dims: i32, traditional: bool, base: Option<f32>, scale: f32, offset: RopeOffset, freqs: Option<&Array>) -> Result<Array> {
+    let (at, rows) = match offset {
+        RopeOffset::At(o) => (o, None),
+        RopeOffset::PerRow(a) => (0, Some(a)),
+    };
+    // SAFETY: `x.raw` is live and `raw_or_null` gives a live handle or null (no per-row
+    // offsets, no freqs); `out` and errors as in `make`.
     make(|out| unsafe {
-        sys::mlxn_rope(x.raw, dims, traditional as i32, base.unwrap_or(0.0), base.is_some() as i32, scale, offset, raw_or_null(freqs), out)
+        sys::mlxn_rope(x.raw, dims, traditional as i32, base.unwrap_or(0.0), base.is_some() as i32, scale, at, raw_or_null(rows), raw_or_null(freqs), out)
     })
 }
 
@@ -35,9 +46,7 @@ pub enum AttentionMask<'a> {
 }
 
 pub fn scaled_dot_product_attention(q: &Array, k: &Array, v: &Array, scale: f32, mask: AttentionMask) -> Result<Array> {
-    let f32_4d = |a: &Array| a.dtype() == Dtype::Float32 && a.ndim() == 4;
-    let grouped = k.ndim() == 4 && k.dim(1) > 0 && q.ndim() == 4 && q.dim(1) % k.dim(1) == 0;
-    if !matches!(mask, AttentionMask::Array(_)) && f32_4d(q) && f32_4d(k) && f32_4d(v) && grouped && crate::cpu::kernel::Kernel::Attention.enabled() {
+    if !matches!(mask, AttentionMask::Array(_)) && cpu_path(q, k, v) {
         return attention_cpu(q, k, v, scale, matches!(mask, AttentionMask::Causal));
     }
     scaled_dot_product_attention_mlx(q, k, v, scale, mask)
@@ -68,13 +77,35 @@ pub fn scaled_dot_product_attention_sinks(q: &Array, k: &Array, v: &Array, scale
 /// `where` to the lowest float), except that the softmax is the kernel of
 /// `cpu::math::softmax_last`: the same bits, without a scalar `exp` per score.
 fn attention_cpu(q: &Array, k: &Array, v: &Array, scale: f32, causal: bool) -> Result<Array> {
+    let repeats = q.dim(1) / k.dim(1);
+    let out = attend_grouped(&group_queries(q, k.dim(1), scale)?, k, v, repeats, causal)?;
+    ungroup(out, q.dim(1))
+}
+
+/// Whether `attention_cpu` takes these inputs (with no mask array).
+fn cpu_path(q: &Array, k: &Array, v: &Array) -> bool {
+    let f32_4d = |a: &Array| a.dtype() == Dtype::Float32 && a.ndim() == 4;
+    let grouped = k.ndim() == 4 && k.dim(1) > 0 && q.ndim() == 4 && q.dim(1) % k.dim(1) == 0;
+    f32_4d(q) && f32_4d(k) && f32_4d(v) && grouped && crate::cpu::kernel::Kernel::Attention.enabled()
+}
+
+/// Queries `[B, n_q, L, D]` scaled, and split as `[B, n_kv, repeats, L, D]`
+/// when heads share keys.
+fn group_queries(q: &Array, n_kv: i32, scale: f32) -> Result<Array> {
     let (b, n_q, l, d) = (q.dim(0), q.dim(1), q.dim(2), q.dim(3));
-    let n_kv = k.dim(1);
-    let repeats = n_q / n_kv;
-    let mut q = q.multiply_scalar(scale as f64)?;
+    let q = q.multiply_scalar(scale as f64)?;
+    if n_q / n_kv > 1 {
+        q.reshape(&[b, n_kv, n_q / n_kv, l, d])
+    } else {
+        Ok(q)
+    }
+}
+
+/// Scaled, grouped queries against keys and values `[B, n_kv, S, D]`.
+fn attend_grouped(q: &Array, k: &Array, v: &Array, repeats: i32, causal: bool) -> Result<Array> {
+    let l = q.dim(-2);
     let (mut k, mut v) = (k.clone(), v.clone());
     if repeats > 1 {
-        q = q.reshape(&[b, n_kv, repeats, l, d])?;
         k = k.expand_dims(&[2])?;
         v = v.expand_dims(&[2])?;
     }
@@ -87,10 +118,36 @@ fn attention_cpu(q: &Array, k: &Array, v: &Array, scale: f32, causal: bool) -> R
         let lowest = scores.scalar_like(f32::MIN as f64)?;
         scores = Array::where_(&qi.greater_equal(&ki)?, &scores, &lowest)?;
     }
-    let out = crate::cpu::math::softmax_last(&scores)?.matmul(&v)?;
-    if repeats > 1 {
-        out.reshape(&[b, n_q, l, out.dim(-1)])
+    crate::cpu::math::softmax_last(&scores)?.matmul(&v)
+}
+
+/// Grouped outputs back to `[B, n_q, L, D]`.
+fn ungroup(out: Array, n_q: i32) -> Result<Array> {
+    if out.ndim() == 5 {
+        out.reshape(&[out.dim(0), n_q, out.dim(3), out.dim(4)])
     } else {
         Ok(out)
     }
+}
+
+/// One new position for each of B sequences, each against its own keys and
+/// values, no mask: `q` `[B, n_q, 1, D]`, `kv[b]` `[1, n_kv, S_b, D]` each.
+/// Row `b` gets the bits `scaled_dot_product_attention(q[b], k_b, v_b, scale,
+/// None)` gives it alone; on the CPU path the query scaling and head grouping
+/// run once for the batch, so each sequence adds only its own products and
+/// softmax to the graph.
+pub fn attention_rows(q: &Array, kv: &[(Array, Array)], scale: f32) -> Result<Array> {
+    let row = |r: usize| q.slice_axis(0, r as i32, r as i32 + 1);
+    let outs = if !kv.is_empty() && kv.iter().all(|(k, v)| cpu_path(q, k, v) && k.dim(1) == kv[0].0.dim(1)) {
+        let n_kv = kv[0].0.dim(1);
+        let grouped = group_queries(q, n_kv, scale)?;
+        let repeats = q.dim(1) / n_kv;
+        kv.iter()
+            .enumerate()
+            .map(|(r, (k, v))| attend_grouped(&grouped.slice_axis(0, r as i32, r as i32 + 1)?, k, v, repeats, false))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        kv.iter().enumerate().map(|(r, (k, v))| scaled_dot_product_attention(&row(r)?, k, v, scale, AttentionMask::None)).collect::<Result<Vec<_>>>()?
+    };
+    ungroup(Array::concatenate(&outs.iter().collect::<Vec<_>>(), 0)?, q.dim(1))
 }

@@ -161,6 +161,57 @@ fn attention_equals_mlx_bit_for_bit() {
     }
 }
 
+/// A batch decode step's attention (`attention_rows`: one query per sequence,
+/// each against its own keys) gives every row the bits it gets alone.
+#[test]
+fn attention_rows_equal_each_row_alone() {
+    use mlx::fast::{attention_rows, scaled_dot_product_attention, AttentionMask};
+    use mlx::random;
+    let normal = |shape: &[i32], seed: u64| random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap();
+    let bits = |a: &Array| a.to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    // (query heads, kv heads, head dim, keys per sequence): grouped and not.
+    for (n, (hq, hkv, d, lens)) in [(8, 4, 64, vec![5, 300, 77]), (4, 4, 32, vec![1, 12]), (16, 2, 64, vec![40, 41, 42, 500, 3, 9, 128, 64])].into_iter().enumerate() {
+        let b = lens.len() as i32;
+        let q = normal(&[b, hq, 1, d], 100 + n as u64);
+        let kv: Vec<(Array, Array)> =
+            lens.iter().enumerate().map(|(r, &s)| (normal(&[1, hkv, s, d], 200 + r as u64), normal(&[1, hkv, s, d], 300 + r as u64))).collect();
+        let scale = (d as f32).powf(-0.5);
+        let got = attention_rows(&q, &kv, scale).unwrap();
+        assert_eq!(got.shape(), vec![b, hq, 1, d], "case {n}");
+        for (r, (k, v)) in kv.iter().enumerate() {
+            let alone = scaled_dot_product_attention(&q.slice_axis(0, r as i32, r as i32 + 1).unwrap(), k, v, scale, AttentionMask::None).unwrap();
+            assert_eq!(bits(&got.slice_axis(0, r as i32, r as i32 + 1).unwrap()), bits(&alone), "case {n}, row {r}");
+        }
+    }
+}
+
+/// RoPE for a batch at one position per row gives each row the bits it gets
+/// alone, in every variant (dynamic NTK goes row by row).
+#[test]
+fn rope_per_row_equals_each_row_alone() {
+    use mlx::nn::Rope;
+    use mlx::random;
+    let x = random::normal(&[5, 4, 1, 64], Dtype::Float32, 0.0, 1.0, Some(&random::key(9).unwrap())).unwrap();
+    let offsets = [0, 17, 4095, 3, 260];
+    let bits = |a: &Array| a.to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let freqs = Array::arange(1.0, 33.0, 1.0, Dtype::Float32).unwrap().multiply_scalar(3.5).unwrap();
+    let ropes = [
+        Rope::Standard { dims: 64, traditional: false, base: 10000.0, scale: 1.0 },
+        Rope::Standard { dims: 32, traditional: true, base: 500000.0, scale: 0.25 },
+        Rope::Freqs { dims: 64, traditional: false, freqs: freqs.clone() },
+        Rope::Scaled { dims: 48, traditional: false, freqs: freqs.slice_axis(0, 0, 24).unwrap(), scale: 1.19 },
+        Rope::DynamicNtk { dims: 64, traditional: false, base: 10000.0, factor: 2.0, max_positions: 256 },
+        Rope::Identity,
+    ];
+    for (i, rope) in ropes.iter().enumerate() {
+        let got = rope.forward_rows(&x, &offsets).unwrap();
+        for (r, &o) in offsets.iter().enumerate() {
+            let alone = rope.forward(&x.slice_axis(0, r as i32, r as i32 + 1).unwrap(), o).unwrap();
+            assert_eq!(bits(&got.slice_axis(0, r as i32, r as i32 + 1).unwrap()), bits(&alone), "rope {i}, row {r}");
+        }
+    }
+}
+
 /// Inputs that are views (a transpose, a broadcast) reach the kernels as
 /// row-major copies (the shim's `contiguous` node): the same values as MLX's ops.
 #[test]

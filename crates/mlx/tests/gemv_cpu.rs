@@ -44,13 +44,15 @@ fn kernel_use_follows_the_openblas_core_type() {
         other => return eprintln!("core type {other} has no expectation here; the bit-for-bit test below decides"),
     };
     assert_eq!(chosen, expected, "OpenBLAS core {core}");
+    // Each of these core types sums a few more rows as it sums one or two.
+    assert_eq!(gemv_cpu::more_rows(), expected.is_some(), "OpenBLAS core {core}: three to eight rows");
 }
 
 #[test]
 fn linear_equals_mlx_matmul_bit_for_bit() {
     let _ = openblas();
     // (rows as x's leading shape, k, n, bias)
-    let cases: [(&[i32], i32, i32, bool); 19] = [
+    let cases: [(&[i32], i32, i32, bool); 25] = [
         (&[1], 1024, 3072, false),
         (&[1, 1], 3072, 1024, false),
         (&[2], 1024, 1024, false),
@@ -60,8 +62,16 @@ fn linear_equals_mlx_matmul_bit_for_bit() {
         (&[1], 64, 5, false),
         (&[2], 1536, 300, false),
         (&[1], 512, 1, true),
-        // Not the kernel's: three rows, k not a multiple of 64. Still MLX's bits.
+        // Three to eight rows (a batch decoding together), the LM head included,
+        // with the tile's rows taken in turns of four and of fewer.
         (&[3], 512, 64, false),
+        (&[5, 1], 1024, 1000, true),
+        (&[8], 512, 151_936, false),
+        (&[7], 3072, 1024, false),
+        (&[6, 1], 640, 200, true),
+        (&[4], 1024, 1025, false),
+        // Not the kernel's: nine rows, k not a multiple of 64. Still MLX's bits.
+        (&[9], 1024, 512, true),
         (&[1], 1000, 64, false),
         (&[91], 1024, 256, true),
         // AVX-512 OpenBLAS: the small-matrix kernel's last columns (n % 4), its

@@ -202,8 +202,8 @@ fn fast_kernels() {
     close(&fast::layer_norm(&x, None, None, 0.0).unwrap(), &[-1., 1.]);
     // rope at offset 0 is the identity; at position 1 it rotates pairs by theta = 1 (base^0).
     let q = arr(&[1., 0.], &[1, 1, 1, 2]);
-    close(&fast::rope(&q, 2, false, Some(10000.), 1.0, 0, None).unwrap(), &[1., 0.]);
-    close(&fast::rope(&q, 2, false, Some(10000.), 1.0, 1, None).unwrap(), &[1f32.cos(), 1f32.sin()]);
+    close(&fast::rope(&q, 2, false, Some(10000.), 1.0, fast::RopeOffset::At(0), None).unwrap(), &[1., 0.]);
+    close(&fast::rope(&q, 2, false, Some(10000.), 1.0, fast::RopeOffset::At(1), None).unwrap(), &[1f32.cos(), 1f32.sin()]);
     // Attention over two equal keys averages the values.
     let q = arr(&[1., 0.], &[1, 1, 1, 2]);
     let k = arr(&[1., 0., 1., 0.], &[1, 1, 2, 2]);

@@ -114,18 +114,35 @@ impl SelfAttention {
     pub fn forward_rows(&self, x: &Array, caches: &mut [&mut [Box<dyn Cache>]], layer: usize, rope: &Rope) -> Result<Array> {
         let b = x.dim(0);
         let (q, k, v) = self.project(x)?;
-        let mut outs = Vec::with_capacity(b as usize);
+        // RoPE for all rows in one op, each at its own cache's position.
+        let offsets: Vec<i32> = caches.iter().map(|seq| seq[layer].offset()).collect();
+        let q = rope.forward_rows(&q, &offsets)?;
+        let k = rope.forward_rows(&k, &offsets)?;
+        let mut fetched = Vec::with_capacity(b as usize);
         for (row, seq) in caches.iter_mut().enumerate() {
             let cache = seq[layer].as_mut();
             let r = row as i32;
-            let q = self.scale_positions(rope.forward(&q.slice_axis(0, r, r + 1)?, cache.offset())?, cache.offset())?;
-            let k = rope.forward(&k.slice_axis(0, r, r + 1)?, cache.offset())?;
             let mask = cache.mask(1)?;
-            let fetched = cache.update_and_fetch(&k, &v.slice_axis(0, r, r + 1)?)?;
-            outs.push(attend(&q, fetched, self.scale, mask, self.sinks.as_ref())?);
+            fetched.push((cache.update_and_fetch(&k.slice_axis(0, r, r + 1)?, &v.slice_axis(0, r, r + 1)?)?, mask));
         }
-        let refs: Vec<&Array> = outs.iter().collect();
-        let o = Array::concatenate(&refs, 0)?;
+        let dense: Vec<(Array, Array)> = fetched
+            .iter()
+            .filter_map(|f| match f {
+                (Fetched::Dense { keys, values }, CacheMask::None) => Some((keys.clone(), values.clone())),
+                _ => None,
+            })
+            .collect();
+        let o = if dense.len() == fetched.len() && self.sinks.is_none() && self.position_scale.is_none() {
+            mlx::fast::attention_rows(&q, &dense, self.scale)?
+        } else {
+            let mut outs = Vec::with_capacity(b as usize);
+            for (row, (f, mask)) in fetched.into_iter().enumerate() {
+                let r = row as i32;
+                let q = self.scale_positions(q.slice_axis(0, r, r + 1)?, offsets[row])?;
+                outs.push(attend(&q, f, self.scale, mask, self.sinks.as_ref())?);
+            }
+            Array::concatenate(&outs.iter().collect::<Vec<_>>(), 0)?
+        };
         self.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, 1, -1])?)
     }
 }

@@ -1,4 +1,4 @@
-use crate::fast;
+use crate::fast::{self, RopeOffset};
 use crate::{Array, Dtype, Result};
 
 /// Rotary position embeddings in the variants MLX-LM's `initialize_rope` builds.
@@ -103,6 +103,26 @@ impl Rope {
     }
 
     pub fn forward(&self, x: &Array, offset: i32) -> Result<Array> {
+        self.apply(x, RopeOffset::At(offset))
+    }
+
+    /// `x` `[B, heads, 1, dims]`, row `b` at position `offsets[b]`: one op for
+    /// the batch, each row with the bits `forward` gives it alone (dynamic NTK,
+    /// whose base follows the position, goes row by row).
+    pub fn forward_rows(&self, x: &Array, offsets: &[i32]) -> Result<Array> {
+        if let Rope::DynamicNtk { .. } = self {
+            let rows = offsets
+                .iter()
+                .enumerate()
+                .map(|(r, &o)| self.forward(&x.slice_axis(0, r as i32, r as i32 + 1)?, o))
+                .collect::<Result<Vec<_>>>()?;
+            return Array::concatenate(&rows.iter().collect::<Vec<_>>(), 0);
+        }
+        let offsets = Array::from_slice(offsets, &[offsets.len() as i32])?;
+        self.apply(x, RopeOffset::PerRow(&offsets))
+    }
+
+    fn apply(&self, x: &Array, offset: RopeOffset) -> Result<Array> {
         match self {
             Rope::Identity => Ok(x.clone()),
             Rope::Scaled { dims, traditional, freqs, scale } => {
@@ -120,10 +140,11 @@ impl Rope {
             Rope::Standard { dims, traditional, base, scale } => fast::rope(x, *dims, *traditional, Some(*base), *scale, offset, None),
             Rope::Freqs { dims, traditional, freqs } => fast::rope(x, *dims, *traditional, None, 1.0, offset, Some(freqs)),
             Rope::DynamicNtk { dims, traditional, base, factor, max_positions } => {
+                let RopeOffset::At(offset) = offset else { return Err(crate::Error::new("dynamic NTK RoPE takes one offset (forward_rows goes row by row)")) };
                 let seq_len = (x.dim(-2) + offset).max(*max_positions) as f64;
                 let (f, m, d) = (*factor as f64, *max_positions as f64, *dims as f64);
                 let b = *base as f64 * ((f * seq_len / m) - (f - 1.0)).powf(d / (d - 2.0));
-                fast::rope(x, *dims, *traditional, Some(b as f32), 1.0, offset, None)
+                fast::rope(x, *dims, *traditional, Some(b as f32), 1.0, RopeOffset::At(offset), None)
             }
         }
     }

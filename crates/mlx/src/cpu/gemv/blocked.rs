@@ -11,11 +11,17 @@ const TILES: usize = BLOCK / 8;
 /// steps, so four lines a step reach its end as this block ends.
 const PREFETCH_LINES: usize = 4;
 
-/// Column blocks of 32 outputs for `R` rows: each lane sums its own
+/// Rows of `x` summed against a tile at once: their two K blocks' sums (eight
+/// vectors), the tile's eight transposed `k` and a broadcast fill AVX2's sixteen
+/// vector registers. More rows are taken in turns while the tile is in L1 or L2.
+const CHUNK: usize = 4;
+
+/// Column blocks of 32 outputs for every row of `x`: each lane sums its own
 /// column's K block in `k` order with fused multiply-adds, and adds each
-/// block's sum to its output in block order. Eight `k` of eight rows are
-/// read as eight row loads and a transpose. Columns past `n` repeat the
-/// last column and are not written.
+/// block's sum to its output in block order (so a row's bits do not depend on
+/// the other rows, as in OpenBLAS). Eight `k` of eight weight rows are read as
+/// eight row loads and a transpose. Columns past `n` repeat the last column
+/// and are not written.
 ///
 /// What makes it fast is which memory is touched at once. Rows are `k`
 /// floats apart, a multiple of 4 KiB in every model, so the same `k` of
@@ -28,7 +34,7 @@ const PREFETCH_LINES: usize = 4;
 /// into L2 meanwhile. (Measured here: about twice the rate of sixteen
 /// rows side by side.)
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn blocks<const R: usize>(p: &Problem, blocks: Range<usize>, out: OutPtr) {
+pub(super) unsafe fn blocks(p: &Problem, blocks: Range<usize>, out: OutPtr) {
     let w = p.w.as_ptr();
     let w_end = w.add(p.w.len()).cast::<u8>();
     for block in blocks {
@@ -36,48 +42,68 @@ pub(super) unsafe fn blocks<const R: usize>(p: &Problem, blocks: Range<usize>, o
         let mut ahead = Ahead { next: w.add((n0 + BLOCK).min(p.n) * p.k).cast(), end: w_end };
         for t in 0..TILES {
             let cols: [usize; 8] = std::array::from_fn(|j| (n0 + t * 8 + j).min(p.n - 1));
-            let rows: [*const f32; 8] = std::array::from_fn(|j| w.add(cols[j] * p.k));
-            let mut c = [_mm256_setzero_ps(); R];
-            if let Some(b) = p.bias {
-                let v: [f32; 8] = std::array::from_fn(|j| b[cols[j]]);
-                c = [_mm256_loadu_ps(v.as_ptr()); R];
+            // The turns share the prefetching, so that the next block streams in
+            // while the later turns, which find this tile in cache, compute.
+            let lines = PREFETCH_LINES / p.m.div_ceil(CHUNK);
+            let mut r0 = 0;
+            while r0 < p.m {
+                match p.m - r0 {
+                    1 => tile::<1>(p, &cols, r0, n0 + t * 8, &mut ahead, lines, out),
+                    2 => tile::<2>(p, &cols, r0, n0 + t * 8, &mut ahead, lines, out),
+                    3 => tile::<3>(p, &cols, r0, n0 + t * 8, &mut ahead, lines, out),
+                    _ => tile::<CHUNK>(p, &cols, r0, n0 + t * 8, &mut ahead, lines, out),
+                }
+                r0 += CHUNK.min(p.m - r0);
             }
-            // K blocks in pairs (the last alone when their count is odd).
-            for pair in p.blocks.chunks(2) {
-                let (s0, l0) = pair[0];
-                let (s1, l1) = pair.get(1).copied().unwrap_or((s0, 0));
-                let (mut a0, mut a1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
-                let both = l0.min(l1);
-                for i in (0..both).step_by(8) {
-                    ahead.prefetch(2 * PREFETCH_LINES);
-                    step(p, &rows, s0 + i, &mut a0);
-                    step(p, &rows, s1 + i, &mut a1);
-                }
-                for i in (both..l0).step_by(8) {
-                    ahead.prefetch(PREFETCH_LINES);
-                    step(p, &rows, s0 + i, &mut a0);
-                }
-                for i in (both..l1).step_by(8) {
-                    ahead.prefetch(PREFETCH_LINES);
-                    step(p, &rows, s1 + i, &mut a1);
-                }
-                for r in 0..R {
-                    c[r] = _mm256_add_ps(c[r], a0[r]);
-                    // Not `+ 0.0` for a missing block: that would turn a -0 sum into +0.
-                    if pair.len() == 2 {
-                        c[r] = _mm256_add_ps(c[r], a1[r]);
-                    }
-                }
+        }
+    }
+}
+
+/// Rows `r0..r0 + R` of `x` against the tile of weight rows `cols`, written to
+/// outputs `col0..col0 + 8` (those below `n`).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn tile<const R: usize>(p: &Problem, cols: &[usize; 8], r0: usize, col0: usize, ahead: &mut Ahead, lines: usize, out: OutPtr) {
+    let rows: [*const f32; 8] = std::array::from_fn(|j| p.w.as_ptr().add(cols[j] * p.k));
+    let x = p.x.as_ptr().add(r0 * p.k);
+    let mut c = [_mm256_setzero_ps(); R];
+    if let Some(b) = p.bias {
+        let v: [f32; 8] = std::array::from_fn(|j| b[cols[j]]);
+        c = [_mm256_loadu_ps(v.as_ptr()); R];
+    }
+    // K blocks in pairs (the last alone when their count is odd).
+    for pair in p.blocks.chunks(2) {
+        let (s0, l0) = pair[0];
+        let (s1, l1) = pair.get(1).copied().unwrap_or((s0, 0));
+        let (mut a0, mut a1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        let both = l0.min(l1);
+        for i in (0..both).step_by(8) {
+            ahead.prefetch(2 * lines);
+            step(p.k, x, &rows, s0 + i, &mut a0);
+            step(p.k, x, &rows, s1 + i, &mut a1);
+        }
+        for i in (both..l0).step_by(8) {
+            ahead.prefetch(lines);
+            step(p.k, x, &rows, s0 + i, &mut a0);
+        }
+        for i in (both..l1).step_by(8) {
+            ahead.prefetch(lines);
+            step(p.k, x, &rows, s1 + i, &mut a1);
+        }
+        for r in 0..R {
+            c[r] = _mm256_add_ps(c[r], a0[r]);
+            // Not `+ 0.0` for a missing block: that would turn a -0 sum into +0.
+            if pair.len() == 2 {
+                c[r] = _mm256_add_ps(c[r], a1[r]);
             }
-            for (r, &cr) in c.iter().enumerate() {
-                let mut lanes = [0f32; 8];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), cr);
-                for (j, &v) in lanes.iter().enumerate() {
-                    let col = n0 + t * 8 + j;
-                    if col < p.n {
-                        *out.0.add(r * p.n + col) = v;
-                    }
-                }
+        }
+    }
+    for (r, &cr) in c.iter().enumerate() {
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), cr);
+        for (j, &v) in lanes.iter().enumerate() {
+            if col0 + j < p.n {
+                *out.0.add((r0 + r) * p.n + col0 + j) = v;
             }
         }
     }
@@ -101,14 +127,15 @@ impl Ahead {
     }
 }
 
-/// `k` = `kk..kk + 8` of the tile `rows` into the sums `acc` (one per row of `x`).
+/// `k` = `kk..kk + 8` of the tile `rows` into the sums `acc`, one per row of
+/// `x` from `x` on (rows `k` apart).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn step<const R: usize>(p: &Problem, rows: &[*const f32; 8], kk: usize, acc: &mut [__m256; R]) {
+unsafe fn step<const R: usize>(k: usize, x: *const f32, rows: &[*const f32; 8], kk: usize, acc: &mut [__m256; R]) {
     let v = transposed(rows, kk);
     for (i, &wv) in v.iter().enumerate() {
         for (r, a) in acc.iter_mut().enumerate() {
-            let xv = _mm256_broadcast_ss(p.x.get_unchecked(r * p.k + kk + i));
+            let xv = _mm256_broadcast_ss(&*x.add(r * k + kk + i));
             *a = _mm256_fmadd_ps(xv, wv, *a);
         }
     }

@@ -1,6 +1,6 @@
-//! `x @ w.T (+ bias)` in float32 for one or two rows of `x` (a decode step, or
-//! T3's guidance pair) with the very bits OpenBLAS's `sgemm` gives, without
-//! its packing.
+//! `x @ w.T (+ bias)` in float32 for one to eight rows of `x` (a decode step,
+//! T3's guidance pair, a batch of sequences decoding together) with the very
+//! bits OpenBLAS's `sgemm` gives, without its packing.
 //!
 //! MLX's CPU matmul is always `cblas_sgemm`. For so few rows OpenBLAS spends
 //! most of the call copying the whole weight matrix into its packed layout
@@ -38,6 +38,11 @@ mod lanes16;
 /// Output columns per block: four vectors of eight.
 const BLOCK: usize = 32;
 
+/// The most rows of `x` the kernel takes. Up to here a product reads its
+/// weights once and does little arithmetic per weight; longer inputs (prompts)
+/// are arithmetic-bound, where `sgemm`'s packing pays for itself.
+pub const MAX_ROWS: usize = 8;
+
 /// How OpenBLAS sums `x @ w.T` here.
 ///
 /// `q`: its K blocking, blocks of `q`, the last two halves of the rest.
@@ -74,7 +79,8 @@ const CANDIDATES: [Blocking; 6] = [
 
 /// `x @ w.T`, plus `bias` when given (MLX's `addmm(bias, x, w.T)`), by the
 /// kernel; `None` where it does not apply: another dtype or device, more than
-/// two rows, `k` not a multiple of 64 (see `Blocking`), no calibrated blocking.
+/// `MAX_ROWS` rows (more than two where `more_rows` is false), `k` not a
+/// multiple of 64 (see `Blocking`), no calibrated blocking.
 pub fn matmul_t(x: &Array, w: &Array, bias: Option<&Array>) -> Result<Option<Array>> {
     if x.dtype() != Dtype::Float32 || w.dtype() != Dtype::Float32 || w.ndim() != 2 || x.ndim() == 0 {
         return Ok(None);
@@ -82,7 +88,8 @@ pub fn matmul_t(x: &Array, w: &Array, bias: Option<&Array>) -> Result<Option<Arr
     let (n, k) = (w.dim(0), w.dim(1));
     let rows = if k > 0 { x.size() / k as usize } else { 0 };
     let bias_ok = bias.is_none_or(|b| b.dtype() == Dtype::Float32 && b.shape() == [n]);
-    if x.dim(-1) != k || !(1..=2).contains(&rows) || k % 64 != 0 || n <= 0 || !bias_ok || n >= 1 << 24 || k >= 1 << 24
+    let rows_ok = (1..=2).contains(&rows) || ((3..=MAX_ROWS).contains(&rows) && more_rows());
+    if x.dim(-1) != k || !rows_ok || k % 64 != 0 || n <= 0 || !bias_ok || n >= 1 << 24 || k >= 1 << 24
         // Rows are addressed with 32-bit offsets.
         || n as i64 * k as i64 > i32::MAX as i64
     {
@@ -102,6 +109,14 @@ pub fn chosen() -> Option<Blocking> {
     blocking()
 }
 
+/// Whether the kernel also takes three to `MAX_ROWS` rows: its blocking gave
+/// OpenBLAS's bits on probes of that many rows too (checked apart, so that a
+/// BLAS that sums more rows otherwise keeps the kernel for one and two).
+pub fn more_rows() -> bool {
+    static MORE: OnceLock<bool> = OnceLock::new();
+    *MORE.get_or_init(|| blocking().is_some_and(|b| calibrate(b, &MORE_ROWS_PROBES).unwrap_or(false)))
+}
+
 fn run(x: &Array, w: &Array, bias: Option<&Array>, b: Blocking) -> Result<Array> {
     let (n, k) = (w.dim(0), w.dim(1));
     let mut out_shape = x.shape();
@@ -119,18 +134,16 @@ fn blocking() -> Option<Blocking> {
         if !on {
             return None;
         }
-        CANDIDATES.into_iter().find(|&b| calibrate(b).unwrap_or(false))
+        CANDIDATES.into_iter().find(|&b| calibrate(b, &PROBES).unwrap_or(false))
     })
 }
 
-/// The kernel with blocking `b` against MLX's matmul on probe shapes: one and
-/// two rows, one block, several, and halves, below and above OpenBLAS's
-/// threading threshold, with and without a bias.
-fn calibrate(b: Blocking) -> Result<bool> {
-    // The first nine are small enough for the AVX-512 small-matrix kernel
-    // (with columns past a multiple of four in two of them); the last three
-    // are not, and tell its `q` apart.
-    const PROBES: [(i32, i32, i32, bool); 12] = [
+/// Probe shapes `(rows, k, n, bias)`: one and two rows, one block, several,
+/// and halves, below and above OpenBLAS's threading threshold, with and
+/// without a bias. The first nine are small enough for the AVX-512
+/// small-matrix kernel (with columns past a multiple of four in two of them);
+/// the last three are not, and tell its `q` apart.
+const PROBES: [(i32, i32, i32, bool); 12] = [
         (1, 64, 40, false),
         (1, 1024, 64, false),
         (2, 1024, 40, true),
@@ -143,8 +156,23 @@ fn calibrate(b: Blocking) -> Result<bool> {
         (1, 1024, 1300, false),
         (2, 2048, 700, true),
         (1, 5120, 260, false),
-    ];
-    for (i, &(m, k, n, with_bias)) in PROBES.iter().enumerate() {
+];
+
+/// Three to `MAX_ROWS` rows, on both sides of the small-matrix kernel's limits
+/// (1200 outputs, 1e6 multiply-adds) and of its `q`.
+const MORE_ROWS_PROBES: [(i32, i32, i32, bool); 7] = [
+    (3, 1024, 300, false),
+    (5, 1024, 64, false),
+    (6, 512, 200, true),
+    (4, 2048, 500, true),
+    (7, 4096, 130, false),
+    (8, 960, 150, false),
+    (8, 1536, 700, true),
+];
+
+/// The kernel with blocking `b` against MLX's matmul on `probes`, bit for bit.
+fn calibrate(b: Blocking, probes: &[(i32, i32, i32, bool)]) -> Result<bool> {
+    for (i, &(m, k, n, with_bias)) in probes.iter().enumerate() {
         let data = |len: i32, seed: u64| -> Result<Array> {
             let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
             let v: Vec<f32> = (0..len)
@@ -223,10 +251,8 @@ const GEMV: KernelF32 = |params, inputs, out| {
         unsafe {
             if small {
                 lanes16::columns(&p, blocks.start * BLOCK..(blocks.end * BLOCK).min(p.n), out)
-            } else if p.m == 1 {
-                blocked::blocks::<1>(&p, blocks, out)
             } else {
-                blocked::blocks::<2>(&p, blocks, out)
+                blocked::blocks(&p, blocks, out)
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
