@@ -383,6 +383,13 @@ pub(crate) mod avx2 {
         let chunk = words_per_group.min(8);
         let mask = _mm256_set1_epi32(((1u32 << B) - 1) as i32);
         for t in 0..TILES {
+            // As in `single_row`: 32 rows side by side are more streams than the
+            // hardware prefetcher follows (a batch of eight decoding together on
+            // Qwen3-0.6B 4-bit: 5.0 to 5.6 tokens/s each, measured here).
+            for &r in &w_rows[t] {
+                // A prefetch past the buffer's end is harmless (it never faults).
+                _mm_prefetch::<_MM_HINT_T0>(p.w.as_ptr().wrapping_add(r as usize + g * words_per_group + PREFETCH_WORDS).cast());
+            }
             let scale = _mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off[t]);
             let bias = _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off[t]);
             for c in (0..words_per_group).step_by(chunk) {
