@@ -35,7 +35,18 @@ pub fn rope(x: &Array, dims: i32, traditional: bool, base: Option<f32>, scale: f
     // SAFETY: `x.raw` is live and `raw_or_null` gives a live handle or null (no per-row
     // offsets, no freqs); `out` and errors as in `make`.
     make(|out| unsafe {
-        sys::mlxn_rope(x.raw, dims, traditional as i32, base.unwrap_or(0.0), base.is_some() as i32, scale, at, raw_or_null(rows), raw_or_null(freqs), out)
+        sys::mlxn_rope(
+            x.raw,
+            dims,
+            traditional as i32,
+            base.unwrap_or(0.0),
+            base.is_some() as i32,
+            scale,
+            at,
+            raw_or_null(rows),
+            raw_or_null(freqs),
+            out,
+        )
     })
 }
 
@@ -147,7 +158,10 @@ pub fn attention_rows(q: &Array, kv: &[(Array, Array)], scale: f32) -> Result<Ar
             .map(|(r, (k, v))| attend_grouped(&grouped.slice_axis(0, r as i32, r as i32 + 1)?, k, v, repeats, false))
             .collect::<Result<Vec<_>>>()?
     } else {
-        kv.iter().enumerate().map(|(r, (k, v))| scaled_dot_product_attention(&row(r)?, k, v, scale, AttentionMask::None)).collect::<Result<Vec<_>>>()?
+        kv.iter()
+            .enumerate()
+            .map(|(r, (k, v))| scaled_dot_product_attention(&row(r)?, k, v, scale, AttentionMask::None))
+            .collect::<Result<Vec<_>>>()?
     };
     ungroup(Array::concatenate(&outs.iter().collect::<Vec<_>>(), 0)?, q.dim(1))
 }

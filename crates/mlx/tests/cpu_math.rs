@@ -170,7 +170,9 @@ fn attention_rows_equal_each_row_alone() {
     let normal = |shape: &[i32], seed: u64| random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap();
     let bits = |a: &Array| a.to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     // (query heads, kv heads, head dim, keys per sequence): grouped and not.
-    for (n, (hq, hkv, d, lens)) in [(8, 4, 64, vec![5, 300, 77]), (4, 4, 32, vec![1, 12]), (16, 2, 64, vec![40, 41, 42, 500, 3, 9, 128, 64])].into_iter().enumerate() {
+    for (n, (hq, hkv, d, lens)) in
+        [(8, 4, 64, vec![5, 300, 77]), (4, 4, 32, vec![1, 12]), (16, 2, 64, vec![40, 41, 42, 500, 3, 9, 128, 64])].into_iter().enumerate()
+    {
         let b = lens.len() as i32;
         let q = normal(&[b, hq, 1, d], 100 + n as u64);
         let kv: Vec<(Array, Array)> =

@@ -111,11 +111,8 @@ impl Rope {
     /// whose base follows the position, goes row by row).
     pub fn forward_rows(&self, x: &Array, offsets: &[i32]) -> Result<Array> {
         if let Rope::DynamicNtk { .. } = self {
-            let rows = offsets
-                .iter()
-                .enumerate()
-                .map(|(r, &o)| self.forward(&x.slice_axis(0, r as i32, r as i32 + 1)?, o))
-                .collect::<Result<Vec<_>>>()?;
+            let rows =
+                offsets.iter().enumerate().map(|(r, &o)| self.forward(&x.slice_axis(0, r as i32, r as i32 + 1)?, o)).collect::<Result<Vec<_>>>()?;
             return Array::concatenate(&rows.iter().collect::<Vec<_>>(), 0);
         }
         let offsets = Array::from_slice(offsets, &[offsets.len() as i32])?;
@@ -140,7 +137,9 @@ impl Rope {
             Rope::Standard { dims, traditional, base, scale } => fast::rope(x, *dims, *traditional, Some(*base), *scale, offset, None),
             Rope::Freqs { dims, traditional, freqs } => fast::rope(x, *dims, *traditional, None, 1.0, offset, Some(freqs)),
             Rope::DynamicNtk { dims, traditional, base, factor, max_positions } => {
-                let RopeOffset::At(offset) = offset else { return Err(crate::Error::new("dynamic NTK RoPE takes one offset (forward_rows goes row by row)")) };
+                let RopeOffset::At(offset) = offset else {
+                    return Err(crate::Error::new("dynamic NTK RoPE takes one offset (forward_rows goes row by row)"));
+                };
                 let seq_len = (x.dim(-2) + offset).max(*max_positions) as f64;
                 let (f, m, d) = (*factor as f64, *max_positions as f64, *dims as f64);
                 let b = *base as f64 * ((f * seq_len / m) - (f - 1.0)).powf(d / (d - 2.0));

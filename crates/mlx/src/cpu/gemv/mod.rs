@@ -144,18 +144,18 @@ fn blocking() -> Option<Blocking> {
 /// small-matrix kernel (with columns past a multiple of four in two of them);
 /// the last three are not, and tell its `q` apart.
 const PROBES: [(i32, i32, i32, bool); 12] = [
-        (1, 64, 40, false),
-        (1, 1024, 64, false),
-        (2, 1024, 40, true),
-        (1, 960, 24, false),
-        (2, 3072, 16, false),
-        (1, 1536, 520, true),
-        (2, 4096, 70, false),
-        (1, 2048, 300, false),
-        (1, 256, 7, true),
-        (1, 1024, 1300, false),
-        (2, 2048, 700, true),
-        (1, 5120, 260, false),
+    (1, 64, 40, false),
+    (1, 1024, 64, false),
+    (2, 1024, 40, true),
+    (1, 960, 24, false),
+    (2, 3072, 16, false),
+    (1, 1536, 520, true),
+    (2, 4096, 70, false),
+    (1, 2048, 300, false),
+    (1, 256, 7, true),
+    (1, 1024, 1300, false),
+    (2, 2048, 700, true),
+    (1, 5120, 260, false),
 ];
 
 /// Three to `MAX_ROWS` rows, on both sides of the small-matrix kernel's limits
