@@ -1,7 +1,6 @@
-//! Generation options from JS, validated before any work: every wrong type,
-//! range or unknown name is an INVALID_ARGUMENT naming the option.
-use lm::generate::{GenerateParams, MAX_TOP_LOGPROBS};
-use lm::sampling::SamplingOptions;
+//! Generation options from JS, checked before any work: every wrong type,
+//! range or unknown name is an INVALID_ARGUMENT naming the option. This only
+//! converts; the ranges are `lm`'s (`TextOptions::validate`).
 use serde_json::{Map, Value};
 
 use crate::errors::{js_error, Code};
@@ -38,15 +37,13 @@ pub(crate) fn invalid(msg: String) -> napi::Error<String> {
 pub(crate) struct Opts<'a>(pub(crate) &'a Map<String, Value>);
 
 impl Opts<'_> {
-    pub(crate) fn num(&self, key: &str, lo: f64, hi: f64, lo_open: bool) -> R<Option<f64>> {
+    fn num(&self, key: &str, lo: f64, hi: f64) -> R<Option<f64>> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) => {
                 let v = n.as_f64().unwrap_or(f64::NAN);
-                let below = if lo_open { v <= lo } else { v < lo };
-                if !v.is_finite() || below || v > hi {
-                    let l = if lo_open { "(" } else { "[" };
-                    Err(invalid(format!("option {key} must be a number in {l}{lo}, {hi}], got {v}")))
+                if !v.is_finite() || v < lo || v > hi {
+                    Err(invalid(format!("option {key} must be a number in [{lo}, {hi}], got {v}")))
                 } else {
                     Ok(Some(v))
                 }
@@ -57,13 +54,13 @@ impl Opts<'_> {
 
     /// Any finite number (the range is checked by whoever owns the option).
     pub(crate) fn number(&self, key: &str) -> R<Option<f64>> {
-        self.num(key, f64::MIN, f64::MAX, false).map_err(|_| {
+        self.num(key, f64::MIN, f64::MAX).map_err(|_| {
             invalid(format!("option {key} must be a finite number, got {}", self.0.get(key).map_or("nothing".into(), |v| v.to_string())))
         })
     }
 
     pub(crate) fn int(&self, key: &str, lo: i64, hi: i64) -> R<Option<i64>> {
-        match self.num(key, lo as f64, hi as f64, false)? {
+        match self.num(key, lo as f64, hi as f64)? {
             None => Ok(None),
             Some(v) if v.fract() != 0.0 => Err(invalid(format!("option {key} must be an integer, got {v}"))),
             Some(v) => Ok(Some(v as i64)),
@@ -87,76 +84,91 @@ pub(crate) fn options_object(value: &Value, known: &[&str]) -> R<Map<String, Val
 /// The generation options, as `lm`'s text loop takes them.
 pub type ParsedOptions = lm::text::TextOptions;
 
-/// `vocab`: model vocabulary size (top-k and logit-bias ids are checked against it).
-/// Absent options keep `lm`'s defaults (`GenerateParams`, `SamplingOptions`):
-/// this only converts and range-checks what JS gave.
+/// JS's `Number.MAX_SAFE_INTEGER`: the largest integer a JS number holds exactly.
+const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// `vocab`: the model's vocabulary size (`lm` checks top-k and logit-bias ids against it).
+/// Converts what JS gave onto `lm`'s defaults; `TextOptions::validate` checks the ranges.
 pub fn parse(value: &Value, vocab: u32, xtc_special_tokens: Vec<u32>) -> R<ParsedOptions> {
     let map = &options_object(value, KNOWN)?;
     let o = Opts(map);
-    let d = GenerateParams::default();
-    let ds = SamplingOptions::default();
-    let f32_of = |v: Option<f64>, d: f32| v.map(|x| x as f32).unwrap_or(d);
-    let i32_of = |v: Option<i64>, d: i32| v.map(|x| x as i32).unwrap_or(d);
-    let mut s = SamplingOptions {
-        temperature: f32_of(o.num("temperature", 0.0, 1e6, false)?, ds.temperature),
-        top_p: f32_of(o.num("topP", 0.0, 1.0, false)?, ds.top_p),
-        min_p: f32_of(o.num("minP", 0.0, 1.0, false)?, ds.min_p),
-        min_tokens_to_keep: i32_of(o.int("minTokensToKeep", 1, vocab as i64)?, ds.min_tokens_to_keep),
-        top_k: i32_of(o.int("topK", 0, vocab as i64 - 1)?, ds.top_k),
-        xtc_probability: f32_of(o.num("xtcProbability", 0.0, 1.0, false)?, ds.xtc_probability),
-        xtc_threshold: f32_of(o.num("xtcThreshold", 0.0, 0.5, false)?, ds.xtc_threshold),
-        xtc_special_tokens,
-        repetition_penalty: o.num("repetitionPenalty", 0.0, 1e6, false)?.map(|v| v as f32),
-        repetition_context_size: i32_of(o.int("repetitionContextSize", 1, i32::MAX as i64)?, ds.repetition_context_size),
-        presence_penalty: o.num("presencePenalty", -1e6, 1e6, false)?.map(|v| v as f32),
-        presence_context_size: i32_of(o.int("presenceContextSize", 1, i32::MAX as i64)?, ds.presence_context_size),
-        frequency_penalty: o.num("frequencyPenalty", -1e6, 1e6, false)?.map(|v| v as f32),
-        frequency_context_size: i32_of(o.int("frequencyContextSize", 1, i32::MAX as i64)?, ds.frequency_context_size),
-        logit_bias: Vec::new(),
+    let f32_ = |key| o.number(key).map(|v| v.map(|x| x as f32));
+    // Integers only as their Rust types bound them; `lm` checks the ranges.
+    let i32_ = |key| o.int(key, i32::MIN.into(), i32::MAX.into()).map(|v| v.map(|x| x as i32));
+    let uint = |key| match o.int(key, -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)? {
+        Some(v) if v < 0 => Err(invalid(format!("option {key} must be a non-negative integer, got {v}"))),
+        v => Ok(v.map(|x| x as u64)),
     };
+    let mut t = ParsedOptions::default();
+    let s = &mut t.params.sampling;
+    set(&mut s.temperature, f32_("temperature")?);
+    set(&mut s.top_p, f32_("topP")?);
+    set(&mut s.min_p, f32_("minP")?);
+    set(&mut s.min_tokens_to_keep, i32_("minTokensToKeep")?);
+    set(&mut s.top_k, i32_("topK")?);
+    set(&mut s.xtc_probability, f32_("xtcProbability")?);
+    set(&mut s.xtc_threshold, f32_("xtcThreshold")?);
+    s.xtc_special_tokens = xtc_special_tokens;
+    set(&mut s.repetition_penalty, f32_("repetitionPenalty")?.map(Some));
+    set(&mut s.repetition_context_size, i32_("repetitionContextSize")?);
+    set(&mut s.presence_penalty, f32_("presencePenalty")?.map(Some));
+    set(&mut s.presence_context_size, i32_("presenceContextSize")?);
+    set(&mut s.frequency_penalty, f32_("frequencyPenalty")?.map(Some));
+    set(&mut s.frequency_context_size, i32_("frequencyContextSize")?);
     match map.get("logitBias") {
         None | Some(Value::Null) => {}
         Some(Value::Object(b)) => {
             for (k, v) in b {
-                let id: u32 = k
-                    .parse()
-                    .ok()
-                    .filter(|&id| id < vocab)
-                    .ok_or_else(|| invalid(format!("logitBias key \"{k}\" is not a token id in [0, {vocab})")))?;
-                let val = v.as_f64().filter(|x| x.is_finite()).ok_or_else(|| invalid(format!("logitBias[{k}] must be a finite number, got {v}")))?;
-                s.logit_bias.push((id, val as f32));
+                let id: u32 = k.parse().map_err(|_| invalid(format!("option logitBias key \"{k}\" is not a token id")))?;
+                let bias = v.as_f64().ok_or_else(|| invalid(format!("option logitBias[{k}] must be a number, got {v}")))?;
+                s.logit_bias.push((id, bias as f32));
             }
         }
         Some(other) => return Err(invalid(format!("option logitBias must be an object of id -> bias, got {other}"))),
     }
-    let stop = match map.get("stop") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| match v {
-                Value::String(s) if !s.is_empty() => Ok(s.clone()),
-                other => Err(invalid(format!("option stop must be an array of non-empty strings, got {other}"))),
-            })
-            .collect::<R<Vec<_>>>()?,
-        Some(other) => return Err(invalid(format!("option stop must be an array of strings, got {other}"))),
-    };
+    let p = &mut t.params;
+    set(&mut p.max_tokens, uint("maxTokens")?.map(|v| v as usize));
+    set(&mut p.prefill_step_size, uint("prefillStepSize")?.map(|v| v as usize));
+    p.seed = uint("seed")?;
     // topLogprobs alone asks for logprobs too; logprobs: false with topLogprobs > 0 is a contradiction.
-    let top = o.int("topLogprobs", 0, MAX_TOP_LOGPROBS as i64)?.map(|k| k as usize);
-    let logprobs = match map.get("logprobs") {
+    let top = uint("topLogprobs")?.map(|k| k as usize);
+    p.logprobs = match map.get("logprobs") {
         None | Some(Value::Null) => top,
         Some(Value::Bool(true)) => Some(top.unwrap_or(0)),
         Some(Value::Bool(false)) if top.unwrap_or(0) > 0 => return Err(invalid("option topLogprobs needs logprobs: true".into())),
         Some(Value::Bool(false)) => None,
         Some(other) => return Err(invalid(format!("option logprobs must be a boolean, got {other}"))),
     };
-    let params = GenerateParams {
-        max_tokens: o.int("maxTokens", 1, i32::MAX as i64)?.map_or(d.max_tokens, |v| v as usize),
-        sampling: s,
-        prefill_step_size: o.int("prefillStepSize", 1, i32::MAX as i64)?.map_or(d.prefill_step_size, |v| v as usize),
-        seed: o.int("seed", 0, u32::MAX as i64)?.map(|v| v as u64),
-        logprobs,
+    t.stop = match map.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(String::from).ok_or_else(|| invalid(format!("option stop must be an array of strings, got {v}"))))
+            .collect::<R<Vec<_>>>()?,
+        Some(other) => return Err(invalid(format!("option stop must be an array of strings, got {other}"))),
     };
-    Ok(ParsedOptions { params, stop })
+    t.validate(vocab).map_err(|e| invalid(format!("option {} {}", camel_case(e.option), e.message)))?;
+    Ok(t)
+}
+
+fn set<T>(field: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *field = v;
+    }
+}
+
+/// An `lm` option name as JS spells it: `top_p` -> `topP`.
+fn camel_case(snake: &str) -> String {
+    let mut parts = snake.split('_');
+    let first = parts.next().unwrap_or_default().to_string();
+    parts.fold(first, |mut out, part| {
+        let mut chars = part.chars();
+        if let Some(c) = chars.next() {
+            out.extend(c.to_uppercase());
+            out.push_str(chars.as_str());
+        }
+        out
+    })
 }
 
 /// `createPromptCache` options, as `lm`'s `CacheOptions` (its defaults, its checks).

@@ -14,7 +14,7 @@ use std::time::Instant;
 use mlx::{memory, random, Array};
 
 use crate::error::{LmError, Result};
-use crate::generate::{eval_cache, feed, queue, queue_all, read, settle_cache, GenerationStats, LazyLogprobs, Next, Picker, MAX_TOP_LOGPROBS};
+use crate::generate::{eval_cache, feed, queue, queue_all, read, settle_cache, GenerationStats, LazyLogprobs, Next, Picker};
 use crate::models::LanguageModel;
 use crate::prompt_cache::PromptCache;
 use crate::sampling::{LogitsProcessors, Sampler};
@@ -61,7 +61,7 @@ struct Seq {
 }
 
 impl Seq {
-    fn new(req: Request, tokenizer: &Tokenizer) -> Result<Seq> {
+    fn new(req: Request, tokenizer: &Tokenizer, vocab: u32) -> Result<Seq> {
         let Request { prompt, options, mut cache, should_abort, on_chunk, on_done } = req;
         let fail = |e: LmError, cache: PromptCache, on_done: Done| -> Result<Seq> {
             on_done(Err(e.clone()), cache);
@@ -70,8 +70,8 @@ impl Seq {
         if prompt.is_empty() {
             return fail(LmError::InvalidArgument("the prompt is empty: at least one token is needed".into()), cache, on_done);
         }
-        if options.params.logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS) {
-            return fail(LmError::InvalidArgument(format!("topLogprobs must be between 0 and {MAX_TOP_LOGPROBS}")), cache, on_done);
+        if let Err(e) = options.params.validate(vocab) {
+            return fail(e.into(), cache, on_done);
         }
         let built = (|| -> Result<_> {
             let processors = LogitsProcessors::new(&options.params.sampling)?;
@@ -199,7 +199,7 @@ impl Scheduler {
         if self.is_idle() {
             let _ = memory::reset_peak();
         }
-        if let Ok(seq) = Seq::new(req, &self.tokenizer) {
+        if let Ok(seq) = Seq::new(req, &self.tokenizer, model.config().vocab_size as u32) {
             self.waiting.push_back(seq);
         }
     }

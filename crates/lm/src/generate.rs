@@ -9,6 +9,7 @@ use mlx::{memory, random, Array, Result as MlxResult};
 use crate::cache::{maybe_quantize, Cache, CacheOptions};
 use crate::error::{LmError, Result};
 use crate::models::LanguageModel;
+use crate::options::{integer, Checked};
 use crate::prompt_cache::PromptCache;
 use crate::sampling::{LogitsProcessors, Sampler, SamplingOptions};
 
@@ -29,6 +30,22 @@ pub const MAX_TOP_LOGPROBS: usize = 20;
 impl Default for GenerateParams {
     fn default() -> Self {
         GenerateParams { max_tokens: 256, sampling: SamplingOptions::default(), prefill_step_size: 2048, seed: None, logprobs: None }
+    }
+}
+
+impl GenerateParams {
+    /// The one range check of these parameters (see `crate::options`).
+    pub fn validate(&self, vocab: u32) -> Checked {
+        let sizes = i32::MAX.into();
+        integer("max_tokens", self.max_tokens as i128, 1, sizes)?;
+        integer("prefill_step_size", self.prefill_step_size as i128, 1, sizes)?;
+        if let Some(seed) = self.seed {
+            integer("seed", seed.into(), 0, u32::MAX.into())?;
+        }
+        if let Some(k) = self.logprobs {
+            integer("top_logprobs", k as i128, 0, MAX_TOP_LOGPROBS as i128)?;
+        }
+        self.sampling.validate(vocab)
     }
 }
 
@@ -430,11 +447,7 @@ pub fn generate(
 ) -> Result<GenerationStats> {
     let all = check_prompt(model, prompt)?;
     cache.check_model(model)?;
-    if let Some(k) = params.logprobs {
-        if k > MAX_TOP_LOGPROBS {
-            return Err(LmError::InvalidArgument(format!("topLogprobs must be between 0 and {MAX_TOP_LOGPROBS}, got {k}")));
-        }
-    }
+    params.validate(model.config().vocab_size as u32)?;
     let processors = LogitsProcessors::new(&params.sampling)?;
     let sampler = Sampler::new(&params.sampling)?;
     // Same seed, same draws in the same order as MLX-LM after mx.random.seed(seed).

@@ -7,6 +7,7 @@ pub mod generate;
 pub mod gguf;
 pub mod min_p;
 pub mod models;
+pub mod options;
 pub mod prompt_cache;
 pub mod sampling;
 pub mod stop;

@@ -2,6 +2,8 @@
 //! order, all as device ops: no logits ever reach the host.
 use mlx::{random, Array, Compiled, Dtype, Result};
 
+use crate::options::{bad, integer, number, Checked};
+
 /// Options as MLX-LM's `make_sampler` / `make_logits_processors` take them.
 #[derive(Debug, Clone)]
 pub struct SamplingOptions {
@@ -27,6 +29,39 @@ impl SamplingOptions {
     /// place it is decided).
     pub fn is_greedy(&self) -> bool {
         self.temperature == 0.0
+    }
+
+    /// The one range check of these options (see `crate::options`);
+    /// `vocab`: the model's vocabulary size, which bounds ids and `top_k`.
+    pub fn validate(&self, vocab: u32) -> Checked {
+        let v = vocab as i128;
+        number("temperature", self.temperature, 0.0, 1e6)?;
+        number("top_p", self.top_p, 0.0, 1.0)?;
+        number("min_p", self.min_p, 0.0, 1.0)?;
+        integer("min_tokens_to_keep", self.min_tokens_to_keep.into(), 1, v)?;
+        integer("top_k", self.top_k.into(), 0, v - 1)?;
+        number("xtc_probability", self.xtc_probability, 0.0, 1.0)?;
+        number("xtc_threshold", self.xtc_threshold, 0.0, 0.5)?;
+        let penalties = [
+            ("repetition_penalty", self.repetition_penalty, 0.0, "repetition_context_size", self.repetition_context_size),
+            ("presence_penalty", self.presence_penalty, -1e6, "presence_context_size", self.presence_context_size),
+            ("frequency_penalty", self.frequency_penalty, -1e6, "frequency_context_size", self.frequency_context_size),
+        ];
+        for (name, penalty, lo, context, size) in penalties {
+            if let Some(p) = penalty {
+                number(name, p, lo, 1e6)?;
+            }
+            integer(context, size.into(), 1, i32::MAX.into())?;
+        }
+        for &(id, bias) in &self.logit_bias {
+            if id >= vocab {
+                return bad("logit_bias", format!("key {id} is not a token id in [0, {vocab})"));
+            }
+            if !bias.is_finite() {
+                return bad("logit_bias", format!("value for token {id} must be a finite number, got {bias}"));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -6,6 +6,7 @@
 use crate::error::Result;
 use crate::generate::{generate, per_second, GenerateParams, Next, Sampled, TokenLogprobs};
 use crate::models::LanguageModel;
+use crate::options::{bad, Checked};
 use crate::prompt_cache::PromptCache;
 use crate::stop::{Feed, StopMatcher};
 use crate::tokenizer::{StreamingDetokenizer, Tokenizer};
@@ -15,6 +16,16 @@ pub struct TextOptions {
     pub params: GenerateParams,
     /// Stop strings: generation ends at the first, which is not emitted.
     pub stop: Vec<String>,
+}
+
+impl TextOptions {
+    /// The one range check of these options (see `crate::options`).
+    pub fn validate(&self, vocab: u32) -> Checked {
+        if let Some(s) = self.stop.iter().find(|s| s.is_empty()) {
+            return bad("stop", format!("must hold non-empty strings, got {s:?}"));
+        }
+        self.params.validate(vocab)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
