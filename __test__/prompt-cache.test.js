@@ -872,6 +872,11 @@ test('INVALID_ARGUMENT: topLogprobs out of range, bad cache options, bad trim, n
   const c = m.createPromptCache();
   expectThrow(() => c.trim(-1), 'INVALID_ARGUMENT', null, 'trim(-1)');
   expectThrow(() => c.trim(1.5), 'INVALID_ARGUMENT', null, 'trim(1.5)');
+  // prefill's chunk size: the binding passes integers on, lm checks the range.
+  for (const n of [0, -1, 1.5, 2 ** 32]) {
+    await expectReject(() => c.prefill(STR, { prefillStepSize: n }), 'INVALID_ARGUMENT', /prefillStepSize/, `prefill prefillStepSize ${n}`);
+  }
+  assert.equal(c.length, 0, 'a refused prefill feeds nothing');
   c.dispose();
   await expectReject(() => m.generate(STR, { maxTokens: 2, promptCache: {} }), 'INVALID_ARGUMENT', null, 'promptCache: {}');
   await expectReject(() => m.generate(STR, { maxTokens: 2, promptCache: 'cache' }), 'INVALID_ARGUMENT', null, 'promptCache: string');

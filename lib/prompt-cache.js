@@ -60,8 +60,9 @@ class PromptCache {
     if (options === null || typeof options !== 'object') throw invalid('options must be an object');
     const { signal, prefillStepSize } = options;
     checkSignal(signal);
-    if (prefillStepSize !== undefined && !(Number.isInteger(prefillStepSize) && prefillStepSize >= 1 && prefillStepSize < 2 ** 31)) {
-      throw invalid(`option prefillStepSize must be an integer >= 1, got ${prefillStepSize}`);
+    // Only what the native u32 can hold is passed on; lm checks the range.
+    if (prefillStepSize !== undefined && !(Number.isInteger(prefillStepSize) && prefillStepSize >= 0 && prefillStepSize < 2 ** 32)) {
+      throw invalid(`option prefillStepSize must be a non-negative integer, got ${prefillStepSize}`);
     }
     signal?.throwIfAborted();
     const ids = this.#owner.toIds(input);

@@ -317,11 +317,8 @@ impl NativeModel {
         self.check_live()?;
         let prompt = self.prompt_ids(&ids)?;
         let slot = self.own_cache(cache)?;
-        let step = match prefill_step_size {
-            Some(0) => return Err(js_error(Code::InvalidArgument, "option prefillStepSize must be at least 1")),
-            Some(n) => n as usize,
-            None => lm::generate::GenerateParams::default().prefill_step_size,
-        };
+        let step = prefill_step_size.map_or(lm::generate::GenerateParams::default().prefill_step_size, |n| n as usize);
+        lm::generate::check_prefill_step_size(step).map_err(crate::options::option_error)?;
         let abort = Arc::new(AtomicBool::new(false));
         let rx = self.engine.prefill(prompt, step, slot, abort.clone());
         self.life.jobs.add(rx, abort)

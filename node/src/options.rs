@@ -147,7 +147,7 @@ pub fn parse(value: &Value, vocab: u32, xtc_special_tokens: Vec<u32>) -> R<Parse
             .collect::<R<Vec<_>>>()?,
         Some(other) => return Err(invalid(format!("option stop must be an array of strings, got {other}"))),
     };
-    t.validate(vocab).map_err(|e| invalid(format!("option {} {}", camel_case(e.option), e.message)))?;
+    t.validate(vocab).map_err(option_error)?;
     Ok(t)
 }
 
@@ -158,6 +158,11 @@ fn set<T>(field: &mut T, value: Option<T>) {
 }
 
 /// An `lm` option name as JS spells it: `top_p` -> `topP`.
+/// `lm`'s range error as INVALID_ARGUMENT, naming the option as JS spells it.
+pub(crate) fn option_error(e: lm::options::OptionError) -> napi::Error<String> {
+    invalid(format!("option {} {}", camel_case(e.option), e.message))
+}
+
 fn camel_case(snake: &str) -> String {
     let mut parts = snake.split('_');
     let first = parts.next().unwrap_or_default().to_string();

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use tts::pipeline::SynthesisOptions;
-use tts::streaming::{StreamSchedule, MIN_FIRST_CHUNK};
+use tts::streaming::StreamSchedule;
 use tts::t3::T3Options;
 
 use crate::options::{invalid, options_object, Opts};
@@ -43,7 +43,8 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<(SynthesisOptions, StreamSch
             repetition_penalty: f(o.number("repetitionPenalty")?, t.repetition_penalty),
             min_p: f(o.number("minP")?, t.min_p),
             top_p: f(o.number("topP")?, t.top_p),
-            max_tokens: o.int("maxTokens", 1, max_tokens as i64)?.map_or(t.max_tokens.min(max_tokens), |v| v as usize),
+            // Integers as the Rust type holds them; `validate` checks the range.
+            max_tokens: o.int("maxTokens", 0, i64::MAX)?.map_or(t.max_tokens.min(max_tokens), |v| v as usize),
         },
         seed: o.int("seed", 0, u32::MAX as i64)?.map(|v| v as u64),
         voice,
@@ -51,12 +52,12 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<(SynthesisOptions, StreamSch
     // The ranges are tts's (`T3Options::validate`), checked here so the call itself fails.
     synthesis.t3.validate(max_tokens).map_err(|e| invalid(e.message().to_string()))?;
     let s = StreamSchedule::default();
-    let max = max_tokens.max(MIN_FIRST_CHUNK) as i64;
     let schedule = StreamSchedule {
-        first_chunk: o.int("firstChunkTokens", MIN_FIRST_CHUNK as i64, max)?.map_or(s.first_chunk, |v| v as usize),
-        chunk: o.int("chunkTokens", 1, max)?.map_or(s.chunk, |v| v as usize),
+        first_chunk: o.int("firstChunkTokens", 0, i64::MAX)?.map_or(s.first_chunk, |v| v as usize),
+        chunk: o.int("chunkTokens", 0, i64::MAX)?.map_or(s.chunk, |v| v as usize),
         ..s
     };
+    schedule.validate(max_tokens).map_err(|e| invalid(e.message().to_string()))?;
     Ok((synthesis, schedule))
 }
 

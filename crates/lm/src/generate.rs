@@ -38,7 +38,7 @@ impl GenerateParams {
     pub fn validate(&self, vocab: u32) -> Checked {
         let sizes = i32::MAX.into();
         integer("max_tokens", self.max_tokens as i128, 1, sizes)?;
-        integer("prefill_step_size", self.prefill_step_size as i128, 1, sizes)?;
+        check_prefill_step_size(self.prefill_step_size)?;
         if let Some(seed) = self.seed {
             integer("seed", seed.into(), 0, u32::MAX.into())?;
         }
@@ -47,6 +47,11 @@ impl GenerateParams {
         }
         self.sampling.validate(vocab)
     }
+}
+
+/// The prompt chunk size's range (also for `prefill`, which takes it alone).
+pub fn check_prefill_step_size(n: usize) -> Checked {
+    integer("prefill_step_size", n as i128, 1, i32::MAX.into())
 }
 
 /// A sampled id and, when asked for, its log-probability and the top ones.
@@ -413,6 +418,7 @@ pub fn prefill(
     cache: &mut PromptCache,
     should_abort: &dyn Fn() -> bool,
 ) -> Result<bool> {
+    check_prefill_step_size(prefill_step_size)?;
     let all = check_prompt(model, prompt)?;
     cache.check_model(model)?;
     let (layers, options) = cache.parts_mut();

@@ -47,6 +47,23 @@ impl Default for StreamSchedule {
     }
 }
 
+impl StreamSchedule {
+    /// The one range check of the chunk sizes: `max_tokens` is the model's
+    /// longest speech-token sequence (a larger chunk is that sequence).
+    pub fn validate(&self, max_tokens: usize) -> Result<()> {
+        let max = max_tokens.max(MIN_FIRST_CHUNK);
+        let check = |name: &str, v: usize, lo: usize| {
+            if (lo..=max).contains(&v) {
+                Ok(())
+            } else {
+                Err(crate::TtsError::InvalidArgument(format!("option {name} must be an integer in [{lo}, {max}], got {v}")))
+            }
+        };
+        check("firstChunkTokens", self.first_chunk, MIN_FIRST_CHUNK)?;
+        check("chunkTokens", self.chunk, 1)
+    }
+}
+
 /// The tail of the previous chunk: its last mel frames, excitation and audio.
 struct Overlap {
     mel: Array,
