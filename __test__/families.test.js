@@ -8,7 +8,8 @@
 // Qwen3-MoE (qwen3_moe): experts by gather_mm / gather_qmm.
 // Phi-3 (phi3): fused qkv and gate_up, partial rotary, LongRoPE.
 // Ministral 3 (ministral3, mistral3): sliding layers, YaRN, position-scaled queries.
-// GPT-OSS (gpt_oss): attention sinks, biased top-k-softmax experts.
+// GPT-OSS (gpt_oss): attention sinks, biased top-k-softmax experts, MXFP4 experts (MLX's mxfp4 mode)
+// as MLX-community and OpenAI ship them.
 // SmolLM3 (smollm3): layers without RoPE.
 // Gemma 3 (gemma3_text): sliding window 8 (every other layer), so the rotating caches wrap both
 // during a long prompt and while decoding.
@@ -58,8 +59,10 @@ for (const m of ['phi3-f32', 'phi3-bf16-q4']) {
 cases.push({ m: 'ministral3-f32', label: 'greedy, prompt past the window', input: STR, options: { maxTokens: 24 } });
 cases.push({ m: 'ministral3-f32', label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 9 } });
 cases.push({ m: 'mistral3-vlm', label: 'greedy, text model of a mistral3 checkpoint', input: STR, options: { maxTokens: 24 } });
-// GPT-OSS: sinks, sliding and full layers, biased experts with swiglu_oai, YaRN.
-for (const m of ['gpt-oss-f32', 'gpt-oss-bf16-q4']) {
+// GPT-OSS: sinks, sliding and full layers, biased experts with swiglu_oai, YaRN; and MXFP4 weights:
+// `convert --q-mode mxfp4` (all MXFP4 but the 8-bit router), MLX-community's MXFP4-Q8 (MXFP4 experts,
+// 8-bit affine elsewhere) and OpenAI's own layout (MXFP4 `_blocks` and `_scales`, bfloat16 elsewhere).
+for (const m of ['gpt-oss-f32', 'gpt-oss-bf16-q4', 'gpt-oss-mxfp4', 'gpt-oss-mxfp4-q8', 'gpt-oss-hf-mxfp4']) {
   cases.push({ m, label: 'greedy, prompt past the window', input: STR, options: { maxTokens: 24 } });
   cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 10 } });
 }
@@ -222,6 +225,61 @@ test('qwen3_moe: a checkpoint missing one expert is INVALID_WEIGHTS naming the s
 test('qwen3_moe: a config without num_experts_per_tok is INVALID_WEIGHTS naming it', async () => {
   const d = withConfig('qwen3-moe-f32', ({ num_experts_per_tok, ...config }) => config);
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /num_experts_per_tok/);
+});
+
+test('gpt_oss: MXFP4 checkpoints load with the quantization MLX-LM reads from their config', async () => {
+  const config = (name) => JSON.parse(fs.readFileSync(path.join(fixtures().fixtures[name].path, 'config.json'), 'utf8'));
+  // convert --q-mode mxfp4: MXFP4 by default, the router 8-bit affine (no mode: to_quantized's default).
+  const all = config('gpt-oss-mxfp4').quantization;
+  assert.deepEqual([all.mode, all.group_size, all.bits], ['mxfp4', 32, 4]);
+  assert.deepEqual(all['model.layers.0.mlp.router'], { group_size: 64, bits: 8 });
+  // MXFP4-Q8: 8-bit affine layers listed under a top-level mxfp4; the experts unlisted (their uint8
+  // scales name the mode).
+  const q8 = config('gpt-oss-mxfp4-q8').quantization;
+  assert.equal(q8.mode, 'mxfp4');
+  assert.deepEqual(q8['model.layers.0.self_attn.q_proj'], { group_size: 64, bits: 8, mode: 'affine' });
+  assert.ok(!Object.keys(q8).some((k) => k.includes('experts')));
+  // OpenAI's layout has only quantization_config, which MLX-LM reads as mxfp4.
+  assert.equal(config('gpt-oss-hf-mxfp4').quantization_config.quant_method, 'mxfp4');
+  for (const name of ['gpt-oss-mxfp4', 'gpt-oss-mxfp4-q8', 'gpt-oss-hf-mxfp4']) {
+    const m = await model(name);
+    assert.equal(m.info.modelType, 'gpt_oss');
+    assert.deepEqual(m.info.quantization, { bits: 4, groupSize: 32 }, name);
+  }
+});
+
+test('gpt_oss: a quantization mode MLX does not have is UNSUPPORTED_MODEL naming the layer and the mode', async () => {
+  const d = withConfig('gpt-oss-mxfp4', (config) => {
+    config.quantization['model.layers.0.self_attn.q_proj'] = { group_size: 32, bits: 4, mode: 'nvfp8' };
+    return config;
+  });
+  await expectReject(() => loadModel(d), 'UNSUPPORTED_MODEL', /model\.layers\.0\.self_attn\.q_proj.*"nvfp8"/);
+});
+
+test('gpt_oss: MXFP4 (uint8) scales under a config that says affine are INVALID_WEIGHTS naming the tensor', async () => {
+  const d = withConfig('gpt-oss-mxfp4', (config) => {
+    config.quantization['model.layers.1.mlp.experts.down_proj'] = { group_size: 32, bits: 4 };
+    return config;
+  });
+  await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /"model\.layers\.1\.mlp\.experts\.down_proj\.scales".* is uint8, .*mode affine/);
+});
+
+test('gpt_oss: per-expert nvfp4 global scales are UNSUPPORTED_MODEL', async () => {
+  const d = withConfig('gpt-oss-mxfp4', (config) => {
+    config.quantization['model.layers.2.mlp.experts.up_proj'] = { group_size: 32, bits: 4, mode: 'mxfp4', global_scale: true };
+    return config;
+  });
+  await expectReject(() => loadModel(d), 'UNSUPPORTED_MODEL', /model\.layers\.2\.mlp\.experts\.up_proj.*global_scale/);
+});
+
+test('gpt_oss: OpenAI-layout MXFP4 blocks of the wrong width are INVALID_WEIGHTS naming the tensor', async () => {
+  const d = copyFixture('gpt-oss-hf-mxfp4');
+  tmpDirs.push(d);
+  venvPython(
+    'import sys, mlx.core as mx\nw = mx.load(sys.argv[1])\nk = "model.layers.3.mlp.experts.down_proj_blocks"\nw[k] = w[k][..., :15]\nmx.save_safetensors(sys.argv[1], w, metadata={"format": "mlx"})',
+    [path.join(d, 'model.safetensors')],
+  );
+  await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /model\.layers\.3\.mlp\.experts\.down_proj_blocks/);
 });
 
 test('yarn: the scaling changes the output (same weights without it give other tokens)', async () => {

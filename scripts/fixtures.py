@@ -516,7 +516,7 @@ def make_gemma3_vlm(out, tok_dir):
     write_common(dst, config, tok_dir, GEMMA3_EOS)
 
 
-def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None):
+def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None, mode="affine"):
     dst = out / name
     with contextlib.redirect_stdout(sys.stderr):
         mlx_lm.convert(
@@ -524,7 +524,9 @@ def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None):
             str(dst),
             quantize=True,
             q_bits=bits,
-            q_group_size=64,
+            # The floating-point modes have one group size each (convert's default for the mode).
+            q_group_size=64 if mode == "affine" else None,
+            q_mode=mode,
             quant_predicate=predicate,
             dtype=dtype,
         )
@@ -536,6 +538,47 @@ def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None):
         if f.name not in keep and not f.name.endswith(".safetensors"):
             f.unlink()
     copy_tokenizer(tok_dir, dst)
+
+
+def make_gpt_oss_hf_mxfp4(out, tok_dir):
+    """gpt-oss-f32 as OpenAI publishes GPT-OSS: bfloat16, the experts' weights in MXFP4 as
+    `gate_up_proj_blocks` (uint8 [E, 2 * ff, in / 32, 16], gate and up rows interleaved) and
+    `gate_up_proj_scales` (uint8 [E, 2 * ff, in / 32]), `down_proj_blocks` / `_scales`, and the
+    biases beside them; `quantization_config` says `mxfp4`. MLX-LM's sanitize and loader read
+    it back (its mxfp4 packing is MLX's), and it is what MLX-community converts from."""
+    dst = out / "gpt-oss-hf-mxfp4"
+    dst.mkdir(parents=True)
+    weights = {}
+    src = {k: v.astype(mx.bfloat16) for k, v in mx.load(str(out / "gpt-oss-f32" / "model.safetensors")).items()}
+
+    def blocks(w):
+        q, scales = mx.quantize(w, mode="mxfp4")
+        return q.view(mx.uint8).reshape(*q.shape[:-1], -1, 16), scales
+
+    def interleave(a, b):
+        return mx.stack([a, b], axis=2).reshape(a.shape[0], -1, *a.shape[2:])
+
+    for k, v in src.items():
+        if ".mlp.experts." not in k:
+            weights[k] = v
+            continue
+        prefix, proj = k.split(".mlp.experts.")
+        if proj == "gate_proj.weight":
+            (gb, gs), (ub, us) = blocks(v), blocks(src[f"{prefix}.mlp.experts.up_proj.weight"])
+            weights[f"{prefix}.mlp.experts.gate_up_proj_blocks"] = interleave(gb, ub)
+            weights[f"{prefix}.mlp.experts.gate_up_proj_scales"] = interleave(gs, us)
+        elif proj == "gate_proj.bias":
+            weights[f"{prefix}.mlp.experts.gate_up_proj_bias"] = interleave(
+                v[..., None], src[f"{prefix}.mlp.experts.up_proj.bias"][..., None]).squeeze(-1)
+        elif proj == "down_proj.weight":
+            weights[f"{prefix}.mlp.experts.down_proj_blocks"], weights[f"{prefix}.mlp.experts.down_proj_scales"] = blocks(v)
+        elif proj == "down_proj.bias":
+            weights[f"{prefix}.mlp.experts.down_proj_bias"] = v
+    save_weights(dst / "model.safetensors", weights)
+    config = dict(GPT_OSS, torch_dtype="bfloat16", quantization_config={
+        "quant_method": "mxfp4",
+        "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]})
+    write_common(dst, config, tok_dir)
 
 
 def fixture_entry(out, name, seed=None, source=None, check=None):
@@ -608,6 +651,16 @@ def main():
             "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "beta_fast": 32.0, "beta_slow": 1.0}), tok_dir)),
         ("mistral3-vlm", lambda: make_mistral3_vlm(out, tok_dir)),
         ("gpt-oss-bf16-q4", lambda: make_quantized(out, "gpt-oss-bf16-q4", out / "gpt-oss-f32", tok_dir, 4, dtype="bfloat16")),
+        # `convert -q --q-mode mxfp4`: every layer MXFP4 (embedding and head too) but the router,
+        # which GPT-OSS's quant_predicate keeps at 8-bit affine.
+        ("gpt-oss-mxfp4", lambda: make_quantized(out, "gpt-oss-mxfp4", out / "gpt-oss-f32", tok_dir, None, dtype="bfloat16",
+                                                 mode="mxfp4")),
+        # OpenAI's layout (MXFP4 experts), and MLX-community's MXFP4-Q8 conversion of it: the experts
+        # stay MXFP4 (unlisted in config.json, so their uint8 scales name the mode), every other
+        # layer 8-bit affine, listed per layer under a top-level "mode": "mxfp4".
+        ("gpt-oss-hf-mxfp4", lambda: make_gpt_oss_hf_mxfp4(out, tok_dir)),
+        ("gpt-oss-mxfp4-q8", lambda: make_quantized(out, "gpt-oss-mxfp4-q8", out / "gpt-oss-hf-mxfp4", tok_dir, 8,
+                                                    dtype="bfloat16")),
         ("qwen3-moe-q4", lambda: make_quantized(out, "qwen3-moe-q4", out / "qwen3-moe-f32", tok_dir, 4, dtype="bfloat16")),
         ("qwen3-moe-hf", lambda: make_unstacked_experts(out, tok_dir)),
         ("phi3-bf16-q4", lambda: make_quantized(out, "phi3-bf16-q4", out / "phi3-f32", tok_dir, 4, dtype="bfloat16")),

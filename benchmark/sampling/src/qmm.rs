@@ -7,7 +7,7 @@
 //! to the largest output.
 use std::time::Instant;
 
-use mlx::quant::{quantize, quantized_matmul, quantized_matmul_mlx, Precision};
+use mlx::quant::{quantize, quantized_matmul, quantized_matmul_mlx, Mode, Precision};
 use mlx::{random, Array, Dtype};
 
 /// Mean and standard deviation in ms over `runs` runs after one warm-up
@@ -43,11 +43,12 @@ pub fn main() {
             let key = |s: u64| random::key(s).unwrap();
             let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(1))).unwrap().astype(dtype).unwrap();
             let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.05, Some(&key(2))).unwrap().astype(dtype).unwrap();
-            let (wq, s, b) = quantize(&w, gs, bits).unwrap();
+            let (wq, s, b) = quantize(&w, gs, bits, Mode::Affine).unwrap();
+            let b = b.expect("affine quantization has biases");
             mlx::eval(&[&x, &wq, &s, &b]).unwrap();
-            let ours = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Precision::Exact).unwrap();
-            let fast = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Precision::Fast).unwrap();
-            let theirs = || quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits).unwrap();
+            let ours = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine, Precision::Exact).unwrap();
+            let fast = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine, Precision::Fast).unwrap();
+            let theirs = || quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap();
             let vals = |a: Array| a.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap();
             let want = vals(theirs());
             let same = vals(ours()).iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());

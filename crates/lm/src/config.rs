@@ -98,6 +98,10 @@ impl ModelConfig {
                 crate::models::registry::model_types().join(", ")
             )));
         };
+        let mut raw = raw;
+        if let (Some(q), Some(obj)) = (quantization_from_hf(&raw), raw.as_object_mut()) {
+            obj.insert("quantization".into(), q);
+        }
         // A multimodal checkpoint's text model has its own config inside.
         let raw = match family.text_config {
             Some(text) => text(&raw).map_err(|m| bad(path, m))?,
@@ -198,6 +202,23 @@ impl ModelConfig {
             raw,
         })
     }
+}
+
+/// MLX-LM's reading of a Hugging Face `quantization_config` (its own, or its
+/// text model's) where config.json has no `quantization`: the methods whose
+/// weights are MLX's floating-point packing as they are (OpenAI's GPT-OSS is
+/// `mxfp4`) become that `quantization`, as MLX-LM's `load_model` sets it.
+fn quantization_from_hf(raw: &Value) -> Option<Value> {
+    if raw.get("quantization").is_some_and(Value::is_object) {
+        return None;
+    }
+    let hf = raw.get("quantization_config").or_else(|| raw.get("text_config")?.get("quantization_config"))?;
+    let (group_size, bits, mode) = match hf.get("quant_method")?.as_str()? {
+        "mxfp4" => (32, 4, "mxfp4"),
+        "mxfp8" => (32, 8, "mxfp8"),
+        _ => return None,
+    };
+    Some(serde_json::json!({ "group_size": group_size, "bits": bits, "mode": mode }))
 }
 
 fn parse_rope_scaling(v: Option<&Value>, path: &Path, original_max_positions: f32) -> Result<RopeScaling> {

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use mlx::quant::Precision;
+use mlx::quant::{Mode, Precision};
 use mlx::{nn, Array, Dtype};
 use serde_json::Value;
 
@@ -126,46 +126,140 @@ impl Weights {
         }
     }
 
-    /// Quantization of `prefix` as MLX-LM decides it: per-layer override in the
-    /// config if any, otherwise inferred from the packed shapes when `.scales` exists.
+    fn file_of(&self, name: &str) -> String {
+        self.origin.get(name).map(|p| p.display().to_string()).unwrap_or_default()
+    }
+
+    /// Quantization of `prefix` as MLX-LM's loader decides it: the layer's own
+    /// entry in config.json's `quantization` (`true`: the top-level settings;
+    /// mode "affine" where an entry names none, as `to_quantized`'s default),
+    /// otherwise inferred from the packed shapes when `.scales` exists: float
+    /// scales are affine, uint8 ones the floating-point mode with that group
+    /// size and width (MLX-LM's `infer_quant_config`; so the top-level "mode",
+    /// which MLX-community's GPT-OSS conversions set to "mxfp4" beside 8-bit
+    /// affine layers, is read only through `true` entries, as in MLX-LM).
     pub(crate) fn quant_params(&self, prefix: &str, in_dims: i32) -> Result<Option<nn::QuantParams>> {
-        let Some(scales) = self.tensors.get(&format!("{prefix}.scales")) else {
+        let scales_name = format!("{prefix}.scales");
+        let Some(scales) = self.tensors.get(&scales_name) else {
             return Ok(None);
         };
         let weight = self.tensors.get(&format!("{prefix}.weight")).ok_or_else(|| self.missing(&format!("{prefix}.weight")))?;
-        if let Some(v) = self.quantization.as_ref().and_then(|q| q.get(prefix)) {
-            if let (Some(g), Some(b)) = (v.get("group_size").and_then(Value::as_i64), v.get("bits").and_then(Value::as_i64)) {
-                return Ok(Some(nn::QuantParams { group_size: g as i32, bits: b as i32, precision: self.precision }));
+        if self.tensors.contains_key(&format!("{prefix}.global_scale")) {
+            return Err(LmError::UnsupportedModel(format!("{prefix}: per-tensor global scales (nvfp4 \"global_scale\") are not supported")));
+        }
+        let config = self.quantization.as_ref();
+        let entry = match config.and_then(|q| q.get(prefix)) {
+            Some(Value::Bool(true)) => config,
+            // MLX-LM leaves the layer in float (its packed tensors then do not fit).
+            Some(Value::Bool(false)) => return Ok(None),
+            Some(v @ Value::Object(_)) => Some(v),
+            _ => None,
+        };
+        let (group_size, bits, mode) = match entry {
+            Some(v) => {
+                if v.get("global_scale").and_then(Value::as_bool) == Some(true) {
+                    return Err(LmError::UnsupportedModel(format!(
+                        "{prefix}: per-tensor global scales (nvfp4 \"global_scale\" in config.json) are not supported"
+                    )));
+                }
+                let mode = match v.get("mode") {
+                    None | Some(Value::Null) => Mode::Affine,
+                    Some(Value::String(m)) => Mode::from_name(m).ok_or_else(|| {
+                        let known: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+                        LmError::UnsupportedModel(format!(
+                            "{prefix}: quantization mode \"{m}\" in config.json is not supported; supported: {}",
+                            known.join(", ")
+                        ))
+                    })?,
+                    Some(other) => {
+                        return Err(LmError::InvalidWeights(format!("config.json: quantization mode of {prefix} must be a string, got {other}")))
+                    }
+                };
+                // `to_quantized`'s defaults where the entry leaves them out.
+                let (g0, b0) = mode.fixed_format().unwrap_or((64, 4));
+                let int = |key: &str, default: i32| -> Result<i32> {
+                    match v.get(key) {
+                        None | Some(Value::Null) => Ok(default),
+                        Some(n) => n.as_i64().filter(|&n| n > 0 && n <= 1 << 16).map(|n| n as i32).ok_or_else(|| {
+                            LmError::InvalidWeights(format!("config.json: quantization {key} of {prefix} must be a positive integer, got {n}"))
+                        }),
+                    }
+                };
+                (int("group_size", g0)?, int("bits", b0)?, mode)
+            }
+            None => {
+                let n_groups = scales.dim(-1);
+                let packed = weight.dim(-1);
+                if n_groups <= 0 || in_dims % n_groups != 0 {
+                    return Err(LmError::InvalidWeights(format!(
+                        "{scales_name} has {n_groups} groups, which does not divide the input size {in_dims}"
+                    )));
+                }
+                let (group_size, bits) = (in_dims / n_groups, packed * 32 / in_dims);
+                let mode = if scales.dtype() == Dtype::Uint8 {
+                    Mode::of_uint8_scales(group_size, bits).ok_or_else(|| {
+                        LmError::InvalidWeights(format!(
+                            "tensor \"{scales_name}\" in {} is uint8 (a floating-point quantization mode), but no mode packs {bits} bits in groups of {group_size}",
+                            self.file_of(&scales_name)
+                        ))
+                    })?
+                } else {
+                    Mode::Affine
+                };
+                (group_size, bits, mode)
+            }
+        };
+        if let Some((g, b)) = mode.fixed_format() {
+            if (group_size, bits) != (g, b) {
+                return Err(LmError::InvalidWeights(format!(
+                    "config.json: {prefix} is quantized in mode {} at {bits} bits in groups of {group_size}; the mode packs {b} bits in groups of {g}",
+                    mode.name()
+                )));
             }
         }
-        if scales.dtype() == Dtype::Uint8 {
-            return Err(LmError::UnsupportedModel(format!("{prefix}: only affine quantization is supported (found uint8 scales: an fp4/fp8 mode)")));
+        if !matches!(bits, 1..=8) || in_dims % group_size != 0 || (in_dims * bits) % 32 != 0 {
+            return Err(LmError::InvalidWeights(format!("{prefix}: {in_dims} inputs do not fit groups of {group_size} at {bits} bits")));
         }
-        let n_groups = scales.dim(-1);
-        let packed = weight.dim(-1);
-        if n_groups <= 0 || in_dims % n_groups != 0 {
-            return Err(LmError::InvalidWeights(format!("{prefix}.scales has {n_groups} groups, which does not divide the input size {in_dims}")));
+        // MLX keeps affine scales in the weights' float type and packs the others' as uint8 (and would
+        // read uint8 scales as affine ones).
+        let uint8 = scales.dtype() == Dtype::Uint8;
+        if uint8 == mode.has_biases() || (!uint8 && !scales.dtype().is_float()) {
+            return Err(LmError::InvalidWeights(format!(
+                "tensor \"{scales_name}\" in {} is {}, but {prefix} is quantized in mode {}, whose scales are {}",
+                self.file_of(&scales_name),
+                scales.dtype().name(),
+                mode.name(),
+                if mode.has_biases() { "floats" } else { "uint8" }
+            )));
         }
-        Ok(Some(nn::QuantParams { group_size: in_dims / n_groups, bits: packed * 32 / in_dims, precision: self.precision }))
+        Ok(Some(nn::QuantParams { group_size, bits, mode, precision: self.precision }))
     }
 
     /// The packed weight (as this device runs it best: `quant::for_device`),
-    /// scales and biases of `prefix`, and the weight's width.
-    fn take_packed(&mut self, prefix: &str, out_dims: i32, in_dims: i32, q: nn::QuantParams) -> Result<(Array, Array, Array, nn::QuantParams)> {
+    /// scales and biases (affine mode only) of `prefix`, and the weight's width.
+    fn take_packed(
+        &mut self,
+        prefix: &str,
+        out_dims: i32,
+        in_dims: i32,
+        q: nn::QuantParams,
+    ) -> Result<(Array, Array, Option<Array>, nn::QuantParams)> {
         let groups = in_dims / q.group_size;
         let packed = in_dims * q.bits / 32;
         let w = self.raw(&format!("{prefix}.weight"))?;
         let shape = w.shape();
-        if shape != [out_dims, packed] {
+        if shape != [out_dims, packed] || w.dtype() != Dtype::Uint32 {
             return Err(LmError::InvalidWeights(format!(
-                "tensor \"{prefix}.weight\" has shape {shape:?}, expected {:?} ({}-bit packed {out_dims}x{in_dims})",
+                "tensor \"{prefix}.weight\" in {} is {} {shape:?}, expected uint32 {:?} ({}-bit packed {out_dims}x{in_dims})",
+                self.file_of(&format!("{prefix}.weight")),
+                w.dtype().name(),
                 [out_dims, packed],
                 q.bits
             )));
         }
         let scales = self.take(&format!("{prefix}.scales"), &[out_dims, groups])?;
-        let biases = self.take(&format!("{prefix}.biases"), &[out_dims, groups])?;
-        let (w, bits) = mlx::quant::for_device(w, q.bits)?;
+        let biases = self.take_optional(&format!("{prefix}.biases"), &[out_dims, groups], q.mode.has_biases())?;
+        let (w, bits) = mlx::quant::for_device(w, q.bits, q.mode)?;
         Ok((w, scales, biases, nn::QuantParams { bits, ..q }))
     }
 
@@ -208,6 +302,32 @@ impl Weights {
         self.tensors.insert(into.to_string(), stacked);
         if let Some(f) = file {
             self.origin.insert(into.to_string(), f);
+        }
+        Ok(())
+    }
+
+    /// The names of the tensors not taken yet, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tensors.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Replaces tensor `name` by the tensors `f` makes of it (a family's sanitize
+    /// rewriting a checkpoint's layout), each from the same file; an MLX failure
+    /// is INVALID_WEIGHTS naming the tensor.
+    pub fn rewrite(&mut self, name: &str, f: impl FnOnce(&Array) -> mlx::Result<Vec<(String, Array)>>) -> Result<()> {
+        let a = self.tensors.remove(name).ok_or_else(|| self.missing(name))?;
+        let file = self.origin.remove(name);
+        let parts = f(&a).map_err(|e| {
+            let shown = file.as_ref().map(|p| format!(" in {}", p.display())).unwrap_or_default();
+            LmError::InvalidWeights(format!("tensor \"{name}\"{shown} ({} {:?}): {}", a.dtype().name(), a.shape(), e.message))
+        })?;
+        for (n, part) in parts {
+            if let Some(f) = &file {
+                self.origin.insert(n.clone(), f.clone());
+            }
+            self.tensors.insert(n, part);
         }
         Ok(())
     }
@@ -276,5 +396,124 @@ impl Weights {
         let mut names: Vec<&String> = self.tensors.keys().collect();
         names.sort();
         names.into_iter().map(|n| self.tensors[n].dtype()).find(|d| d.is_float())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mlx::quant::quantize;
+    use mlx::random;
+    use serde_json::json;
+
+    fn normal(shape: &[i32], seed: u64) -> Array {
+        random::normal(shape, Dtype::Float32, 0.0, 0.1, Some(&random::key(seed).unwrap())).unwrap()
+    }
+
+    /// `name`'s weight `[out, in]` packed in `mode` (`.weight`, `.scales`, and `.biases` in affine mode).
+    fn packed(tensors: &mut HashMap<String, Array>, name: &str, out: i32, inp: i32, group_size: i32, bits: i32, mode: Mode) {
+        let (q, s, b) = quantize(&normal(&[out, inp], 3), group_size, bits, mode).unwrap();
+        tensors.insert(format!("{name}.weight"), q);
+        tensors.insert(format!("{name}.scales"), s);
+        if let Some(b) = b {
+            tensors.insert(format!("{name}.biases"), b);
+        }
+    }
+
+    fn weights(tensors: HashMap<String, Array>, quantization: Option<Value>) -> Weights {
+        Weights::from_tensors(tensors, Path::new("model.safetensors"), None, quantization)
+    }
+
+    fn params(w: &Weights, name: &str) -> Result<Option<(i32, i32, Mode)>> {
+        w.quant_params(name, 64).map(|q| q.map(|q| (q.group_size, q.bits, q.mode)))
+    }
+
+    /// As MLX-LM's loader: a layer's own entry first (mode "affine" where it names none), otherwise
+    /// the scales' dtype and the shapes decide; the top-level mode counts only through `true`.
+    #[test]
+    fn modes_as_mlx_lm_reads_them() {
+        let mut t = HashMap::new();
+        packed(&mut t, "experts", 16, 64, 32, 4, Mode::Mxfp4);
+        packed(&mut t, "fp8", 16, 64, 32, 8, Mode::Mxfp8);
+        packed(&mut t, "nv", 16, 64, 16, 4, Mode::Nvfp4);
+        packed(&mut t, "router", 8, 64, 64, 8, Mode::Affine);
+        packed(&mut t, "listed", 8, 64, 32, 4, Mode::Mxfp4);
+        packed(&mut t, "inherits", 8, 64, 32, 4, Mode::Mxfp4);
+        t.insert("dense.weight".into(), normal(&[8, 64], 4));
+        let config = json!({
+            "group_size": 32, "bits": 4, "mode": "mxfp4",
+            "router": {"group_size": 64, "bits": 8},
+            "listed": {"group_size": 32, "bits": 4, "mode": "mxfp4"},
+            "inherits": true,
+        });
+        let w = weights(t, Some(config));
+        assert_eq!(params(&w, "experts").unwrap(), Some((32, 4, Mode::Mxfp4)));
+        assert_eq!(params(&w, "fp8").unwrap(), Some((32, 8, Mode::Mxfp8)));
+        assert_eq!(params(&w, "nv").unwrap(), Some((16, 4, Mode::Nvfp4)));
+        assert_eq!(params(&w, "router").unwrap(), Some((64, 8, Mode::Affine)));
+        assert_eq!(params(&w, "listed").unwrap(), Some((32, 4, Mode::Mxfp4)));
+        assert_eq!(params(&w, "inherits").unwrap(), Some((32, 4, Mode::Mxfp4)));
+        assert_eq!(params(&w, "dense").unwrap(), None);
+    }
+
+    /// An MXFP4 linear layer has no biases, runs as MLX's op in mxfp4 mode, and a stray `.biases`
+    /// beside it is left over (MLX-LM loads strictly).
+    #[test]
+    fn mxfp4_linear_loads_without_biases() {
+        let mut t = HashMap::new();
+        packed(&mut t, "proj", 16, 64, 32, 4, Mode::Mxfp4);
+        let (wq, s) = (t["proj.weight"].clone(), t["proj.scales"].clone());
+        let mut w = weights(t, None);
+        let lin = w.linear("proj", 64, 16, false).unwrap();
+        assert!(matches!(&lin, nn::Linear::Quantized { biases: None, q, .. } if q.mode == Mode::Mxfp4 && (q.group_size, q.bits) == (32, 4)));
+        w.finish().unwrap();
+        let x = normal(&[3, 64], 5);
+        let want = mlx::quant::quantized_matmul_mlx(&x, &wq, &s, None, true, 32, 4, Mode::Mxfp4).unwrap().to_vec::<f32>().unwrap();
+        assert_eq!(lin.forward(&x).unwrap().to_vec::<f32>().unwrap(), want);
+
+        let mut t = HashMap::new();
+        packed(&mut t, "proj", 16, 64, 32, 4, Mode::Mxfp4);
+        t.insert("proj.biases".into(), Array::zeros(&[16, 2], Dtype::Float32).unwrap());
+        let mut w = weights(t, None);
+        w.linear("proj", 64, 16, false).unwrap();
+        let err = w.finish().unwrap_err();
+        assert!(matches!(&err, LmError::InvalidWeights(m) if m.contains("proj.biases")), "{err:?}");
+    }
+
+    #[test]
+    fn malformed_quantization_is_refused() {
+        let mut t = HashMap::new();
+        packed(&mut t, "affine_as_fp4", 8, 64, 32, 4, Mode::Affine);
+        packed(&mut t, "fp4_as_affine", 8, 64, 32, 4, Mode::Mxfp4);
+        packed(&mut t, "unknown", 8, 64, 32, 4, Mode::Mxfp4);
+        packed(&mut t, "wrong_group", 8, 64, 32, 4, Mode::Mxfp4);
+        packed(&mut t, "global", 8, 64, 32, 4, Mode::Mxfp4);
+        packed(&mut t, "scaled", 8, 64, 16, 4, Mode::Nvfp4);
+        t.insert("scaled.global_scale".into(), Array::ones(&[], Dtype::Float32).unwrap());
+        // uint8 scales, 4 bits in groups of 64: no floating-point mode packs that.
+        packed(&mut t, "uint8_affine", 8, 64, 64, 4, Mode::Affine);
+        let s = t["uint8_affine.scales"].astype(Dtype::Uint8).unwrap();
+        t.insert("uint8_affine.scales".into(), s);
+        let config = json!({
+            "group_size": 64, "bits": 4,
+            "affine_as_fp4": {"group_size": 32, "bits": 4, "mode": "mxfp4"},
+            "fp4_as_affine": {"group_size": 32, "bits": 4},
+            "unknown": {"group_size": 32, "bits": 4, "mode": "fp4e3"},
+            "wrong_group": {"group_size": 64, "bits": 4, "mode": "mxfp4"},
+            "global": {"group_size": 32, "bits": 4, "mode": "mxfp4", "global_scale": true},
+        });
+        let w = weights(t, Some(config));
+        let err = |name: &str| params(&w, name).unwrap_err();
+        assert!(
+            matches!(err("affine_as_fp4"), LmError::InvalidWeights(m) if m.contains("\"affine_as_fp4.scales\"") && m.contains("float32") && m.contains("mxfp4"))
+        );
+        assert!(
+            matches!(err("fp4_as_affine"), LmError::InvalidWeights(m) if m.contains("\"fp4_as_affine.scales\"") && m.contains("uint8") && m.contains("affine"))
+        );
+        assert!(matches!(err("unknown"), LmError::UnsupportedModel(m) if m.contains("\"fp4e3\"") && m.contains("mxfp4")));
+        assert!(matches!(err("wrong_group"), LmError::InvalidWeights(m) if m.contains("wrong_group") && m.contains("groups of 32")));
+        assert!(matches!(err("global"), LmError::UnsupportedModel(m) if m.contains("global_scale")));
+        assert!(matches!(err("scaled"), LmError::UnsupportedModel(m) if m.contains("global_scale")));
+        assert!(matches!(err("uint8_affine"), LmError::InvalidWeights(m) if m.contains("uint8_affine.scales") && m.contains("groups of 64")));
     }
 }

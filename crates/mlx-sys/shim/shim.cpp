@@ -514,23 +514,27 @@ int mlxn_sdpa(mlxn_array q, mlxn_array k, mlxn_array v, float scale, const char*
   });
 }
 
-int mlxn_quantize(mlxn_array w, int group_size, int bits, mlxn_array* wq, mlxn_array* scales, mlxn_array* biases) {
+// `mode` is MLX's quantization mode ("affine", "mxfp4", "nvfp4", "mxfp8"); null means "affine".
+// Only affine has biases: for the others `*biases` is set to null and `biases` must be null.
+int mlxn_quantize(mlxn_array w, int group_size, int bits, const char* mode, mlxn_array* wq, mlxn_array* scales, mlxn_array* biases) {
   return guard([&] {
-    auto r = mx::quantize(A(w), group_size, bits);
-    if (r.size() < 3) throw std::runtime_error("affine quantize returned no biases");
+    std::string m = mode ? mode : "affine";
+    auto r = mx::quantize(A(w), group_size, bits, m);
+    if (r.size() < 2 || (m == "affine" && r.size() < 3)) throw std::runtime_error("quantize (" + m + ") returned too few arrays");
     *wq = wrap(r[0]);
     *scales = wrap(r[1]);
-    *biases = wrap(r[2]);
+    *biases = r.size() > 2 ? wrap(r[2]) : nullptr;
   });
 }
 
-int mlxn_dequantize(mlxn_array w, mlxn_array scales, mlxn_array biases, int group_size, int bits, mlxn_array* out) {
-  return guard([&] { *out = wrap(mx::dequantize(A(w), A(scales), opt(biases), group_size, bits)); });
+int mlxn_dequantize(mlxn_array w, mlxn_array scales, mlxn_array biases, int group_size, int bits, const char* mode, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::dequantize(A(w), A(scales), opt(biases), group_size, bits, mode ? mode : "affine")); });
 }
 
-int mlxn_quantized_matmul(mlxn_array x, mlxn_array w, mlxn_array scales, mlxn_array biases, int transpose, int group_size, int bits, mlxn_array* out) {
+int mlxn_quantized_matmul(mlxn_array x, mlxn_array w, mlxn_array scales, mlxn_array biases, int transpose, int group_size, int bits,
+                          const char* mode, mlxn_array* out) {
   return guard([&] {
-    *out = wrap(mx::quantized_matmul(A(x), A(w), A(scales), opt(biases), transpose != 0, group_size, bits));
+    *out = wrap(mx::quantized_matmul(A(x), A(w), A(scales), opt(biases), transpose != 0, group_size, bits, mode ? mode : "affine"));
   });
 }
 
@@ -540,10 +544,10 @@ int mlxn_gather_mm(mlxn_array a, mlxn_array b, mlxn_array lhs, mlxn_array rhs, i
 }
 
 int mlxn_gather_qmm(mlxn_array x, mlxn_array w, mlxn_array scales, mlxn_array biases, mlxn_array lhs, mlxn_array rhs, int transpose,
-                    int group_size, int bits, int sorted, mlxn_array* out) {
+                    int group_size, int bits, const char* mode, int sorted, mlxn_array* out) {
   return guard([&] {
-    *out = wrap(mx::gather_qmm(A(x), A(w), A(scales), opt(biases), opt(lhs), opt(rhs), transpose != 0, group_size, bits, "affine",
-                               std::nullopt, sorted != 0));
+    *out = wrap(mx::gather_qmm(A(x), A(w), A(scales), opt(biases), opt(lhs), opt(rhs), transpose != 0, group_size, bits,
+                               mode ? mode : "affine", std::nullopt, sorted != 0));
   });
 }
 

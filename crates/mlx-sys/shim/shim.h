@@ -147,12 +147,15 @@ int mlxn_sdpa(mlxn_array q, mlxn_array k, mlxn_array v, float scale, const char*
               mlxn_array* out);
 
 // Quantization
-int mlxn_quantize(mlxn_array w, int group_size, int bits, mlxn_array* wq, mlxn_array* scales, mlxn_array* biases);
-int mlxn_dequantize(mlxn_array w, mlxn_array scales, mlxn_array biases, int group_size, int bits, mlxn_array* out);
+// `mode`: MLX's quantization mode ("affine", "mxfp4", "nvfp4", "mxfp8"; null = "affine"). Only
+// affine has biases: `mlxn_quantize` sets `*biases` to null for the others.
+int mlxn_quantize(mlxn_array w, int group_size, int bits, const char* mode, mlxn_array* wq, mlxn_array* scales, mlxn_array* biases);
+int mlxn_dequantize(mlxn_array w, mlxn_array scales, mlxn_array biases, int group_size, int bits, const char* mode, mlxn_array* out);
 int mlxn_gather_mm(mlxn_array a, mlxn_array b, mlxn_array lhs, mlxn_array rhs, int sorted, mlxn_array* out);
 int mlxn_gather_qmm(mlxn_array x, mlxn_array w, mlxn_array scales, mlxn_array biases, mlxn_array lhs, mlxn_array rhs, int transpose,
-                    int group_size, int bits, int sorted, mlxn_array* out);
-int mlxn_quantized_matmul(mlxn_array x, mlxn_array w, mlxn_array scales, mlxn_array biases, int transpose, int group_size, int bits, mlxn_array* out);
+                    int group_size, int bits, const char* mode, int sorted, mlxn_array* out);
+int mlxn_quantized_matmul(mlxn_array x, mlxn_array w, mlxn_array scales, mlxn_array biases, int transpose, int group_size, int bits,
+                          const char* mode, mlxn_array* out);
 
 // Convolution and FFT (channels-last, as MLX)
 int mlxn_conv1d(mlxn_array x, mlxn_array w, int stride, int padding, int dilation, int groups, mlxn_array* out);

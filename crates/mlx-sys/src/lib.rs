@@ -155,15 +155,26 @@ extern "C" {
         out: *mut mlxn_array,
     ) -> c_int;
 
+    /// `mode`: MLX's quantization mode, NUL-terminated (null = "affine"); only affine
+    /// writes `biases`, the others set it to null.
     pub fn mlxn_quantize(
         w: mlxn_array,
         group_size: c_int,
         bits: c_int,
+        mode: *const c_char,
         wq: *mut mlxn_array,
         scales: *mut mlxn_array,
         biases: *mut mlxn_array,
     ) -> c_int;
-    pub fn mlxn_dequantize(w: mlxn_array, scales: mlxn_array, biases: mlxn_array, group_size: c_int, bits: c_int, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_dequantize(
+        w: mlxn_array,
+        scales: mlxn_array,
+        biases: mlxn_array,
+        group_size: c_int,
+        bits: c_int,
+        mode: *const c_char,
+        out: *mut mlxn_array,
+    ) -> c_int;
     pub fn mlxn_gather_mm(a: mlxn_array, b: mlxn_array, lhs: mlxn_array, rhs: mlxn_array, sorted: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_gather_qmm(
         x: mlxn_array,
@@ -175,6 +186,7 @@ extern "C" {
         transpose: c_int,
         group_size: c_int,
         bits: c_int,
+        mode: *const c_char,
         sorted: c_int,
         out: *mut mlxn_array,
     ) -> c_int;
@@ -186,6 +198,7 @@ extern "C" {
         transpose: c_int,
         group_size: c_int,
         bits: c_int,
+        mode: *const c_char,
         out: *mut mlxn_array,
     ) -> c_int;
 

@@ -1,4 +1,6 @@
-//! Affine quantization, as MLX-community weights use it.
+//! Quantized weights as MLX packs them: affine (MLX-community's usual
+//! quantization) and MLX's floating-point modes (`mxfp4`, `nvfp4`, `mxfp8`).
+use std::ffi::CStr;
 use std::ptr;
 
 use mlx_sys as sys;
@@ -6,24 +8,93 @@ use mlx_sys as sys;
 use crate::array::{make, raw_or_null, Array};
 use crate::error::{check, Result};
 
-/// Returns (packed weights, scales, biases).
-pub fn quantize(w: &Array, group_size: i32, bits: i32) -> Result<(Array, Array, Array)> {
-    let (mut q, mut s, mut b) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
-    // SAFETY: `w.raw` is live; `q`, `s` and `b` are locals the shim writes only on success, all three
-    // then, each a new handle that the Array made from it owns.
-    check(unsafe { sys::mlxn_quantize(w.raw, group_size, bits, &mut q, &mut s, &mut b) })?;
-    Ok((Array { raw: q }, Array { raw: s }, Array { raw: b }))
+/// MLX's quantization mode (`mode` of `mlx.core.quantize`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Mode {
+    /// `w = scale * q + bias` per group: float scales and biases.
+    #[default]
+    Affine,
+    /// OCP MX FP4: E2M1 values in groups of 32, one E8M0 (uint8) scale each.
+    Mxfp4,
+    /// NVIDIA FP4: E2M1 values in groups of 16, one E4M3 (uint8) scale each.
+    Nvfp4,
+    /// OCP MX FP8: E4M3 values in groups of 32, one E8M0 (uint8) scale each.
+    Mxfp8,
 }
 
-pub fn dequantize(w: &Array, scales: &Array, biases: Option<&Array>, group_size: i32, bits: i32) -> Result<Array> {
-    // SAFETY: the handles are live, the biases a live handle or null; `out` and errors as in `make`.
-    make(|out| unsafe { sys::mlxn_dequantize(w.raw, scales.raw, raw_or_null(biases), group_size, bits, out) })
+impl Mode {
+    /// Every mode, as MLX names them.
+    pub const ALL: [Mode; 4] = [Mode::Affine, Mode::Mxfp4, Mode::Nvfp4, Mode::Mxfp8];
+
+    /// The name MLX (and MLX-LM's config.json) gives the mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Affine => "affine",
+            Mode::Mxfp4 => "mxfp4",
+            Mode::Nvfp4 => "nvfp4",
+            Mode::Mxfp8 => "mxfp8",
+        }
+    }
+
+    fn c_name(self) -> &'static CStr {
+        match self {
+            Mode::Affine => c"affine",
+            Mode::Mxfp4 => c"mxfp4",
+            Mode::Nvfp4 => c"nvfp4",
+            Mode::Mxfp8 => c"mxfp8",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The one (group size, bits) a floating-point mode allows; affine takes any.
+    pub fn fixed_format(self) -> Option<(i32, i32)> {
+        match self {
+            Mode::Affine => None,
+            Mode::Mxfp4 => Some((32, 4)),
+            Mode::Nvfp4 => Some((16, 4)),
+            Mode::Mxfp8 => Some((32, 8)),
+        }
+    }
+
+    /// The mode of uint8 scales packed at `bits` in groups of `group_size`
+    /// (MLX-LM's `infer_quant_config`): each floating-point mode has one format.
+    pub fn of_uint8_scales(group_size: i32, bits: i32) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.fixed_format() == Some((group_size, bits)))
+    }
+
+    /// Only affine quantization has biases (and float scales).
+    pub fn has_biases(self) -> bool {
+        self == Mode::Affine
+    }
+}
+
+/// Returns (packed weights, scales, biases); the biases only in affine mode.
+pub fn quantize(w: &Array, group_size: i32, bits: i32, mode: Mode) -> Result<(Array, Array, Option<Array>)> {
+    let (mut q, mut s, mut b) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    // SAFETY: `w.raw` is live and the mode a NUL-terminated static string; `q`, `s` and `b` are locals
+    // the shim writes only on success: `q` and `s` then, and `b` in affine mode (else null), each a new
+    // handle that the Array made from it owns.
+    check(unsafe { sys::mlxn_quantize(w.raw, group_size, bits, mode.c_name().as_ptr(), &mut q, &mut s, &mut b) })?;
+    let biases = if b.is_null() { None } else { Some(Array { raw: b }) };
+    Ok((Array { raw: q }, Array { raw: s }, biases))
+}
+
+pub fn dequantize(w: &Array, scales: &Array, biases: Option<&Array>, group_size: i32, bits: i32, mode: Mode) -> Result<Array> {
+    // SAFETY: the handles are live, the biases a live handle or null, the mode a NUL-terminated static
+    // string; `out` and errors as in `make`.
+    make(|out| unsafe { sys::mlxn_dequantize(w.raw, scales.raw, raw_or_null(biases), group_size, bits, mode.c_name().as_ptr(), out) })
 }
 
 /// Packed weights for `quantized_matmul` on this device, and their width:
-/// 3-, 5- and 6-bit weights re-packed at 8 bits where the CPU kernel runs
-/// (same results, see `cpu::qmm::widen_packed`), anything else as it is.
-pub fn for_device(w: Array, bits: i32) -> Result<(Array, i32)> {
+/// affine 3-, 5- and 6-bit weights re-packed at 8 bits where the CPU kernel
+/// runs (same results, see `cpu::qmm::widen_packed`), anything else as it is.
+pub fn for_device(w: Array, bits: i32, mode: Mode) -> Result<(Array, i32)> {
+    if mode != Mode::Affine {
+        return Ok((w, bits));
+    }
     Ok(match crate::cpu::qmm::widen_packed(&w, bits)? {
         Some(wide) => (wide, 8),
         None => (w, bits),
@@ -42,10 +113,11 @@ pub enum Precision {
     Fast,
 }
 
-/// `x @ dequantize(w).T` (or without the transpose). For float32 and bfloat16
-/// on the CPU backend it runs as a kernel with MLX's exact bits (`cpu::qmm`),
-/// or in `Precision::Fast` as `cpu::qmm_int8`; otherwise, and for what those
-/// kernels do not cover, it is MLX's op.
+/// `x @ dequantize(w).T` (or without the transpose). Affine weights, float32
+/// and bfloat16, on the CPU backend run as a kernel with MLX's exact bits
+/// (`cpu::qmm`), or in `Precision::Fast` as `cpu::qmm_int8`; otherwise (the
+/// floating-point modes always), and for what those kernels do not cover, it
+/// is MLX's op.
 #[allow(clippy::too_many_arguments)]
 pub fn quantized_matmul(
     x: &Array,
@@ -55,9 +127,11 @@ pub fn quantized_matmul(
     transpose: bool,
     group_size: i32,
     bits: i32,
+    mode: Mode,
     precision: Precision,
 ) -> Result<Array> {
-    if let (true, Some(b)) = (transpose, biases) {
+    // Our kernels read affine packing only (scale and bias per group).
+    if let (Mode::Affine, true, Some(b)) = (mode, transpose, biases) {
         if precision == Precision::Fast {
             if let Some(y) = crate::cpu::qmm_int8::quantized_matmul(x, w, scales, b, group_size, bits)? {
                 return Ok(y);
@@ -67,7 +141,7 @@ pub fn quantized_matmul(
             return Ok(y);
         }
     }
-    quantized_matmul_mlx(x, w, scales, biases, transpose, group_size, bits)
+    quantized_matmul_mlx(x, w, scales, biases, transpose, group_size, bits, mode)
 }
 
 /// MLX's `gather_mm`: row block `i` of `a` times the `rhs_indices[i]`-th matrix of `b`
@@ -77,7 +151,8 @@ pub fn gather_mm(a: &Array, b: &Array, rhs_indices: &Array, sorted: bool) -> Res
     make(|out| unsafe { sys::mlxn_gather_mm(a.raw, b.raw, ptr::null_mut(), rhs_indices.raw, sorted as i32, out) })
 }
 
-/// MLX's `gather_qmm` (affine mode): `gather_mm` against quantized experts.
+/// MLX's `gather_qmm`: `gather_mm` against quantized experts (always MLX's
+/// op, in any mode).
 #[allow(clippy::too_many_arguments)]
 pub fn gather_qmm(
     x: &Array,
@@ -88,10 +163,11 @@ pub fn gather_qmm(
     transpose: bool,
     group_size: i32,
     bits: i32,
+    mode: Mode,
     sorted: bool,
 ) -> Result<Array> {
-    // SAFETY: the handles are live, the biases a live handle or null, the lhs indices null; `out` and
-    // errors as in `make`.
+    // SAFETY: the handles are live, the biases a live handle or null, the lhs indices null, the mode a
+    // NUL-terminated static string; `out` and errors as in `make`.
     make(|out| unsafe {
         sys::mlxn_gather_qmm(
             x.raw,
@@ -103,6 +179,7 @@ pub fn gather_qmm(
             transpose as i32,
             group_size,
             bits,
+            mode.c_name().as_ptr(),
             sorted as i32,
             out,
         )
@@ -111,6 +188,7 @@ pub fn gather_qmm(
 
 /// MLX's own `quantized_matmul` on any device (the reference the CPU kernel is
 /// checked against).
+#[allow(clippy::too_many_arguments)]
 pub fn quantized_matmul_mlx(
     x: &Array,
     w: &Array,
@@ -119,7 +197,11 @@ pub fn quantized_matmul_mlx(
     transpose: bool,
     group_size: i32,
     bits: i32,
+    mode: Mode,
 ) -> Result<Array> {
-    // SAFETY: the handles are live, the biases a live handle or null; `out` and errors as in `make`.
-    make(|out| unsafe { sys::mlxn_quantized_matmul(x.raw, w.raw, scales.raw, raw_or_null(biases), transpose as i32, group_size, bits, out) })
+    // SAFETY: the handles are live, the biases a live handle or null, the mode a NUL-terminated static
+    // string; `out` and errors as in `make`.
+    make(|out| unsafe {
+        sys::mlxn_quantized_matmul(x.raw, w.raw, scales.raw, raw_or_null(biases), transpose as i32, group_size, bits, mode.c_name().as_ptr(), out)
+    })
 }

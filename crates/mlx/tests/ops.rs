@@ -213,18 +213,24 @@ fn fast_kernels() {
     close(&fast::scaled_dot_product_attention(&q2, &k, &v, 1.0, fast::AttentionMask::Causal).unwrap(), &[1., 2., 2., 3.]);
 }
 
+/// Affine quantization: (packed, scales, biases).
+fn affine(w: &Array, group_size: i32, bits: i32) -> mlx::Result<(Array, Array, Array)> {
+    let (q, s, b) = quant::quantize(w, group_size, bits, quant::Mode::Affine)?;
+    Ok((q, s, b.expect("affine quantization has biases")))
+}
+
 #[test]
 fn quantization_round_trip() {
     let w = Array::arange(0., 128., 1., Dtype::Float32).unwrap().divide_scalar(64.).unwrap().reshape(&[2, 64]).unwrap();
-    let (q, s, b) = quant::quantize(&w, 64, 8).unwrap();
-    let back = quant::dequantize(&q, &s, Some(&b), 64, 8).unwrap();
+    let (q, s, b) = affine(&w, 64, 8).unwrap();
+    let back = quant::dequantize(&q, &s, Some(&b), 64, 8, quant::Mode::Affine).unwrap();
     let err = back.subtract(&w).unwrap().abs().unwrap().max(&[], false).unwrap().item::<f32>().unwrap();
     assert!(err < 0.01, "8-bit round trip error {err}");
     let x = Array::ones(&[1, 64], Dtype::Float32).unwrap();
-    let y = quant::quantized_matmul(&x, &q, &s, Some(&b), true, 64, 8, quant::Precision::Exact).unwrap();
+    let y = quant::quantized_matmul(&x, &q, &s, Some(&b), true, 64, 8, quant::Mode::Affine, quant::Precision::Exact).unwrap();
     let want = x.matmul(&back.t().unwrap()).unwrap().to_vec::<f32>().unwrap();
     close(&y, &want);
-    assert!(quant::quantize(&Array::ones(&[2, 10], Dtype::Float32).unwrap(), 64, 4).is_err());
+    assert!(affine(&Array::ones(&[2, 10], Dtype::Float32).unwrap(), 64, 4).is_err());
 }
 
 #[test]

@@ -1,7 +1,13 @@
 //! The CPU quantized-matmul kernel behind `quant::quantized_matmul` must give
 //! MLX's own op's bits (4-bit models' parity with MLX-LM rests on it).
-use mlx::quant::{dequantize, for_device, quantize, quantized_matmul, quantized_matmul_mlx, Precision};
+use mlx::quant::{dequantize, for_device, gather_qmm, quantize, quantized_matmul, quantized_matmul_mlx, Mode, Precision};
 use mlx::{random, Array, Dtype};
+
+/// Affine quantization: (packed, scales, biases).
+fn affine(w: &Array, group_size: i32, bits: i32) -> mlx::Result<(Array, Array, Array)> {
+    let (q, s, b) = quantize(w, group_size, bits, Mode::Affine)?;
+    Ok((q, s, b.expect("affine quantization has biases")))
+}
 
 fn normal(shape: &[i32], std: f32, seed: u64) -> Array {
     random::normal(shape, Dtype::Float32, 0.0, std, Some(&random::key(seed).unwrap())).unwrap()
@@ -46,9 +52,9 @@ fn equals_mlx_op_bit_for_bit() {
         let k = *x_shape.last().unwrap();
         let x = normal(x_shape, 1.0, 10 + i as u64);
         let w = normal(&[n, k], 0.05, 100 + i as u64);
-        let (wq, s, b) = quantize(&w, group_size, bits).unwrap();
-        let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, group_size, bits, Precision::Exact).unwrap();
-        let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap();
+        let (wq, s, b) = affine(&w, group_size, bits).unwrap();
+        let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, group_size, bits, Mode::Affine, Precision::Exact).unwrap();
+        let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits, Mode::Affine).unwrap();
         assert_same_bits(&ours, &mlx, &format!("case {i}: x {x_shape:?}, n {n}, group {group_size}, {bits} bits"));
     }
 }
@@ -71,23 +77,27 @@ fn three_five_and_six_bits_run_at_8_bits_with_mlx_op_bits() {
         let k = *x_shape.last().unwrap();
         let x = normal(x_shape, 1.0, 50 + i as u64).astype(dtype).unwrap();
         let w = normal(&[n, k], 0.05, 500 + i as u64).astype(dtype).unwrap();
-        let (wq, s, b) = quantize(&w, group_size, bits).unwrap();
-        let (wide, wide_bits) = for_device(wq.clone(), bits).unwrap();
+        let (wq, s, b) = affine(&w, group_size, bits).unwrap();
+        let (wide, wide_bits) = for_device(wq.clone(), bits, Mode::Affine).unwrap();
         assert_eq!(wide_bits, 8, "{what}: re-packed");
         assert_eq!(wide.shape(), [n, k / 4], "{what}: one integer per byte");
         let same = |a: Array, b: Array, part: &str| {
             assert_same_bits(&a.astype(Dtype::Float32).unwrap(), &b.astype(Dtype::Float32).unwrap(), &format!("{what}: {part}"))
         };
-        same(dequantize(&wide, &s, Some(&b), group_size, 8).unwrap(), dequantize(&wq, &s, Some(&b), group_size, bits).unwrap(), "dequantized");
         same(
-            quantized_matmul(&x, &wide, &s, Some(&b), true, group_size, 8, Precision::Exact).unwrap(),
-            quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap(),
+            dequantize(&wide, &s, Some(&b), group_size, 8, Mode::Affine).unwrap(),
+            dequantize(&wq, &s, Some(&b), group_size, bits, Mode::Affine).unwrap(),
+            "dequantized",
+        );
+        same(
+            quantized_matmul(&x, &wide, &s, Some(&b), true, group_size, 8, Mode::Affine, Precision::Exact).unwrap(),
+            quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits, Mode::Affine).unwrap(),
             "matmul",
         );
     }
     // Widths the kernel runs stay as they are.
-    let (wq, _, _) = quantize(&normal(&[8, 64], 0.1, 9), 64, 4).unwrap();
-    assert_eq!(for_device(wq, 4).unwrap().1, 4);
+    let (wq, _, _) = affine(&normal(&[8, 64], 0.1, 9), 64, 4).unwrap();
+    assert_eq!(for_device(wq, 4, Mode::Affine).unwrap().1, 4);
 }
 
 #[test]
@@ -98,9 +108,9 @@ fn special_values_propagate_as_in_mlx() {
     xs[k as usize + 7] = f32::INFINITY;
     xs[2 * k as usize + 9] = 1e30;
     let x = Array::from_slice(&xs, &[3, k]).unwrap();
-    let (wq, s, b) = quantize(&normal(&[n, k], 1.0, 7), 64, 4).unwrap();
-    let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, 64, 4, Precision::Exact).unwrap();
-    let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, 64, 4).unwrap();
+    let (wq, s, b) = affine(&normal(&[n, k], 1.0, 7), 64, 4).unwrap();
+    let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, 64, 4, Mode::Affine, Precision::Exact).unwrap();
+    let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, 64, 4, Mode::Affine).unwrap();
     assert_same_bits(&ours, &mlx, "NaN, inf and huge inputs");
 }
 
@@ -122,9 +132,9 @@ fn bfloat16_and_mixed_dtypes_equal_mlx_op() {
         let k = *x_shape.last().unwrap();
         let x = normal(x_shape, 1.0, 30 + i as u64).astype(x_dtype).unwrap();
         let w = normal(&[n, k], 0.05, 300 + i as u64).astype(w_dtype).unwrap();
-        let (wq, s, b) = quantize(&w, group_size, bits).unwrap();
-        let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, group_size, bits, Precision::Exact).unwrap();
-        let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits).unwrap();
+        let (wq, s, b) = affine(&w, group_size, bits).unwrap();
+        let ours = quantized_matmul(&x, &wq, &s, Some(&b), true, group_size, bits, Mode::Affine, Precision::Exact).unwrap();
+        let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, group_size, bits, Mode::Affine).unwrap();
         let what = format!("case {i}: x {x_shape:?} {x_dtype:?}, weights {w_dtype:?}, {bits} bits");
         assert_same_bits(&ours.astype(Dtype::Float32).unwrap(), &mlx.astype(Dtype::Float32).unwrap(), &what);
         assert_eq!(ours.dtype(), mlx.dtype(), "{what}: dtype");
@@ -134,9 +144,9 @@ fn bfloat16_and_mixed_dtypes_equal_mlx_op() {
 #[test]
 fn bad_shapes_are_mlx_errors() {
     // A shape MLX rejects is MLX's error, not a kernel's NaNs.
-    let (wq, s, b) = quantize(&normal(&[32, 64], 0.1, 3), 64, 4).unwrap();
+    let (wq, s, b) = affine(&normal(&[32, 64], 0.1, 3), 64, 4).unwrap();
     let bad = normal(&[2, 48], 1.0, 5);
-    let err = quantized_matmul(&bad, &wq, &s, Some(&b), true, 64, 4, Precision::Exact).and_then(|y| y.to_vec::<f32>().map(|_| ()));
+    let err = quantized_matmul(&bad, &wq, &s, Some(&b), true, 64, 4, Mode::Affine, Precision::Exact).and_then(|y| y.to_vec::<f32>().map(|_| ()));
     assert!(err.is_err(), "a 48-wide x against a 64-wide w must fail");
 }
 
@@ -149,15 +159,76 @@ fn fast_precision_on_bfloat16_is_closer_to_float32_than_exact() {
     let (m, k, n) = (3, 512, 96);
     let x = normal(&[m, k], 1.0, 7).astype(Dtype::Bfloat16).unwrap();
     let w = normal(&[n, k], 0.05, 8).astype(Dtype::Bfloat16).unwrap();
-    let (wq, s, b) = quantize(&w, 64, 4).unwrap();
-    let dense = dequantize(&wq, &s, Some(&b), 64, 4).unwrap().astype(Dtype::Float32).unwrap();
+    let (wq, s, b) = affine(&w, 64, 4).unwrap();
+    let dense = dequantize(&wq, &s, Some(&b), 64, 4, Mode::Affine).unwrap().astype(Dtype::Float32).unwrap();
     let reference = x.astype(Dtype::Float32).unwrap().matmul(&dense.t().unwrap()).unwrap().to_vec::<f32>().unwrap();
     let error = |p: Precision| {
-        let y = quantized_matmul(&x, &wq, &s, Some(&b), true, 64, 4, p).unwrap();
+        let y = quantized_matmul(&x, &wq, &s, Some(&b), true, 64, 4, Mode::Affine, p).unwrap();
         assert_eq!(y.dtype(), Dtype::Bfloat16);
         let v = y.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap();
         v.iter().zip(&reference).map(|(a, r)| (a - r).abs()).sum::<f32>() / v.len() as f32
     };
     let (fast, exact) = (error(Precision::Fast), error(Precision::Exact));
     assert!(fast < exact / 2.0, "mean error from float32: fast {fast}, exact {exact}");
+}
+
+/// MLX's floating-point modes (uint8 scales, no biases) never reach our affine
+/// kernels: in either precision, float32 and bfloat16, one row and several,
+/// `quantized_matmul` is MLX's op bit for bit, and that op is `x @ dequantize(w).T`.
+#[test]
+fn floating_point_modes_run_as_mlx_op() {
+    let (n, k) = (48, 128);
+    for (m, mode) in [Mode::Mxfp4, Mode::Nvfp4, Mode::Mxfp8].into_iter().enumerate() {
+        let (group_size, bits) = mode.fixed_format().unwrap();
+        for (i, (rows, dtype)) in [(1, Dtype::Float32), (7, Dtype::Float32), (1, Dtype::Bfloat16), (5, Dtype::Bfloat16)].into_iter().enumerate() {
+            let seed = 40 * m as u64 + i as u64;
+            let x = normal(&[rows, k], 1.0, 500 + seed).astype(dtype).unwrap();
+            let w = normal(&[n, k], 0.05, 600 + seed).astype(dtype).unwrap();
+            let (wq, s, b) = quantize(&w, group_size, bits, mode).unwrap();
+            let what = format!("{mode:?}, {rows} rows, {dtype:?}");
+            assert!(b.is_none(), "{what}: no biases");
+            assert_eq!((wq.shape(), s.shape(), s.dtype()), (vec![n, k * bits / 32], vec![n, k / group_size], Dtype::Uint8), "{what}");
+            let mlx = quantized_matmul_mlx(&x, &wq, &s, None, true, group_size, bits, mode).unwrap();
+            for p in [Precision::Exact, Precision::Fast] {
+                let ours = quantized_matmul(&x, &wq, &s, None, true, group_size, bits, mode, p).unwrap();
+                assert_eq!(ours.dtype(), dtype, "{what}");
+                assert_same_bits(&ours.astype(Dtype::Float32).unwrap(), &mlx.astype(Dtype::Float32).unwrap(), &format!("{what}, {p:?}"));
+            }
+            if dtype == Dtype::Float32 {
+                let dense = dequantize(&wq, &s, None, group_size, bits, mode).unwrap();
+                let want = x.matmul(&dense.t().unwrap()).unwrap().to_vec::<f32>().unwrap();
+                let got = mlx.to_vec::<f32>().unwrap();
+                let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                assert!(worst < 1e-4, "{what}: differs from x @ dequantize(w).T by {worst}");
+            }
+        }
+    }
+}
+
+/// `gather_qmm` in mxfp4 mode: each row against the expert its index names,
+/// as `quantized_matmul` with that expert's weights.
+#[test]
+fn gather_qmm_in_mxfp4_mode_picks_each_rows_expert() {
+    let (experts, n, k, mode) = (3, 40, 64, Mode::Mxfp4);
+    let packed: Vec<(Array, Array)> = (0..experts)
+        .map(|e| {
+            let (wq, s, _) = quantize(&normal(&[n, k], 0.05, 700 + e as u64), 32, 4, mode).unwrap();
+            (wq, s)
+        })
+        .collect();
+    let w = Array::stack(&packed.iter().map(|p| &p.0).collect::<Vec<_>>(), 0).unwrap();
+    let s = Array::stack(&packed.iter().map(|p| &p.1).collect::<Vec<_>>(), 0).unwrap();
+    let experts_of_rows = [2u32, 0, 2, 1];
+    let x = normal(&[4, 1, 1, k], 1.0, 710);
+    let idx = Array::from_slice(&experts_of_rows, &[4, 1]).unwrap();
+    let y = gather_qmm(&x, &w, &s, None, &idx, true, 32, 4, mode, false).unwrap();
+    assert_eq!(y.shape(), [4, 1, 1, n]);
+    for (row, &e) in experts_of_rows.iter().enumerate() {
+        let xr = x.slice_axis(0, row as i32, row as i32 + 1).unwrap().reshape(&[1, k]).unwrap();
+        let want = quantized_matmul_mlx(&xr, &packed[e as usize].0, &packed[e as usize].1, None, true, 32, 4, mode).unwrap();
+        let got = y.slice_axis(0, row as i32, row as i32 + 1).unwrap().reshape(&[1, n]).unwrap();
+        assert_same_bits(&got, &want, &format!("row {row}, expert {e}"));
+    }
+    // Affine mode on mxfp4-packed experts (no biases) is MLX's error, not garbage.
+    assert!(gather_qmm(&x, &w, &s, None, &idx, true, 32, 4, Mode::Affine, false).and_then(|y| y.eval()).is_err());
 }

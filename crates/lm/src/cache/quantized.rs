@@ -2,8 +2,8 @@
 //! `QuantizedKVCache`: buffers grow in steps of 256 positions, each update is
 //! quantized with `mlx.core.quantize`, and attention reads the packed arrays
 //! through `quantized_matmul` (`models::attention`).
-use mlx::quant::quantize;
-use mlx::{Array, Result};
+use mlx::quant::{quantize, Mode};
+use mlx::{Array, Error, Result};
 
 use super::kv::STEP;
 use super::{Cache, Fetched, QuantizedArrays, StateItem};
@@ -17,7 +17,8 @@ pub struct QuantizedKvCache {
 }
 
 fn quantized(x: &Array, group_size: i32, bits: i32) -> Result<QuantizedArrays> {
-    let (w, scales, biases) = quantize(x, group_size, bits)?;
+    let (w, scales, biases) = quantize(x, group_size, bits, Mode::Affine)?;
+    let biases = biases.ok_or_else(|| Error::new("affine quantization returned no biases"))?;
     Ok(QuantizedArrays { w, scales, biases })
 }
 

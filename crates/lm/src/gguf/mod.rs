@@ -56,7 +56,7 @@ pub fn load(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -
         unpermute_qk(&mut tensors, &config).map_err(|e| LmError::Mlx(e.message))?;
     }
     let mut weights = Weights::from_tensors(tensors, path, options.dtype, None).with_precision(options.precision);
-    (family.sanitize)(&config, &mut weights);
+    (family.sanitize)(&config, &mut weights)?;
     let model = (family.build)(config, weights, options.dtype, progress)?;
     Ok((model, tokenizer))
 }

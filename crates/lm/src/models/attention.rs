@@ -5,7 +5,7 @@
 //! for quantized ones.
 use mlx::fast::{scaled_dot_product_attention, scaled_dot_product_attention_sinks, AttentionMask};
 use mlx::nn::{Linear, RmsNorm, Rope};
-use mlx::quant::quantized_matmul_mlx;
+use mlx::quant::{quantized_matmul_mlx, Mode};
 use mlx::{Array, Dtype, Result};
 
 use crate::cache::{causal_mask, Cache, CacheMask, Fetched, QuantizedArrays};
@@ -197,7 +197,7 @@ fn quantized(q: &Array, keys: &QuantizedArrays, values: &QuantizedArrays, scale:
     if repeats > 1 {
         q = q.reshape(&[b, kv_heads, repeats, l, d])?;
     }
-    let mut scores = quantized_matmul_mlx(&q, &keys.w, &keys.scales, Some(&keys.biases), true, group_size, bits)?;
+    let mut scores = quantized_matmul_mlx(&q, &keys.w, &keys.scales, Some(&keys.biases), true, group_size, bits, Mode::Affine)?;
     let mask = match mask {
         CacheMask::None => None,
         CacheMask::Causal => {
@@ -214,7 +214,7 @@ fn quantized(q: &Array, keys: &QuantizedArrays, values: &QuantizedArrays, scale:
         };
     }
     let scores = scores.softmax(&[-1], true)?;
-    let out = quantized_matmul_mlx(&scores, &values.w, &values.scales, Some(&values.biases), false, group_size, bits)?;
+    let out = quantized_matmul_mlx(&scores, &values.w, &values.scales, Some(&values.biases), false, group_size, bits, Mode::Affine)?;
     if repeats > 1 {
         out.reshape(&[b, heads, l, d])
     } else {

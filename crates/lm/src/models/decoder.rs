@@ -251,9 +251,10 @@ impl DecoderStack {
 
 /// As MLX-LM's sanitize for these families: tied models ignore a stored
 /// lm_head; rotary tables are recomputed.
-pub(super) fn sanitize(config: &ModelConfig, w: &mut Weights) {
+pub(super) fn sanitize(config: &ModelConfig, w: &mut Weights) -> Result<()> {
     let tied = config.tie_word_embeddings;
     w.discard(|k| k.contains("self_attn.rotary_emb.inv_freq") || (tied && k == "lm_head.weight"));
+    Ok(())
 }
 
 pub(super) fn build(config: ModelConfig, w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {

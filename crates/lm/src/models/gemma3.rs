@@ -96,13 +96,16 @@ fn clip_residual(residual: &Array, x: &Array) -> mlx::Result<Array> {
 }
 
 /// MLX-LM's `gemma3_text.sanitize` only decides the tying (done in `build`).
-pub(super) fn sanitize(_config: &ModelConfig, _w: &mut Weights) {}
+pub(super) fn sanitize(_config: &ModelConfig, _w: &mut Weights) -> Result<()> {
+    Ok(())
+}
 
 /// `gemma3` (vision-language) checkpoints: the text model's weights are under
 /// `language_model.`, next to vision ones it does not use (MLX-LM's `gemma3.sanitize`).
-pub(super) fn sanitize_multimodal(_config: &ModelConfig, w: &mut Weights) {
+pub(super) fn sanitize_multimodal(_config: &ModelConfig, w: &mut Weights) -> Result<()> {
     w.discard(|k| k.starts_with("vision_tower.") || k.starts_with("multi_modal_projector."));
     w.strip_prefix("language_model.");
+    Ok(())
 }
 
 /// MLX-LM's `gemma3_text.ModelArgs` defaults (Hugging Face leaves out of a

@@ -67,9 +67,9 @@ pub(super) fn build_multimodal(
 
 /// `mistral3` checkpoints keep the text model under `language_model.` (or
 /// `model.language_model.`), next to vision weights it does not use.
-pub(super) fn sanitize_multimodal(config: &ModelConfig, w: &mut Weights) {
+pub(super) fn sanitize_multimodal(config: &ModelConfig, w: &mut Weights) -> Result<()> {
     w.discard(|k| k.contains("vision_tower") || k.contains("multi_modal_projector"));
     w.rename_prefix("model.language_model.", "model.");
     w.rename_prefix("language_model.", "");
-    super::decoder::sanitize(config, w);
+    super::decoder::sanitize(config, w)
 }

@@ -4,8 +4,8 @@
 //! each token was routed to; and the softmax top-k router of Qwen3-MoE and
 //! its kin.
 use mlx::nn::{self, Linear};
-use mlx::quant::{gather_mm, gather_qmm};
-use mlx::{Array, Result as MlxResult};
+use mlx::quant::{gather_mm, gather_qmm, Mode};
+use mlx::{Array, Dtype, Result as MlxResult};
 
 use super::decoder::FeedForward;
 use crate::error::{LmError, Result};
@@ -19,13 +19,23 @@ pub struct SwitchLinear {
 }
 
 enum SwitchWeights {
-    Dense { weight: Array },
-    Quantized { weight: Array, scales: Array, biases: Array, group_size: i32, bits: i32 },
+    Dense {
+        weight: Array,
+    },
+    /// `biases` in affine mode only.
+    Quantized {
+        weight: Array,
+        scales: Array,
+        biases: Option<Array>,
+        group_size: i32,
+        bits: i32,
+        mode: Mode,
+    },
 }
 
 impl SwitchLinear {
-    /// `{prefix}.weight` (and `.scales`/`.biases` when quantized, `.bias` with
-    /// `bias`) for `experts` experts.
+    /// `{prefix}.weight` (and `.scales` when quantized, `.biases` too in affine
+    /// mode, `.bias` with `bias`) for `experts` experts.
     pub fn load(w: &mut Weights, prefix: &str, experts: i32, in_dims: i32, out_dims: i32, bias: bool) -> Result<SwitchLinear> {
         let bias = w.take_optional(&format!("{prefix}.bias"), &[experts, out_dims], bias)?;
         Ok(SwitchLinear { weights: SwitchWeights::load(w, prefix, experts, in_dims, out_dims)?, bias })
@@ -45,20 +55,25 @@ impl SwitchWeights {
     fn load(w: &mut Weights, prefix: &str, experts: i32, in_dims: i32, out_dims: i32) -> Result<SwitchWeights> {
         match w.quant_params(prefix, in_dims)? {
             None => Ok(SwitchWeights::Dense { weight: w.take(&format!("{prefix}.weight"), &[experts, out_dims, in_dims])? }),
+            // `quant_params` checked that the inputs fit the groups and the width.
             Some(q) => {
-                if in_dims % q.group_size != 0 || (in_dims * q.bits) % 32 != 0 {
+                let groups = in_dims / q.group_size;
+                let name = format!("{prefix}.weight");
+                let weight = w.take(&name, &[experts, out_dims, in_dims * q.bits / 32])?;
+                if weight.dtype() != Dtype::Uint32 {
                     return Err(LmError::InvalidWeights(format!(
-                        "{prefix}: {in_dims} inputs do not fit groups of {} at {} bits",
-                        q.group_size, q.bits
+                        "tensor \"{name}\" is {}, expected uint32 (packed {}-bit)",
+                        weight.dtype().name(),
+                        q.bits
                     )));
                 }
-                let groups = in_dims / q.group_size;
                 Ok(SwitchWeights::Quantized {
-                    weight: w.take(&format!("{prefix}.weight"), &[experts, out_dims, in_dims * q.bits / 32])?,
+                    weight,
                     scales: w.take(&format!("{prefix}.scales"), &[experts, out_dims, groups])?,
-                    biases: w.take(&format!("{prefix}.biases"), &[experts, out_dims, groups])?,
+                    biases: w.take_optional(&format!("{prefix}.biases"), &[experts, out_dims, groups], q.mode.has_biases())?,
                     group_size: q.group_size,
                     bits: q.bits,
+                    mode: q.mode,
                 })
             }
         }
@@ -67,8 +82,8 @@ impl SwitchWeights {
     fn forward(&self, x: &Array, indices: &Array, sorted: bool) -> MlxResult<Array> {
         match self {
             SwitchWeights::Dense { weight } => gather_mm(x, &weight.swapaxes(-1, -2)?, indices, sorted),
-            SwitchWeights::Quantized { weight, scales, biases, group_size, bits } => {
-                gather_qmm(x, weight, scales, Some(biases), indices, true, *group_size, *bits, sorted)
+            SwitchWeights::Quantized { weight, scales, biases, group_size, bits, mode } => {
+                gather_qmm(x, weight, scales, biases.as_ref(), indices, true, *group_size, *bits, *mode, sorted)
             }
         }
     }

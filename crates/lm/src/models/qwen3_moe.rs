@@ -56,9 +56,10 @@ impl Args {
 /// As MLX-LM's `sanitize`: a tied model ignores a stored head; Hugging Face's
 /// per-expert weights (`mlp.experts.E.up_proj.weight`) are stacked into
 /// `mlp.switch_mlp.up_proj.weight` (MLX-community conversions already are).
-pub(super) fn sanitize(config: &ModelConfig, w: &mut Weights) {
-    super::decoder::sanitize(config, w);
-    let Ok(a) = args(config) else { return };
+pub(super) fn sanitize(config: &ModelConfig, w: &mut Weights) -> Result<()> {
+    super::decoder::sanitize(config, w)?;
+    // A bad config is reported by `build`.
+    let Ok(a) = args(config) else { return Ok(()) };
     for l in 0..config.num_hidden_layers {
         let p = format!("model.layers.{l}.mlp");
         if !w.contains(&format!("{p}.experts.0.up_proj.weight")) {
@@ -70,6 +71,7 @@ pub(super) fn sanitize(config: &ModelConfig, w: &mut Weights) {
             let _ = w.stack(&names, &format!("{p}.switch_mlp.{n}.weight"));
         }
     }
+    Ok(())
 }
 
 pub(super) fn build(config: ModelConfig, w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {

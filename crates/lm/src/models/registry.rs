@@ -15,7 +15,7 @@ pub struct Family {
     pub model_type: &'static str,
     /// Drops or renames checkpoint tensors the model does not hold, as the
     /// family's `sanitize` in MLX-LM.
-    pub sanitize: fn(&ModelConfig, &mut Weights),
+    pub sanitize: fn(&ModelConfig, &mut Weights) -> Result<()>,
     /// Builds the model from its sanitized weights; `progress` hears the
     /// fraction of weight bytes read.
     pub build: fn(ModelConfig, Weights, Option<Dtype>, &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>>,
@@ -32,7 +32,7 @@ const FAMILIES: &[Family] = &[
     Family { model_type: "llama", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
     Family { model_type: "mistral", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
     Family { model_type: "qwen2", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
-    Family { model_type: "gpt_oss", sanitize: decoder::sanitize, build: gpt_oss::build, text_config: Some(gpt_oss::with_defaults) },
+    Family { model_type: "gpt_oss", sanitize: gpt_oss::sanitize, build: gpt_oss::build, text_config: Some(gpt_oss::with_defaults) },
     Family { model_type: "ministral3", sanitize: decoder::sanitize, build: ministral3::build, text_config: None },
     Family {
         model_type: "mistral3",
@@ -64,6 +64,6 @@ pub fn load(dir: &Path, options: &super::LoadOptions, progress: &mut dyn FnMut(f
     let family = family(&config.model_type).ok_or_else(|| crate::LmError::UnsupportedModel(config.model_type.clone()))?;
     let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
     let mut weights = Weights::load(dir, dtype, quant_cfg)?.with_precision(options.precision);
-    (family.sanitize)(&config, &mut weights);
+    (family.sanitize)(&config, &mut weights)?;
     (family.build)(config, weights, dtype, progress)
 }

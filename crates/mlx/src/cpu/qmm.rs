@@ -499,7 +499,7 @@ pub(crate) mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::{quantize, quantized_matmul_mlx};
+    use crate::quant::{quantize, quantized_matmul_mlx, Mode};
     use crate::random;
 
     /// The portable loop (CPUs without AVX2) gives MLX's op's bits too, in
@@ -512,8 +512,9 @@ mod tests {
             let dt = if bf16 { Dtype::Bfloat16 } else { Dtype::Float32 };
             let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(i as u64))).unwrap().astype(dt).unwrap();
             let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.1, Some(&key(50 + i as u64))).unwrap().astype(dt).unwrap();
-            let (wq, s, b) = quantize(&w, gs, bits).unwrap();
-            let want = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits).unwrap().to_vec::<f32>().unwrap();
+            let (wq, s, b) = quantize(&w, gs, bits, Mode::Affine).unwrap();
+            let b = b.expect("affine quantization has biases");
+            let want = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap().to_vec::<f32>().unwrap();
             let (xs, ws) = (x.to_vec::<f32>().unwrap(), wq.to_vec::<u32>().unwrap());
             let (ss, bs) = (s.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
             let p = Problem {

@@ -523,7 +523,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::{quantize, quantized_matmul_mlx};
+    use crate::quant::{quantize, quantized_matmul_mlx, Mode};
     use crate::random;
 
     struct Data {
@@ -541,8 +541,9 @@ mod tests {
         let key = |s: u64| random::key(s).unwrap();
         let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(seed))).unwrap();
         let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.1, Some(&key(seed + 100))).unwrap();
-        let (wq, s, b) = quantize(&w, gs, bits).unwrap();
-        let exact = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits).unwrap().to_vec::<f32>().unwrap();
+        let (wq, s, b) = quantize(&w, gs, bits, Mode::Affine).unwrap();
+        let b = b.expect("affine quantization has biases");
+        let exact = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap().to_vec::<f32>().unwrap();
         let xs: Vec<f32> = x.to_vec().unwrap();
         let (ku, gu) = (k as usize, gs as usize);
         let mut xq = vec![0i8; 2 * xs.len()];
@@ -556,7 +557,7 @@ mod tests {
             })
             .collect();
         let xr = Array::from_slice(&xr, &[m, ku as i32]).unwrap();
-        let rounded = quantized_matmul_mlx(&xr, &wq, &s, Some(&b), true, gs, bits).unwrap().to_vec::<f32>().unwrap();
+        let rounded = quantized_matmul_mlx(&xr, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap().to_vec::<f32>().unwrap();
         Data { x: xs, w: wq.to_vec().unwrap(), s: s.to_vec().unwrap(), b: b.to_vec().unwrap(), exact, rounded }
     }
 

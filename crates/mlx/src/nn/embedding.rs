@@ -4,8 +4,16 @@ use crate::{Array, Result};
 
 /// Token embedding table, dense or quantized; `as_linear` is the tied LM head.
 pub enum Embedding {
-    Dense { weight: Array },
-    Quantized { weight: Array, scales: Array, biases: Array, q: QuantParams },
+    Dense {
+        weight: Array,
+    },
+    /// `biases` in affine mode only.
+    Quantized {
+        weight: Array,
+        scales: Array,
+        biases: Option<Array>,
+        q: QuantParams,
+    },
 }
 
 impl Embedding {
@@ -15,8 +23,8 @@ impl Embedding {
             Embedding::Quantized { weight, scales, biases, q } => {
                 let w = weight.take(ids, Some(0))?;
                 let s = scales.take(ids, Some(0))?;
-                let b = biases.take(ids, Some(0))?;
-                dequantize(&w, &s, Some(&b), q.group_size, q.bits)
+                let b = biases.as_ref().map(|b| b.take(ids, Some(0))).transpose()?;
+                dequantize(&w, &s, b.as_ref(), q.group_size, q.bits, q.mode)
             }
         }
     }

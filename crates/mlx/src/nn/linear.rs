@@ -1,19 +1,22 @@
-use crate::quant::{dequantize, quantized_matmul, Precision};
+use crate::quant::{dequantize, quantized_matmul, Mode, Precision};
 use crate::{Array, Result};
 
-/// Affine quantization parameters of one packed weight.
+/// Quantization parameters of one packed weight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuantParams {
     pub group_size: i32,
     pub bits: i32,
+    /// MLX's packing: affine (with biases) or a floating-point mode (without).
+    pub mode: Mode,
     /// How its matmul is computed (the model's `precision` load option).
     pub precision: Precision,
 }
 
-/// `y = x W^T + b`, with W either dense or affine-quantized (MLX packing).
+/// `y = x W^T + b`, with W either dense or quantized (MLX packing; `biases`
+/// in affine mode only).
 pub enum Linear {
     Dense { weight: Array, bias: Option<Array> },
-    Quantized { weight: Array, scales: Array, biases: Array, bias: Option<Array>, q: QuantParams },
+    Quantized { weight: Array, scales: Array, biases: Option<Array>, bias: Option<Array>, q: QuantParams },
 }
 
 impl Linear {
@@ -31,7 +34,7 @@ impl Linear {
                 }
             }
             Linear::Quantized { weight, scales, biases, bias, q } => {
-                let y = quantized_matmul(x, weight, scales, Some(biases), true, q.group_size, q.bits, q.precision)?;
+                let y = quantized_matmul(x, weight, scales, biases.as_ref(), true, q.group_size, q.bits, q.mode, q.precision)?;
                 match bias {
                     Some(b) => y.add(b),
                     None => Ok(y),
@@ -56,7 +59,7 @@ impl Linear {
     pub fn dense_weight(&self) -> Result<Array> {
         match self {
             Linear::Dense { weight, .. } => Ok(weight.clone()),
-            Linear::Quantized { weight, scales, biases, q, .. } => dequantize(weight, scales, Some(biases), q.group_size, q.bits),
+            Linear::Quantized { weight, scales, biases, q, .. } => dequantize(weight, scales, biases.as_ref(), q.group_size, q.bits, q.mode),
         }
     }
 }
