@@ -181,11 +181,13 @@ pub fn cache_options(value: &Value) -> R<lm::cache::CacheOptions> {
     let map = &options_object(value, &["maxKvSize", "kvBits", "kvGroupSize", "quantizedKvStart"])?;
     let o = Opts(map);
     let d = lm::cache::CacheOptions::default();
+    // Integers as the Rust fields hold them; `CacheOptions::validate` checks the ranges.
+    let i32_ = |key| o.int(key, i32::MIN.into(), i32::MAX.into()).map(|v| v.map(|x| x as i32));
     let opts = lm::cache::CacheOptions {
-        max_kv_size: o.int("maxKvSize", 1, i32::MAX as i64)?.map(|v| v as i32),
-        kv_bits: o.int("kvBits", 1, 8)?.map(|v| v as i32),
-        kv_group_size: o.int("kvGroupSize", 1, i32::MAX as i64)?.map_or(d.kv_group_size, |v| v as i32),
-        quantized_kv_start: o.int("quantizedKvStart", 0, i32::MAX as i64)?.map_or(d.quantized_kv_start, |v| v as i32),
+        max_kv_size: i32_("maxKvSize")?,
+        kv_bits: i32_("kvBits")?,
+        kv_group_size: i32_("kvGroupSize")?.unwrap_or(d.kv_group_size),
+        quantized_kv_start: i32_("quantizedKvStart")?.unwrap_or(d.quantized_kv_start),
     };
     opts.validate().map_err(invalid)?;
     Ok(opts)
