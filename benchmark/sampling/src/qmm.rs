@@ -33,6 +33,9 @@ pub fn main() {
     let shapes = [
         (1, 1024, 3072, 4, 64, "decode, MLP up"),
         (1, 1024, 151_936, 4, 64, "decode, LM head"),
+        (2, 1024, 3072, 4, 64, "batch of 2, MLP up"),
+        (4, 1024, 3072, 4, 64, "batch of 4, MLP up"),
+        (8, 1024, 3072, 4, 64, "batch of 8, MLP up"),
         (91, 1024, 3072, 4, 64, "91-token prefill, MLP up"),
         (1, 576, 1536, 4, 32, "SmolLM2 decode, MLP up"),
         (1, 576, 49_152, 8, 32, "SmolLM2 decode, LM head"),
