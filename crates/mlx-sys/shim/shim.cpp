@@ -26,6 +26,11 @@ struct mlxn_array_s {
   mx::array a;
 };
 
+// A distributed group (MLX's Group holds a shared_ptr to its backend).
+struct mlxn_group_s {
+  mx::distributed::Group g;
+};
+
 struct mlxn_closure_s {
   std::function<std::vector<mx::array>(const std::vector<mx::array>&)> fn;
   std::shared_ptr<void> ctx;
@@ -49,6 +54,11 @@ int guard(F&& f) {
 }
 
 mlxn_array wrap(mx::array a) { return new mlxn_array_s{std::move(a)}; }
+
+const mx::distributed::Group& G(mlxn_group g) {
+  if (!g) throw std::invalid_argument("null group handle");
+  return g->g;
+}
 
 const mx::array& A(mlxn_array h) {
   if (!h) throw std::invalid_argument("null array handle");
@@ -788,6 +798,42 @@ int mlxn_save_safetensors(const char* path, const char* const* names, const mlxn
     for (size_t i = 0; i < n_meta; ++i) meta[meta_keys[i]] = meta_values[i];
     mx::save_safetensors(std::string(path), m, meta);
   });
+}
+
+// ---- Distributed ----
+
+int mlxn_distributed_is_available(const char* backend, int* out) {
+  return guard([&] { *out = mx::distributed::is_available(std::string(backend ? backend : "any")) ? 1 : 0; });
+}
+
+int mlxn_distributed_init(const char* backend, int strict, mlxn_group* out) {
+  return guard([&] { *out = new mlxn_group_s{mx::distributed::init(strict != 0, std::string(backend ? backend : "any"))}; });
+}
+
+void mlxn_group_free(mlxn_group g) { delete g; }
+
+int mlxn_group_rank(mlxn_group g, int* out) {
+  return guard([&] { *out = G(g).rank(); });
+}
+
+int mlxn_group_size(mlxn_group g, int* out) {
+  return guard([&] { *out = G(g).size(); });
+}
+
+int mlxn_all_sum(mlxn_array x, mlxn_group g, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::distributed::all_sum(A(x), G(g))); });
+}
+
+int mlxn_all_gather(mlxn_array x, mlxn_group g, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::distributed::all_gather(A(x), G(g))); });
+}
+
+int mlxn_send(mlxn_array x, int dst, mlxn_group g, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::distributed::send(A(x), dst, G(g))); });
+}
+
+int mlxn_recv_like(mlxn_array like, int src, mlxn_group g, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::distributed::recv_like(A(like), src, G(g))); });
 }
 
 }  // extern "C"

@@ -203,6 +203,20 @@ int mlxn_load_gguf(const char* path, mlxn_tensor_cb on_tensor, void* ctx);
 int mlxn_save_safetensors(const char* path, const char* const* names, const mlxn_array* arrays, size_t n,
                           const char* const* meta_keys, const char* const* meta_values, size_t n_meta);
 
+// Distributed: MLX's own backends ("ring", "mpi", "any", ...), configured as MLX reads its
+// environment (MLX_RANK, MLX_HOSTFILE, as mlx.launch sets them). A group is an opaque handle
+// released with mlxn_group_free. The collectives are lazy ops like any other.
+typedef struct mlxn_group_s* mlxn_group;
+int mlxn_distributed_is_available(const char* backend, int* out);
+int mlxn_distributed_init(const char* backend, int strict, mlxn_group* out);
+void mlxn_group_free(mlxn_group g);
+int mlxn_group_rank(mlxn_group g, int* out);
+int mlxn_group_size(mlxn_group g, int* out);
+int mlxn_all_sum(mlxn_array x, mlxn_group g, mlxn_array* out);
+int mlxn_all_gather(mlxn_array x, mlxn_group g, mlxn_array* out);
+int mlxn_send(mlxn_array x, int dst, mlxn_group g, mlxn_array* out);
+int mlxn_recv_like(mlxn_array like, int src, mlxn_group g, mlxn_array* out);
+
 #ifdef __cplusplus
 }
 #endif

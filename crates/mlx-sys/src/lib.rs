@@ -9,6 +9,11 @@ pub struct mlxn_array_s {
     _private: [u8; 0],
 }
 pub type mlxn_array = *mut mlxn_array_s;
+#[repr(C)]
+pub struct mlxn_group_s {
+    _private: [u8; 0],
+}
+pub type mlxn_group = *mut mlxn_group_s;
 
 #[repr(C)]
 pub struct mlxn_closure_s {
@@ -267,6 +272,16 @@ extern "C" {
     pub fn mlxn_memory(active: *mut usize, peak: *mut usize, cache: *mut usize) -> c_int;
     pub fn mlxn_reset_peak_memory() -> c_int;
     pub fn mlxn_clear_cache() -> c_int;
+
+    pub fn mlxn_distributed_is_available(backend: *const c_char, out: *mut c_int) -> c_int;
+    pub fn mlxn_distributed_init(backend: *const c_char, strict: c_int, out: *mut mlxn_group) -> c_int;
+    pub fn mlxn_group_free(g: mlxn_group);
+    pub fn mlxn_group_rank(g: mlxn_group, out: *mut c_int) -> c_int;
+    pub fn mlxn_group_size(g: mlxn_group, out: *mut c_int) -> c_int;
+    pub fn mlxn_all_sum(x: mlxn_array, g: mlxn_group, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_all_gather(x: mlxn_array, g: mlxn_group, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_send(x: mlxn_array, dst: c_int, g: mlxn_group, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_recv_like(like: mlxn_array, src: c_int, g: mlxn_group, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_set_cache_limit(limit: usize, previous: *mut usize) -> c_int;
 
     pub fn mlxn_load_safetensors(path: *const c_char, on_tensor: mlxn_tensor_cb, on_meta: Option<mlxn_meta_cb>, ctx: *mut c_void) -> c_int;

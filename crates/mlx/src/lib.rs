@@ -3,6 +3,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 mod array;
 pub mod cpu;
+pub mod distributed;
 mod dtype;
 mod error;
 pub mod fast;
