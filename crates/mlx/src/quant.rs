@@ -28,12 +28,8 @@ impl Mode {
 
     /// The name MLX (and MLX-LM's config.json) gives the mode.
     pub fn name(self) -> &'static str {
-        match self {
-            Mode::Affine => "affine",
-            Mode::Mxfp4 => "mxfp4",
-            Mode::Nvfp4 => "nvfp4",
-            Mode::Mxfp8 => "mxfp8",
-        }
+        // The literals below are ASCII, so this never falls back.
+        self.c_name().to_str().unwrap_or_default()
     }
 
     fn c_name(self) -> &'static CStr {

@@ -4,7 +4,7 @@
 //! each token was routed to; and the softmax top-k router of Qwen3-MoE and
 //! its kin.
 use mlx::nn::{self, Linear};
-use mlx::quant::{gather_mm, gather_qmm, Mode};
+use mlx::quant::{gather_mm, gather_qmm};
 use mlx::{Array, Dtype, Result as MlxResult};
 
 use super::decoder::FeedForward;
@@ -22,14 +22,12 @@ enum SwitchWeights {
     Dense {
         weight: Array,
     },
-    /// `biases` in affine mode only.
+    /// `biases` in affine mode only; always MLX's `gather_qmm` (`q.precision` unused).
     Quantized {
         weight: Array,
         scales: Array,
         biases: Option<Array>,
-        group_size: i32,
-        bits: i32,
-        mode: Mode,
+        q: nn::QuantParams,
     },
 }
 
@@ -71,9 +69,7 @@ impl SwitchWeights {
                     weight,
                     scales: w.take(&format!("{prefix}.scales"), &[experts, out_dims, groups])?,
                     biases: w.take_optional(&format!("{prefix}.biases"), &[experts, out_dims, groups], q.mode.has_biases())?,
-                    group_size: q.group_size,
-                    bits: q.bits,
-                    mode: q.mode,
+                    q,
                 })
             }
         }
@@ -82,8 +78,8 @@ impl SwitchWeights {
     fn forward(&self, x: &Array, indices: &Array, sorted: bool) -> MlxResult<Array> {
         match self {
             SwitchWeights::Dense { weight } => gather_mm(x, &weight.swapaxes(-1, -2)?, indices, sorted),
-            SwitchWeights::Quantized { weight, scales, biases, group_size, bits, mode } => {
-                gather_qmm(x, weight, scales, biases.as_ref(), indices, true, *group_size, *bits, *mode, sorted)
+            SwitchWeights::Quantized { weight, scales, biases, q } => {
+                gather_qmm(x, weight, scales, biases.as_ref(), indices, true, q.group_size, q.bits, q.mode, sorted)
             }
         }
     }
