@@ -22,6 +22,12 @@ export type ErrorCode =
    * not what the hub reports. The cache's snapshots and refs are left as they were.
    */
   | 'DOWNLOAD_FAILED'
+  /**
+   * A distributed model (`loadModel`'s `distributed` option) whose processes could not start or
+   * stay together: a peer not reached within the timeout, a peer lost during a generation, or
+   * processes that loaded different model folders.
+   */
+  | 'DISTRIBUTED_ERROR'
   | 'MLX_ERROR';
 
 export class MlxNodeError extends Error {
@@ -71,6 +77,25 @@ export interface LoadModelOptions {
    * float models or other backends.
    */
   precision?: 'exact' | 'fast';
+  /**
+   * Splits the model across processes with MLX's distributed layer, as MLX-LM's
+   * `sharded_load` does (tensor parallelism: each process holds and runs 1/N of every
+   * attention and MLP layer). Every process runs the same script, started by `mlx.launch` or
+   * `npx mlx-node launch` (which set `MLX_RANK` and `MLX_HOSTFILE`), loads the same model and
+   * makes the same calls in the same order; each gets the same tokens. `maxBatch` is 1.
+   * See docs/distributed.md. Code DISTRIBUTED_ERROR when the processes cannot start or stay
+   * together.
+   */
+  distributed?: DistributedOptions;
+}
+
+export interface DistributedOptions {
+  /** MLX's backend: 'ring' (TCP), 'mpi', or 'any' (default: the first that starts). */
+  backend?: 'ring' | 'mpi' | 'any';
+  /** 'tensor' (default; the only one so far). */
+  strategy?: 'tensor';
+  /** Milliseconds to wait for the other processes to connect (default 60000). */
+  timeout?: number;
 }
 
 /** The second argument of onLoadProgress. */
@@ -237,6 +262,8 @@ export interface ModelInfo {
   vocabSize: number;
   dtype: string;
   quantization: null | { bits: number; groupSize: number };
+  /** This process's place when the model is split across processes; null otherwise. */
+  distributed: null | { rank: number; size: number; backend: string; strategy: string };
 }
 
 export interface ChatTemplateOptions {

@@ -18,7 +18,32 @@ function mlxInfo() {
   return callNative(() => native.mlxInfo());
 }
 
-const LOAD_OPTIONS = new Set(['dtype', 'signal', 'onLoadProgress', 'maxBatch', 'precision']);
+const LOAD_OPTIONS = new Set(['dtype', 'signal', 'onLoadProgress', 'maxBatch', 'precision', 'distributed']);
+const DISTRIBUTED_OPTIONS = new Set(['backend', 'strategy', 'timeout']);
+
+// `distributed` as the native side takes it: every field set, or undefined.
+function distributedOption(d) {
+  if (d === undefined) return undefined;
+  if (d === null || typeof d !== 'object') throw invalid('option distributed must be an object');
+  for (const k of Object.keys(d)) {
+    if (!DISTRIBUTED_OPTIONS.has(k)) {
+      throw invalid(`unknown option "distributed.${k}"; known options: ${[...DISTRIBUTED_OPTIONS].join(', ')}`);
+    }
+  }
+  const { backend = 'any', strategy = 'tensor', timeout = 60000 } = d;
+  if (!['ring', 'mpi', 'any'].includes(backend)) {
+    throw invalid(`option distributed.backend must be 'ring', 'mpi' or 'any', got ${JSON.stringify(backend)}`);
+  }
+  if (strategy !== 'tensor') {
+    throw invalid(
+      `option distributed.strategy must be 'tensor' (pipeline parallelism is not available yet), got ${JSON.stringify(strategy)}`,
+    );
+  }
+  if (!(Number.isInteger(timeout) && timeout >= 1 && timeout <= 2 ** 31 - 1)) {
+    throw invalid(`option distributed.timeout must be an integer number of milliseconds >= 1, got ${timeout}`);
+  }
+  return { backend, strategy, timeoutMs: timeout };
+}
 
 async function loadModel(path, options = {}) {
   if (typeof path !== 'string' || path.length === 0) throw invalid(`path must be a non-empty string, got ${typeof path}`);
@@ -29,6 +54,10 @@ async function loadModel(path, options = {}) {
   const { dtype, signal, onLoadProgress, maxBatch, precision } = options;
   if (maxBatch !== undefined && !(Number.isInteger(maxBatch) && maxBatch >= 1 && maxBatch <= 256)) {
     throw invalid(`option maxBatch must be an integer in [1, 256], got ${maxBatch}`);
+  }
+  const distributed = distributedOption(options.distributed);
+  if (distributed && maxBatch !== undefined && maxBatch !== 1) {
+    throw invalid(`option maxBatch must be 1 for a distributed model, got ${maxBatch}`);
   }
   if (dtype !== undefined && !['float32', 'float16', 'bfloat16'].includes(dtype)) {
     throw invalid(`option dtype must be 'float32', 'float16' or 'bfloat16', got ${JSON.stringify(dtype)}`);
@@ -45,7 +74,7 @@ async function loadModel(path, options = {}) {
   const dir = await resolveModelPath(native, path, 'lm', signal, progress);
   let handle;
   try {
-    handle = await native.loadModelNative(dir, dtype, progress.onNative, maxBatch, precision);
+    handle = await native.loadModelNative(dir, dtype, progress.onNative, maxBatch, precision, distributed);
   } catch (e) {
     throw fromNative(e);
   } finally {

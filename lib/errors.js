@@ -12,6 +12,7 @@ const CODES = new Set([
   'CACHE_BUSY',
   'AUTH_REQUIRED',
   'DOWNLOAD_FAILED',
+  'DISTRIBUTED_ERROR',
   'MLX_ERROR',
 ]);
 

@@ -47,7 +47,7 @@ class LanguageModel extends NativeOwner {
 
   get info() {
     const i = this.#native.info;
-    return { ...i, quantization: i.quantization ?? null };
+    return { ...i, quantization: i.quantization ?? null, distributed: i.distributed ?? null };
   }
 
 

@@ -516,7 +516,7 @@ def make_gemma3_vlm(out, tok_dir):
     write_common(dst, config, tok_dir, GEMMA3_EOS)
 
 
-def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None, mode="affine"):
+def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None, mode="affine", group_size=64):
     dst = out / name
     with contextlib.redirect_stdout(sys.stderr):
         mlx_lm.convert(
@@ -525,7 +525,7 @@ def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None, mo
             quantize=True,
             q_bits=bits,
             # The floating-point modes have one group size each (convert's default for the mode).
-            q_group_size=64 if mode == "affine" else None,
+            q_group_size=group_size if mode == "affine" else None,
             q_mode=mode,
             quant_predicate=predicate,
             dtype=dtype,
@@ -669,6 +669,9 @@ def main():
         ("qwen3-sharded", lambda: make_sharded(out, qwen3_weights, tok_dir)),
         ("qwen3-q4", lambda: make_quantized(out, "qwen3-q4", out / "qwen3-f32", tok_dir, 4)),
         ("qwen3-q8", lambda: make_quantized(out, "qwen3-q8", out / "qwen3-f32", tok_dir, 8)),
+        # Groups of 32: the smallest that lets the output and down projections (64 and 128
+        # inputs) split in two for tensor parallelism, as MLX's sharded quantized layers need.
+        ("qwen3-q4-g32", lambda: make_quantized(out, "qwen3-q4-g32", out / "qwen3-f32", tok_dir, 4, group_size=32)),
         ("qwen3-q4-mixed", lambda: make_quantized(out, "qwen3-q4-mixed", out / "qwen3-f32", tok_dir, 4,
                                                   mixed_predicate)),
         # bfloat16 with 4-bit weights, as MLX-community's quantized models are.

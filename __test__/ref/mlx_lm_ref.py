@@ -4,6 +4,11 @@ Reads one JSON object from stdin, {"cases": [...]}, and writes one JSON object t
 stdout, {"results": [...]}, one result per case in order. A case that raises gets
 {"error": message, "errorType": name} and the run goes on.
 
+Under `mlx.launch` (a group of processes, every rank running this script) it takes two
+arguments instead, `mlx_lm_ref.py REQUEST_FILE OUTPUT_FILE`: every rank reads the request,
+models load as MLX-LM's distributed commands load them (`sharded_load`: tensor parallel),
+every rank runs every case, and rank 0 writes the answer.
+
 Case kinds ("mode"):
   "generate" (default)
       {"model": folder, "input": str | [{role, content}...] | [ids], "options": {...}}
@@ -149,7 +154,7 @@ from mlx_lm.models.cache import (  # noqa: E402
     trim_prompt_cache,
 )
 from mlx_lm.sample_utils import make_logits_processors, make_sampler  # noqa: E402
-from mlx_lm.utils import load_config, load_model, load_tokenizer  # noqa: E402
+from mlx_lm.utils import load_config, load_model, load_tokenizer, sharded_load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / ".cache" / "fixtures"
@@ -220,9 +225,18 @@ def get_tokenizer(path):
 def get_model(path):
     # As mlx_lm.load(path): load_model, then the tokenizer with the config's EOS ids
     # (config.json's eos_token_id, replaced by generation_config.json's when present).
+    # In a group of processes (run under mlx.launch), as mlx_lm.chat / mlx_lm.benchmark load
+    # there: sharded_load, tensor-parallel (the model's shard()).
     if path not in _models:
-        _models[path], _ = load_model(path)
+        if _group().size() > 1:
+            _models[path] = sharded_load(str(path))[0]
+        else:
+            _models[path], _ = load_model(path)
     return _models[path], get_tokenizer(path)
+
+
+def _group():
+    return mx.distributed.init()
 
 
 def option(options, key, default):
@@ -542,10 +556,20 @@ def run_case(case):
 
 
 def main():
-    request = json.load(sys.stdin)
+    # Under mlx.launch (every rank runs this script): `mlx_lm_ref.py REQUEST OUTPUT`, the
+    # request read from a file by every rank, the answer written by rank 0.
+    if len(sys.argv) == 3:
+        request = json.loads(Path(sys.argv[1]).read_text())
+    else:
+        request = json.load(sys.stdin)
     cases = request["cases"] if isinstance(request, dict) else request
     results = [run_case(c) for c in cases]
-    _stdout.write(json.dumps({"results": results}))
+    answer = json.dumps({"results": results})
+    if len(sys.argv) == 3:
+        if _group().rank() == 0:
+            Path(sys.argv[2]).write_text(answer)
+        return
+    _stdout.write(answer)
     _stdout.write("\n")
     _stdout.flush()
 

@@ -5,7 +5,7 @@
 const { UsageError } = require('./args');
 const { describe } = require('./errors');
 
-const COMMANDS = Object.fromEntries(['generate', 'chat', 'speak', 'serve', 'info'].map((name) => [name, () => require(`./${name}`)]));
+const COMMANDS = Object.fromEntries(['generate', 'chat', 'speak', 'serve', 'info', 'launch'].map((name) => [name, () => require(`./${name}`)]));
 
 function version() {
   return require('../../package.json').version;

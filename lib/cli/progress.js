@@ -122,7 +122,10 @@ async function loadLanguageModel(dir, { dtype, precision, quiet }) {
   const t0 = performance.now();
   let model;
   try {
-    model = await loadModel(dir, { dtype, precision, onLoadProgress: shown?.onLoadProgress });
+    // Under `mlx-node launch`: split across its processes.
+    const backend = process.env.MLX_NODE_DISTRIBUTED;
+    const distributed = backend ? { backend } : undefined;
+    model = await loadModel(dir, { dtype, precision, onLoadProgress: shown?.onLoadProgress, distributed });
   } finally {
     shown?.clear();
   }

@@ -66,6 +66,15 @@ pub struct Loaded {
     pub quantization: Option<(i32, i32)>,
     pub head_dim: i32,
     pub context_length: i32,
+    /// `(rank, size)` in the tensor-parallel group, if the model is split.
+    pub shard: Option<(i32, i32)>,
+}
+
+/// `loadModel`'s `distributed` option: the MLX backend to join and how long
+/// to wait for the other processes.
+pub struct Distributed {
+    pub backend: String,
+    pub timeout: std::time::Duration,
 }
 
 /// A job waiting for a prompt cache that a running generation holds.
@@ -160,10 +169,18 @@ impl Engine {
     pub fn start(
         dir: PathBuf,
         options: lm::models::LoadOptions,
+        distributed: Option<Distributed>,
         max_batch: usize,
         mut progress: impl FnMut(f64) + Send + 'static,
     ) -> (Engine, oneshot::Receiver<Result<Loaded, LmError>>) {
-        let (worker, reply) = Worker::start(move || load_model(&dir, &options, max_batch, &mut progress));
+        let (worker, reply) = Worker::start(move || {
+            let mut options = options;
+            if let Some(d) = distributed {
+                // On this thread: MLX's collectives run where the model does.
+                options.tensor_shard = Some(lm::tensor_parallel::join(&d.backend, d.timeout)?);
+            }
+            load_model(&dir, &options, max_batch, &mut progress)
+        });
         (Engine { worker, id: NEXT_ENGINE.fetch_add(1, Ordering::SeqCst) }, reply)
     }
 
@@ -325,6 +342,7 @@ fn load_model(
         quantization: model.quantization(),
         head_dim: c.head_dim,
         context_length: c.max_position_embeddings,
+        shard: options.tensor_shard.as_ref().map(|s| (s.rank, s.size)),
     };
     let scheduler = Scheduler::new(tokenizer.clone(), max_batch);
     Ok((ModelState { model, caches: Vec::new(), scheduler, deferred: VecDeque::new() }, loaded))

@@ -16,6 +16,7 @@ pub enum Code {
     CacheBusy,
     AuthRequired,
     DownloadFailed,
+    DistributedError,
     MlxError,
 }
 
@@ -33,6 +34,7 @@ impl Code {
             Code::CacheBusy => "CACHE_BUSY",
             Code::AuthRequired => "AUTH_REQUIRED",
             Code::DownloadFailed => "DOWNLOAD_FAILED",
+            Code::DistributedError => "DISTRIBUTED_ERROR",
             Code::MlxError => "MLX_ERROR",
         }
     }

@@ -38,6 +38,8 @@ pub struct ModelInfo {
     pub vocab_size: i32,
     pub dtype: String,
     pub quantization: Option<Quantization>,
+    /// This process's place when the model is split across processes.
+    pub distributed: Option<DistributedInfo>,
 }
 
 #[napi(object)]
@@ -91,6 +93,7 @@ pub struct NativeModel {
     /// Attention head size (a quantized prompt cache's group must divide it).
     head_dim: i32,
     context_length: i32,
+    distributed: Option<DistributedInfo>,
 }
 
 fn parse_dtype(s: Option<String>) -> Result<Option<Dtype>> {
@@ -115,8 +118,40 @@ pub async fn load_model_native(
     on_progress: Option<ProgressFn>,
     max_batch: Option<u32>,
     precision: Option<String>,
+    distributed: Option<NativeDistributed>,
 ) -> napi::Result<NativeModel> {
-    load(path, dtype, on_progress, max_batch, precision).await.map_err(plain)
+    load(path, dtype, on_progress, max_batch, precision, distributed).await.map_err(plain)
+}
+
+/// `loadModel`'s `distributed` option, checked by index.js.
+#[napi(object)]
+pub struct NativeDistributed {
+    pub backend: String,
+    pub strategy: String,
+    pub timeout_ms: u32,
+}
+
+#[napi(object)]
+#[derive(Clone)]
+pub struct DistributedInfo {
+    pub rank: i32,
+    pub size: i32,
+    pub backend: String,
+    pub strategy: String,
+}
+
+fn parse_distributed(d: Option<NativeDistributed>) -> Result<Option<crate::engine::Distributed>> {
+    let Some(d) = d else { return Ok(None) };
+    if !["ring", "mpi", "any"].contains(&d.backend.as_str()) {
+        return Err(js_error(Code::InvalidArgument, format!("option distributed.backend must be 'ring', 'mpi' or 'any', got '{}'", d.backend)));
+    }
+    if d.strategy != "tensor" {
+        return Err(js_error(
+            Code::InvalidArgument,
+            format!("option distributed.strategy must be 'tensor' (pipeline parallelism is not available yet), got '{}'", d.strategy),
+        ));
+    }
+    Ok(Some(crate::engine::Distributed { backend: d.backend, timeout: std::time::Duration::from_millis(d.timeout_ms as u64) }))
 }
 
 fn parse_precision(s: Option<String>) -> Result<Precision> {
@@ -133,9 +168,18 @@ async fn load(
     on_progress: Option<ProgressFn>,
     max_batch: Option<u32>,
     precision: Option<String>,
+    distributed: Option<NativeDistributed>,
 ) -> Result<NativeModel> {
-    let options = lm::models::LoadOptions { dtype: parse_dtype(dtype)?, precision: parse_precision(precision)? };
+    let options = lm::models::LoadOptions { dtype: parse_dtype(dtype)?, precision: parse_precision(precision)?, tensor_shard: None };
+    let names = distributed.as_ref().map(|d| (d.backend.clone(), d.strategy.clone()));
+    let distributed = parse_distributed(distributed)?;
     let max_batch = match max_batch {
+        // Every process of a split model must run the same steps on the same
+        // rows; batching decides rows by timing, so they go one at a time.
+        None if distributed.is_some() => 1,
+        Some(n) if n > 1 && distributed.is_some() => {
+            return Err(js_error(Code::InvalidArgument, format!("option maxBatch must be 1 for a distributed model, got {n}")))
+        }
         None => crate::engine::MAX_BATCH,
         Some(n @ 1..=256) => n as usize,
         Some(n) => return Err(js_error(Code::InvalidArgument, format!("option maxBatch must be an integer in [1, 256], got {n}"))),
@@ -147,13 +191,14 @@ async fn load(
             cb.call(f, ThreadsafeFunctionCallMode::NonBlocking);
         }
     };
-    let (engine, reply) = Engine::start(PathBuf::from(&path), options, max_batch, progress);
+    let (engine, reply) = Engine::start(PathBuf::from(&path), options, distributed, max_batch, progress);
     let loaded = reply.await.map_err(|_| js_error(Code::MlxError, "the engine thread stopped while loading"))?.map_err(lm_error)?;
     Ok(NativeModel {
         engine,
         info: (loaded.model_type, loaded.num_layers, loaded.vocab_size, loaded.dtype, loaded.quantization),
         head_dim: loaded.head_dim,
         context_length: loaded.context_length,
+        distributed: loaded.shard.zip(names).map(|((rank, size), (backend, strategy))| DistributedInfo { rank, size, backend, strategy }),
         tokenizer: loaded.tokenizer,
         life: Lifecycle::new("the model"),
     })
@@ -220,6 +265,7 @@ impl NativeModel {
             vocab_size: *v,
             dtype: d.name().to_string(),
             quantization: q.map(|(bits, group_size)| Quantization { bits, group_size }),
+            distributed: self.distributed.clone(),
         }
     }
 

@@ -27,6 +27,9 @@ pub enum LmError {
     CacheMismatch(String),
     /// A prompt-cache (or chat) file that is truncated or not one.
     InvalidCacheFile(String),
+    /// The processes of a distributed model could not start or stay together
+    /// (a peer unreachable within the timeout, lost, or holding another model).
+    Distributed(String),
     /// MLX itself reported a failure.
     Mlx(String),
 }
@@ -43,6 +46,7 @@ impl LmError {
             LmError::Aborted(_) => "ABORTED",
             LmError::CacheMismatch(_) => "CACHE_MISMATCH",
             LmError::InvalidCacheFile(_) => "INVALID_CACHE_FILE",
+            LmError::Distributed(_) => "DISTRIBUTED_ERROR",
             LmError::Mlx(_) => "MLX_ERROR",
         }
     }
@@ -58,6 +62,7 @@ impl LmError {
             | LmError::Aborted(m)
             | LmError::CacheMismatch(m)
             | LmError::InvalidCacheFile(m)
+            | LmError::Distributed(m)
             | LmError::Mlx(m) => m,
         }
     }
@@ -74,8 +79,15 @@ impl std::error::Error for LmError {}
 pub type Result<T, E = LmError> = std::result::Result<T, E>;
 
 impl From<mlx::Error> for LmError {
+    /// MLX's distributed backends tag their failures (a peer lost mid-step:
+    /// "[ring] connection to a peer was lost"); those are `Distributed`.
     fn from(e: mlx::Error) -> Self {
-        LmError::Mlx(e.message)
+        const BACKENDS: [&str; 5] = ["[ring]", "[mpi]", "[nccl]", "[jaccl]", "[distributed]"];
+        if BACKENDS.iter().any(|tag| e.message.starts_with(tag)) {
+            LmError::Distributed(e.message)
+        } else {
+            LmError::Mlx(e.message)
+        }
     }
 }
 

@@ -11,6 +11,7 @@ pub mod options;
 pub mod prompt_cache;
 pub mod sampling;
 pub mod stop;
+pub mod tensor_parallel;
 pub mod text;
 pub mod tokenizer;
 pub mod top_k;

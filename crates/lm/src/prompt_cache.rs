@@ -27,7 +27,7 @@ struct Shape {
 impl Shape {
     fn of(model: &dyn LanguageModel) -> Shape {
         let c = model.config();
-        Shape { layers: c.num_hidden_layers as usize, kv_heads: c.num_key_value_heads, head_dim: c.head_dim, dtype: model.dtype() }
+        Shape { layers: c.num_hidden_layers as usize, kv_heads: model.kv_heads(), head_dim: c.head_dim, dtype: model.dtype() }
     }
 }
 

@@ -8,6 +8,7 @@ use mlx::{nn, Array, Dtype};
 use serde_json::Value;
 
 use crate::error::{LmError, Result};
+use crate::tensor_parallel::{Split, TensorShard};
 
 pub struct Weights {
     tensors: HashMap<String, Array>,
@@ -21,6 +22,9 @@ pub struct Weights {
     taken: Vec<Array>,
     /// How the quantized layers handed out compute their matmuls.
     precision: Precision,
+    /// This process's place in a tensor-parallel group: the split layers
+    /// handed out hold only its slice.
+    shard: Option<TensorShard>,
 }
 
 fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -67,19 +71,29 @@ impl Weights {
                 tensors.insert(k, v);
             }
         }
-        Ok(Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact })
+        Ok(Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact, shard: None })
     }
 
     /// Tensors already loaded from `file` (a GGUF file's, renamed).
     pub fn from_tensors(tensors: HashMap<String, Array>, file: &Path, dtype: Option<Dtype>, quantization: Option<Value>) -> Weights {
         let origin = tensors.keys().map(|k| (k.clone(), file.to_path_buf())).collect();
-        Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact }
+        Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact, shard: None }
     }
 
     /// The precision of the quantized layers handed out from now on.
     pub fn with_precision(mut self, precision: Precision) -> Weights {
         self.precision = precision;
         self
+    }
+
+    /// Splits the layers handed out by `linear_split` and `take_split` over `shard`'s group from now on.
+    pub fn with_shard(mut self, shard: Option<TensorShard>) -> Weights {
+        self.shard = shard;
+        self
+    }
+
+    pub fn shard(&self) -> Option<&TensorShard> {
+        self.shard.as_ref()
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -98,13 +112,28 @@ impl Weights {
 
     /// A float tensor of exactly `shape`, cast to the compute dtype.
     pub fn take(&mut self, name: &str, shape: &[i32]) -> Result<Array> {
-        let a = self.raw(name)?;
-        let got = a.shape();
+        self.take_split(name, shape, None)
+    }
+
+    /// As `take`; then, in a tensor-parallel group, only this process's slice
+    /// along `axis` (see `TensorShard::part`).
+    pub fn take_split(&mut self, name: &str, shape: &[i32], axis: Option<i32>) -> Result<Array> {
+        let got = self.tensors.get(name).ok_or_else(|| self.missing(name))?.shape();
         if got != shape {
-            let file = self.origin.get(name).map(|p| p.display().to_string()).unwrap_or_default();
-            return Err(LmError::InvalidWeights(format!("tensor \"{name}\" in {file} has shape {got:?}, expected {shape:?}")));
+            return Err(LmError::InvalidWeights(format!("tensor \"{name}\" in {} has shape {got:?}, expected {shape:?}", self.file_of(name))));
         }
+        let a = self.raw_split(name, axis)?;
         self.cast(a)
+    }
+
+    /// `raw`, cut to this process's slice along `axis` when there is a group;
+    /// only the slice is kept for `finish` to read.
+    fn raw_split(&mut self, name: &str, axis: Option<i32>) -> Result<Array> {
+        let (Some(axis), Some(shard)) = (axis, self.shard.as_ref()) else { return self.raw(name) };
+        let whole = self.tensors.remove(name).ok_or_else(|| self.missing(name))?;
+        let a = shard.part(&whole, axis, name)?;
+        self.taken.push(a.clone());
+        Ok(a)
     }
 
     fn cast(&mut self, a: Array) -> Result<Array> {
@@ -235,40 +264,84 @@ impl Weights {
         Ok(Some(nn::QuantParams { group_size, bits, mode, precision: self.precision }))
     }
 
-    /// The packed weight (as this device runs it best: `quant::for_device`),
-    /// scales and biases (affine mode only) of `prefix`, and the weight's width.
-    fn take_packed(
+    /// The packed weight, scales and biases (affine mode only) of `prefix`,
+    /// `lead` (the experts of a stacked layer, or nothing) by `out_dims` by
+    /// `in_dims` unpacked; only this process's slice along `axis` in a
+    /// tensor-parallel group.
+    pub(crate) fn take_packed(
+        &mut self,
+        prefix: &str,
+        lead: &[i32],
+        out_dims: i32,
+        in_dims: i32,
+        q: &nn::QuantParams,
+        axis: Option<i32>,
+    ) -> Result<(Array, Array, Option<Array>)> {
+        let shape_of = |last: i32| -> Vec<i32> { lead.iter().copied().chain([out_dims, last]).collect() };
+        let (groups, packed) = (shape_of(in_dims / q.group_size), shape_of(in_dims * q.bits / 32));
+        let name = format!("{prefix}.weight");
+        let w = self.tensors.get(&name).ok_or_else(|| self.missing(&name))?;
+        let shape = w.shape();
+        if shape != packed || w.dtype() != Dtype::Uint32 {
+            return Err(LmError::InvalidWeights(format!(
+                "tensor \"{name}\" in {} is {} {shape:?}, expected uint32 {packed:?} ({}-bit packed {out_dims}x{in_dims})",
+                self.file_of(&name),
+                w.dtype().name(),
+                q.bits
+            )));
+        }
+        let w = self.raw_split(&name, axis)?;
+        let scales = self.take_split(&format!("{prefix}.scales"), &groups, axis)?;
+        let biases = match q.mode.has_biases() {
+            true => Some(self.take_split(&format!("{prefix}.biases"), &groups, axis)?),
+            false => None,
+        };
+        Ok((w, scales, biases))
+    }
+
+    /// `take_packed` of a 2-D layer, packed as this device runs it best (`quant::for_device`).
+    fn take_packed_for_device(
         &mut self,
         prefix: &str,
         out_dims: i32,
         in_dims: i32,
         q: nn::QuantParams,
+        axis: Option<i32>,
     ) -> Result<(Array, Array, Option<Array>, nn::QuantParams)> {
-        let groups = in_dims / q.group_size;
-        let packed = in_dims * q.bits / 32;
-        let w = self.raw(&format!("{prefix}.weight"))?;
-        let shape = w.shape();
-        if shape != [out_dims, packed] || w.dtype() != Dtype::Uint32 {
-            return Err(LmError::InvalidWeights(format!(
-                "tensor \"{prefix}.weight\" in {} is {} {shape:?}, expected uint32 {:?} ({}-bit packed {out_dims}x{in_dims})",
-                self.file_of(&format!("{prefix}.weight")),
-                w.dtype().name(),
-                [out_dims, packed],
-                q.bits
-            )));
-        }
-        let scales = self.take(&format!("{prefix}.scales"), &[out_dims, groups])?;
-        let biases = self.take_optional(&format!("{prefix}.biases"), &[out_dims, groups], q.mode.has_biases())?;
+        let (w, scales, biases) = self.take_packed(prefix, &[], out_dims, in_dims, &q, axis)?;
         let (w, bits) = mlx::quant::for_device(w, q.bits, q.mode)?;
         Ok((w, scales, biases, nn::QuantParams { bits, ..q }))
     }
 
     pub fn linear(&mut self, prefix: &str, in_dims: i32, out_dims: i32, bias: bool) -> Result<nn::Linear> {
-        let b = self.take_optional(&format!("{prefix}.bias"), &[out_dims], bias)?;
+        self.linear_parts(prefix, in_dims, out_dims, bias, None)
+    }
+
+    /// `linear` of a layer that tensor parallelism splits (`split`): in a group,
+    /// this process's slice of it, as MLX's `shard_linear` cuts it (`Inputs`:
+    /// the partial outputs summed over the group, then the whole bias added).
+    pub fn linear_split(&mut self, prefix: &str, in_dims: i32, out_dims: i32, bias: bool, split: Split) -> Result<nn::Linear> {
+        let Some(group) = self.shard.as_ref().map(|s| s.group.clone()) else { return self.linear(prefix, in_dims, out_dims, bias) };
+        match split {
+            Split::Outputs => self.linear_parts(prefix, in_dims, out_dims, bias, Some(0)),
+            Split::Inputs => {
+                let b = self.take_optional(&format!("{prefix}.bias"), &[out_dims], bias)?;
+                let part = self.linear_parts(prefix, in_dims, out_dims, false, Some(-1))?;
+                Ok(nn::Linear::ShardedToAll { part: Box::new(part), bias: b, group })
+            }
+        }
+    }
+
+    /// The weight (and bias) of `prefix`, its slice along `axis` in a group.
+    fn linear_parts(&mut self, prefix: &str, in_dims: i32, out_dims: i32, bias: bool, axis: Option<i32>) -> Result<nn::Linear> {
+        let b = match bias {
+            true => Some(self.take_split(&format!("{prefix}.bias"), &[out_dims], axis.filter(|&a| a == 0))?),
+            false => None,
+        };
         match self.quant_params(prefix, in_dims)? {
-            None => Ok(nn::Linear::Dense { weight: self.take(&format!("{prefix}.weight"), &[out_dims, in_dims])?, bias: b }),
+            None => Ok(nn::Linear::Dense { weight: self.take_split(&format!("{prefix}.weight"), &[out_dims, in_dims], axis)?, bias: b }),
             Some(q) => {
-                let (weight, scales, biases, q) = self.take_packed(prefix, out_dims, in_dims, q)?;
+                let (weight, scales, biases, q) = self.take_packed_for_device(prefix, out_dims, in_dims, q, axis)?;
                 Ok(nn::Linear::Quantized { weight, scales, biases, bias: b, q })
             }
         }
@@ -278,7 +351,7 @@ impl Weights {
         match self.quant_params(prefix, dims)? {
             None => Ok(nn::Embedding::Dense { weight: self.take(&format!("{prefix}.weight"), &[vocab, dims])? }),
             Some(q) => {
-                let (weight, scales, biases, q) = self.take_packed(prefix, vocab, dims, q)?;
+                let (weight, scales, biases, q) = self.take_packed_for_device(prefix, vocab, dims, q, None)?;
                 Ok(nn::Embedding::Quantized { weight, scales, biases, q })
             }
         }

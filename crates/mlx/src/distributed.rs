@@ -21,6 +21,10 @@ pub struct Group {
 // SAFETY: the handle owns an MLX Group (a shared pointer to its backend, which
 // MLX uses from its stream threads); nothing here hands out references into it.
 unsafe impl Send for Group {}
+// SAFETY: every method only reads the handle (rank, size, or building a graph
+// node that holds its own copy of the group); layers of one model share a
+// group through an `Arc` and all run on that model's engine thread.
+unsafe impl Sync for Group {}
 
 impl Drop for Group {
     fn drop(&mut self) {

@@ -9,6 +9,7 @@ use mlx::quant::{quantized_matmul_mlx, Mode};
 use mlx::{Array, Dtype, Result};
 
 use crate::cache::{causal_mask, Cache, CacheMask, Fetched, QuantizedArrays};
+use crate::tensor_parallel::Split;
 use crate::weights::Weights;
 
 /// One layer's attention. The RoPE is the caller's (families differ in how
@@ -25,12 +26,18 @@ impl Projections {
     pub fn load(w: &mut Weights, prefix: &str, dims: i32, q_out: i32, kv_out: i32, bias: bool) -> crate::error::Result<Projections> {
         let fused = format!("{prefix}.qkv_proj");
         if w.contains(&format!("{fused}.weight")) {
+            if w.shard().is_some() {
+                return Err(crate::LmError::UnsupportedModel(format!(
+                    "{fused} (queries, keys and values in one layer) cannot be split across processes"
+                )));
+            }
             return Ok(Projections::Fused { qkv: w.linear(&fused, dims, q_out + 2 * kv_out, bias)? });
         }
+        // In a tensor-parallel group, this process's heads (`q_out`, `kv_out` are the whole layer's).
         Ok(Projections::Separate {
-            q: w.linear(&format!("{prefix}.q_proj"), dims, q_out, bias)?,
-            k: w.linear(&format!("{prefix}.k_proj"), dims, kv_out, bias)?,
-            v: w.linear(&format!("{prefix}.v_proj"), dims, kv_out, bias)?,
+            q: w.linear_split(&format!("{prefix}.q_proj"), dims, q_out, bias, Split::Outputs)?,
+            k: w.linear_split(&format!("{prefix}.k_proj"), dims, kv_out, bias, Split::Outputs)?,
+            v: w.linear_split(&format!("{prefix}.v_proj"), dims, kv_out, bias, Split::Outputs)?,
         })
     }
 }

@@ -17,6 +17,7 @@ use super::LanguageModel;
 use crate::cache::{kv_caches, Cache, LayerCaches, LayerKind};
 use crate::config::{ModelConfig, RopeScaling};
 use crate::error::Result;
+use crate::tensor_parallel::{self, Split};
 use crate::weights::Weights;
 
 /// A layer's feed-forward block (`mlp` in the checkpoints).
@@ -32,12 +33,13 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    /// `{prefix}.gate_proj`, `up_proj` and `down_proj`, `hidden` wide inside.
+    /// `{prefix}.gate_proj`, `up_proj` and `down_proj`, `hidden` wide inside
+    /// (in a tensor-parallel group, this process's share of the hidden units).
     pub fn load(w: &mut Weights, prefix: &str, dims: i32, hidden: i32, bias: bool) -> Result<Mlp> {
         Ok(Mlp {
-            gate_proj: w.linear(&format!("{prefix}.gate_proj"), dims, hidden, bias)?,
-            up_proj: w.linear(&format!("{prefix}.up_proj"), dims, hidden, bias)?,
-            down_proj: w.linear(&format!("{prefix}.down_proj"), hidden, dims, bias)?,
+            gate_proj: w.linear_split(&format!("{prefix}.gate_proj"), dims, hidden, bias, Split::Outputs)?,
+            up_proj: w.linear_split(&format!("{prefix}.up_proj"), dims, hidden, bias, Split::Outputs)?,
+            down_proj: w.linear_split(&format!("{prefix}.down_proj"), hidden, dims, bias, Split::Inputs)?,
         })
     }
 }
@@ -145,6 +147,9 @@ impl DecoderStack {
         let c = config;
         let (h, hd) = (c.hidden_size, c.head_dim);
         let (nq, nkv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
+        // In a tensor-parallel group each process attends with its share of the heads.
+        let heads = tensor_parallel::divide(w.shard(), c.num_attention_heads, "num_attention_heads")?;
+        let kv_heads = tensor_parallel::divide(w.shard(), c.num_key_value_heads, "num_key_value_heads")?;
         let mut layers = Vec::with_capacity(c.num_hidden_layers as usize);
         for i in 0..c.num_hidden_layers {
             let p = format!("{prefix}.layers.{i}");
@@ -157,11 +162,11 @@ impl DecoderStack {
             };
             let attn = SelfAttention {
                 qkv: Projections::load(w, &format!("{p}.self_attn"), h, nq, nkv, c.qkv_bias)?,
-                o_proj: w.linear(&format!("{p}.self_attn.o_proj"), nq, h, c.o_bias)?,
+                o_proj: w.linear_split(&format!("{p}.self_attn.o_proj"), nq, h, c.o_bias, Split::Inputs)?,
                 q_norm: qk_norm(w, "q_norm")?,
                 k_norm: qk_norm(w, "k_norm")?,
-                heads: c.num_attention_heads,
-                kv_heads: c.num_key_value_heads,
+                heads,
+                kv_heads,
                 head_dim: hd,
                 scale: (hd as f32).powf(-0.5),
                 position_scale: None,
@@ -330,6 +335,10 @@ impl LanguageModel for Decoder {
 
     fn config(&self) -> &ModelConfig {
         self.stack.config()
+    }
+
+    fn kv_heads(&self) -> i32 {
+        self.stack.layers.first().map_or(self.config().num_key_value_heads, |l| l.attn.kv_heads)
     }
 
     fn dtype(&self) -> Dtype {

@@ -152,7 +152,8 @@ pub(super) fn build(config: ModelConfig, w: Weights, dtype: Option<Dtype>, progr
     let mut w = w;
     let mut sinks = Vec::with_capacity(layers as usize);
     for i in 0..layers {
-        sinks.push(w.take(&format!("model.layers.{i}.self_attn.sinks"), &[heads])?);
+        // In a tensor-parallel group, the sinks of this process's heads.
+        sinks.push(w.take_split(&format!("model.layers.{i}.self_attn.sinks"), &[heads], Some(0))?);
     }
     let mut model = Decoder::build_with(config, w, dtype, progress, &ffn)?;
     model.stack.set_sinks(sinks);

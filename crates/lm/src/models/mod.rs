@@ -53,18 +53,26 @@ pub trait LanguageModel: Send {
         None
     }
     fn config(&self) -> &ModelConfig;
+    /// Key/value heads each layer's cache holds (this process's share in a
+    /// tensor-parallel group).
+    fn kv_heads(&self) -> i32 {
+        self.config().num_key_value_heads
+    }
     fn dtype(&self) -> Dtype;
     /// `(bits, group_size)` of the bulk of the weights, if quantized.
     fn quantization(&self) -> Option<(i32, i32)>;
 }
 
 /// How a model is loaded (`loadModel`'s options).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Clone, Default)]
 pub struct LoadOptions {
     /// Compute dtype; float weights are cast to it (None: as stored).
     pub dtype: Option<Dtype>,
     /// How quantized matmuls are computed.
     pub precision: Precision,
+    /// This process's place in a tensor-parallel group: it loads and runs only
+    /// its slice of every attention and feed-forward layer.
+    pub tensor_shard: Option<crate::tensor_parallel::TensorShard>,
 }
 
 pub fn load(dir: &Path, dtype: Option<Dtype>) -> Result<Box<dyn LanguageModel>> {
@@ -84,6 +92,19 @@ pub fn load_with_tokenizer(
     options: &LoadOptions,
     progress: &mut dyn FnMut(f64),
 ) -> Result<(Box<dyn LanguageModel>, crate::tokenizer::Tokenizer)> {
+    let Some(shard) = &options.tensor_shard else { return load_alone(path, options, progress) };
+    // Every step that one process fails, all fail: a process left behind would
+    // wait for the others' partial results without end. Different models
+    // are refused before any weight is read.
+    let fingerprint = crate::tensor_parallel::fingerprint(path);
+    shard.check_same(*fingerprint.as_ref().unwrap_or(&0), "model")?;
+    fingerprint?;
+    let loaded = load_alone(path, options, progress);
+    shard.check_all(loaded.is_ok(), "loading the model")?;
+    loaded
+}
+
+fn load_alone(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -> Result<(Box<dyn LanguageModel>, crate::tokenizer::Tokenizer)> {
     if crate::gguf::is_gguf(path) {
         return crate::gguf::load(path, options, progress);
     }

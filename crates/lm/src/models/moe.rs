@@ -3,12 +3,16 @@
 //! plain or quantized), run by MLX's `gather_mm` / `gather_qmm` on the experts
 //! each token was routed to; and the softmax top-k router of Qwen3-MoE and
 //! its kin.
+use std::sync::Arc;
+
+use mlx::distributed::Group;
 use mlx::nn::{self, Linear};
 use mlx::quant::{gather_mm, gather_qmm};
-use mlx::{Array, Dtype, Result as MlxResult};
+use mlx::{Array, Result as MlxResult};
 
 use super::decoder::FeedForward;
-use crate::error::{LmError, Result};
+use crate::error::Result;
+use crate::tensor_parallel::Split;
 use crate::weights::Weights;
 
 /// One projection of every expert: `[experts, out, in]`, and a bias per expert
@@ -33,10 +37,24 @@ enum SwitchWeights {
 
 impl SwitchLinear {
     /// `{prefix}.weight` (and `.scales` when quantized, `.biases` too in affine
-    /// mode, `.bias` with `bias`) for `experts` experts.
-    pub fn load(w: &mut Weights, prefix: &str, experts: i32, in_dims: i32, out_dims: i32, bias: bool) -> Result<SwitchLinear> {
-        let bias = w.take_optional(&format!("{prefix}.bias"), &[experts, out_dims], bias)?;
-        Ok(SwitchLinear { weights: SwitchWeights::load(w, prefix, experts, in_dims, out_dims)?, bias })
+    /// mode, `.bias` with `bias`) for `experts` experts. With a `split`, in a
+    /// tensor-parallel group only this process's slice of every expert, as MLX's `shard_inplace` cuts stacked weights. `Inputs`:
+    /// the bias stays whole but is divided by the group's size, since every
+    /// process adds it before the block's sum (as MLX-LM's GPT-OSS `shard`).
+    pub fn load(w: &mut Weights, prefix: &str, experts: i32, in_dims: i32, out_dims: i32, bias: bool, split: Option<Split>) -> Result<SwitchLinear> {
+        let (axis, bias_axis) = match split {
+            None => (None, None),
+            Some(Split::Outputs) => (Some(1), Some(-1)),
+            Some(Split::Inputs) => (Some(-1), None),
+        };
+        let mut bias = match bias {
+            true => Some(w.take_split(&format!("{prefix}.bias"), &[experts, out_dims], bias_axis)?),
+            false => None,
+        };
+        if let (Some(Split::Inputs), Some(b), Some(shard)) = (split, &bias, w.shard()) {
+            bias = Some(b.divide(&b.scalar_like(shard.size as f64)?)?);
+        }
+        Ok(SwitchLinear { weights: SwitchWeights::load(w, prefix, experts, in_dims, out_dims, axis)?, bias })
     }
 
     /// `x` `[..., 1, in]` through the expert each entry of `indices` names.
@@ -50,27 +68,13 @@ impl SwitchLinear {
 }
 
 impl SwitchWeights {
-    fn load(w: &mut Weights, prefix: &str, experts: i32, in_dims: i32, out_dims: i32) -> Result<SwitchWeights> {
+    fn load(w: &mut Weights, prefix: &str, experts: i32, in_dims: i32, out_dims: i32, axis: Option<i32>) -> Result<SwitchWeights> {
         match w.quant_params(prefix, in_dims)? {
-            None => Ok(SwitchWeights::Dense { weight: w.take(&format!("{prefix}.weight"), &[experts, out_dims, in_dims])? }),
+            None => Ok(SwitchWeights::Dense { weight: w.take_split(&format!("{prefix}.weight"), &[experts, out_dims, in_dims], axis)? }),
             // `quant_params` checked that the inputs fit the groups and the width.
             Some(q) => {
-                let groups = in_dims / q.group_size;
-                let name = format!("{prefix}.weight");
-                let weight = w.take(&name, &[experts, out_dims, in_dims * q.bits / 32])?;
-                if weight.dtype() != Dtype::Uint32 {
-                    return Err(LmError::InvalidWeights(format!(
-                        "tensor \"{name}\" is {}, expected uint32 (packed {}-bit)",
-                        weight.dtype().name(),
-                        q.bits
-                    )));
-                }
-                Ok(SwitchWeights::Quantized {
-                    weight,
-                    scales: w.take(&format!("{prefix}.scales"), &[experts, out_dims, groups])?,
-                    biases: w.take_optional(&format!("{prefix}.biases"), &[experts, out_dims, groups], q.mode.has_biases())?,
-                    q,
-                })
+                let (weight, scales, biases) = w.take_packed(prefix, &[experts], out_dims, in_dims, &q, axis)?;
+                Ok(SwitchWeights::Quantized { weight, scales, biases, q })
             }
         }
     }
@@ -114,19 +118,38 @@ pub struct SwitchGlu {
     up_proj: SwitchLinear,
     down_proj: SwitchLinear,
     activation: Activation,
+    /// In a tensor-parallel group: each process holds a slice of every
+    /// expert, and the block's output is summed over the group (`reduce`).
+    group: Option<Arc<Group>>,
 }
 
 /// From this many (token, expert) pairs on, MLX-LM sorts them by expert first.
 const SORT_FROM: i32 = 64;
 
 impl SwitchGlu {
+    /// In a tensor-parallel group (`w.shard()`), this process's slice of the
+    /// experts: gate and up by outputs, down by inputs, as MLX-LM shards them.
     pub fn load(w: &mut Weights, prefix: &str, experts: i32, dims: i32, hidden: i32, bias: bool, activation: Activation) -> Result<SwitchGlu> {
+        let group = w.shard().map(|s| s.group.clone());
+        let (outputs, inputs) = match group {
+            Some(_) => (Some(Split::Outputs), Some(Split::Inputs)),
+            None => (None, None),
+        };
         Ok(SwitchGlu {
-            gate_proj: SwitchLinear::load(w, &format!("{prefix}.gate_proj"), experts, dims, hidden, bias)?,
-            up_proj: SwitchLinear::load(w, &format!("{prefix}.up_proj"), experts, dims, hidden, bias)?,
-            down_proj: SwitchLinear::load(w, &format!("{prefix}.down_proj"), experts, hidden, dims, bias)?,
+            gate_proj: SwitchLinear::load(w, &format!("{prefix}.gate_proj"), experts, dims, hidden, bias, outputs)?,
+            up_proj: SwitchLinear::load(w, &format!("{prefix}.up_proj"), experts, dims, hidden, bias, outputs)?,
+            down_proj: SwitchLinear::load(w, &format!("{prefix}.down_proj"), experts, hidden, dims, bias, inputs)?,
             activation,
+            group,
         })
+    }
+
+    /// The block's output `y`, summed over the tensor-parallel group if there is one.
+    pub fn reduce(&self, y: Array) -> MlxResult<Array> {
+        match &self.group {
+            Some(g) => g.all_sum(&y),
+            None => Ok(y),
+        }
     }
 
     /// `x` `[B, L, dims]` through the experts `indices` `[B, L, k]` names:
@@ -192,7 +215,8 @@ impl FeedForward for SparseMoe {
             scores = scores.divide(&scores.sum(&[-1], true)?)?;
         }
         let y = self.switch_mlp.forward(x, &inds)?;
-        y.multiply(&scores.expand_dims(&[-1])?)?.sum(&[-2], false)?.astype(y.dtype())
+        let y = y.multiply(&scores.expand_dims(&[-1])?)?.sum(&[-2], false)?.astype(y.dtype())?;
+        self.switch_mlp.reduce(y)
     }
 }
 
@@ -217,6 +241,7 @@ impl FeedForward for TopKMoe {
         let (e, k) = (self.num_experts, self.top_k);
         let inds = g.argpartition(e - k, -1)?.slice_axis(-1, e - k, e)?;
         let weights = g.take_along_axis(&inds, -1)?.softmax(&[-1], true)?;
-        self.experts.forward(x, &inds)?.multiply(&weights.expand_dims(&[-1])?)?.sum(&[-2], false)
+        let y = self.experts.forward(x, &inds)?.multiply(&weights.expand_dims(&[-1])?)?.sum(&[-2], false)?;
+        self.experts.reduce(y)
     }
 }

@@ -23,28 +23,50 @@ pub struct Family {
     /// differs from `config.json`: defaults filled in, or the text model's own
     /// config inside a vision-language checkpoint's.
     pub text_config: Option<fn(&Value) -> std::result::Result<Value, String>>,
+    /// Whether the family splits across a tensor-parallel group: those whose
+    /// MLX-LM model has a `shard()` method.
+    pub tensor_parallel: bool,
 }
 
 /// Qwen3, Llama, Mistral (as Llama, as MLX-LM) and Qwen2 share the decoder;
 /// their differences are `ModelConfig` flags.
 const FAMILIES: &[Family] = &[
-    Family { model_type: "qwen3", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
-    Family { model_type: "llama", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
-    Family { model_type: "mistral", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
-    Family { model_type: "qwen2", sanitize: decoder::sanitize, build: decoder::build, text_config: None },
-    Family { model_type: "gpt_oss", sanitize: gpt_oss::sanitize, build: gpt_oss::build, text_config: Some(gpt_oss::with_defaults) },
-    Family { model_type: "ministral3", sanitize: decoder::sanitize, build: ministral3::build, text_config: None },
+    Family { model_type: "qwen3", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true },
+    Family { model_type: "llama", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true },
+    Family { model_type: "mistral", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true },
+    Family { model_type: "qwen2", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true },
+    Family {
+        model_type: "gpt_oss",
+        sanitize: gpt_oss::sanitize,
+        build: gpt_oss::build,
+        text_config: Some(gpt_oss::with_defaults),
+        tensor_parallel: true,
+    },
+    Family { model_type: "ministral3", sanitize: decoder::sanitize, build: ministral3::build, text_config: None, tensor_parallel: true },
     Family {
         model_type: "mistral3",
         sanitize: ministral3::sanitize_multimodal,
         build: ministral3::build_multimodal,
         text_config: Some(ministral3::text_config),
+        tensor_parallel: false,
     },
-    Family { model_type: "phi3", sanitize: decoder::sanitize, build: phi3::build, text_config: None },
-    Family { model_type: "qwen3_moe", sanitize: qwen3_moe::sanitize, build: qwen3_moe::build, text_config: None },
-    Family { model_type: "smollm3", sanitize: decoder::sanitize, build: smollm3::build, text_config: None },
-    Family { model_type: "gemma3_text", sanitize: gemma3::sanitize, build: gemma3::build, text_config: Some(gemma3::with_defaults) },
-    Family { model_type: "gemma3", sanitize: gemma3::sanitize_multimodal, build: gemma3::build, text_config: Some(gemma3::text_config) },
+    Family { model_type: "phi3", sanitize: decoder::sanitize, build: phi3::build, text_config: None, tensor_parallel: false },
+    Family { model_type: "qwen3_moe", sanitize: qwen3_moe::sanitize, build: qwen3_moe::build, text_config: None, tensor_parallel: true },
+    Family { model_type: "smollm3", sanitize: decoder::sanitize, build: smollm3::build, text_config: None, tensor_parallel: false },
+    Family {
+        model_type: "gemma3_text",
+        sanitize: gemma3::sanitize,
+        build: gemma3::build,
+        text_config: Some(gemma3::with_defaults),
+        tensor_parallel: false,
+    },
+    Family {
+        model_type: "gemma3",
+        sanitize: gemma3::sanitize_multimodal,
+        build: gemma3::build,
+        text_config: Some(gemma3::text_config),
+        tensor_parallel: false,
+    },
 ];
 
 pub fn family(model_type: &str) -> Option<&'static Family> {
@@ -63,7 +85,19 @@ pub fn load(dir: &Path, options: &super::LoadOptions, progress: &mut dyn FnMut(f
     // `from_dir` refuses a model_type not listed here.
     let family = family(&config.model_type).ok_or_else(|| crate::LmError::UnsupportedModel(config.model_type.clone()))?;
     let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
-    let mut weights = Weights::load(dir, dtype, quant_cfg)?.with_precision(options.precision);
+    let mut weights = Weights::load(dir, dtype, quant_cfg)?.with_precision(options.precision).with_shard(shard_for(family, options)?);
     (family.sanitize)(&config, &mut weights)?;
     (family.build)(config, weights, dtype, progress)
+}
+
+/// The tensor-parallel group `options` asks for, if `family` can be split.
+pub(crate) fn shard_for(family: &Family, options: &super::LoadOptions) -> Result<Option<crate::tensor_parallel::TensorShard>> {
+    match &options.tensor_shard {
+        Some(_) if !family.tensor_parallel => Err(crate::LmError::UnsupportedModel(format!(
+            "{} models cannot be split across processes (as in MLX-LM, whose model has no shard()); tensor-parallel families: {}",
+            family.model_type,
+            FAMILIES.iter().filter(|f| f.tensor_parallel).map(|f| f.model_type).collect::<Vec<_>>().join(", ")
+        ))),
+        shard => Ok(shard.clone()),
+    }
 }

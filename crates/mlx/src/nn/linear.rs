@@ -1,5 +1,8 @@
+use std::sync::Arc;
+
+use crate::distributed::Group;
 use crate::quant::{dequantize, quantized_matmul, Mode, Precision};
-use crate::{Array, Result};
+use crate::{Array, Error, Result};
 
 /// Quantization parameters of one packed weight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,8 +18,25 @@ pub struct QuantParams {
 /// `y = x W^T + b`, with W either dense or quantized (MLX packing; `biases`
 /// in affine mode only).
 pub enum Linear {
-    Dense { weight: Array, bias: Option<Array> },
-    Quantized { weight: Array, scales: Array, biases: Option<Array>, bias: Option<Array>, q: QuantParams },
+    Dense {
+        weight: Array,
+        bias: Option<Array>,
+    },
+    Quantized {
+        weight: Array,
+        scales: Array,
+        biases: Option<Array>,
+        bias: Option<Array>,
+        q: QuantParams,
+    },
+    /// This process's columns of W (its share of the inputs, `part` holding no
+    /// bias), the partial products summed over `group`, then the bias: MLX's
+    /// `ShardedToAllLinear` (and its quantized twin), op for op.
+    ShardedToAll {
+        part: Box<Linear>,
+        bias: Option<Array>,
+        group: Arc<Group>,
+    },
 }
 
 impl Linear {
@@ -35,6 +55,13 @@ impl Linear {
             }
             Linear::Quantized { weight, scales, biases, bias, q } => {
                 let y = quantized_matmul(x, weight, scales, biases.as_ref(), true, q.group_size, q.bits, q.mode, q.precision)?;
+                match bias {
+                    Some(b) => y.add(b),
+                    None => Ok(y),
+                }
+            }
+            Linear::ShardedToAll { part, bias, group } => {
+                let y = group.all_sum(&part.forward(x)?)?;
                 match bias {
                     Some(b) => y.add(b),
                     None => Ok(y),
@@ -60,6 +87,7 @@ impl Linear {
         match self {
             Linear::Dense { weight, .. } => Ok(weight.clone()),
             Linear::Quantized { weight, scales, biases, q, .. } => dequantize(weight, scales, biases.as_ref(), q.group_size, q.bits, q.mode),
+            Linear::ShardedToAll { .. } => Err(Error::new("a layer split across processes holds only its share of the weight")),
         }
     }
 }

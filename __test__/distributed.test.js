@@ -1,0 +1,236 @@
+'use strict';
+// Models split across processes (loadModel's `distributed` option, tensor parallel): two
+// processes over MLX's ring backend on 127.0.0.1 give the tokens of one process, and MLX-LM's
+// own sharded generation (sharded_load under `mlx.launch --backend ring -n 2`) gives the same
+// tokens on the same fixtures. Then the faults: a peer that never comes, a peer that dies,
+// processes holding different models, models MLX-LM cannot split, and bad options.
+// `npm run test:distributed` (outside `npm test` for time; .ci/run runs both).
+const { test, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn, spawnSync } = require('node:child_process');
+const { fixturePath, disposeModels, expectReject } = require('./helpers');
+const { launchLocal, writeHostfile } = require('../lib/launch');
+const { ensureVenv } = require('../scripts/venv');
+const { loadModel } = require('..');
+
+after(disposeModels);
+
+const RANK = path.join(__dirname, 'distributed-rank.js');
+const REF = path.join(__dirname, 'ref', 'mlx_lm_ref.py');
+
+// Families MLX-LM shards (dense, mixture of experts, sinks and sliding windows), float and
+// quantized (affine in groups of 32, MXFP4).
+const MODELS = [
+  'qwen3-f32',
+  'llama-f32',
+  'mistral-f32',
+  'qwen2-f32',
+  'ministral3-f32',
+  'qwen3-bf16',
+  'qwen3-q4-g32',
+  'qwen3-moe-f32',
+  'gpt-oss-f32',
+  'gpt-oss-mxfp4',
+];
+// Shorter and longer than the 8-position sliding windows of gpt-oss and ministral3.
+const INPUTS = [
+  [1, 2, 3, 4, 5],
+  [
+    { role: 'system', content: 'You are terse.' },
+    { role: 'user', content: 'Name three rivers of Europe and say which is longest.' },
+  ],
+];
+const OPTIONS = [{ maxTokens: 16 }, { maxTokens: 12, temperature: 0.8, topP: 0.9, seed: 3 }];
+
+function cases() {
+  const out = [];
+  for (const model of MODELS) {
+    for (const input of INPUTS) for (const options of OPTIONS) out.push({ model: fixturePath(model), name: model, input, options });
+  }
+  return out;
+}
+
+// Our side: the rank script as `n` ranks (or one plain process when n is 0).
+async function ours(request, n) {
+  const arg = JSON.stringify(request);
+  if (n === 0) {
+    const r = spawnSync(process.execPath, [RANK, arg], { encoding: 'utf8', timeout: 300000 });
+    assert.equal(r.status, 0, r.stderr);
+    return [JSON.parse(r.stdout)];
+  }
+  const piped = () => ['ignore', 'pipe', 'pipe'];
+  const { codes, outputs } = await launchLocal({ n, command: process.execPath, args: [RANK, arg], stdio: piped, graceMs: 20000 });
+  return outputs.map((o, rank) => {
+    assert.equal(codes[rank], 0, `rank ${rank} failed:\n${o.stderr}`);
+    return JSON.parse(o.stdout);
+  });
+}
+
+// MLX-LM under mlx.launch: every rank runs mlx_lm_ref.py on the same request, rank 0 answers.
+function mlxLmSharded(refCases) {
+  const venv = ensureVenv();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-dist-'));
+  const request = path.join(dir, 'request.json');
+  const answer = path.join(dir, 'answer.json');
+  fs.writeFileSync(request, JSON.stringify({ cases: refCases }));
+  const launch = path.join(path.dirname(venv.python), 'mlx.launch');
+  return new Promise((resolve, reject) => {
+    const child = spawn(launch, ['--backend', 'ring', '-n', '2', '--starting-port', String(40000 + (process.pid % 20000)), venv.python, REF, request, answer], {
+      env: venv.env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    const err = [];
+    child.stderr.on('data', (d) => err.push(d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 600000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      try {
+        assert.equal(code, 0, `mlx.launch failed:\n${Buffer.concat(err)}`);
+        resolve(JSON.parse(fs.readFileSync(answer, 'utf8')).results);
+      } catch (e) {
+        reject(e);
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  });
+}
+
+// Float32 models compute the same tokens split or whole (only the order of the sums differs);
+// in bfloat16 each process rounds its partial sums, so split and whole may part ways there
+// (as they do in MLX-LM): those compare split against MLX-LM split only.
+const FLOAT32 = new Set(['qwen3-f32', 'llama-f32', 'mistral-f32', 'qwen2-f32', 'ministral3-f32', 'qwen3-q4-g32', 'qwen3-moe-f32', 'gpt-oss-f32']);
+
+test('two processes split each model and give the tokens of one process and of MLX-LM sharded', async () => {
+  const all = cases();
+  const request = { cases: all.map(({ model, input, options }) => ({ model, input, options })) };
+  const [[alone], [rank0, rank1], ref] = await Promise.all([ours(request, 0), ours(request, 2), mlxLmSharded(request.cases)]);
+  const wrong = [];
+  all.forEach((c, i) => {
+    const label = `${c.name} ${JSON.stringify(c.input).slice(0, 20)} ${JSON.stringify(c.options)}`;
+    assert.ok(!ref[i].error, `${label}: MLX-LM failed: ${ref[i].error}`);
+    assert.ok(ref[i].tokens.length > 0, label);
+    const sides = [['rank 0', rank0[i]], ['rank 1', rank1[i]]];
+    if (FLOAT32.has(c.name)) sides.push(['one process', alone[i]]);
+    for (const [who, r] of sides) {
+      assert.ok(!r.error, `${label} ${who}: ${r.error} ${r.message}`);
+      if (JSON.stringify(r.tokens) !== JSON.stringify(ref[i].tokens)) wrong.push(`${label}: ${who} ${r.tokens} vs MLX-LM sharded ${ref[i].tokens}`);
+    }
+    assert.equal(rank1[i].text, rank0[i].text, label);
+    assert.deepEqual(alone[i].distributed, null);
+    assert.deepEqual(rank0[i].distributed, { rank: 0, size: 2, backend: 'ring', strategy: 'tensor' });
+    assert.deepEqual(rank1[i].distributed, { rank: 1, size: 2, backend: 'ring', strategy: 'tensor' });
+  });
+  assert.deepEqual(wrong, []);
+});
+
+test('models MLX-LM cannot split are refused on every process, as MLX-LM refuses them', async () => {
+  // phi3: no shard() in MLX-LM; qwen3-q4: 64 inputs of o_proj in groups of 64 cannot halve.
+  const request = {
+    cases: [
+      { model: fixturePath('phi3-f32'), input: [1, 2, 3], options: { maxTokens: 2 } },
+      { model: fixturePath('qwen3-q4'), input: [1, 2, 3], options: { maxTokens: 2 } },
+    ],
+  };
+  const [[r0, r1], ref] = await Promise.all([ours(request, 2), mlxLmSharded(request.cases)]);
+  for (const r of [r0, r1]) {
+    assert.equal(r[0].error, 'UNSUPPORTED_MODEL', r[0].message);
+    assert.match(r[0].message, /phi3 models cannot be split across processes/);
+    assert.equal(r[1].error, 'UNSUPPORTED_MODEL', r[1].message);
+    assert.match(r[1].message, /cannot split axis -1 of tensor "model\.layers\.0\.self_attn\.o_proj\.scales" \(1\) evenly across 2 processes/);
+  }
+  assert.match(ref[0].error, /does not support any sharding/);
+  assert.ok(ref[1].error, 'MLX-LM cannot split the 64-group quantized layers either');
+});
+
+test('processes holding different models stop with DISTRIBUTED_ERROR before reading weights', async () => {
+  const script = `
+    const { loadModel } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const dir = process.env.MLX_RANK === '0' ? ${JSON.stringify(fixturePath('qwen3-f32'))} : ${JSON.stringify(fixturePath('llama-f32'))};
+    loadModel(dir, { distributed: { backend: 'ring', timeout: 60000 } }).then(
+      () => console.log('loaded'),
+      (e) => console.log(JSON.stringify({ code: e.code, message: e.message })));`;
+  const { codes, outputs } = await launchLocal({ n: 2, command: process.execPath, args: ['-e', script], stdio: () => ['ignore', 'pipe', 'pipe'] });
+  assert.deepEqual(codes, [0, 0]);
+  outputs.forEach((o, rank) => {
+    const r = JSON.parse(o.stdout);
+    assert.equal(r.code, 'DISTRIBUTED_ERROR', o.stdout);
+    assert.match(r.message, new RegExp(`process ${1 - rank} of the group loaded a different model than process ${rank}`));
+  });
+});
+
+test('a peer that never connects fails the load within its timeout', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-alone-'));
+  const hostfile = await writeHostfile(2, dir);
+  const request = { cases: [{ model: fixturePath('qwen3-f32'), input: [1], options: { maxTokens: 1 } }], timeout: 2000 };
+  const t0 = Date.now();
+  const r = spawnSync(process.execPath, [RANK, JSON.stringify(request)], {
+    encoding: 'utf8',
+    timeout: 60000,
+    env: { ...process.env, MLX_RANK: '0', MLX_HOSTFILE: hostfile },
+  });
+  fs.rmSync(dir, { recursive: true, force: true });
+  const elapsed = Date.now() - t0;
+  assert.equal(r.status, 0, r.stderr);
+  const [res] = JSON.parse(r.stdout);
+  assert.equal(res.error, 'DISTRIBUTED_ERROR', res.message);
+  assert.match(res.message, /did not connect within 2 s \(MLX_RANK=0, MLX_HOSTFILE=/);
+  // The process exits although MLX's connecting thread still waits.
+  assert.ok(elapsed < 30000, `took ${elapsed} ms`);
+});
+
+test('a peer that dies makes the generation fail with DISTRIBUTED_ERROR, not hang', async () => {
+  const request = { cases: [{ model: fixturePath('qwen3-f32'), input: [1, 2, 3], options: { maxTokens: 64 } }], dieAfterLoad: 1 };
+  const { codes, outputs } = await launchLocal({ n: 2, command: process.execPath, args: [RANK, JSON.stringify(request)], stdio: () => ['ignore', 'pipe', 'pipe'] });
+  assert.deepEqual(codes, [0, 0], outputs.map((o) => o.stderr).join('\n'));
+  const [res] = JSON.parse(outputs[0].stdout);
+  assert.equal(res.error, 'DISTRIBUTED_ERROR', res.message);
+  assert.match(res.message, /connection to a peer was lost/);
+});
+
+test('distributed options are checked before anything starts', async () => {
+  const dir = fixturePath('qwen3-f32');
+  const bad = [
+    [{ distributed: null }, /option distributed must be an object/],
+    [{ distributed: { backend: 'tcp' } }, /option distributed\.backend must be 'ring', 'mpi' or 'any', got "tcp"/],
+    [{ distributed: { strategy: 'pipeline' } }, /option distributed\.strategy must be 'tensor' \(pipeline parallelism is not available yet\)/],
+    [{ distributed: { timeout: 0 } }, /option distributed\.timeout must be an integer number of milliseconds >= 1, got 0/],
+    [{ distributed: { hosts: [] } }, /unknown option "distributed\.hosts"/],
+    [{ distributed: {}, maxBatch: 4 }, /option maxBatch must be 1 for a distributed model, got 4/],
+  ];
+  for (const [options, pattern] of bad) {
+    await expectReject(() => loadModel(dir, options), 'INVALID_ARGUMENT', pattern, JSON.stringify(options));
+  }
+});
+
+test('without mlx.launch\'s environment the ring backend refuses to start', async () => {
+  const script = `
+    const { loadModel } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    loadModel(${JSON.stringify(fixturePath('qwen3-f32'))}, { distributed: { backend: 'ring', timeout: 20000 } }).then(
+      () => console.log('loaded'),
+      (e) => console.log(JSON.stringify({ code: e.code, message: e.message })));`;
+  const env = { ...process.env };
+  delete env.MLX_RANK;
+  delete env.MLX_HOSTFILE;
+  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env, timeout: 60000 });
+  const res = JSON.parse(r.stdout);
+  assert.equal(res.code, 'DISTRIBUTED_ERROR', r.stdout);
+  assert.match(res.message, /the ring backend could not start: .*\(MLX_RANK unset, MLX_HOSTFILE unset\)/);
+});
+
+test('mlx-node launch -n 2 -- generate prints what one process prints', () => {
+  const bin = path.join(__dirname, '..', 'bin', 'mlx-node.js');
+  const args = ['generate', fixturePath('qwen3-f32'), 'Hello there', '--max-tokens', '12', '-q'];
+  const alone = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 120000 });
+  assert.equal(alone.status, 0, alone.stderr);
+  const split = spawnSync(process.execPath, [bin, 'launch', '-n', '2', '--', ...args], { encoding: 'utf8', timeout: 120000 });
+  assert.equal(split.status, 0, split.stderr);
+  assert.ok(alone.stdout.length > 0);
+  assert.equal(split.stdout, alone.stdout);
+  const refused = spawnSync(process.execPath, [bin, 'launch', '--', 'serve', '--model', 'x'], { encoding: 'utf8' });
+  assert.equal(refused.status, 2);
+  assert.match(refused.stderr, /'serve' cannot run split across processes yet/);
+});

@@ -1,0 +1,165 @@
+//! Tensor parallelism as MLX-LM's `shard()` methods do it (on MLX's
+//! `shard_linear` / `shard_inplace`): each process of a group holds an equal
+//! slice of every attention and feed-forward projection. Queries, keys, values,
+//! gate and up keep their rank's block of outputs (whole heads, "all-to-sharded");
+//! the output and down projections keep the matching block of inputs and sum
+//! their partial products over the group ("sharded-to-all"). Embeddings, norms,
+//! routers and the LM head stay whole on every process.
+use std::sync::Arc;
+
+use mlx::distributed::Group;
+use mlx::Array;
+
+use crate::error::{LmError, Result};
+
+/// Which slice of a layer this process keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// Its block of output rows (weight axis 0, bias too): "all-to-sharded".
+    Outputs,
+    /// Its block of input columns (weight axis -1; the bias stays whole and is
+    /// added once, after the sum over the group): "sharded-to-all".
+    Inputs,
+}
+
+/// This process's place in a tensor-parallel group.
+#[derive(Clone)]
+pub struct TensorShard {
+    pub group: Arc<Group>,
+    pub rank: i32,
+    pub size: i32,
+}
+
+impl TensorShard {
+    pub fn new(group: Group) -> Result<TensorShard> {
+        let (rank, size) = (group.rank()?, group.size()?);
+        Ok(TensorShard { group: Arc::new(group), rank, size })
+    }
+
+    /// `n` (heads, hidden units) split evenly over the group, or an error
+    /// naming `what`, as MLX's sharded layers refuse an uneven split.
+    pub fn divide(&self, n: i32, what: &str) -> Result<i32> {
+        if n % self.size != 0 {
+            return Err(LmError::UnsupportedModel(format!("cannot split {what} ({n}) evenly across {} processes", self.size)));
+        }
+        Ok(n / self.size)
+    }
+
+    /// This rank's slice of `a` along `axis` (`a`'s `name` for the error), as a
+    /// contiguous copy: once read, nothing keeps the rest of the tensor alive.
+    pub(crate) fn part(&self, a: &Array, axis: i32, name: &str) -> Result<Array> {
+        let n = self.divide(a.dim(axis), &format!("axis {axis} of tensor \"{name}\""))?;
+        Ok(a.slice_axis(axis, n * self.rank, n * (self.rank + 1))?.contiguous()?)
+    }
+}
+
+/// `n` split over `shard` (unchanged without one).
+pub fn divide(shard: Option<&TensorShard>, n: i32, what: &str) -> Result<i32> {
+    match shard {
+        Some(s) => s.divide(n, what),
+        None => Ok(n),
+    }
+}
+
+/// Joins the group MLX's `backend` ("ring", "mpi", "any") describes from the
+/// environment `mlx.launch` sets, strictly (a backend that cannot start is an
+/// error, not a group of one). MLX's ring waits without end for a peer that
+/// never connects, so the wait is bounded here by `timeout`: past it, the
+/// error names the peers it waited for, and the connecting thread is left to
+/// finish or fail on its own.
+pub fn join(backend: &str, timeout: std::time::Duration) -> Result<TensorShard> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let name = backend.to_string();
+    std::thread::Builder::new()
+        .name("mlx-node-join".into())
+        .spawn(move || {
+            let _ = tx.send(mlx::distributed::init(&name, true));
+        })
+        .map_err(|e| LmError::Distributed(format!("cannot start a thread to join the group: {e}")))?;
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(group)) => TensorShard::new(group),
+        Ok(Err(e)) => Err(LmError::Distributed(format!("the {backend} backend could not start: {}{}", e.message, environment_hint(backend)))),
+        Err(_) => Err(LmError::Distributed(format!(
+            "the other processes of the {backend} group did not connect within {} s{}",
+            timeout.as_secs_f64(),
+            environment_hint(backend)
+        ))),
+    }
+}
+
+/// What MLX read to find the peers, for the errors of `join`.
+fn environment_hint(backend: &str) -> String {
+    let var = |k: &str| std::env::var(k).map(|v| format!("{k}={v}")).unwrap_or_else(|_| format!("{k} unset"));
+    match backend {
+        "ring" | "any" => format!(" ({}, {})", var("MLX_RANK"), var("MLX_HOSTFILE")),
+        _ => String::new(),
+    }
+}
+
+impl TensorShard {
+    /// Whether every process of the group got `ok` from `what`; this one's own
+    /// failure is its caller's to report, a peer's is a `Distributed` error.
+    pub fn check_all(&self, ok: bool, what: &str) -> Result<()> {
+        let flags = self.gather(&[ok as u32], what)?;
+        match flags.iter().position(|&f| f == 0) {
+            Some(rank) if ok => Err(LmError::Distributed(format!("process {rank} of the group failed {what}"))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every process's `words`, in rank order.
+    fn gather(&self, words: &[u32], what: &str) -> Result<Vec<u32>> {
+        let fail = |e: mlx::Error| LmError::Distributed(format!("{what}: {}", e.message));
+        let mine = Array::from_slice(words, &[1, words.len() as i32]).map_err(fail)?;
+        self.group.all_gather(&mine).and_then(|a| a.to_vec::<u32>()).map_err(fail)
+    }
+
+    /// Checks that every process holds the same `fingerprint` (of the model it
+    /// loads): processes that split different models would exchange partial
+    /// results that do not belong together.
+    pub fn check_same(&self, fingerprint: u64, what: &str) -> Result<()> {
+        let words = [(fingerprint >> 32) as u32, fingerprint as u32];
+        let all = self.gather(&words, &format!("comparing the {what}s"))?;
+        for (rank, pair) in all.chunks(2).enumerate() {
+            if pair != words {
+                return Err(LmError::Distributed(format!(
+                    "process {rank} of the group loaded a different {what} than process {} (config.json or weight files differ)",
+                    self.rank
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// FNV-1a over `path`'s config.json and the names and sizes of its weight files
+/// (or a single file's name and size): cheap, and the same on every machine.
+pub fn fingerprint(path: &std::path::Path) -> Result<u64> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    let io = |e: std::io::Error| LmError::ModelNotFound(format!("{}: {e}", path.display()));
+    if path.is_dir() {
+        eat(&std::fs::read(path.join("config.json")).map_err(io)?);
+        let mut files: Vec<(String, u64)> = Vec::new();
+        for e in std::fs::read_dir(path).map_err(io)? {
+            let e = e.map_err(io)?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".safetensors") {
+                files.push((name, e.metadata().map_err(io)?.len()));
+            }
+        }
+        files.sort();
+        for (name, len) in files {
+            eat(name.as_bytes());
+            eat(&len.to_le_bytes());
+        }
+    } else {
+        eat(path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default().as_bytes());
+        eat(&std::fs::metadata(path).map_err(io)?.len().to_le_bytes());
+    }
+    Ok(h)
+}

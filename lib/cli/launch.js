@@ -1,0 +1,65 @@
+'use strict';
+// `mlx-node launch -n N -- COMMAND...`: runs a command as N processes of one distributed
+// model on this machine (lib/launch.js), as `mlx.launch --backend ring -n N` does.
+const path = require('node:path');
+const { UsageError, parse, helpText } = require('./args');
+const { launchLocal } = require('../launch');
+
+const FLAGS = {
+  n: { type: 'string', short: 'n', kind: 'int', min: 1, max: 64, value: 'N', help: 'processes to start (default 2)' },
+  'all-output': { type: 'boolean', help: "every rank's stdout (default: rank 0's only; the others print the same)" },
+};
+
+// Subcommands that run unchanged on every rank: the same prompt in, the same tokens out.
+const SUBCOMMANDS = new Set(['generate', 'info']);
+
+const HELP = helpText({
+  usage: 'mlx-node launch [-n N] -- (SCRIPT.js [ARGS...] | generate DIR [PROMPT] [options])',
+  description: [
+    'Splits a model across N processes on this machine with MLX\'s ring backend over',
+    '127.0.0.1 (tensor parallelism, as MLX-LM\'s sharded_load): writes the ring\'s host file,',
+    'then starts every process with MLX_RANK and MLX_HOSTFILE set, as mlx.launch does. A',
+    "script loads its model with loadModel(dir, { distributed: {} }); 'generate' does that",
+    'by itself. Every rank runs the same command and gets the same tokens; rank 0 prints.',
+    'Across several machines, start the same script with mlx.launch --backend ring',
+    '--hosts ... (docs/distributed.md).',
+    '',
+    'Examples:',
+    '  mlx-node launch -n 2 -- generate ./Qwen3-0.6B "Hello!" --max-tokens 50',
+    '  mlx-node launch -n 2 -- my-script.js',
+  ],
+  flags: FLAGS,
+});
+
+async function run(argv) {
+  const dash = argv.indexOf('--');
+  const own = dash < 0 ? argv : argv.slice(0, dash);
+  const { values, positionals } = parse(own, FLAGS);
+  if (values.help) return process.stdout.write(HELP);
+  const command = dash < 0 ? positionals : [...positionals, ...argv.slice(dash + 1)];
+  if (command.length === 0) throw new UsageError('missing the command to run (after --)');
+  const [first, ...rest] = command;
+  let args;
+  if (/\.(c|m)?js$/.test(first)) {
+    args = [first, ...rest];
+  } else if (SUBCOMMANDS.has(first)) {
+    args = [path.join(__dirname, '..', '..', 'bin', 'mlx-node.js'), first, ...rest];
+  } else if (first === 'serve' || first === 'chat' || first === 'speak') {
+    throw new UsageError(`'${first}' cannot run split across processes yet; 'generate' and scripts can`);
+  } else {
+    throw new UsageError(`the command must be a .js script or 'generate', got ${JSON.stringify(first)}`);
+  }
+  const n = values.n ?? 2;
+  const all = Boolean(values['all-output']);
+  const { codes } = await launchLocal({
+    n,
+    command: process.execPath,
+    args,
+    // Read by the CLI's loadLanguageModel: load split across the ranks.
+    env: { MLX_NODE_DISTRIBUTED: 'ring' },
+    stdio: (rank) => ['ignore', rank === 0 || all ? 'inherit' : 'ignore', 'inherit'],
+  });
+  process.exitCode = codes.find((c) => c !== 0) ?? 0;
+}
+
+module.exports = { name: 'launch', run, HELP, synopsis: 'launch [-n N] -- COMMAND', summary: 'run a command as N processes of one split model' };
