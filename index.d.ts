@@ -80,7 +80,7 @@ export interface LoadModelOptions {
   /**
    * Splits the model across processes with MLX's distributed layer, as MLX-LM's
    * `sharded_load` does (tensor parallelism: each process holds and runs 1/N of every
-   * attention and MLP layer). Every process runs the same script, started by `mlx.launch` or
+   * attention and MLP layer; or a pipeline of layers). Every process runs the same script, started by `mlx.launch` or
    * `npx mlx-node launch` (which set `MLX_RANK` and `MLX_HOSTFILE`), loads the same model and
    * makes the same calls in the same order; each gets the same tokens. `maxBatch` is 1.
    * See docs/distributed.md. Code DISTRIBUTED_ERROR when the processes cannot start or stay
@@ -92,8 +92,12 @@ export interface LoadModelOptions {
 export interface DistributedOptions {
   /** MLX's backend: 'ring' (TCP), 'mpi', or 'any' (default: the first that starts). */
   backend?: 'ring' | 'mpi' | 'any';
-  /** 'tensor' (default; the only one so far). */
-  strategy?: 'tensor';
+  /**
+   * 'tensor' (default): 1/N of every attention and MLP layer on each process, as MLX-LM's
+   * `shard()`. 'pipeline': a run of whole layers on each process, as MLX-LM's `pipeline()`
+   * (qwen2, qwen3_moe, ministral3, the families MLX-LM pipelines).
+   */
+  strategy?: 'tensor' | 'pipeline';
   /** Milliseconds to wait for the other processes to connect (default 60000). */
   timeout?: number;
 }

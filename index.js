@@ -34,10 +34,8 @@ function distributedOption(d) {
   if (!['ring', 'mpi', 'any'].includes(backend)) {
     throw invalid(`option distributed.backend must be 'ring', 'mpi' or 'any', got ${JSON.stringify(backend)}`);
   }
-  if (strategy !== 'tensor') {
-    throw invalid(
-      `option distributed.strategy must be 'tensor' (pipeline parallelism is not available yet), got ${JSON.stringify(strategy)}`,
-    );
+  if (!['tensor', 'pipeline'].includes(strategy)) {
+    throw invalid(`option distributed.strategy must be 'tensor' or 'pipeline', got ${JSON.stringify(strategy)}`);
   }
   if (!(Number.isInteger(timeout) && timeout >= 1 && timeout <= 2 ** 31 - 1)) {
     throw invalid(`option distributed.timeout must be an integer number of milliseconds >= 1, got ${timeout}`);

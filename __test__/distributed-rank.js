@@ -1,7 +1,7 @@
 'use strict';
 // One process of the distributed tests (distributed.test.js starts it, alone or as a rank
 // with MLX_RANK and MLX_HOSTFILE set). argv[2] is a JSON request:
-//   { cases: [{ model, input, options }], timeout?, dieAfterLoad?: rank, split?: bool }
+//   { cases: [{ model, input, options }], strategy?, timeout?, dieAfterLoad?: rank, split?: bool }
 // Each case loads `model` (once per path; split across the ranks when MLX_RANK is set, unless
 // `split` is false), runs generate(input, options) and reports { tokens, text, finishReason,
 // distributed } or { error: code, message }. The results go to stdout as one JSON line.
@@ -17,7 +17,8 @@ async function main() {
   for (const c of request.cases) {
     try {
       if (!models.has(c.model)) {
-        const options = split ? { distributed: { backend: 'ring', timeout: request.timeout ?? 60000 } } : {};
+        const distributed = { backend: 'ring', strategy: request.strategy ?? 'tensor', timeout: request.timeout ?? 60000 };
+        const options = split ? { distributed } : {};
         models.set(c.model, await loadModel(c.model, options));
         if (request.dieAfterLoad !== undefined && String(request.dieAfterLoad) === rank) process.exit(0);
       }

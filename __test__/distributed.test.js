@@ -45,9 +45,9 @@ const INPUTS = [
 ];
 const OPTIONS = [{ maxTokens: 16 }, { maxTokens: 12, temperature: 0.8, topP: 0.9, seed: 3 }];
 
-function cases() {
+function cases(models = MODELS) {
   const out = [];
-  for (const model of MODELS) {
+  for (const model of models) {
     for (const input of INPUTS) for (const options of OPTIONS) out.push({ model: fixturePath(model), name: model, input, options });
   }
   return out;
@@ -70,12 +70,12 @@ async function ours(request, n) {
 }
 
 // MLX-LM under mlx.launch: every rank runs mlx_lm_ref.py on the same request, rank 0 answers.
-function mlxLmSharded(refCases) {
+function mlxLmSharded(refCases, strategy = 'tensor') {
   const venv = ensureVenv();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-dist-'));
   const request = path.join(dir, 'request.json');
   const answer = path.join(dir, 'answer.json');
-  fs.writeFileSync(request, JSON.stringify({ cases: refCases }));
+  fs.writeFileSync(request, JSON.stringify({ cases: refCases, strategy }));
   const launch = path.join(path.dirname(venv.python), 'mlx.launch');
   return new Promise((resolve, reject) => {
     const child = spawn(launch, ['--backend', 'ring', '-n', '2', '--starting-port', String(40000 + (process.pid % 20000)), venv.python, REF, request, answer], {
@@ -127,6 +127,28 @@ test('two processes split each model and give the tokens of one process and of M
   assert.deepEqual(wrong, []);
 });
 
+// The families MLX-LM pipelines (PipelineMixin): 2, 3 and 4 layers (an uneven split: rank 0
+// takes the extra layer), sliding windows in ministral3. A pipeline moves whole layers, so the
+// arithmetic is one process's.
+const PIPELINE = ['qwen2-f32', 'qwen3-moe-f32', 'ministral3-f32'];
+
+test('a pipeline of two processes gives the tokens of one process and of MLX-LM pipelined', async () => {
+  const all = cases(PIPELINE);
+  const request = { cases: all.map(({ model, input, options }) => ({ model, input, options })), strategy: 'pipeline' };
+  const [[alone], [rank0, rank1], ref] = await Promise.all([ours(request, 0), ours(request, 2), mlxLmSharded(request.cases, 'pipeline')]);
+  const wrong = [];
+  all.forEach((c, i) => {
+    const label = `${c.name} ${JSON.stringify(c.input).slice(0, 20)} ${JSON.stringify(c.options)}`;
+    assert.ok(!ref[i].error, `${label}: MLX-LM failed: ${ref[i].error}`);
+    for (const [who, r] of [['rank 0', rank0[i]], ['rank 1', rank1[i]], ['one process', alone[i]]]) {
+      assert.ok(!r.error, `${label} ${who}: ${r.error} ${r.message}`);
+      if (JSON.stringify(r.tokens) !== JSON.stringify(ref[i].tokens)) wrong.push(`${label}: ${who} ${r.tokens} vs MLX-LM pipelined ${ref[i].tokens}`);
+    }
+    assert.deepEqual(rank1[i].distributed, { rank: 1, size: 2, backend: 'ring', strategy: 'pipeline' });
+  });
+  assert.deepEqual(wrong, []);
+});
+
 test('models MLX-LM cannot split are refused on every process, as MLX-LM refuses them', async () => {
   // phi3: no shard() in MLX-LM; qwen3-q4: 64 inputs of o_proj in groups of 64 cannot halve.
   const request = {
@@ -144,6 +166,14 @@ test('models MLX-LM cannot split are refused on every process, as MLX-LM refuses
   }
   assert.match(ref[0].error, /does not support any sharding/);
   assert.ok(ref[1].error, 'MLX-LM cannot split the 64-group quantized layers either');
+  // llama has no pipeline() in MLX-LM.
+  const llama = { cases: [{ model: fixturePath('llama-f32'), input: [1, 2, 3], options: { maxTokens: 2 } }], strategy: 'pipeline' };
+  const [[l0, l1], lref] = await Promise.all([ours(llama, 2), mlxLmSharded(llama.cases, 'pipeline')]);
+  for (const r of [l0, l1]) {
+    assert.equal(r[0].error, 'UNSUPPORTED_MODEL', r[0].message);
+    assert.match(r[0].message, /llama models cannot be split into a pipeline \(as in MLX-LM, whose model has no pipeline\(\)\); families that can: qwen2, ministral3, qwen3_moe/);
+  }
+  assert.match(lref[0].error, /pipeline/);
 });
 
 test('processes holding different models stop with DISTRIBUTED_ERROR before reading weights', async () => {
@@ -196,7 +226,7 @@ test('distributed options are checked before anything starts', async () => {
   const bad = [
     [{ distributed: null }, /option distributed must be an object/],
     [{ distributed: { backend: 'tcp' } }, /option distributed\.backend must be 'ring', 'mpi' or 'any', got "tcp"/],
-    [{ distributed: { strategy: 'pipeline' } }, /option distributed\.strategy must be 'tensor' \(pipeline parallelism is not available yet\)/],
+    [{ distributed: { strategy: 'data' } }, /option distributed\.strategy must be 'tensor' or 'pipeline', got "data"/],
     [{ distributed: { timeout: 0 } }, /option distributed\.timeout must be an integer number of milliseconds >= 1, got 0/],
     [{ distributed: { hosts: [] } }, /unknown option "distributed\.hosts"/],
     [{ distributed: {}, maxBatch: 4 }, /option maxBatch must be 1 for a distributed model, got 4/],
@@ -221,7 +251,7 @@ test('without mlx.launch\'s environment the ring backend refuses to start', asyn
   assert.match(res.message, /the ring backend could not start: .*\(MLX_RANK unset, MLX_HOSTFILE unset\)/);
 });
 
-test('mlx-node launch -n 2 -- generate prints what one process prints', () => {
+test('mlx-node launch -- generate prints what one process prints, split or pipelined', () => {
   const bin = path.join(__dirname, '..', 'bin', 'mlx-node.js');
   const args = ['generate', fixturePath('qwen3-f32'), 'Hello there', '--max-tokens', '12', '-q'];
   const alone = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 120000 });
@@ -230,6 +260,12 @@ test('mlx-node launch -n 2 -- generate prints what one process prints', () => {
   assert.equal(split.status, 0, split.stderr);
   assert.ok(alone.stdout.length > 0);
   assert.equal(split.stdout, alone.stdout);
+  const qwen2 = ['generate', fixturePath('qwen2-f32'), 'Hello there', '--max-tokens', '12', '-q'];
+  const alone2 = spawnSync(process.execPath, [bin, ...qwen2], { encoding: 'utf8', timeout: 120000 });
+  const piped = spawnSync(process.execPath, [bin, 'launch', '--pipeline', '--', ...qwen2], { encoding: 'utf8', timeout: 120000 });
+  assert.equal(piped.status, 0, piped.stderr);
+  assert.ok(alone2.stdout.length > 0);
+  assert.equal(piped.stdout, alone2.stdout);
   const refused = spawnSync(process.execPath, [bin, 'launch', '--', 'serve', '--model', 'x'], { encoding: 'utf8' });
   assert.equal(refused.status, 2);
   assert.match(refused.stderr, /'serve' cannot run split across processes yet/);

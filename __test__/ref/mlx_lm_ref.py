@@ -7,7 +7,9 @@ stdout, {"results": [...]}, one result per case in order. A case that raises get
 Under `mlx.launch` (a group of processes, every rank running this script) it takes two
 arguments instead, `mlx_lm_ref.py REQUEST_FILE OUTPUT_FILE`: every rank reads the request,
 models load as MLX-LM's distributed commands load them (`sharded_load`: tensor parallel),
-every rank runs every case, and rank 0 writes the answer.
+every rank runs every case, and rank 0 writes the answer. With "strategy": "pipeline" in
+the request, models load split into a pipeline instead (the model's `pipeline()`, as
+sharded_load with a pipeline group).
 
 Case kinds ("mode"):
   "generate" (default)
@@ -228,7 +230,14 @@ def get_model(path):
     # In a group of processes (run under mlx.launch), as mlx_lm.chat / mlx_lm.benchmark load
     # there: sharded_load, tensor-parallel (the model's shard()).
     if path not in _models:
-        if _group().size() > 1:
+        if _group().size() > 1 and _strategy == "pipeline":
+            # sharded_load(pipeline_group=...) without its download step (which needs a
+            # model.safetensors.index.json): load lazily, keep this rank's layers, read them.
+            model, _ = load_model(path, lazy=True, strict=False)
+            model.model.pipeline(_group())
+            mx.eval(model.parameters())
+            _models[path] = model
+        elif _group().size() > 1:
             _models[path] = sharded_load(str(path))[0]
         else:
             _models[path], _ = load_model(path)
@@ -237,6 +246,11 @@ def get_model(path):
 
 def _group():
     return mx.distributed.init()
+
+
+# How a group splits its models: "tensor" (sharded_load's default) or "pipeline" (the
+# request's "strategy").
+_strategy = "tensor"
 
 
 def option(options, key, default):
@@ -563,11 +577,17 @@ def main():
     else:
         request = json.load(sys.stdin)
     cases = request["cases"] if isinstance(request, dict) else request
+    global _strategy
+    _strategy = request.get("strategy", "tensor") if isinstance(request, dict) else "tensor"
     results = [run_case(c) for c in cases]
     answer = json.dumps({"results": results})
     if len(sys.argv) == 3:
         if _group().rank() == 0:
             Path(sys.argv[2]).write_text(answer)
+        # No rank leaves before the others are done: stream_generate leaves one step queued
+        # after the last token, whose send a rank that exits at once may never make (then its
+        # peer fails with "[ring] connection to a peer was lost").
+        mx.eval(mx.distributed.all_sum(mx.array(1.0), stream=mx.cpu))
         return
     _stdout.write(answer)
     _stdout.write("\n")

@@ -7,6 +7,7 @@ const { launchLocal } = require('../launch');
 
 const FLAGS = {
   n: { type: 'string', short: 'n', kind: 'int', min: 1, max: 64, value: 'N', help: 'processes to start (default 2)' },
+  pipeline: { type: 'boolean', help: "split 'generate's model into a pipeline of layers (default: tensor parallel)" },
   'all-output': { type: 'boolean', help: "every rank's stdout (default: rank 0's only; the others print the same)" },
 };
 
@@ -56,7 +57,7 @@ async function run(argv) {
     command: process.execPath,
     args,
     // Read by the CLI's loadLanguageModel: load split across the ranks.
-    env: { MLX_NODE_DISTRIBUTED: 'ring' },
+    env: { MLX_NODE_DISTRIBUTED: 'ring', MLX_NODE_DISTRIBUTED_STRATEGY: values.pipeline ? 'pipeline' : 'tensor' },
     stdio: (rank) => ['ignore', rank === 0 || all ? 'inherit' : 'ignore', 'inherit'],
   });
   process.exitCode = codes.find((c) => c !== 0) ?? 0;

@@ -124,7 +124,7 @@ async function loadLanguageModel(dir, { dtype, precision, quiet }) {
   try {
     // Under `mlx-node launch`: split across its processes.
     const backend = process.env.MLX_NODE_DISTRIBUTED;
-    const distributed = backend ? { backend } : undefined;
+    const distributed = backend ? { backend, strategy: process.env.MLX_NODE_DISTRIBUTED_STRATEGY || 'tensor' } : undefined;
     model = await loadModel(dir, { dtype, precision, onLoadProgress: shown?.onLoadProgress, distributed });
   } finally {
     shown?.clear();

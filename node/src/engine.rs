@@ -74,6 +74,7 @@ pub struct Loaded {
 /// to wait for the other processes.
 pub struct Distributed {
     pub backend: String,
+    pub strategy: lm::parallel::Strategy,
     pub timeout: std::time::Duration,
 }
 
@@ -177,7 +178,7 @@ impl Engine {
             let mut options = options;
             if let Some(d) = distributed {
                 // On this thread: MLX's collectives run where the model does.
-                options.tensor_shard = Some(lm::tensor_parallel::join(&d.backend, d.timeout)?);
+                options.shard = Some(lm::parallel::join(&d.backend, d.strategy, d.timeout)?);
             }
             load_model(&dir, &options, max_batch, &mut progress)
         });
@@ -342,7 +343,7 @@ fn load_model(
         quantization: model.quantization(),
         head_dim: c.head_dim,
         context_length: c.max_position_embeddings,
-        shard: options.tensor_shard.as_ref().map(|s| (s.rank, s.size)),
+        shard: options.shard.as_ref().map(|s| (s.rank, s.size)),
     };
     let scheduler = Scheduler::new(tokenizer.clone(), max_batch);
     Ok((ModelState { model, caches: Vec::new(), scheduler, deferred: VecDeque::new() }, loaded))

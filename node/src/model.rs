@@ -145,13 +145,12 @@ fn parse_distributed(d: Option<NativeDistributed>) -> Result<Option<crate::engin
     if !["ring", "mpi", "any"].contains(&d.backend.as_str()) {
         return Err(js_error(Code::InvalidArgument, format!("option distributed.backend must be 'ring', 'mpi' or 'any', got '{}'", d.backend)));
     }
-    if d.strategy != "tensor" {
-        return Err(js_error(
-            Code::InvalidArgument,
-            format!("option distributed.strategy must be 'tensor' (pipeline parallelism is not available yet), got '{}'", d.strategy),
-        ));
-    }
-    Ok(Some(crate::engine::Distributed { backend: d.backend, timeout: std::time::Duration::from_millis(d.timeout_ms as u64) }))
+    let strategy = match d.strategy.as_str() {
+        "tensor" => lm::parallel::Strategy::Tensor,
+        "pipeline" => lm::parallel::Strategy::Pipeline,
+        other => return Err(js_error(Code::InvalidArgument, format!("option distributed.strategy must be 'tensor' or 'pipeline', got '{other}'"))),
+    };
+    Ok(Some(crate::engine::Distributed { backend: d.backend, strategy, timeout: std::time::Duration::from_millis(d.timeout_ms as u64) }))
 }
 
 fn parse_precision(s: Option<String>) -> Result<Precision> {
@@ -170,7 +169,7 @@ async fn load(
     precision: Option<String>,
     distributed: Option<NativeDistributed>,
 ) -> Result<NativeModel> {
-    let options = lm::models::LoadOptions { dtype: parse_dtype(dtype)?, precision: parse_precision(precision)?, tensor_shard: None };
+    let options = lm::models::LoadOptions { dtype: parse_dtype(dtype)?, precision: parse_precision(precision)?, shard: None };
     let names = distributed.as_ref().map(|d| (d.backend.clone(), d.strategy.clone()));
     let distributed = parse_distributed(distributed)?;
     let max_batch = match max_batch {

@@ -8,7 +8,7 @@ use mlx::{nn, Array, Dtype};
 use serde_json::Value;
 
 use crate::error::{LmError, Result};
-use crate::tensor_parallel::{Split, TensorShard};
+use crate::parallel::{Shard, Split, Strategy};
 
 pub struct Weights {
     tensors: HashMap<String, Array>,
@@ -24,7 +24,9 @@ pub struct Weights {
     precision: Precision,
     /// This process's place in a tensor-parallel group: the split layers
     /// handed out hold only its slice.
-    shard: Option<TensorShard>,
+    shard: Option<Shard>,
+    /// This process's place in a pipeline: the decoder keeps only its layers.
+    pipeline: Option<Shard>,
 }
 
 fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -71,13 +73,13 @@ impl Weights {
                 tensors.insert(k, v);
             }
         }
-        Ok(Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact, shard: None })
+        Ok(Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact, shard: None, pipeline: None })
     }
 
     /// Tensors already loaded from `file` (a GGUF file's, renamed).
     pub fn from_tensors(tensors: HashMap<String, Array>, file: &Path, dtype: Option<Dtype>, quantization: Option<Value>) -> Weights {
         let origin = tensors.keys().map(|k| (k.clone(), file.to_path_buf())).collect();
-        Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact, shard: None }
+        Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact, shard: None, pipeline: None }
     }
 
     /// The precision of the quantized layers handed out from now on.
@@ -86,14 +88,27 @@ impl Weights {
         self
     }
 
-    /// Splits the layers handed out by `linear_split` and `take_split` over `shard`'s group from now on.
-    pub fn with_shard(mut self, shard: Option<TensorShard>) -> Weights {
-        self.shard = shard;
+    /// From now on, with a tensor-parallel `shard`, the layers handed out by
+    /// `linear_split` and `take_split` are split over its group; with a
+    /// pipeline one, the decoder builds only this process's layers.
+    pub fn with_shard(mut self, shard: Option<Shard>) -> Weights {
+        let (tensor, pipeline) = match shard {
+            Some(s) if s.strategy == Strategy::Pipeline => (None, Some(s)),
+            other => (other, None),
+        };
+        self.shard = tensor;
+        self.pipeline = pipeline;
         self
     }
 
-    pub fn shard(&self) -> Option<&TensorShard> {
+    /// The tensor-parallel group the split layers are cut for, if any.
+    pub fn tensor_shard(&self) -> Option<&Shard> {
         self.shard.as_ref()
+    }
+
+    /// The pipeline this process runs a part of, if any.
+    pub fn pipeline(&self) -> Option<&Shard> {
+        self.pipeline.as_ref()
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -116,7 +131,7 @@ impl Weights {
     }
 
     /// As `take`; then, in a tensor-parallel group, only this process's slice
-    /// along `axis` (see `TensorShard::part`).
+    /// along `axis` (see `Shard::part`).
     pub fn take_split(&mut self, name: &str, shape: &[i32], axis: Option<i32>) -> Result<Array> {
         let got = self.tensors.get(name).ok_or_else(|| self.missing(name))?.shape();
         if got != shape {

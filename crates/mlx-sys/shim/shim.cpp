@@ -836,4 +836,8 @@ int mlxn_recv_like(mlxn_array like, int src, mlxn_group g, mlxn_array* out) {
   return guard([&] { *out = wrap(mx::distributed::recv_like(A(like), src, G(g))); });
 }
 
+int mlxn_depends(mlxn_array x, mlxn_array dep, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::depends({A(x)}, {A(dep)})[0]); });
+}
+
 }  // extern "C"

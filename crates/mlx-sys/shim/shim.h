@@ -216,6 +216,8 @@ int mlxn_all_sum(mlxn_array x, mlxn_group g, mlxn_array* out);
 int mlxn_all_gather(mlxn_array x, mlxn_group g, mlxn_array* out);
 int mlxn_send(mlxn_array x, int dst, mlxn_group g, mlxn_array* out);
 int mlxn_recv_like(mlxn_array like, int src, mlxn_group g, mlxn_array* out);
+/* x, evaluated only after dep (mx::depends): a side effect such as a send kept in the graph. */
+int mlxn_depends(mlxn_array x, mlxn_array dep, mlxn_array* out);
 
 #ifdef __cplusplus
 }

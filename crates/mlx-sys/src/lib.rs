@@ -282,6 +282,7 @@ extern "C" {
     pub fn mlxn_all_gather(x: mlxn_array, g: mlxn_group, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_send(x: mlxn_array, dst: c_int, g: mlxn_group, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_recv_like(like: mlxn_array, src: c_int, g: mlxn_group, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_depends(x: mlxn_array, dep: mlxn_array, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_set_cache_limit(limit: usize, previous: *mut usize) -> c_int;
 
     pub fn mlxn_load_safetensors(path: *const c_char, on_tensor: mlxn_tensor_cb, on_meta: Option<mlxn_meta_cb>, ctx: *mut c_void) -> c_int;

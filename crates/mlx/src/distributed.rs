@@ -99,3 +99,10 @@ impl Group {
         make(|out| unsafe { sys::mlxn_recv_like(like.raw, src, self.raw, out) })
     }
 }
+
+/// `x`, evaluated only once `dep` is: keeps a side effect (a `send`) in the
+/// graph of what is evaluated, as `mx.depends`.
+pub fn depends(x: &Array, dep: &Array) -> Result<Array> {
+    // SAFETY: both handles are live for the call; `out` and errors as in `make`.
+    make(|out| unsafe { sys::mlxn_depends(x.raw, dep.raw, out) })
+}

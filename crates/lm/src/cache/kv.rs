@@ -41,6 +41,10 @@ impl Cache for KvCache {
 
     /// The allocated buffers (positions past `offset` included, as evaluating
     /// them is what materialises the cache).
+    fn depend_on(&mut self, dep: &Array) -> Result<()> {
+        super::keys_depend_on(&mut self.keys, dep)
+    }
+
     fn state(&self) -> Vec<&Array> {
         self.keys.iter().chain(self.values.iter()).collect()
     }

@@ -85,6 +85,18 @@ pub trait Cache: Send {
     fn to_quantized(&self, _group_size: i32, _bits: i32) -> Option<Result<Box<dyn Cache>>> {
         None
     }
+    /// Makes evaluating this cache's state evaluate `dep` first (a pipeline
+    /// stage's send, which a prefill that evaluates only the caches must not
+    /// skip: MLX-LM's `cache[-1].keys = mx.depends(keys, h)`).
+    fn depend_on(&mut self, dep: &Array) -> Result<()>;
+}
+
+/// `keys` made to depend on `dep` (for `Cache::depend_on`); nothing to do while empty.
+fn keys_depend_on(keys: &mut Option<Array>, dep: &Array) -> Result<()> {
+    if let Some(k) = keys.as_ref() {
+        *keys = Some(mlx::distributed::depends(k, dep)?);
+    }
+    Ok(())
 }
 
 /// MLX-LM's trim of a cache that keeps its buffers: the last `n` positions

@@ -126,6 +126,13 @@ impl Cache for QuantizedKvCache {
         super::trim_offset(&mut self.offset, n)
     }
 
+    fn depend_on(&mut self, dep: &Array) -> Result<()> {
+        if let Some(k) = self.keys.as_mut() {
+            k.w = mlx::distributed::depends(&k.w, dep)?;
+        }
+        Ok(())
+    }
+
     fn state(&self) -> Vec<&Array> {
         self.keys.iter().chain(self.values.iter()).flat_map(|q| [&q.w, &q.scales, &q.biases]).collect()
     }

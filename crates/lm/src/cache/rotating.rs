@@ -159,6 +159,10 @@ impl Cache for RotatingKvCache {
         n
     }
 
+    fn depend_on(&mut self, dep: &Array) -> Result<()> {
+        super::keys_depend_on(&mut self.keys, dep)
+    }
+
     fn state(&self) -> Vec<&Array> {
         self.keys.iter().chain(self.values.iter()).collect()
     }

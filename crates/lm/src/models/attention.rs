@@ -9,7 +9,7 @@ use mlx::quant::{quantized_matmul_mlx, Mode};
 use mlx::{Array, Dtype, Result};
 
 use crate::cache::{causal_mask, Cache, CacheMask, Fetched, QuantizedArrays};
-use crate::tensor_parallel::Split;
+use crate::parallel::Split;
 use crate::weights::Weights;
 
 /// One layer's attention. The RoPE is the caller's (families differ in how
@@ -26,7 +26,7 @@ impl Projections {
     pub fn load(w: &mut Weights, prefix: &str, dims: i32, q_out: i32, kv_out: i32, bias: bool) -> crate::error::Result<Projections> {
         let fused = format!("{prefix}.qkv_proj");
         if w.contains(&format!("{fused}.weight")) {
-            if w.shard().is_some() {
+            if w.tensor_shard().is_some() {
                 return Err(crate::LmError::UnsupportedModel(format!(
                     "{fused} (queries, keys and values in one layer) cannot be split across processes"
                 )));

@@ -17,7 +17,7 @@ use super::LanguageModel;
 use crate::cache::{kv_caches, Cache, LayerCaches, LayerKind};
 use crate::config::{ModelConfig, RopeScaling};
 use crate::error::Result;
-use crate::tensor_parallel::{self, Split};
+use crate::parallel::{self, Shard, Split};
 use crate::weights::Weights;
 
 /// A layer's feed-forward block (`mlp` in the checkpoints).
@@ -87,7 +87,11 @@ struct Block {
 /// `{prefix}.layers.N.*` and `{prefix}.norm`: hidden states in, final-normed hidden states out.
 pub struct DecoderStack {
     config: ModelConfig,
+    /// This process's layers: all of them, or in a pipeline `first..` of the model's.
     layers: Vec<Block>,
+    first: usize,
+    /// This process's place in a pipeline, if the model is split into one.
+    pipeline: Option<Shard>,
     norm: RmsNorm,
     rope: Rope,
     /// Layers that apply no RoPE (SmolLM3's NoPE layers); empty: none.
@@ -148,11 +152,22 @@ impl DecoderStack {
         let (h, hd) = (c.hidden_size, c.head_dim);
         let (nq, nkv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
         // In a tensor-parallel group each process attends with its share of the heads.
-        let heads = tensor_parallel::divide(w.shard(), c.num_attention_heads, "num_attention_heads")?;
-        let kv_heads = tensor_parallel::divide(w.shard(), c.num_key_value_heads, "num_key_value_heads")?;
-        let mut layers = Vec::with_capacity(c.num_hidden_layers as usize);
+        let heads = parallel::divide(w.tensor_shard(), c.num_attention_heads, "num_attention_heads")?;
+        let kv_heads = parallel::divide(w.tensor_shard(), c.num_key_value_heads, "num_key_value_heads")?;
+        // In a pipeline, this process builds its own layers and drops the others' weights.
+        let pipeline = w.pipeline().cloned();
+        let own = match &pipeline {
+            Some(s) => s.pipeline_layers(c.num_hidden_layers)?,
+            None => 0..c.num_hidden_layers,
+        };
+        let mut layers = Vec::with_capacity(own.len());
         for i in 0..c.num_hidden_layers {
             let p = format!("{prefix}.layers.{i}");
+            if !own.contains(&i) {
+                let layer = format!("{p}.");
+                w.discard(|k| k.starts_with(&layer));
+                continue;
+            }
             let qk_norm = |w: &mut Weights, name: &str| -> Result<Option<RmsNorm>> {
                 if c.qk_norm {
                     Ok(Some(w.rms_norm(&format!("{p}.self_attn.{name}.weight"), hd, c.rms_norm_eps)?))
@@ -182,19 +197,37 @@ impl DecoderStack {
         }
         let norm = w.rms_norm(&format!("{prefix}.norm.weight"), h, c.rms_norm_eps)?;
         let rope = build_rope(c)?;
-        Ok(DecoderStack { config: config.clone(), layers, norm, rope, nope: Vec::new() })
+        Ok(DecoderStack { config: config.clone(), layers, first: own.start as usize, pipeline, norm, rope, nope: Vec::new() })
     }
 
-    /// Runs `h` `[B, L, hidden]` through every layer (appending to `caches`)
-    /// and the final norm; only the last position when `last_only`.
+    /// Runs `h` `[B, L, hidden]` through every layer (appending to `caches`,
+    /// one per layer of the model) and the final norm; only the last position
+    /// when `last_only`. In a pipeline, as MLX-LM's `PipelineMixin` models: the
+    /// hidden states come from the next rank (but on the last, which runs the
+    /// first layers), go through this rank's layers, on to the previous rank,
+    /// and rank 0's final states are shared with every rank.
     pub fn forward(&self, h: Array, caches: &mut [Box<dyn Cache>], last_only: bool) -> mlx::Result<Array> {
+        let (b, l) = (h.dim(0), h.dim(1));
         let mut h = h;
-        let l = h.dim(1);
-        for (i, (layer, cache)) in self.layers.iter().zip(caches.iter_mut()).enumerate() {
-            let r = layer.attn.forward(&layer.input_layernorm.forward(&h)?, cache.as_mut(), self.rope_of(i))?;
+        if let Some(p) = self.pipeline.as_ref().filter(|p| p.rank < p.size - 1) {
+            h = p.group.recv_like(&h, p.rank + 1)?;
+        }
+        for (j, layer) in self.layers.iter().enumerate() {
+            let i = self.first + j;
+            let r = layer.attn.forward(&layer.input_layernorm.forward(&h)?, caches[i].as_mut(), self.rope_of(i))?;
             let hh = h.add(&r)?;
             let x = layer.post_attention_layernorm.forward(&hh)?;
             h = hh.add(&layer.mlp.forward(&x)?)?;
+        }
+        if let Some(p) = &self.pipeline {
+            if p.rank != 0 {
+                h = p.group.send(&h, (p.rank - 1 + p.size) % p.size)?;
+                // A prefill chunk evaluates only the caches: the send must go with them.
+                caches[self.first + self.layers.len() - 1].depend_on(&h)?;
+            }
+            if p.size > 1 {
+                h = p.group.all_gather(&h)?.slice_axis(0, 0, b)?;
+            }
         }
         // The norm is per position, so slicing first gives the same values for less work.
         if last_only && l > 1 {
@@ -207,6 +240,9 @@ impl DecoderStack {
     /// its own caches: the projections and the MLP run on all rows at once (the
     /// weights are read once), attention row by row against that row's cache.
     pub fn forward_rows(&self, h: Array, caches: &mut [&mut [Box<dyn Cache>]]) -> mlx::Result<Array> {
+        if self.pipeline.is_some() {
+            return Err(mlx::Error::new("a model split into a pipeline decodes one sequence at a time"));
+        }
         let mut h = h;
         for (l, layer) in self.layers.iter().enumerate() {
             let r = layer.attn.forward_rows(&layer.input_layernorm.forward(&h)?, caches, l, self.rope_of(l))?;
@@ -246,7 +282,7 @@ impl DecoderStack {
     }
 
     pub fn new_caches(&self) -> LayerCaches {
-        kv_caches(self.layers.len())
+        kv_caches(self.config.num_hidden_layers as usize)
     }
 
     pub fn config(&self) -> &ModelConfig {

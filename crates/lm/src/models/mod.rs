@@ -70,9 +70,9 @@ pub struct LoadOptions {
     pub dtype: Option<Dtype>,
     /// How quantized matmuls are computed.
     pub precision: Precision,
-    /// This process's place in a tensor-parallel group: it loads and runs only
-    /// its slice of every attention and feed-forward layer.
-    pub tensor_shard: Option<crate::tensor_parallel::TensorShard>,
+    /// This process's place in a group that splits the model: it loads and
+    /// runs only its slice of every layer (tensor) or its layers (pipeline).
+    pub shard: Option<crate::parallel::Shard>,
 }
 
 pub fn load(dir: &Path, dtype: Option<Dtype>) -> Result<Box<dyn LanguageModel>> {
@@ -92,11 +92,11 @@ pub fn load_with_tokenizer(
     options: &LoadOptions,
     progress: &mut dyn FnMut(f64),
 ) -> Result<(Box<dyn LanguageModel>, crate::tokenizer::Tokenizer)> {
-    let Some(shard) = &options.tensor_shard else { return load_alone(path, options, progress) };
+    let Some(shard) = &options.shard else { return load_alone(path, options, progress) };
     // Every step that one process fails, all fail: a process left behind would
     // wait for the others' partial results without end. Different models
     // are refused before any weight is read.
-    let fingerprint = crate::tensor_parallel::fingerprint(path);
+    let fingerprint = crate::parallel::fingerprint(path);
     shard.check_same(*fingerprint.as_ref().unwrap_or(&0), "model")?;
     fingerprint?;
     let loaded = load_alone(path, options, progress);

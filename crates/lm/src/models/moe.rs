@@ -12,7 +12,7 @@ use mlx::{Array, Result as MlxResult};
 
 use super::decoder::FeedForward;
 use crate::error::Result;
-use crate::tensor_parallel::Split;
+use crate::parallel::Split;
 use crate::weights::Weights;
 
 /// One projection of every expert: `[experts, out, in]`, and a bias per expert
@@ -51,7 +51,7 @@ impl SwitchLinear {
             true => Some(w.take_split(&format!("{prefix}.bias"), &[experts, out_dims], bias_axis)?),
             false => None,
         };
-        if let (Some(Split::Inputs), Some(b), Some(shard)) = (split, &bias, w.shard()) {
+        if let (Some(Split::Inputs), Some(b), Some(shard)) = (split, &bias, w.tensor_shard()) {
             bias = Some(b.divide(&b.scalar_like(shard.size as f64)?)?);
         }
         Ok(SwitchLinear { weights: SwitchWeights::load(w, prefix, experts, in_dims, out_dims, axis)?, bias })
@@ -127,10 +127,10 @@ pub struct SwitchGlu {
 const SORT_FROM: i32 = 64;
 
 impl SwitchGlu {
-    /// In a tensor-parallel group (`w.shard()`), this process's slice of the
+    /// In a tensor-parallel group (`w.tensor_shard()`), this process's slice of the
     /// experts: gate and up by outputs, down by inputs, as MLX-LM shards them.
     pub fn load(w: &mut Weights, prefix: &str, experts: i32, dims: i32, hidden: i32, bias: bool, activation: Activation) -> Result<SwitchGlu> {
-        let group = w.shard().map(|s| s.group.clone());
+        let group = w.tensor_shard().map(|s| s.group.clone());
         let (outputs, inputs) = match group {
             Some(_) => (Some(Split::Outputs), Some(Split::Inputs)),
             None => (None, None),

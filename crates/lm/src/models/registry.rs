@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::{decoder, gemma3, gpt_oss, ministral3, phi3, qwen3_moe, smollm3, LanguageModel};
 use crate::config::ModelConfig;
 use crate::error::Result;
+use crate::parallel::Strategy;
 use crate::weights::Weights;
 
 pub struct Family {
@@ -26,39 +27,59 @@ pub struct Family {
     /// Whether the family splits across a tensor-parallel group: those whose
     /// MLX-LM model has a `shard()` method.
     pub tensor_parallel: bool,
+    /// Whether it splits into a pipeline: those whose MLX-LM model has
+    /// `pipeline()` (`PipelineMixin`).
+    pub pipeline: bool,
 }
 
 /// Qwen3, Llama, Mistral (as Llama, as MLX-LM) and Qwen2 share the decoder;
 /// their differences are `ModelConfig` flags.
 const FAMILIES: &[Family] = &[
-    Family { model_type: "qwen3", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true },
-    Family { model_type: "llama", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true },
-    Family { model_type: "mistral", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true },
-    Family { model_type: "qwen2", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true },
+    Family { model_type: "qwen3", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true, pipeline: false },
+    Family { model_type: "llama", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true, pipeline: false },
+    Family { model_type: "mistral", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true, pipeline: false },
+    Family { model_type: "qwen2", sanitize: decoder::sanitize, build: decoder::build, text_config: None, tensor_parallel: true, pipeline: true },
     Family {
         model_type: "gpt_oss",
         sanitize: gpt_oss::sanitize,
         build: gpt_oss::build,
         text_config: Some(gpt_oss::with_defaults),
         tensor_parallel: true,
+        pipeline: false,
     },
-    Family { model_type: "ministral3", sanitize: decoder::sanitize, build: ministral3::build, text_config: None, tensor_parallel: true },
+    Family {
+        model_type: "ministral3",
+        sanitize: decoder::sanitize,
+        build: ministral3::build,
+        text_config: None,
+        tensor_parallel: true,
+        pipeline: true,
+    },
     Family {
         model_type: "mistral3",
         sanitize: ministral3::sanitize_multimodal,
         build: ministral3::build_multimodal,
         text_config: Some(ministral3::text_config),
         tensor_parallel: false,
+        pipeline: false,
     },
-    Family { model_type: "phi3", sanitize: decoder::sanitize, build: phi3::build, text_config: None, tensor_parallel: false },
-    Family { model_type: "qwen3_moe", sanitize: qwen3_moe::sanitize, build: qwen3_moe::build, text_config: None, tensor_parallel: true },
-    Family { model_type: "smollm3", sanitize: decoder::sanitize, build: smollm3::build, text_config: None, tensor_parallel: false },
+    Family { model_type: "phi3", sanitize: decoder::sanitize, build: phi3::build, text_config: None, tensor_parallel: false, pipeline: false },
+    Family {
+        model_type: "qwen3_moe",
+        sanitize: qwen3_moe::sanitize,
+        build: qwen3_moe::build,
+        text_config: None,
+        tensor_parallel: true,
+        pipeline: true,
+    },
+    Family { model_type: "smollm3", sanitize: decoder::sanitize, build: smollm3::build, text_config: None, tensor_parallel: false, pipeline: false },
     Family {
         model_type: "gemma3_text",
         sanitize: gemma3::sanitize,
         build: gemma3::build,
         text_config: Some(gemma3::with_defaults),
         tensor_parallel: false,
+        pipeline: false,
     },
     Family {
         model_type: "gemma3",
@@ -66,6 +87,7 @@ const FAMILIES: &[Family] = &[
         build: gemma3::build,
         text_config: Some(gemma3::text_config),
         tensor_parallel: false,
+        pipeline: false,
     },
 ];
 
@@ -90,14 +112,24 @@ pub fn load(dir: &Path, options: &super::LoadOptions, progress: &mut dyn FnMut(f
     (family.build)(config, weights, dtype, progress)
 }
 
-/// The tensor-parallel group `options` asks for, if `family` can be split.
-pub(crate) fn shard_for(family: &Family, options: &super::LoadOptions) -> Result<Option<crate::tensor_parallel::TensorShard>> {
-    match &options.tensor_shard {
-        Some(_) if !family.tensor_parallel => Err(crate::LmError::UnsupportedModel(format!(
-            "{} models cannot be split across processes (as in MLX-LM, whose model has no shard()); tensor-parallel families: {}",
+/// The group `options` asks to split the model over, if `family` can be split that way.
+pub(crate) fn shard_for(family: &Family, options: &super::LoadOptions) -> Result<Option<crate::parallel::Shard>> {
+    let Some(shard) = &options.shard else { return Ok(None) };
+    let (can, how, method) = match shard.strategy {
+        Strategy::Tensor => (family.tensor_parallel, "split across processes", "shard()"),
+        Strategy::Pipeline => (family.pipeline, "split into a pipeline", "pipeline()"),
+    };
+    if !can {
+        let ok: Vec<&str> = FAMILIES
+            .iter()
+            .filter(|f| if shard.strategy == Strategy::Tensor { f.tensor_parallel } else { f.pipeline })
+            .map(|f| f.model_type)
+            .collect();
+        return Err(crate::LmError::UnsupportedModel(format!(
+            "{} models cannot be {how} (as in MLX-LM, whose model has no {method}); families that can: {}",
             family.model_type,
-            FAMILIES.iter().filter(|f| f.tensor_parallel).map(|f| f.model_type).collect::<Vec<_>>().join(", ")
-        ))),
-        shard => Ok(shard.clone()),
+            ok.join(", ")
+        )));
     }
+    Ok(Some(shard.clone()))
 }

@@ -1,10 +1,17 @@
-//! Tensor parallelism as MLX-LM's `shard()` methods do it (on MLX's
-//! `shard_linear` / `shard_inplace`): each process of a group holds an equal
-//! slice of every attention and feed-forward projection. Queries, keys, values,
-//! gate and up keep their rank's block of outputs (whole heads, "all-to-sharded");
-//! the output and down projections keep the matching block of inputs and sum
-//! their partial products over the group ("sharded-to-all"). Embeddings, norms,
-//! routers and the LM head stay whole on every process.
+//! A model split across the processes of an MLX group, as MLX-LM splits it.
+//!
+//! Tensor parallelism, as MLX-LM's `shard()` methods (on MLX's `shard_linear` /
+//! `shard_inplace`): each process holds an equal slice of every attention and
+//! feed-forward projection. Queries, keys, values, gate and up keep their
+//! rank's block of outputs (whole heads, "all-to-sharded"); the output and down
+//! projections keep the matching block of inputs and sum their partial
+//! products over the group ("sharded-to-all"). Embeddings, norms, routers and
+//! the LM head stay whole on every process.
+//!
+//! Pipeline parallelism, as MLX-LM's `pipeline()` (`PipelineMixin`): each
+//! process holds a run of whole layers, the last rank the first layers; the
+//! hidden states go from rank to rank down to rank 0, which then shares them
+//! with every rank (`DecoderStack`'s forward).
 use std::sync::Arc;
 
 use mlx::distributed::Group;
@@ -22,18 +29,50 @@ pub enum Split {
     Inputs,
 }
 
-/// This process's place in a tensor-parallel group.
+/// How the model is split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// A slice of every layer on every process.
+    Tensor,
+    /// A run of whole layers on each process.
+    Pipeline,
+}
+
+impl Strategy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Tensor => "tensor",
+            Strategy::Pipeline => "pipeline",
+        }
+    }
+}
+
+/// This process's place in the group that splits the model, and how it is split.
 #[derive(Clone)]
-pub struct TensorShard {
+pub struct Shard {
     pub group: Arc<Group>,
     pub rank: i32,
     pub size: i32,
+    pub strategy: Strategy,
 }
 
-impl TensorShard {
-    pub fn new(group: Group) -> Result<TensorShard> {
+impl Shard {
+    pub fn new(group: Group, strategy: Strategy) -> Result<Shard> {
         let (rank, size) = (group.rank()?, group.size()?);
-        Ok(TensorShard { group: Arc::new(group), rank, size })
+        Ok(Shard { group: Arc::new(group), rank, size, strategy })
+    }
+
+    /// The layers `start..end` of `n` this rank runs in a pipeline, as MLX-LM's
+    /// `pipeline()` splits them: as evenly as can be, the low ranks taking the
+    /// extra layers, and the last rank the first layers (rank 0 the last ones).
+    pub fn pipeline_layers(&self, n: i32) -> Result<std::ops::Range<i32>> {
+        if n < self.size {
+            return Err(LmError::UnsupportedModel(format!("cannot split {n} layers across {} processes", self.size)));
+        }
+        let (base, extra) = (n / self.size, n % self.size);
+        let count = |r: i32| base + i32::from(r < extra);
+        let start: i32 = (self.rank + 1..self.size).map(count).sum();
+        Ok(start..start + count(self.rank))
     }
 
     /// `n` (heads, hidden units) split evenly over the group, or an error
@@ -54,7 +93,7 @@ impl TensorShard {
 }
 
 /// `n` split over `shard` (unchanged without one).
-pub fn divide(shard: Option<&TensorShard>, n: i32, what: &str) -> Result<i32> {
+pub fn divide(shard: Option<&Shard>, n: i32, what: &str) -> Result<i32> {
     match shard {
         Some(s) => s.divide(n, what),
         None => Ok(n),
@@ -67,7 +106,7 @@ pub fn divide(shard: Option<&TensorShard>, n: i32, what: &str) -> Result<i32> {
 /// never connects, so the wait is bounded here by `timeout`: past it, the
 /// error names the peers it waited for, and the connecting thread is left to
 /// finish or fail on its own.
-pub fn join(backend: &str, timeout: std::time::Duration) -> Result<TensorShard> {
+pub fn join(backend: &str, strategy: Strategy, timeout: std::time::Duration) -> Result<Shard> {
     let (tx, rx) = std::sync::mpsc::channel();
     let name = backend.to_string();
     std::thread::Builder::new()
@@ -77,7 +116,7 @@ pub fn join(backend: &str, timeout: std::time::Duration) -> Result<TensorShard> 
         })
         .map_err(|e| LmError::Distributed(format!("cannot start a thread to join the group: {e}")))?;
     match rx.recv_timeout(timeout) {
-        Ok(Ok(group)) => TensorShard::new(group),
+        Ok(Ok(group)) => Shard::new(group, strategy),
         Ok(Err(e)) => Err(LmError::Distributed(format!("the {backend} backend could not start: {}{}", e.message, environment_hint(backend)))),
         Err(_) => Err(LmError::Distributed(format!(
             "the other processes of the {backend} group did not connect within {} s{}",
@@ -96,7 +135,7 @@ fn environment_hint(backend: &str) -> String {
     }
 }
 
-impl TensorShard {
+impl Shard {
     /// Whether every process of the group got `ok` from `what`; this one's own
     /// failure is its caller's to report, a peer's is a `Distributed` error.
     pub fn check_all(&self, ok: bool, what: &str) -> Result<()> {
