@@ -13,6 +13,8 @@
 // SmolLM3 (smollm3): layers without RoPE.
 // Gemma 3 (gemma3_text): sliding window 8 (every other layer), so the rotating caches wrap both
 // during a long prompt and while decoding.
+// LFM2 (lfm2): gated short convolutions between attention layers; the convolution state carried
+// across prefill chunks, decode steps and turns.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -78,10 +80,19 @@ cases.push({ m: 'gemma3-vlm', label: 'greedy, chat (text model of a gemma3 check
 cases.push({ m: 'gemma3-vlm', label: 'seeded, prompt longer than the window', input: STR, options: { maxTokens: 24, temperature: 0.8, seed: 5 } });
 cases.push({ m: 'gemma3-f32', label: 'greedy, prompt longer than one prefill step', input: LONG, options: { maxTokens: 16 } });
 cases.push({ m: 'gemma3-f32', label: 'seeded, top-k and min-p', input: STR, options: { maxTokens: 24, temperature: 1, topK: 20, minP: 0.05, seed: 3 } });
+// LFM2: convolution and attention layers, f32 and bf16 with 4-bit layers (the convolutions stay
+// float, as convert leaves them); a prompt longer than one prefill step carries the convolution
+// state from chunk to chunk.
+for (const m of ['lfm2-f32', 'lfm2-bf16-q4']) {
+  cases.push({ m, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
+  cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 12 } });
+}
+cases.push({ m: 'lfm2-f32', label: 'greedy, prompt longer than one prefill step', input: LONG, options: { maxTokens: 16 } });
 
 let refs;
 let templates;
 let cached;
+let cachedLfm2;
 test.before(async () => {
   const f = fixtures();
   const dir = (name) => f.fixtures[name].path;
@@ -95,10 +106,17 @@ test.before(async () => {
       cache: {},
       turns: [{ input: CHAT, options: { maxTokens: 12 } }, { extend: STR, options: { maxTokens: 12 } }],
     },
+    {
+      mode: 'cached',
+      model: dir('lfm2-f32'),
+      cache: {},
+      turns: [{ input: CHAT, options: { maxTokens: 12 } }, { extend: STR, options: { maxTokens: 12 } }],
+    },
   ]);
   refs = all.slice(0, cases.length);
   templates = all.slice(cases.length, cases.length + 2);
   cached = all[cases.length + 2];
+  cachedLfm2 = all[cases.length + 3];
 });
 const tmpDirs = [];
 test.after(async () => {
@@ -178,6 +196,42 @@ test('gemma3: a conversation kept in a prompt cache equals MLX-LM with its promp
   assert.deepEqual(second.tokens, cached.turns[1].tokens);
   assert.equal(second.cachedTokens, cached.turns[1].cachedTokens);
   cache.dispose();
+});
+
+test('lfm2: a conversation kept in a prompt cache equals MLX-LM with its prompt cache', async () => {
+  assert.ok(!cachedLfm2.error, cachedLfm2.error);
+  const m = await model('lfm2-f32');
+  const cache = m.createPromptCache();
+  const first = await m.generate(CHAT, { maxTokens: 12, promptCache: cache });
+  assert.deepEqual(first.tokens, cachedLfm2.turns[0].tokens);
+  // The second turn continues from the convolution state and the attention caches.
+  const second = await m.generate(cachedLfm2.turns[1].input, { maxTokens: 12, promptCache: cache });
+  assert.deepEqual(second.tokens, cachedLfm2.turns[1].tokens);
+  assert.equal(second.cachedTokens, cachedLfm2.turns[1].cachedTokens);
+  assert.ok(second.cachedTokens > 0);
+  // An input that leaves the held tokens needs a cut, which a convolution state cannot take: the
+  // cache starts over, and the answer is the one without a cache.
+  const other = [{ role: 'user', content: 'What is the capital of Italy?' }];
+  const third = await m.generate(other, { maxTokens: 12, promptCache: cache });
+  assert.equal(third.cachedTokens, 0);
+  assert.deepEqual(third.tokens, (await m.generate(other, { maxTokens: 12 })).tokens);
+  // Saving it is refused with its reason (MLX-LM's ArraysCache file layout is not written yet).
+  await expectReject(() => cache.save(path.join(require('node:os').tmpdir(), `lfm2-${process.pid}.safetensors`)), 'UNSUPPORTED_MODEL', /convolution layers \(LFM2\)/);
+  cache.dispose();
+});
+
+test('lfm2: concurrent requests (one batch) give each its solo tokens', async () => {
+  const m = await model('lfm2-f32');
+  const inputs = [STR, CHAT, CHAT2];
+  const solo = [];
+  for (const input of inputs) solo.push((await m.generate(input, { maxTokens: 16 })).tokens);
+  const together = await Promise.all(inputs.map((input) => m.generate(input, { maxTokens: 16 })));
+  assert.deepEqual(together.map((r) => r.tokens), solo);
+});
+
+test('lfm2: a convolution weight of the wrong size is INVALID_WEIGHTS naming it', async () => {
+  const d = withConfig('lfm2-f32', (config) => ({ ...config, conv_L_cache: 4 }));
+  await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /model\.layers\.0\.conv\.conv\.weight.*expected \[64, 4, 1\]/);
 });
 
 test('gemma3: a checkpoint without a norm the config implies is INVALID_WEIGHTS naming it', async () => {

@@ -207,6 +207,15 @@ GEMMA3 = dict(
     pad_token_id=0,
 )
 
+# LFM2: gated short convolutions (3 taps) with attention in layers 1 and 3 (q/k layernorms), the
+# feed-forward width adjusted from block_ff_dim (192 -> 128), the head tied.
+LFM2 = dict(SMALL, model_type="lfm2", architectures=["Lfm2ForCausalLM"], num_hidden_layers=4, norm_eps=1e-5,
+            conv_bias=False, conv_L_cache=3, block_dim=64, block_ff_dim=192, block_multiple_of=32,
+            block_ffn_dim_multiplier=1.0, block_auto_adjust_ff_dim=True, max_position_embeddings=128000,
+            rope_theta=1000000.0, layer_types=["conv", "full_attention", "conv", "full_attention"],
+            tie_word_embeddings=True)
+del LFM2["intermediate_size"]
+
 DEMO = dict(
     QWEN3,
     hidden_size=256,
@@ -232,6 +241,7 @@ RANDOM_FIXTURES = [
     ("phi3-f32", PHI3, 12),
     ("ministral3-f32", MINISTRAL3, 13),
     ("gpt-oss-f32", GPT_OSS, 14),
+    ("lfm2-f32", LFM2, 15),
 ]
 # (name, config, first seed, tokenizer): families with their own tokenizer.
 FAMILY_FIXTURES = [
@@ -325,19 +335,21 @@ def rescale(model, tied):
     keeps tens of tokens and usually two have probability above 0.1.
     """
     params = dict(tree_flatten(model.parameters()))
-    has_qk_norm = any(k.endswith(".q_norm.weight") for k in params)
+    # LFM2 names them q_layernorm / k_layernorm, its output projections out_proj and w2, its
+    # final norm embedding_norm.
+    has_qk_norm = any(k.endswith((".q_norm.weight", ".q_layernorm.weight")) for k in params)
     new = {}
     for k, v in params.items():
         leaf = k.split(".")
         module, kind = (leaf[-2] if len(leaf) > 1 else ""), leaf[-1]
         scale = 1.0
-        if has_qk_norm and module in ("q_norm", "k_norm"):
+        if has_qk_norm and module in ("q_norm", "k_norm", "q_layernorm", "k_layernorm"):
             scale = QK_SCALE
         elif not has_qk_norm and module in ("q_proj", "k_proj", "qkv_proj"):
             scale = QK_SCALE
-        elif module in ("o_proj", "down_proj") and kind == "weight":
+        elif module in ("o_proj", "down_proj", "out_proj", "w2") and kind == "weight":
             scale = RESIDUAL_SCALE
-        elif k == "model.norm.weight":
+        elif k in ("model.norm.weight", "model.embedding_norm.weight"):
             scale = LOGIT_SCALE
         elif k == "lm_head.weight" and not tied:
             scale = 3 ** 0.5
@@ -662,6 +674,7 @@ def main():
         ("gpt-oss-mxfp4-q8", lambda: make_quantized(out, "gpt-oss-mxfp4-q8", out / "gpt-oss-hf-mxfp4", tok_dir, 8,
                                                     dtype="bfloat16")),
         ("qwen3-moe-q4", lambda: make_quantized(out, "qwen3-moe-q4", out / "qwen3-moe-f32", tok_dir, 4, dtype="bfloat16")),
+        ("lfm2-bf16-q4", lambda: make_quantized(out, "lfm2-bf16-q4", out / "lfm2-f32", tok_dir, 4, dtype="bfloat16")),
         ("qwen3-moe-hf", lambda: make_unstacked_experts(out, tok_dir)),
         ("phi3-bf16-q4", lambda: make_quantized(out, "phi3-bf16-q4", out / "phi3-f32", tok_dir, 4, dtype="bfloat16")),
         ("qwen3-bf16", lambda: make_cast(out, "qwen3-bf16", qwen3_weights, "bfloat16", tok_dir)),

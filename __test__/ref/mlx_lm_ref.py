@@ -93,7 +93,8 @@ Case kinds ("mode"):
       derived from the cache's offset, not assumed. A RotatingKVCache past max_size
       keeps its offset counting every position fed, so held lists every token fed
       even though the cache only keeps the first 4 and the last max_size - 4.
-      "cacheOffset" (per turn and at the end) is cache[0].offset.
+      "cacheOffset" (per turn and at the end) is cache[0].offset (the first layer with an
+      offset: an LFM2 convolution layer's ArraysCache has none).
 
       How the last generated token reaches the cache (generate_step): the prompt
       step feeds input[prefix:] and samples y0; then, in the loop, the step that
@@ -381,6 +382,12 @@ def run_generate(case):
     return result
 
 
+def cache_offset(cache):
+    """Positions the prompt cache holds: the offset of its first layer that counts them (an
+    LFM2 convolution layer's ArraysCache has none; its attention layers' caches do)."""
+    return next(c.offset for c in cache if hasattr(c, "offset"))
+
+
 def kv_options(spec):
     """generate_step's KV-quantization arguments for a "cache" spec (none without kvBits)."""
     if spec.get("kvBits") is None:
@@ -433,7 +440,7 @@ def run_cached(case):
         if max_kv_size is not None:
             raise ValueError("cache.maxKvSize does not apply to a cache file")
         cache, metadata = load_prompt_cache(spec["file"], return_metadata=True)
-        offset = cache[0].offset
+        offset = cache_offset(cache)
         if "tokens" in metadata:
             held = json.loads(metadata["tokens"])
             if len(held) != offset:
@@ -447,9 +454,9 @@ def run_cached(case):
 
     def sync_held(fed):
         # What the cache really holds, from its offset.
-        n = cache[0].offset - unknown
+        n = cache_offset(cache) - unknown
         if n > len(fed):
-            raise RuntimeError(f"cache offset {cache[0].offset} is past the {unknown} + {len(fed)} tokens fed")
+            raise RuntimeError(f"cache offset {cache_offset(cache)} is past the {unknown} + {len(fed)} tokens fed")
         return list(fed[:n])
 
     if case.get("prefill") is not None:
@@ -487,7 +494,7 @@ def run_cached(case):
                 prefix, unknown, fresh = 0, 0, True
         result, generated = run_stream(model, tokenizer, ids[prefix:], options, prompt_cache=cache, **kv)
         held = sync_held(ids + generated)
-        result.update(input=ids, cachedTokens=prefix, trimmed=trimmed, fresh=fresh, cacheOffset=cache[0].offset)
+        result.update(input=ids, cachedTokens=prefix, trimmed=trimmed, fresh=fresh, cacheOffset=cache_offset(cache))
         turns.append(result)
 
     if case.get("save") is not None:
@@ -501,7 +508,7 @@ def run_cached(case):
     return {
         "turns": turns,
         "cacheTokens": held,
-        "cacheOffset": cache[0].offset,
+        "cacheOffset": cache_offset(cache),
         "unknownPrefix": unknown,
         "classes": [type(c).__name__ for c in cache],
         "nbytes": sum(c.nbytes for c in cache),

@@ -26,6 +26,11 @@ pub fn save_file(path: &Path, caches: &[Box<dyn Cache>], metadata: &[(String, St
     let mut scalars = 0;
     meta.push(("2.0".into(), String::new()));
     for (l, cache) in caches.iter().enumerate() {
+        if cache.class_name() == "ArraysCache" {
+            return Err(LmError::UnsupportedModel(
+                "prompt-cache files of models with convolution layers (LFM2) are not supported yet; the cache stays usable in memory".into(),
+            ));
+        }
         meta.push((format!("1.{l}"), cache.class_name().to_string()));
         for (i, item) in cache.file_state().map_err(|e| LmError::InvalidArgument(e.message))?.into_iter().enumerate() {
             let name = format!("{l}.{i}");

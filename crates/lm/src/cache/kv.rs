@@ -39,12 +39,12 @@ impl Cache for KvCache {
         super::trim_offset(&mut self.offset, n)
     }
 
-    /// The allocated buffers (positions past `offset` included, as evaluating
-    /// them is what materialises the cache).
     fn depend_on(&mut self, dep: &Array) -> Result<()> {
         super::keys_depend_on(&mut self.keys, dep)
     }
 
+    /// The allocated buffers (positions past `offset` included, as evaluating
+    /// them is what materialises the cache).
     fn state(&self) -> Vec<&Array> {
         self.keys.iter().chain(self.values.iter()).collect()
     }

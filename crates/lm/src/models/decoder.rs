@@ -36,10 +36,16 @@ impl Mlp {
     /// `{prefix}.gate_proj`, `up_proj` and `down_proj`, `hidden` wide inside
     /// (in a tensor-parallel group, this process's share of the hidden units).
     pub fn load(w: &mut Weights, prefix: &str, dims: i32, hidden: i32, bias: bool) -> Result<Mlp> {
+        Self::load_named(w, prefix, ["gate_proj", "up_proj", "down_proj"], dims, hidden, bias)
+    }
+
+    /// As `load`, the three layers under other `names` (gate, up, down; LFM2's `w1`, `w3`, `w2`).
+    pub fn load_named(w: &mut Weights, prefix: &str, names: [&str; 3], dims: i32, hidden: i32, bias: bool) -> Result<Mlp> {
+        let [gate, up, down] = names;
         Ok(Mlp {
-            gate_proj: w.linear_split(&format!("{prefix}.gate_proj"), dims, hidden, bias, Split::Outputs)?,
-            up_proj: w.linear_split(&format!("{prefix}.up_proj"), dims, hidden, bias, Split::Outputs)?,
-            down_proj: w.linear_split(&format!("{prefix}.down_proj"), hidden, dims, bias, Split::Inputs)?,
+            gate_proj: w.linear_split(&format!("{prefix}.{gate}"), dims, hidden, bias, Split::Outputs)?,
+            up_proj: w.linear_split(&format!("{prefix}.{up}"), dims, hidden, bias, Split::Outputs)?,
+            down_proj: w.linear_split(&format!("{prefix}.{down}"), hidden, dims, bias, Split::Inputs)?,
         })
     }
 }

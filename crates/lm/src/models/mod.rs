@@ -5,6 +5,7 @@ mod decoder;
 mod family_config;
 mod gemma3;
 mod gpt_oss;
+mod lfm2;
 mod ministral3;
 mod moe;
 mod phi3;
