@@ -265,7 +265,12 @@ export interface ModelInfo {
   numLayers: number;
   vocabSize: number;
   dtype: string;
-  quantization: null | { bits: number; groupSize: number };
+  /**
+   * The bulk of the weights' quantization (config.json's top-level `quantization`; single layers
+   * may differ, such as GPT-OSS's 8-bit routers): MLX's packing `mode` ('affine', or a
+   * floating-point mode: 'mxfp4', 'nvfp4', 'mxfp8'). null for a float model.
+   */
+  quantization: null | { bits: number; groupSize: number; mode: 'affine' | 'mxfp4' | 'nvfp4' | 'mxfp8' };
   /** This process's place when the model is split across processes; null otherwise. */
   distributed: null | { rank: number; size: number; backend: string; strategy: string };
 }

@@ -96,12 +96,12 @@ test('GGUF tokenizers encode as the reference tokenizers (BPE and SentencePiece)
 
 test('model info describes the GGUF model', async () => {
   const expect = {
-    'qwen3-q4_0': { modelType: 'qwen3', quantization: { bits: 4, groupSize: 32 } },
+    'qwen3-q4_0': { modelType: 'qwen3', quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
     'qwen3-bf16': { modelType: 'qwen3', dtype: 'bfloat16', quantization: null },
     'llama-f16': { modelType: 'llama', dtype: 'float16', quantization: null },
-    'mistral-q8_0': { modelType: 'llama', quantization: { bits: 8, groupSize: 32 } },
-    'llama-spm': { modelType: 'llama', vocabSize: 1000, quantization: { bits: 8, groupSize: 32 } },
-    smollm2: { modelType: 'llama', numLayers: 30, vocabSize: 49152, contextLength: 8192, quantization: { bits: 4, groupSize: 32 } },
+    'mistral-q8_0': { modelType: 'llama', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
+    'llama-spm': { modelType: 'llama', vocabSize: 1000, quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
+    smollm2: { modelType: 'llama', numLayers: 30, vocabSize: 49152, contextLength: 8192, quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
   };
   for (const [n, want] of Object.entries(expect)) {
     const info = (await gguf(n)).info;

@@ -130,7 +130,7 @@ async function loadLanguageModel(dir, { dtype, precision, quiet }) {
     shown?.clear();
   }
   const i = model.info;
-  const q = i.quantization ? `, ${i.quantization.bits}-bit` : '';
+  const q = i.quantization ? `, ${i.quantization.bits}-bit${i.quantization.mode === 'affine' ? '' : ` ${i.quantization.mode}`}` : '';
   note(quiet, `Loaded ${dir} (${i.modelType}, ${i.numLayers} layers, ${i.dtype}${q}) in ${seconds(t0)} s`);
   return model;
 }

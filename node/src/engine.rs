@@ -63,7 +63,7 @@ pub struct Loaded {
     pub num_layers: i32,
     pub vocab_size: i32,
     pub dtype: Dtype,
-    pub quantization: Option<(i32, i32)>,
+    pub quantization: Option<lm::config::Quantization>,
     pub head_dim: i32,
     pub context_length: i32,
     /// `(rank, size)` in the tensor-parallel group, if the model is split.

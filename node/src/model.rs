@@ -27,6 +27,8 @@ type Result<T> = napi::Result<T, String>;
 pub struct Quantization {
     pub bits: i32,
     pub group_size: i32,
+    /// MLX's packing: "affine", "mxfp4", "nvfp4" or "mxfp8".
+    pub mode: String,
 }
 
 #[napi(object)]
@@ -89,7 +91,7 @@ pub struct NativeModel {
     life: Lifecycle<Event>,
     engine: Engine,
     tokenizer: Arc<Tokenizer>,
-    info: (String, i32, i32, Dtype, Option<(i32, i32)>),
+    info: (String, i32, i32, Dtype, Option<lm::config::Quantization>),
     /// Attention head size (a quantized prompt cache's group must divide it).
     head_dim: i32,
     context_length: i32,
@@ -263,7 +265,7 @@ impl NativeModel {
             num_layers: *l,
             vocab_size: *v,
             dtype: d.name().to_string(),
-            quantization: q.map(|(bits, group_size)| Quantization { bits, group_size }),
+            quantization: q.map(|q| Quantization { bits: q.bits, group_size: q.group_size, mode: q.mode.name().to_string() }),
             distributed: self.distributed.clone(),
         }
     }

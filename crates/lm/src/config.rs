@@ -204,6 +204,29 @@ impl ModelConfig {
     }
 }
 
+/// The quantization of the bulk of a model's weights, as config.json's
+/// top-level `quantization` names it (layers may differ; `info` reports this).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quantization {
+    pub bits: i32,
+    pub group_size: i32,
+    pub mode: mlx::quant::Mode,
+}
+
+impl ModelConfig {
+    /// `quantization`'s `bits`, `group_size` and `mode` ("affine" when it names none, as
+    /// `to_quantized`'s default); None for a float model.
+    pub fn quantization(&self) -> Option<Quantization> {
+        let q = self.raw.get("quantization").filter(|v| v.is_object())?;
+        let int = |key: &str| q.get(key)?.as_i64().map(|n| n as i32);
+        let mode = match q.get("mode").and_then(Value::as_str) {
+            None => mlx::quant::Mode::Affine,
+            Some(m) => mlx::quant::Mode::from_name(m)?,
+        };
+        Some(Quantization { bits: int("bits")?, group_size: int("group_size")?, mode })
+    }
+}
+
 /// MLX-LM's reading of a Hugging Face `quantization_config` (its own, or its
 /// text model's) where config.json has no `quantization`: the methods whose
 /// weights are MLX's floating-point packing as they are (OpenAI's GPT-OSS is

@@ -10,7 +10,6 @@
 
 use mlx::nn::{self, Embedding, Linear, RmsNorm, Rope};
 use mlx::{Array, Dtype};
-use serde_json::Value;
 
 use super::attention::{Projections, SelfAttention};
 use super::LanguageModel;
@@ -110,7 +109,6 @@ pub struct Decoder {
     pub(super) stack: DecoderStack,
     lm_head: Option<Linear>,
     dtype: Dtype,
-    quantization: Option<(i32, i32)>,
     /// Per-layer cache kinds when the family fixes them (sliding-window layers).
     pub(super) layout: Option<Vec<LayerKind>>,
 }
@@ -323,7 +321,6 @@ impl Decoder {
         progress: &mut dyn FnMut(f64),
         ffn: &FeedForwardLoader,
     ) -> Result<Decoder> {
-        let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
         let native = w.native_dtype().unwrap_or(Dtype::Float32);
         let dtype = dtype.unwrap_or(native);
 
@@ -333,8 +330,7 @@ impl Decoder {
         let lm_head = if config.tie_word_embeddings { None } else { Some(w.linear("lm_head", c.hidden_size, c.vocab_size, false)?) };
         w.finish_with_progress(progress)?;
 
-        let quantization = quant_cfg.as_ref().and_then(|q| Some((q.get("bits")?.as_i64()? as i32, q.get("group_size")?.as_i64()? as i32)));
-        Ok(Decoder { embed_tokens, stack, lm_head, dtype, quantization, layout: None })
+        Ok(Decoder { embed_tokens, stack, lm_head, dtype, layout: None })
     }
 }
 
@@ -385,9 +381,5 @@ impl LanguageModel for Decoder {
 
     fn dtype(&self) -> Dtype {
         self.dtype
-    }
-
-    fn quantization(&self) -> Option<(i32, i32)> {
-        self.quantization
     }
 }

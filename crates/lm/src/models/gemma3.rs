@@ -72,7 +72,6 @@ pub struct Gemma3 {
     local_rope: Rope,
     global_rope: Rope,
     dtype: Dtype,
-    quantization: Option<(i32, i32)>,
 }
 
 /// Gemma's RMSNorm: `rms_norm(x, 1 + weight)`. The sum is taken once here, in
@@ -147,7 +146,6 @@ pub(super) fn text_config(raw: &Value) -> std::result::Result<Value, String> {
 pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
     let args = Args::from(&config)?;
     let c = &config;
-    let quant_cfg = c.raw.get("quantization").cloned().filter(Value::is_object);
     let dtype = dtype.or(w.native_dtype()).unwrap_or(Dtype::Float32);
     let (h, hd, eps) = (c.hidden_size, c.head_dim, c.rms_norm_eps);
     let (nq, nkv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
@@ -186,7 +184,6 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
     mlx::transforms::eval(&derived.iter().collect::<Vec<_>>()).map_err(|e| LmError::Mlx(e.message))?;
 
     let local = ModelConfig { rope_theta: args.rope_local_base_freq, rope_scaling: RopeScaling::None, ..config.clone() };
-    let quantization = quant_cfg.as_ref().and_then(|q| Some((q.get("bits")?.as_i64()? as i32, q.get("group_size")?.as_i64()? as i32)));
     Ok(Box::new(Gemma3 {
         local_rope: build_rope(&local)?,
         global_rope: build_rope(&config)?,
@@ -197,7 +194,6 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
         norm: final_norm,
         lm_head,
         dtype,
-        quantization,
     }))
 }
 
@@ -240,9 +236,5 @@ impl LanguageModel for Gemma3 {
 
     fn dtype(&self) -> Dtype {
         self.dtype
-    }
-
-    fn quantization(&self) -> Option<(i32, i32)> {
-        self.quantization
     }
 }

@@ -144,7 +144,6 @@ pub struct Lfm2 {
     embedding_norm: RmsNorm,
     rope: Rope,
     dtype: Dtype,
-    quantization: Option<(i32, i32)>,
 }
 
 pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
@@ -155,7 +154,6 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
         .filter(|&t| t > 0 && t <= 1024)
         .ok_or_else(|| LmError::InvalidWeights(bad("\"conv_L_cache\" must be a positive integer".into())))? as i32;
     let conv_bias = c.raw.get("conv_bias").and_then(Value::as_bool).unwrap_or(false);
-    let quant_cfg = c.raw.get("quantization").cloned().filter(Value::is_object);
     let dtype = dtype.or(w.native_dtype()).unwrap_or(Dtype::Float32);
     let (h, hd, eps) = (c.hidden_size, c.head_dim, c.rms_norm_eps);
     let (nq, nkv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
@@ -198,8 +196,7 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
     }
     let embedding_norm = w.rms_norm("model.embedding_norm.weight", h, eps)?;
     w.finish_with_progress(progress)?;
-    let quantization = quant_cfg.as_ref().and_then(|q| Some((q.get("bits")?.as_i64()? as i32, q.get("group_size")?.as_i64()? as i32)));
-    Ok(Box::new(Lfm2 { rope: build_rope(&config)?, config, embed_tokens, layers, embedding_norm, dtype, quantization }))
+    Ok(Box::new(Lfm2 { rope: build_rope(&config)?, config, embed_tokens, layers, embedding_norm, dtype }))
 }
 
 impl LanguageModel for Lfm2 {
@@ -233,9 +230,5 @@ impl LanguageModel for Lfm2 {
 
     fn dtype(&self) -> Dtype {
         self.dtype
-    }
-
-    fn quantization(&self) -> Option<(i32, i32)> {
-        self.quantization
     }
 }

@@ -60,8 +60,10 @@ pub trait LanguageModel: Send {
         self.config().num_key_value_heads
     }
     fn dtype(&self) -> Dtype;
-    /// `(bits, group_size)` of the bulk of the weights, if quantized.
-    fn quantization(&self) -> Option<(i32, i32)>;
+    /// The quantization of the bulk of the weights, if quantized.
+    fn quantization(&self) -> Option<crate::config::Quantization> {
+        self.config().quantization()
+    }
 }
 
 /// How a model is loaded (`loadModel`'s options).
