@@ -215,9 +215,43 @@ test('lfm2: a conversation kept in a prompt cache equals MLX-LM with its prompt 
   const third = await m.generate(other, { maxTokens: 12, promptCache: cache });
   assert.equal(third.cachedTokens, 0);
   assert.deepEqual(third.tokens, (await m.generate(other, { maxTokens: 12 })).tokens);
-  // Saving it is refused with its reason (MLX-LM's ArraysCache file layout is not written yet).
-  await expectReject(() => cache.save(path.join(require('node:os').tmpdir(), `lfm2-${process.pid}.safetensors`)), 'UNSUPPORTED_MODEL', /convolution layers \(LFM2\)/);
   cache.dispose();
+});
+
+test('lfm2: prompt-cache files go both ways with MLX-LM (ArraysCache and KVCache layers)', async () => {
+  const m = await model('lfm2-f32');
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'mlx-node-lfm2-'));
+  tmpDirs.push(dir);
+  const [ours, theirs] = [path.join(dir, 'ours.safetensors'), path.join(dir, 'theirs.safetensors')];
+  const fixture = fixtures().fixtures['lfm2-f32'].path;
+  const EXT = [11, 847, 2000, 3000, 4000];
+  const c = m.createPromptCache();
+  await m.generate(CHAT, { maxTokens: 8, promptCache: c });
+  await c.save(ours);
+  const [saved, fromOurs] = await runReference([
+    { mode: 'cached', model: fixture, cache: {}, turns: [{ input: CHAT, options: { maxTokens: 8 } }], save: theirs },
+    { mode: 'cached', model: fixture, cache: { file: ours }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
+  ]);
+  const [fromTheirs] = await runReference([
+    { mode: 'cached', model: fixture, cache: { file: theirs }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
+  ]);
+  for (const r of [saved, fromOurs, fromTheirs]) assert.ok(!r.error, r.error);
+  // MLX-LM read our file whole (its tokens reused) and continues as we do from it.
+  assert.equal(fromOurs.turns[0].cachedTokens, c.length);
+  const a = await m.loadPromptCache(ours);
+  assert.deepEqual(a.tokens, c.tokens);
+  const ra = await m.generate([...a.tokens, ...EXT], { maxTokens: 12, promptCache: a });
+  assert.deepEqual(ra.tokens, fromOurs.turns[0].tokens);
+  assert.equal(ra.cachedTokens, fromOurs.turns[0].cachedTokens);
+  // We read MLX-LM's file (its convolution layers count no positions: the attention layers do).
+  const b = await m.loadPromptCache(theirs);
+  assert.deepEqual(b.tokens, saved.cacheTokens);
+  assert.equal(b.length, saved.cacheOffset);
+  const rb = await m.generate([...b.tokens, ...EXT], { maxTokens: 12, promptCache: b });
+  assert.deepEqual(rb.tokens, fromTheirs.turns[0].tokens);
+  // A file of another model's kinds at those layers is CACHE_MISMATCH.
+  await expectReject(() => model('smollm3-f32').then((q) => q.loadPromptCache(theirs)), 'CACHE_MISMATCH', /layer 0 holds a convolution layer's state in the file/);
+  for (const x of [c, a, b]) x.dispose();
 });
 
 test('lfm2: concurrent requests (one batch) give each its solo tokens', async () => {

@@ -81,7 +81,7 @@ impl PromptCache {
     pub fn load(model: &dyn LanguageModel, path: &Path) -> Result<(PromptCache, HashMap<String, String>)> {
         let file = load_file(path)?;
         let shape = Shape::of(model);
-        check_layers(&file.caches, shape, path)?;
+        check_layers(&file.caches, shape, model.cache_layout().as_deref(), path)?;
         let held = file.caches.first().map_or(0, |c| c.offset()) as usize;
         let tokens: Vec<u32> = match file.metadata.get(TOKENS_KEY) {
             Some(t) => serde_json::from_str(t)
@@ -205,8 +205,9 @@ impl PromptCache {
     }
 }
 
-/// A file's layers against the model: count, heads, head size, dtype.
-fn check_layers(caches: &[Box<dyn Cache>], shape: Shape, path: &Path) -> Result<()> {
+/// A file's layers against the model: count, kinds (a convolution layer's
+/// state where the model convolves), heads, head size, dtype.
+fn check_layers(caches: &[Box<dyn Cache>], shape: Shape, layout: Option<&[LayerKind]>, path: &Path) -> Result<()> {
     let mismatch = |what: String| LmError::CacheMismatch(format!("{}: {what}", path.display()));
     if caches.len() != shape.layers {
         return Err(mismatch(format!("the file has {} layers, the model {}", caches.len(), shape.layers)));
@@ -217,6 +218,22 @@ fn check_layers(caches: &[Box<dyn Cache>], shape: Shape, path: &Path) -> Result<
             return Err(LmError::InvalidCacheFile(format!("{}: layer {l} holds {} positions, layer 0 {offset}", path.display(), c.offset())));
         }
         let state = c.file_state().map_err(|e| LmError::InvalidCacheFile(format!("{}: layer {l}: {}", path.display(), e.message)))?;
+        let conv_file = c.class_name() == "ArraysCache";
+        let conv_model = layout.is_some_and(|k| k.get(l) == Some(&LayerKind::Conv));
+        if conv_file != conv_model {
+            let kind = |conv: bool| if conv { "a convolution layer's state" } else { "keys and values" };
+            return Err(mismatch(format!("layer {l} holds {} in the file, the model's layer {l} needs {}", kind(conv_file), kind(conv_model))));
+        }
+        if let (true, Some(cache::StateItem::Group(s))) = (conv_file, state.first()) {
+            if s[0].dtype() != shape.dtype {
+                return Err(mismatch(format!(
+                    "layer {l} holds a {} convolution state, the model computes in {}",
+                    s[0].dtype().name(),
+                    shape.dtype.name()
+                )));
+            }
+            continue;
+        }
         let (heads, dim, dtype) = match state.first() {
             Some(cache::StateItem::Array(k)) => (k.dim(1), k.dim(3), k.dtype()),
             Some(cache::StateItem::Group(q)) if q.len() == 3 => {

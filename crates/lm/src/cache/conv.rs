@@ -3,7 +3,8 @@
 //! convolution, which the next positions convolve with. It keeps no keys or
 //! values, cannot be cut back (a convolution's past is not a list of
 //! positions), and counts the positions fed so that a prompt cache knows how
-//! many it holds.
+//! many it holds (MLX-LM's does not: a file's convolution layers take the
+//! count of its attention layers).
 use mlx::{Array, Result};
 
 use super::{Cache, Fetched, StateItem};
@@ -15,6 +16,17 @@ pub struct ConvCache {
 }
 
 impl ConvCache {
+    /// A cache holding `state` after `offset` positions (as a file gives it).
+    pub fn from_state(state: Array, offset: i32) -> ConvCache {
+        ConvCache { state: Some(state), offset }
+    }
+
+    /// Sets the positions held (a file's convolution layers do not count
+    /// them; its attention layers do).
+    pub fn set_offset(&mut self, offset: i32) {
+        self.offset = offset;
+    }
+
     /// The held inputs `[B, kernel - 1, channels]`; None before the first position.
     pub fn state(&self) -> Option<&Array> {
         self.state.as_ref()
@@ -52,8 +64,11 @@ impl Cache for ConvCache {
         "ArraysCache"
     }
 
+    /// MLX-LM's `ArraysCache` state: the list of arrays (here the one
+    /// state), then its left padding and lengths, None outside a batch.
     fn file_state(&self) -> Result<Vec<StateItem>> {
-        Err(mlx::Error::new("prompt-cache files of models with convolution layers (LFM2) are not supported yet"))
+        let s = self.state.clone().ok_or_else(|| mlx::Error::new("an empty cache has no state to save"))?;
+        Ok(vec![StateItem::Group(vec![s]), StateItem::None, StateItem::None])
     }
 
     fn depend_on(&mut self, dep: &Array) -> Result<()> {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use mlx::{Array, Dtype};
 
-use super::{Cache, KvCache, LayerCaches, QuantizedArrays, QuantizedKvCache, RotatingKvCache, StateItem};
+use super::{Cache, ConvCache, KvCache, LayerCaches, QuantizedArrays, QuantizedKvCache, RotatingKvCache, StateItem};
 use crate::error::{LmError, Result};
 
 /// A file's caches and the caller's metadata.
@@ -26,11 +26,6 @@ pub fn save_file(path: &Path, caches: &[Box<dyn Cache>], metadata: &[(String, St
     let mut scalars = 0;
     meta.push(("2.0".into(), String::new()));
     for (l, cache) in caches.iter().enumerate() {
-        if cache.class_name() == "ArraysCache" {
-            return Err(LmError::UnsupportedModel(
-                "prompt-cache files of models with convolution layers (LFM2) are not supported yet; the cache stays usable in memory".into(),
-            ));
-        }
         meta.push((format!("1.{l}"), cache.class_name().to_string()));
         for (i, item) in cache.file_state().map_err(|e| LmError::InvalidArgument(e.message))?.into_iter().enumerate() {
             let name = format!("{l}.{i}");
@@ -42,6 +37,13 @@ pub fn save_file(path: &Path, caches: &[Box<dyn Cache>], metadata: &[(String, St
                     meta.push((format!("2.{scalars}.0"), name.clone()));
                     meta.push((format!("2.{scalars}.1"), "scalar".into()));
                     tensors.push((name, Array::from_slice(&[v as i32], &[])?));
+                }
+                // As MLX-LM marks a None: an empty float32 array.
+                StateItem::None => {
+                    scalars += 1;
+                    meta.push((format!("2.{scalars}.0"), name.clone()));
+                    meta.push((format!("2.{scalars}.1"), "none".into()));
+                    tensors.push((name, Array::zeros(&[0], Dtype::Float32)?));
                 }
             }
         }
@@ -105,10 +107,16 @@ pub fn load_file(path: &Path) -> Result<CacheFile> {
         return Err(bad(path, "no cache classes in its metadata"));
     }
     let mut scalars: HashMap<String, i64> = HashMap::new();
+    let mut nones: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (_, (name, kind)) in scalar_names {
         let (Some(name), Some(kind)) = (name, kind) else { return Err(bad(path, "an incomplete scalar entry")) };
+        if kind == "none" {
+            arrays.remove(&name).ok_or_else(|| bad(path, format!("entry {name} is missing")))?;
+            nones.insert(name);
+            continue;
+        }
         if kind != "scalar" {
-            return Err(bad(path, format!("entry {name} is a {kind}; only numbers are used by the caches read here")));
+            return Err(bad(path, format!("entry {name} is a {kind}; only numbers and None are used by the caches read here")));
         }
         let a = arrays.remove(&name).ok_or_else(|| bad(path, format!("scalar {name} is missing")))?;
         let v = a.astype(Dtype::Int32).and_then(|a| a.item::<i32>()).map_err(|e| bad(path, e.message))?;
@@ -145,14 +153,30 @@ pub fn load_file(path: &Path) -> Result<CacheFile> {
                 check_len(path, &k.w, &v.w, offset)?;
                 Box::new(QuantizedKvCache::from_state(k, v, offset, group_size, bits))
             }
-            other => {
-                return Err(LmError::CacheMismatch(format!(
-                    "{}: layer {l} holds a {other}, a kind of cache this model does not use (KVCache, RotatingKVCache, QuantizedKVCache)",
-                    path.display()
-                )))
+            "ArraysCache" => {
+                // One array (a convolution's state), no batch padding or lengths.
+                let state = arrays.remove(&format!("{l}.0.0")).ok_or_else(|| bad(path, format!("array {l}.0.0 is missing")))?;
+                if arrays.contains_key(&format!("{l}.0.1")) || !nones.contains(&format!("{l}.1")) || !nones.contains(&format!("{l}.2")) {
+                    return Err(bad(path, format!("layer {l}: only an ArraysCache of one array, outside a batch, is read")));
+                }
+                if state.ndim() != 3 {
+                    return Err(bad(path, format!("layer {l}: a convolution state of shape {:?}", state.shape())));
+                }
+                Box::new(ConvCache::from_state(state, 0))
             }
+            other => return Err(LmError::CacheMismatch(format!(
+                "{}: layer {l} holds a {other}, a kind of cache this model does not use (KVCache, RotatingKVCache, QuantizedKVCache, ArraysCache)",
+                path.display()
+            ))),
         };
         caches.push(cache);
+    }
+    // MLX-LM's ArraysCache counts no positions: the attention layers' count is theirs.
+    let held = caches.iter_mut().filter_map(|c| if c.as_conv().is_some() { None } else { Some(c.offset()) }).max().unwrap_or(0);
+    for c in caches.iter_mut() {
+        if let Some(conv) = c.as_conv() {
+            conv.set_offset(held);
+        }
     }
     Ok(CacheFile { caches, metadata })
 }

@@ -49,12 +49,15 @@ pub enum Fetched {
 }
 
 /// One entry of a cache's `state` in an MLX-LM prompt-cache file: an array, a
-/// scalar (stored as a 0-d int32 array) or a tuple of arrays.
+/// scalar (stored as a 0-d int32 array), a tuple of arrays, or None (stored
+/// as an empty array marked "none").
 #[derive(Clone)]
 pub enum StateItem {
     Array(Array),
     Int(i64),
     Group(Vec<Array>),
+    /// Python's None (an `ArraysCache`'s unused padding and lengths).
+    None,
 }
 
 pub trait Cache: Send {
