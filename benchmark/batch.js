@@ -18,7 +18,7 @@
 // decode tok/s >= 4x its single-request figure, and > mlx_lm.server's batched aggregate.
 
 const fs = require('node:fs');
-const net = require('node:net');
+const { freePort } = require('../lib/launch');
 const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
 const { PythonWorker } = require('./python-worker');
@@ -104,16 +104,6 @@ const now = () => performance.now() / 1000;
 
 // ---------------------------------------------------------------- servers
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function waitHealthy(url, child, label, timeoutMs = 300_000) {
   const deadline = Date.now() + timeoutMs;

@@ -18,6 +18,9 @@ benchmark sizes:
                      (~1.3B parameters, ~0.33B active per token with the head), f32
   qwen3-moe-1b-4bit  the previous one through `mlx_lm convert`, 4 bits, group 64 (the
                      model's own quant_predicate keeps the routers at 8 bits)
+  lfm2-350m-f32      LFM2-350M's shape (lfm2: 10 short-convolution and 6 attention
+                     layers), tied, the Qwen3 vocabulary, f32 (~0.4B parameters)
+  lfm2-350m-4bit     the previous one through `mlx_lm convert`, 4 bits, group 64
 
 The f32 Gemma and MoE models are written because the 4-bit ones are converted from
 them. No bf16 models: MLX's CPU bf16 matmuls are very slow on both sides, so on the CPU
@@ -139,6 +142,35 @@ QMOE1B = dict(QWEN3, model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM
               moe_intermediate_size=384, decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True,
               output_router_logits=False, router_aux_loss_coef=0.001, tie_word_embeddings=False)
 
+# LiquidAI/LFM2-350M's config.json, shape for shape (hidden 1024, 16 layers: 10 gated short
+# convolutions of 3 taps and 6 attention layers of 16 heads, 8 KV heads; feed-forward 6656
+# adjusted to 4608), with the Qwen3 vocabulary here.
+LFM2_350M = dict(
+    model_type="lfm2",
+    architectures=["Lfm2ForCausalLM"],
+    vocab_size=VOCAB,
+    hidden_size=1024,
+    num_hidden_layers=16,
+    num_attention_heads=16,
+    num_key_value_heads=8,
+    max_position_embeddings=128000,
+    norm_eps=1e-5,
+    conv_bias=False,
+    conv_L_cache=3,
+    block_dim=1024,
+    block_ff_dim=6656,
+    block_multiple_of=256,
+    block_ffn_dim_multiplier=1.0,
+    block_auto_adjust_ff_dim=True,
+    full_attn_idxs=[2, 5, 8, 10, 12, 14],
+    rope_theta=1000000.0,
+    tie_word_embeddings=True,
+    bos_token_id=ENDOFTEXT,
+    eos_token_id=IM_END,
+    torch_dtype="float32",
+    transformers_version="4.51.0",
+)
+
 # name -> ("random", config, family) or ("quantized", source name, bits, group size)
 MODELS = {
     "qwen3-100m-f32": ("random", Q100M, "qwen3"),
@@ -148,6 +180,8 @@ MODELS = {
     "gemma3-1b-4bit": ("quantized", "gemma3-1b-f32", 4, 64),
     "qwen3-moe-1b-f32": ("random", QMOE1B, "qwen3"),
     "qwen3-moe-1b-4bit": ("quantized", "qwen3-moe-1b-f32", 4, 64),
+    "lfm2-350m-f32": ("random", LFM2_350M, "qwen3"),
+    "lfm2-350m-4bit": ("quantized", "lfm2-350m-f32", 4, 64),
 }
 
 # Written without --only; the others (several GB each in f32) only on request.
@@ -201,11 +235,11 @@ def build_weights(config):
                 weights[k] = mx.full(v.shape, FINAL_NORM_SCALE - 1.0, v.dtype)
             elif k.endswith(("q_norm.weight", "k_norm.weight")):
                 weights[k] = mx.full(v.shape, QK_NORM_SCALE - 1.0, v.dtype)
-        elif k.endswith(("o_proj.weight", "down_proj.weight")):
+        elif k.endswith(("o_proj.weight", "down_proj.weight", "out_proj.weight", "w2.weight")):
             weights[k] = v * BRANCH_SCALE
-        elif k == "model.norm.weight":
+        elif k in ("model.norm.weight", "model.embedding_norm.weight"):
             weights[k] = v * FINAL_NORM_SCALE
-        elif k.endswith(("q_norm.weight", "k_norm.weight")):
+        elif k.endswith(("q_norm.weight", "k_norm.weight", "q_layernorm.weight", "k_layernorm.weight")):
             weights[k] = v * QK_NORM_SCALE
         elif k == "lm_head.weight":
             weights[k] = v * 3 ** 0.5

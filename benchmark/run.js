@@ -51,6 +51,8 @@ const PLAN = {
   'gemma3-1b-4bit': { maxTokens: 16, configs: ['greedy', 'full'], family: true },
   'qwen3-moe-1b-f32': { maxTokens: 32, configs: ['greedy', 'full'], family: true },
   'qwen3-moe-1b-4bit': { maxTokens: 32, configs: ['greedy', 'full'], family: true },
+  'lfm2-350m-f32': { maxTokens: 32, configs: ['greedy', 'full'], family: true },
+  'lfm2-350m-4bit': { maxTokens: 32, configs: ['greedy', 'full'], family: true },
 };
 const QUICK = {
   'qwen3-100m-f32': { maxTokens: 32, configs: ALL_CONFIGS, perToken: true },
@@ -60,6 +62,8 @@ const QUICK = {
   'gemma3-1b-4bit': { maxTokens: 4, configs: ['greedy'], family: true },
   'qwen3-moe-1b-f32': { maxTokens: 4, configs: ['greedy'], family: true },
   'qwen3-moe-1b-4bit': { maxTokens: 4, configs: ['greedy'], family: true },
+  'lfm2-350m-f32': { maxTokens: 4, configs: ['greedy'], family: true },
+  'lfm2-350m-4bit': { maxTokens: 4, configs: ['greedy'], family: true },
 };
 // A run without --model: the Qwen3 models (benchmark/RESULTS.md).
 const DEFAULT_MODELS = Object.keys(PLAN).filter((n) => !PLAN[n].family);
@@ -363,6 +367,11 @@ function familyNotes(report) {
       'untied head, vocabulary 151,936) scaled down: hidden 1024, 12 layers, 16 heads, 64 experts of 384 (~1.3B parameters, ~0.33B used per token ' +
       'with the head), seeded random weights, the real Qwen3 tokenizer; 4-bit: `mlx_lm convert`, 4 bits, group 64, routers at 8 bits (the model\'s quant_predicate). ' +
       'Both sides run the experts with MLX\'s `gather_mm` / `gather_qmm`.');
+  }
+  if (has('lfm2-')) {
+    lines.push('- lfm2-350m-*: LFM2-350M\'s shape (`lfm2`: hidden 1024, 16 layers: 10 gated short convolutions of 3 taps and 6 attention layers ' +
+      'of 16 heads with 8 KV heads, feed-forward 4608, tied head) with the Qwen3 vocabulary (151,936) and tokenizer, seeded random weights from ' +
+      'MLX-LM\'s own class; 4-bit: `mlx_lm convert`, 4 bits, group 64 (the convolutions stay float).');
   }
   if (!lines.length) return [];
   return [
