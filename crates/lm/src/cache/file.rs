@@ -164,10 +164,13 @@ pub fn load_file(path: &Path) -> Result<CacheFile> {
                 }
                 Box::new(ConvCache::from_state(state, 0))
             }
-            other => return Err(LmError::CacheMismatch(format!(
-                "{}: layer {l} holds a {other}, a kind of cache this model does not use (KVCache, RotatingKVCache, QuantizedKVCache, ArraysCache)",
-                path.display()
-            ))),
+            other => {
+                let known = "KVCache, RotatingKVCache, QuantizedKVCache, ArraysCache";
+                return Err(LmError::CacheMismatch(format!(
+                    "{}: layer {l} holds a {other}, a kind of cache this model does not use ({known})",
+                    path.display()
+                )));
+            }
         };
         caches.push(cache);
     }
