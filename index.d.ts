@@ -83,6 +83,8 @@ export interface LoadModelOptions {
    * attention and MLP layer; or a pipeline of layers). Every process runs the same script, started by `mlx.launch` or
    * `npx mlx-node launch` (which set `MLX_RANK` and `MLX_HOSTFILE`), loads the same model and
    * makes the same calls in the same order; each gets the same tokens. `maxBatch` is 1.
+   * With `leader: true`, rank 0 alone makes the calls (a server, say) and the other processes
+   * call `follow()`.
    * See docs/distributed.md. Code DISTRIBUTED_ERROR when the processes cannot start or stay
    * together.
    */
@@ -100,6 +102,14 @@ export interface DistributedOptions {
   strategy?: 'tensor' | 'pipeline';
   /** Milliseconds to wait for the other processes to connect (default 60000). */
   timeout?: number;
+  /**
+   * Rank 0 takes the calls; every other process calls `follow()` and repeats rank 0's work
+   * step for step (default false: every process makes the same calls). Concurrent calls on
+   * rank 0 are batched (`maxBatch`), and prompt caches work, but `prefill()` and
+   * `loadPromptCache()` are INVALID_ARGUMENT on every process, and the other processes take
+   * no calls but `follow()`. This is how `mlx-node launch -- serve` serves a split model.
+   */
+  leader?: boolean;
 }
 
 /** The second argument of onLoadProgress. */
@@ -272,7 +282,7 @@ export interface ModelInfo {
    */
   quantization: null | { bits: number; groupSize: number; mode: 'affine' | 'mxfp4' | 'nvfp4' | 'mxfp8' };
   /** This process's place when the model is split across processes; null otherwise. */
-  distributed: null | { rank: number; size: number; backend: string; strategy: string };
+  distributed: null | { rank: number; size: number; backend: string; strategy: string; leader: boolean };
 }
 
 export interface ChatTemplateOptions {
@@ -292,6 +302,12 @@ export class LanguageModel {
   applyChatTemplate(messages: ChatMessage[], options?: ChatTemplateOptions): string;
   /** string: raw text (BOS as MLX-LM); ChatMessage[]: chat template with generation prompt; number[]: token ids. */
   generate(input: GenerationInput, options?: GenerateOptions): Promise<GenerationResult>;
+  /**
+   * On a process other than rank 0 of a model split with `distributed.leader`: runs rank 0's
+   * generations along with it, and resolves once rank 0 disposes its model (rejects with
+   * DISTRIBUTED_ERROR if a process is lost). INVALID_ARGUMENT on any other model.
+   */
+  follow(): Promise<void>;
   stream(
     input: GenerationInput,
     options?: GenerateOptions

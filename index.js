@@ -19,7 +19,7 @@ function mlxInfo() {
 }
 
 const LOAD_OPTIONS = new Set(['dtype', 'signal', 'onLoadProgress', 'maxBatch', 'precision', 'distributed']);
-const DISTRIBUTED_OPTIONS = new Set(['backend', 'strategy', 'timeout']);
+const DISTRIBUTED_OPTIONS = new Set(['backend', 'strategy', 'timeout', 'leader']);
 
 // `distributed` as the native side takes it: every field set, or undefined.
 function distributedOption(d) {
@@ -30,7 +30,8 @@ function distributedOption(d) {
       throw invalid(`unknown option "distributed.${k}"; known options: ${[...DISTRIBUTED_OPTIONS].join(', ')}`);
     }
   }
-  const { backend = 'any', strategy = 'tensor', timeout = 60000 } = d;
+  const { backend = 'any', strategy = 'tensor', timeout = 60000, leader = false } = d;
+  if (typeof leader !== 'boolean') throw invalid(`option distributed.leader must be a boolean, got ${JSON.stringify(leader)}`);
   if (!['ring', 'mpi', 'any'].includes(backend)) {
     throw invalid(`option distributed.backend must be 'ring', 'mpi' or 'any', got ${JSON.stringify(backend)}`);
   }
@@ -40,7 +41,7 @@ function distributedOption(d) {
   if (!(Number.isInteger(timeout) && timeout >= 1 && timeout <= 2 ** 31 - 1)) {
     throw invalid(`option distributed.timeout must be an integer number of milliseconds >= 1, got ${timeout}`);
   }
-  return { backend, strategy, timeoutMs: timeout };
+  return { backend, strategy, timeoutMs: timeout, leader };
 }
 
 async function loadModel(path, options = {}) {
@@ -54,8 +55,8 @@ async function loadModel(path, options = {}) {
     throw invalid(`option maxBatch must be an integer in [1, 256], got ${maxBatch}`);
   }
   const distributed = distributedOption(options.distributed);
-  if (distributed && maxBatch !== undefined && maxBatch !== 1) {
-    throw invalid(`option maxBatch must be 1 for a distributed model, got ${maxBatch}`);
+  if (distributed && !distributed.leader && maxBatch !== undefined && maxBatch !== 1) {
+    throw invalid(`option maxBatch must be 1 for a distributed model that is not led by rank 0, got ${maxBatch}`);
   }
   if (dtype !== undefined && !['float32', 'float16', 'bfloat16'].includes(dtype)) {
     throw invalid(`option dtype must be 'float32', 'float16' or 'bfloat16', got ${JSON.stringify(dtype)}`);

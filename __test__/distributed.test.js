@@ -121,8 +121,8 @@ test('two processes split each model and give the tokens of one process and of M
     }
     assert.equal(rank1[i].text, rank0[i].text, label);
     assert.deepEqual(alone[i].distributed, null);
-    assert.deepEqual(rank0[i].distributed, { rank: 0, size: 2, backend: 'ring', strategy: 'tensor' });
-    assert.deepEqual(rank1[i].distributed, { rank: 1, size: 2, backend: 'ring', strategy: 'tensor' });
+    assert.deepEqual(rank0[i].distributed, { rank: 0, size: 2, backend: 'ring', strategy: 'tensor', leader: false });
+    assert.deepEqual(rank1[i].distributed, { rank: 1, size: 2, backend: 'ring', strategy: 'tensor', leader: false });
   });
   assert.deepEqual(wrong, []);
 });
@@ -144,7 +144,7 @@ test('a pipeline of two processes gives the tokens of one process and of MLX-LM 
       assert.ok(!r.error, `${label} ${who}: ${r.error} ${r.message}`);
       if (JSON.stringify(r.tokens) !== JSON.stringify(ref[i].tokens)) wrong.push(`${label}: ${who} ${r.tokens} vs MLX-LM pipelined ${ref[i].tokens}`);
     }
-    assert.deepEqual(rank1[i].distributed, { rank: 1, size: 2, backend: 'ring', strategy: 'pipeline' });
+    assert.deepEqual(rank1[i].distributed, { rank: 1, size: 2, backend: 'ring', strategy: 'pipeline', leader: false });
   });
   assert.deepEqual(wrong, []);
 });
@@ -229,7 +229,8 @@ test('distributed options are checked before anything starts', async () => {
     [{ distributed: { strategy: 'data' } }, /option distributed\.strategy must be 'tensor' or 'pipeline', got "data"/],
     [{ distributed: { timeout: 0 } }, /option distributed\.timeout must be an integer number of milliseconds >= 1, got 0/],
     [{ distributed: { hosts: [] } }, /unknown option "distributed\.hosts"/],
-    [{ distributed: {}, maxBatch: 4 }, /option maxBatch must be 1 for a distributed model, got 4/],
+    [{ distributed: {}, maxBatch: 4 }, /option maxBatch must be 1 for a distributed model that is not led by rank 0, got 4/],
+    [{ distributed: { leader: 'yes' } }, /option distributed\.leader must be a boolean, got "yes"/],
   ];
   for (const [options, pattern] of bad) {
     await expectReject(() => loadModel(dir, options), 'INVALID_ARGUMENT', pattern, JSON.stringify(options));
@@ -266,7 +267,130 @@ test('mlx-node launch -- generate prints what one process prints, split or pipel
   assert.equal(piped.status, 0, piped.stderr);
   assert.ok(alone2.stdout.length > 0);
   assert.equal(piped.stdout, alone2.stdout);
-  const refused = spawnSync(process.execPath, [bin, 'launch', '--', 'serve', '--model', 'x'], { encoding: 'utf8' });
+  const refused = spawnSync(process.execPath, [bin, 'launch', '--', 'chat', 'x'], { encoding: 'utf8' });
   assert.equal(refused.status, 2);
-  assert.match(refused.stderr, /'serve' cannot run split across processes yet/);
+  assert.match(refused.stderr, /'chat' cannot run split across processes yet/);
+});
+
+// distributed.leader: rank 0 makes the calls, the other processes follow() it.
+const LEADER = path.join(__dirname, 'distributed-leader.js');
+
+async function leaderRun(mode, model = fixturePath('qwen3-f32')) {
+  const arg = JSON.stringify({ model, mode });
+  const { codes, outputs } = await launchLocal({ n: 2, command: process.execPath, args: [LEADER, arg], stdio: () => ['ignore', 'pipe', 'pipe'], graceMs: 20000 });
+  return outputs.map((o, rank) => {
+    assert.equal(codes[rank], 0, `rank ${rank} failed:\n${o.stderr}`);
+    return JSON.parse(o.stdout);
+  });
+}
+
+test('rank 0 leads and rank 1 follows: batched, cached, trimmed, seeded and aborted generations give one process\'s tokens, and an idle follower costs no CPU', async () => {
+  const solo = spawnSync(process.execPath, [LEADER, JSON.stringify({ model: fixturePath('qwen3-f32'), mode: 'solo' })], { encoding: 'utf8', timeout: 300000 });
+  assert.equal(solo.status, 0, solo.stderr);
+  const alone = JSON.parse(solo.stdout);
+  const [r0, r1] = await leaderRun('work');
+  assert.deepEqual(r0.info, { rank: 0, size: 2, backend: 'ring', strategy: 'tensor', leader: true });
+  assert.deepEqual(r1.info, { rank: 1, size: 2, backend: 'ring', strategy: 'tensor', leader: true });
+  // Five requests at once with maxBatch 4: batched on both processes alike.
+  assert.deepEqual(r0.concurrent, alone.concurrent);
+  assert.ok(alone.concurrent.every((t) => t.length > 0));
+  // The prompt cache's copy on rank 1 follows rank 0's reuse and trim.
+  assert.deepEqual(r0.cached, alone.cached);
+  assert.ok(r0.cached.second[1] > 0 && r0.cached.trimmed === 5 && r0.cached.third[1] > 0, JSON.stringify(r0.cached));
+  // An abort on rank 0 stops both at the same step: the next request is still right.
+  assert.equal(r0.aborted.finishReason, 'abort');
+  assert.ok(r0.aborted.tokens < 200);
+  assert.deepEqual(r0.after, alone.concurrent[0]);
+  assert.deepEqual(r1.follow, { ok: true });
+  // While rank 0 sleeps, rank 1 waits on its doorbell (MLX's ring would poll its socket, a
+  // core's worth of CPU): well under a quarter of the time.
+  const [from, to] = r0.idle;
+  const inside = r1.cpu.filter(([t]) => t >= from + 300 && t <= to - 100);
+  assert.ok(inside.length >= 10, `${inside.length} samples in the idle spell`);
+  const used = inside.at(-1)[1] - inside[0][1];
+  const spell = inside.at(-1)[0] - inside[0][0];
+  assert.ok(used < spell / 4, `rank 1 used ${used.toFixed(0)} ms of CPU in ${spell} ms while rank 0 was idle`);
+});
+
+test('a split model led by rank 0 refuses what its processes cannot repeat, and a follower stops when rank 0 is gone', async () => {
+  const [r0, r1] = await leaderRun('roles');
+  assert.equal(r0.follow.code, 'INVALID_ARGUMENT');
+  assert.match(r0.follow.message, /follow\(\) is for the processes other than rank 0 of a model split with distributed\.leader: rank 0 leads/);
+  for (const [call, r] of [['prefill()', r0.prefill], ['loadPromptCache()', r0.loadPromptCache]]) {
+    assert.equal(r.code, 'INVALID_ARGUMENT', call);
+    assert.match(r.message, new RegExp(`${call.replace(/[()]/g, '\\$&')} is not available on a split model led by rank 0`));
+  }
+  assert.equal(r0.generate, 3);
+  for (const [call, r] of [['generation', r1.generate], ['createPromptCache()', r1.createPromptCache]]) {
+    assert.equal(r.code, 'INVALID_ARGUMENT', call);
+    assert.match(r.message, /is not available on this process: it follows rank 0 of a split model/);
+  }
+  assert.deepEqual(r1.follow, { ok: true });
+  const alone = await loadModel(fixturePath('qwen3-f32'));
+  await expectReject(() => alone.follow(), 'INVALID_ARGUMENT', /the model is not split with distributed\.leader/);
+  await alone.dispose();
+  const { codes, signals, outputs } = await launchLocal({
+    n: 2,
+    command: process.execPath,
+    args: [LEADER, JSON.stringify({ model: fixturePath('qwen3-f32'), mode: 'die' })],
+    stdio: () => ['ignore', 'pipe', 'pipe'],
+    graceMs: 20000,
+  });
+  assert.equal(signals[0], 'SIGKILL');
+  assert.equal(codes[1], 0, outputs[1].stderr);
+  const follower = JSON.parse(outputs[1].stdout);
+  assert.equal(follower.follow.code, 'DISTRIBUTED_ERROR');
+  assert.match(follower.follow.message, /connection to rank 0 was lost/);
+});
+
+test('mlx-node launch -- serve: rank 0 serves the official openai client as one process does; SIGTERM ends every rank', async () => {
+  const OpenAI = require('openai');
+  const { serve } = require('../lib/server');
+  const model = fixturePath('qwen3-f32');
+  const solo = await serve({ modelPath: model, port: 0, maxBatch: 4 });
+  const bin = path.join(__dirname, '..', 'bin', 'mlx-node.js');
+  const child = spawn(process.execPath, [bin, 'launch', '-n', '2', '--', 'serve', '--model', model, '--port', '0', '--max-batch', '4', '-q'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  const closed = new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+  try {
+    const url = await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no address within 120 s:\n${stderr}`)), 120000);
+      child.stderr.on('data', (d) => {
+        stderr += d;
+        const m = /listening on (http:\/\/\S+)/.exec(stderr);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]);
+        }
+      });
+      child.once('close', () => reject(new Error(`launch ended:\n${stderr}`)));
+    });
+    const split = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const whole = new OpenAI({ baseURL: `${solo.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const chats = ['Name a river.', 'Count to five.', 'Say hello.', 'What is two plus two?', 'Why is the sky blue?'].map((q) => [{ role: 'user', content: q }]);
+    const ask = (client, messages, extra = {}) => client.chat.completions.create({ model: 'qwen3-f32', messages, max_tokens: 12, ...extra });
+    // Five at once on a batch of four, on both servers.
+    const [a, b] = await Promise.all([Promise.all(chats.map((m) => ask(split, m))), Promise.all(chats.map((m) => ask(whole, m)))]);
+    assert.deepEqual(a.map((r) => r.choices[0].message.content), b.map((r) => r.choices[0].message.content));
+    // The conversation goes on: its prefix comes from the server's prompt cache on every rank.
+    const turn2 = [...chats[0], { role: 'assistant', content: a[0].choices[0].message.content }, { role: 'user', content: 'And another.' }];
+    const [c, d] = [await ask(split, turn2), await ask(whole, turn2)];
+    assert.equal(c.choices[0].message.content, d.choices[0].message.content);
+    assert.ok(c.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(c.usage));
+    // Streamed and seeded.
+    const streamed = async (client) => {
+      const s = await client.chat.completions.create({ model: 'qwen3-f32', messages: chats[1], max_tokens: 12, temperature: 0.8, seed: 9, stream: true });
+      let text = '';
+      for await (const ch of s) text += ch.choices[0]?.delta?.content ?? '';
+      return text;
+    };
+    assert.equal(await streamed(split), await streamed(whole));
+  } finally {
+    child.kill('SIGTERM');
+    await solo.close();
+  }
+  const end = await closed;
+  assert.deepEqual(end, { code: 0, signal: null }, stderr);
 });

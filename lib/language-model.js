@@ -153,6 +153,14 @@ class LanguageModel extends NativeOwner {
     return this.#run(input, options).result;
   }
 
+  // On a process other than rank 0 of a model split with `distributed.leader`: runs rank 0's
+  // generations with it; resolves once rank 0's model is disposed (crate follow.rs).
+  async follow() {
+    this[LIVE]();
+    const id = callNative(() => this.#native.follow());
+    await runJob(this.#native, id, undefined, () => {}, () => undefined).result;
+  }
+
   stream(input, options) {
     return eventStream((onChunk) => this.#run(input, options, onChunk));
   }

@@ -34,10 +34,11 @@ async function writeHostfile(n, dir) {
 
 // Runs `command` `args` as `n` ranks. `stdio(rank)` gives each rank's stdio (default: rank 0's
 // stdout and everyone's stderr inherited, the other ranks' stdout ignored: they print what rank 0
-// prints). Once a rank fails, the others get `graceMs` to stop on their own (they see the lost
+// prints). Once a rank fails or rank 0 ends, the others get `graceMs` to stop on their own (they see the lost
 // peer), then SIGTERM. Resolves to { codes, signals, outputs } per rank, outputs holding
 // what piped stdout/stderr carried.
-async function launchLocal({ n, command, args = [], env = {}, stdio, graceMs = 10000 }) {
+// `onStart(children)` is called once every rank is started.
+async function launchLocal({ n, command, args = [], env = {}, stdio, graceMs = 10000, onStart }) {
   if (!(Number.isInteger(n) && n >= 1)) throw new RangeError(`n must be a positive integer, got ${n}`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-launch-'));
   const hostfile = await writeHostfile(n, dir);
@@ -62,6 +63,7 @@ async function launchLocal({ n, command, args = [], env = {}, stdio, graceMs = 1
     child.stderr?.on('data', (d) => out.stderr.push(d));
     outputs.push(out);
     children.push(child);
+    const first = rank === 0;
     done.push(
       new Promise((resolve) => {
         child.once('error', (e) => {
@@ -70,12 +72,14 @@ async function launchLocal({ n, command, args = [], env = {}, stdio, graceMs = 1
           resolve({ code: 127, signal: null });
         });
         child.once('close', (code, signal) => {
-          if (code !== 0) stopOthers();
+          // Rank 0 gone: the others have nothing left to do with it.
+          if (code !== 0 || first) stopOthers();
           resolve({ code, signal });
         });
       }),
     );
   }
+  onStart?.(children);
   const ends = await Promise.all(done);
   clearTimeout(killTimer);
   fs.rmSync(dir, { recursive: true, force: true });

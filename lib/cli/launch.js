@@ -11,22 +11,26 @@ const FLAGS = {
   'all-output': { type: 'boolean', help: "every rank's stdout (default: rank 0's only; the others print the same)" },
 };
 
-// Subcommands that run unchanged on every rank: the same prompt in, the same tokens out.
-const SUBCOMMANDS = new Set(['generate', 'info']);
+// Subcommands that run unchanged on every rank: the same prompt in, the same tokens out; and
+// 'serve', whose rank 0 serves and whose other ranks follow it (loadModel's distributed.leader).
+const SUBCOMMANDS = new Set(['generate', 'info', 'serve']);
 
 const HELP = helpText({
-  usage: 'mlx-node launch [-n N] -- (SCRIPT.js [ARGS...] | generate DIR [PROMPT] [options])',
+  usage: 'mlx-node launch [-n N] -- (SCRIPT.js [ARGS...] | generate DIR [PROMPT] [options] | serve --model DIR [options])',
   description: [
     'Splits a model across N processes on this machine with MLX\'s ring backend over',
     '127.0.0.1 (tensor parallelism, as MLX-LM\'s sharded_load): writes the ring\'s host file,',
     'then starts every process with MLX_RANK and MLX_HOSTFILE set, as mlx.launch does. A',
     "script loads its model with loadModel(dir, { distributed: {} }); 'generate' does that",
     'by itself. Every rank runs the same command and gets the same tokens; rank 0 prints.',
+    "'serve': rank 0 serves HTTP and the other ranks follow its every step; Ctrl-C or",
+    'SIGTERM to this command stops rank 0, and the others end with it.',
     'Across several machines, start the same script with mlx.launch --backend ring',
     '--hosts ... (docs/distributed.md).',
     '',
     'Examples:',
     '  mlx-node launch -n 2 -- generate ./Qwen3-0.6B "Hello!" --max-tokens 50',
+    '  mlx-node launch -n 2 -- serve --model ./Qwen3-8B --port 8080',
     '  mlx-node launch -n 2 -- my-script.js',
   ],
   flags: FLAGS,
@@ -45,22 +49,34 @@ async function run(argv) {
     args = [first, ...rest];
   } else if (SUBCOMMANDS.has(first)) {
     args = [path.join(__dirname, '..', '..', 'bin', 'mlx-node.js'), first, ...rest];
-  } else if (first === 'serve' || first === 'chat' || first === 'speak') {
+  } else if (first === 'chat' || first === 'speak') {
     throw new UsageError(`'${first}' cannot run split across processes yet; 'generate' and scripts can`);
   } else {
     throw new UsageError(`the command must be a .js script or 'generate', got ${JSON.stringify(first)}`);
   }
   const n = values.n ?? 2;
   const all = Boolean(values['all-output']);
-  const { codes } = await launchLocal({
+  // Ctrl-C or SIGTERM goes to rank 0 alone: a server closes and disposes its model, which
+  // ends the other ranks' follow(); they then exit by themselves.
+  let stop;
+  const onSignal = (signal) => stop?.(signal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const { codes, signals } = await launchLocal({
     n,
     command: process.execPath,
     args,
-    // Read by the CLI's loadLanguageModel: load split across the ranks.
+    // Read by the CLI's loadLanguageModel and serve: load split across the ranks.
     env: { MLX_NODE_DISTRIBUTED: 'ring', MLX_NODE_DISTRIBUTED_STRATEGY: values.pipeline ? 'pipeline' : 'tensor' },
     stdio: (rank) => ['ignore', rank === 0 || all ? 'inherit' : 'ignore', 'inherit'],
+    onStart: (children) => {
+      stop = (signal) => children[0].kill(signal);
+    },
   });
-  process.exitCode = codes.find((c) => c !== 0) ?? 0;
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
+  const failed = codes.findIndex((c, i) => c !== 0 || signals[i]);
+  process.exitCode = failed < 0 ? 0 : (codes[failed] ?? 1);
 }
 
 module.exports = { name: 'launch', run, HELP, synopsis: 'launch [-n N] -- COMMAND', summary: 'run a command as N processes of one split model' };

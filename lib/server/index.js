@@ -114,13 +114,20 @@ function createServer(options = {}) {
 
 /**
  * Loads the models and listens. options: { modelPath, ttsPath?, host? ('127.0.0.1'), port? (8080),
- * apiKey?, maxBatch? (requests decoded together, default 8), precision? ('exact' | 'fast'), log?, onLoadProgress? }. Resolves to { server, url, close() }.
+ * apiKey?, maxBatch? (requests decoded together, default 8), precision? ('exact' | 'fast'), distributed? (rank 0
+ * of a split model led by rank 0: loadModel's option with leader true), log?, onLoadProgress? }. Resolves to
+ * { server, url, close() }.
  */
 async function serve(options = {}) {
   const { loadModel, loadTTS } = require('../..');
   const { modelPath, ttsPath, host = '127.0.0.1', port = 8080, apiKey, log = () => {} } = options;
   if (typeof modelPath !== 'string') throw new TypeError('serve needs { modelPath }');
-  const model = await loadModel(modelPath, { onLoadProgress: options.onLoadProgress, maxBatch: options.maxBatch, precision: options.precision });
+  const model = await loadModel(modelPath, {
+    onLoadProgress: options.onLoadProgress,
+    maxBatch: options.maxBatch,
+    precision: options.precision,
+    distributed: options.distributed,
+  });
   const tts = ttsPath ? await loadTTS(ttsPath) : undefined;
   const modelId = options.modelId ?? path.basename(path.resolve(modelPath));
   const server = createServer({ model, tts, modelId, apiKey, log, aliases: [modelPath, path.resolve(modelPath)] });

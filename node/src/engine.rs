@@ -16,6 +16,7 @@ use lm::LmError;
 use mlx::Dtype;
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
+use crate::follow::{Leader, Op};
 use crate::options::ParsedOptions;
 use crate::prompt_cache::{CacheSlot, SlotRef};
 use crate::worker::{guarded, Tick, Worker, WorkerHandle};
@@ -76,6 +77,8 @@ pub struct Distributed {
     pub backend: String,
     pub strategy: lm::parallel::Strategy,
     pub timeout: std::time::Duration,
+    /// Rank 0 alone takes calls; the others `follow()` it (crate::follow).
+    pub leader: bool,
 }
 
 /// A job waiting for a prompt cache that a running generation holds.
@@ -88,6 +91,12 @@ pub struct ModelState {
     caches: Vec<SlotRef>,
     pub scheduler: Scheduler,
     deferred: VecDeque<Deferred>,
+    /// This process's place in the group of a split model.
+    pub shard: Option<lm::parallel::Shard>,
+    /// Rank 0 of a model whose other processes follow it.
+    pub leader: Option<Leader>,
+    /// A follower's connection to rank 0, where it waits while idle (crate::follow).
+    doorbell: Option<std::net::TcpStream>,
 }
 
 /// Sequences decoded together at most by default (more wait for a place;
@@ -95,6 +104,23 @@ pub struct ModelState {
 pub const MAX_BATCH: usize = 8;
 
 impl ModelState {
+    /// Starts `req` (on the prompt cache `cache`: its id and options): at once,
+    /// or, on a leader, at the next step of every process.
+    fn admit(&mut self, req: Request, cache: Option<(u64, lm::cache::CacheOptions)>) {
+        match &mut self.leader {
+            Some(leader) => leader.start(req, cache),
+            None => self.scheduler.admit(self.model.as_ref(), req),
+        }
+    }
+
+    /// A prompt cache changed outside a generation (trimmed, freed): a leader's
+    /// followers make the same change to their copy.
+    pub fn mirror(&mut self, op: Op) {
+        if let Some(leader) = &mut self.leader {
+            leader.push(op);
+        }
+    }
+
     pub fn register(&mut self, slot: SlotRef) {
         if !self.caches.iter().any(|s| s.ptr_eq(&slot)) {
             self.caches.retain(|s| s.strong_count() > 0);
@@ -133,11 +159,22 @@ impl ModelState {
 
 impl Tick for ModelState {
     fn busy(&self) -> bool {
-        !self.scheduler.is_idle() || !self.deferred.is_empty()
+        !self.scheduler.is_idle() || !self.deferred.is_empty() || self.leader.as_ref().is_some_and(Leader::has_news)
     }
 
     fn tick(&mut self) {
         self.run_deferred();
+        if let Some(leader) = &mut self.leader {
+            // Every step of a leader is one of its followers': say what changes first.
+            match leader.exchange(self.scheduler.is_idle()) {
+                Ok(starts) => {
+                    for req in starts {
+                        self.scheduler.admit(self.model.as_ref(), req);
+                    }
+                }
+                Err(e) => return self.scheduler.fail_all(self.model.as_ref(), e),
+            }
+        }
         if !self.scheduler.is_idle() {
             self.scheduler.tick(self.model.as_ref());
         }
@@ -147,7 +184,11 @@ impl Tick for ModelState {
 impl Drop for ModelState {
     fn drop(&mut self) {
         // Running sequences end as aborted (their caches go back first); waiting jobs are dropped.
+        let idle = self.scheduler.is_idle();
         self.scheduler.abort_all(self.model.as_ref());
+        if let Some(leader) = &mut self.leader {
+            leader.end(idle);
+        }
         self.deferred.clear();
         for slot in self.caches.iter().filter_map(|s| s.upgrade()) {
             slot.free();
@@ -176,11 +217,22 @@ impl Engine {
     ) -> (Engine, oneshot::Receiver<Result<Loaded, LmError>>) {
         let (worker, reply) = Worker::start(move || {
             let mut options = options;
+            let mut led = None;
             if let Some(d) = distributed {
                 // On this thread: MLX's collectives run where the model does.
                 options.shard = Some(lm::parallel::join(&d.backend, d.strategy, d.timeout)?);
+                led = d.leader.then_some(d.timeout);
             }
-            load_model(&dir, &options, max_batch, &mut progress)
+            let (mut state, loaded) = load_model(&dir, &options, max_batch, &mut progress)?;
+            state.shard = options.shard.clone();
+            if let (Some(timeout), Some(shard)) = (led, &state.shard) {
+                if shard.rank == 0 {
+                    state.leader = Some(Leader::new(shard.clone(), max_batch, timeout)?);
+                } else {
+                    state.doorbell = crate::follow::join_doorbell(shard, timeout)?;
+                }
+            }
+            Ok((state, loaded))
         });
         (Engine { worker, id: NEXT_ENGINE.fetch_add(1, Ordering::SeqCst) }, reply)
     }
@@ -250,12 +302,13 @@ impl Engine {
             match cache {
                 None => {
                     let req = request(PromptCache::scratch(state.model.as_ref()), None);
-                    state.scheduler.admit(state.model.as_ref(), req);
+                    state.admit(req, None);
                 }
                 Some(slot) => state.when_free(slot.clone(), move |state| match slot.take(state) {
                     Ok(cache) => {
+                        let mirrored = Some((slot.id, cache.options().clone()));
                         let req = request(cache, Some(slot));
-                        state.scheduler.admit(state.model.as_ref(), req);
+                        state.admit(req, mirrored);
                     }
                     Err(e) => {
                         let _ = etx.send(Event::Failed(e));
@@ -267,6 +320,33 @@ impl Engine {
             let (t, r) = tmpsc::unbounded_channel();
             let _ = t.send(Event::Failed(LmError::Disposed("the model has been disposed".into())));
             return r;
+        }
+        erx
+    }
+
+    /// On a follower (a process other than rank 0 of a model split with
+    /// `leader`): runs rank 0's generations with it until rank 0's model is
+    /// disposed. The job holds the engine thread all that time.
+    pub fn follow(&self) -> tmpsc::UnboundedReceiver<Event> {
+        let (etx, erx) = tmpsc::unbounded_channel();
+        let events = etx.clone();
+        let queued = self.worker.run(move |state: &mut ModelState| {
+            let result = guarded("following rank 0", || match state.shard.clone() {
+                Some(shard) => {
+                    let mut bell = state.doorbell.take();
+                    let followed = crate::follow::follow(state, &shard, bell.as_mut());
+                    state.doorbell = bell;
+                    followed
+                }
+                None => Err(LmError::InvalidArgument("follow() needs a model split across processes".into())),
+            });
+            let _ = events.send(match result {
+                Ok(()) => Event::Done(Summary::empty("stop")),
+                Err(e) => Event::Failed(e),
+            });
+        });
+        if !queued {
+            let _ = etx.send(Event::Failed(LmError::Disposed("the model has been disposed".into())));
         }
         erx
     }
@@ -346,7 +426,7 @@ fn load_model(
         shard: options.shard.as_ref().map(|s| (s.rank, s.size)),
     };
     let scheduler = Scheduler::new(tokenizer.clone(), max_batch);
-    Ok((ModelState { model, caches: Vec::new(), scheduler, deferred: VecDeque::new() }, loaded))
+    Ok((ModelState { model, caches: Vec::new(), scheduler, deferred: VecDeque::new(), shard: None, leader: None, doorbell: None }, loaded))
 }
 
 /// A finished generation as the bindings report it.

@@ -3,6 +3,7 @@
 #![cfg_attr(test, allow(dead_code))]
 mod engine;
 mod errors;
+mod follow;
 mod hub;
 mod info;
 mod jobs;

@@ -98,6 +98,15 @@ pub struct NativeModel {
     distributed: Option<DistributedInfo>,
 }
 
+/// The one error of calls a split model's role rules out.
+fn not_here(what: &str, why: &str) -> napi::Error<String> {
+    js_error(Code::InvalidArgument, format!("{what} {why}"))
+}
+
+const FOLLOWER: &str =
+    "is not available on this process: it follows rank 0 of a split model (distributed.leader); call follow(), and make calls on rank 0";
+const MIRRORED: &str = "is not available on a split model led by rank 0 (distributed.leader): the other processes could not repeat it";
+
 fn parse_dtype(s: Option<String>) -> Result<Option<Dtype>> {
     match s.as_deref() {
         None => Ok(None),
@@ -131,6 +140,7 @@ pub struct NativeDistributed {
     pub backend: String,
     pub strategy: String,
     pub timeout_ms: u32,
+    pub leader: bool,
 }
 
 #[napi(object)]
@@ -140,6 +150,8 @@ pub struct DistributedInfo {
     pub size: i32,
     pub backend: String,
     pub strategy: String,
+    /// Rank 0 takes the calls and the others follow it.
+    pub leader: bool,
 }
 
 fn parse_distributed(d: Option<NativeDistributed>) -> Result<Option<crate::engine::Distributed>> {
@@ -152,7 +164,12 @@ fn parse_distributed(d: Option<NativeDistributed>) -> Result<Option<crate::engin
         "pipeline" => lm::parallel::Strategy::Pipeline,
         other => return Err(js_error(Code::InvalidArgument, format!("option distributed.strategy must be 'tensor' or 'pipeline', got '{other}'"))),
     };
-    Ok(Some(crate::engine::Distributed { backend: d.backend, strategy, timeout: std::time::Duration::from_millis(d.timeout_ms as u64) }))
+    Ok(Some(crate::engine::Distributed {
+        backend: d.backend,
+        strategy,
+        timeout: std::time::Duration::from_millis(d.timeout_ms as u64),
+        leader: d.leader,
+    }))
 }
 
 fn parse_precision(s: Option<String>) -> Result<Precision> {
@@ -172,14 +189,19 @@ async fn load(
     distributed: Option<NativeDistributed>,
 ) -> Result<NativeModel> {
     let options = lm::models::LoadOptions { dtype: parse_dtype(dtype)?, precision: parse_precision(precision)?, shard: None };
-    let names = distributed.as_ref().map(|d| (d.backend.clone(), d.strategy.clone()));
+    let names = distributed.as_ref().map(|d| (d.backend.clone(), d.strategy.clone(), d.leader));
     let distributed = parse_distributed(distributed)?;
+    // Every process of a split model must run the same steps on the same rows;
+    // batching decides rows by timing, so they go one at a time, unless rank 0
+    // decides for all (crate::follow).
+    let lockstep = distributed.as_ref().is_some_and(|d| !d.leader);
     let max_batch = match max_batch {
-        // Every process of a split model must run the same steps on the same
-        // rows; batching decides rows by timing, so they go one at a time.
-        None if distributed.is_some() => 1,
-        Some(n) if n > 1 && distributed.is_some() => {
-            return Err(js_error(Code::InvalidArgument, format!("option maxBatch must be 1 for a distributed model, got {n}")))
+        None if lockstep => 1,
+        Some(n) if n > 1 && lockstep => {
+            return Err(js_error(
+                Code::InvalidArgument,
+                format!("option maxBatch must be 1 for a distributed model that is not led by rank 0, got {n}"),
+            ))
         }
         None => crate::engine::MAX_BATCH,
         Some(n @ 1..=256) => n as usize,
@@ -199,7 +221,13 @@ async fn load(
         info: (loaded.model_type, loaded.num_layers, loaded.vocab_size, loaded.dtype, loaded.quantization),
         head_dim: loaded.head_dim,
         context_length: loaded.context_length,
-        distributed: loaded.shard.zip(names).map(|((rank, size), (backend, strategy))| DistributedInfo { rank, size, backend, strategy }),
+        distributed: loaded.shard.zip(names).map(|((rank, size), (backend, strategy, leader))| DistributedInfo {
+            rank,
+            size,
+            backend,
+            strategy,
+            leader,
+        }),
         tokenizer: loaded.tokenizer,
         life: Lifecycle::new("the model"),
     })
@@ -240,6 +268,15 @@ impl NativeModel {
 
     fn check_live(&self) -> Result<()> {
         self.life.live()
+    }
+
+    /// This process follows rank 0 (it takes no calls of its own).
+    fn follows(&self) -> bool {
+        self.distributed.as_ref().is_some_and(|d| d.leader && d.rank != 0)
+    }
+
+    fn led(&self) -> bool {
+        self.distributed.as_ref().is_some_and(|d| d.leader)
     }
 
     fn vocab(&self) -> u32 {
@@ -323,6 +360,9 @@ impl NativeModel {
     #[napi]
     pub fn start(&self, ids: Value, options: Value, cache: Option<&NativePromptCache>) -> Result<u32> {
         self.check_live()?;
+        if self.follows() {
+            return Err(not_here("generation", FOLLOWER));
+        }
         let prompt = self.prompt_ids(&ids)?;
         let parsed = options::parse(&options, self.vocab(), self.xtc_special_tokens()?)?;
         let slot = cache.map(|c| self.own_cache(c)).transpose()?;
@@ -335,6 +375,9 @@ impl NativeModel {
     #[napi]
     pub fn create_prompt_cache(&self, options: Value) -> Result<NativePromptCache> {
         self.check_live()?;
+        if self.follows() {
+            return Err(not_here("createPromptCache()", FOLLOWER));
+        }
         let opts = options::cache_options(&options)?;
         // Checked here too (lm checks it when it makes the cache) so the call itself fails.
         if opts.kv_bits.is_some() && self.head_dim % opts.kv_group_size != 0 {
@@ -353,6 +396,9 @@ impl NativeModel {
     #[napi]
     pub async fn load_prompt_cache(&self, path: String) -> napi::Result<NativePromptCache> {
         self.check_live().map_err(plain)?;
+        if self.led() {
+            return Err(plain(not_here("loadPromptCache()", MIRRORED)));
+        }
         let slot = self.engine.load_cache(PathBuf::from(path)).await;
         let slot = slot.map_err(|_| plain(js_error(Code::Disposed, "the model has been disposed")))?.map_err(|e| plain(lm_error(e)))?;
         Ok(NativePromptCache { slot })
@@ -362,6 +408,9 @@ impl NativeModel {
     #[napi]
     pub fn prefill(&self, cache: &NativePromptCache, ids: Value, prefill_step_size: Option<u32>) -> Result<u32> {
         self.check_live()?;
+        if self.led() {
+            return Err(not_here("prefill()", MIRRORED));
+        }
         let prompt = self.prompt_ids(&ids)?;
         let slot = self.own_cache(cache)?;
         let step = prefill_step_size.map_or(lm::generate::GenerateParams::default().prefill_step_size, |n| n as usize);
@@ -380,6 +429,23 @@ impl NativeModel {
         meta.sort();
         let rx = self.engine.save_cache(slot, PathBuf::from(path), meta);
         self.life.jobs.add(rx, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// Starts following rank 0 (a job whose result comes when rank 0's model is
+    /// disposed); only on the other processes of a model split with `leader`.
+    #[napi]
+    pub fn follow(&self) -> Result<u32> {
+        self.check_live()?;
+        if !self.follows() {
+            let why = if self.led() { "rank 0 leads: it takes the calls itself" } else { "the model is not split with distributed.leader" };
+            return Err(js_error(
+                Code::InvalidArgument,
+                format!("follow() is for the processes other than rank 0 of a model split with distributed.leader: {why}"),
+            ));
+        }
+        let abort = Arc::new(AtomicBool::new(false));
+        let rx = self.engine.follow();
+        self.life.jobs.add(rx, abort)
     }
 
     /// Waits for at least one event of job `id` and returns all that are ready.

@@ -3,7 +3,7 @@
 //! use it on the model's worker thread. Its MLX arrays are only made, used and
 //! freed there; JS reads a snapshot taken after each operation.
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use lm::cache::CacheOptions;
@@ -13,6 +13,7 @@ use napi_derive::napi;
 
 use crate::engine::ModelState;
 use crate::errors::{js_error, Code};
+use crate::follow::Op;
 use crate::worker::WorkerHandle;
 
 type Result<T> = napi::Result<T, String>;
@@ -24,9 +25,13 @@ struct Snapshot {
     nbytes: usize,
 }
 
+static NEXT_SLOT: AtomicU64 = AtomicU64::new(1);
+
 pub struct CacheSlot {
     /// The engine whose model this cache belongs to.
     pub owner: u64,
+    /// Names it to the followers of a split model (crate::follow).
+    pub id: u64,
     options: CacheOptions,
     /// Made on first use (on the worker); `None` again once disposed.
     cache: Mutex<Option<PromptCache>>,
@@ -42,6 +47,7 @@ impl CacheSlot {
     pub fn new(owner: u64, options: CacheOptions, worker: WorkerHandle<ModelState>) -> Arc<CacheSlot> {
         Arc::new(CacheSlot {
             owner,
+            id: NEXT_SLOT.fetch_add(1, Ordering::Relaxed),
             options,
             cache: Mutex::new(None),
             snapshot: Mutex::new(Snapshot::default()),
@@ -56,6 +62,7 @@ impl CacheSlot {
     pub fn loaded(owner: u64, cache: PromptCache, metadata: HashMap<String, String>, worker: WorkerHandle<ModelState>) -> Arc<CacheSlot> {
         let slot = Arc::new(CacheSlot {
             owner,
+            id: NEXT_SLOT.fetch_add(1, Ordering::Relaxed),
             options: cache.options().clone(),
             cache: Mutex::new(None),
             snapshot: Mutex::new(Snapshot::default()),
@@ -209,6 +216,11 @@ impl NativePromptCache {
         // Integer bookkeeping only: no MLX work happens on this thread.
         let done = cache.trim(n as usize);
         self.slot.update_snapshot(cache);
+        if done > 0 {
+            // Before any later job on this cache (the worker runs jobs in order).
+            let (id, n) = (self.slot.id, done);
+            self.slot.worker.run(move |state| state.mirror(Op::Trim { cache: id, n }));
+        }
         Ok(done as u32)
     }
 
@@ -223,7 +235,10 @@ impl NativePromptCache {
         }
         let slot = self.slot.clone();
         // When the model is gone, its state already freed the cache.
-        self.slot.worker.run(move |_| slot.free());
+        self.slot.worker.run(move |state| {
+            slot.free();
+            state.mirror(Op::Free { cache: slot.id });
+        });
     }
 }
 
@@ -231,6 +246,9 @@ impl NativePromptCache {
 impl Drop for NativePromptCache {
     fn drop(&mut self) {
         let slot = self.slot.clone();
-        self.slot.worker.run(move |_| slot.free());
+        self.slot.worker.run(move |state| {
+            slot.free();
+            state.mirror(Op::Free { cache: slot.id });
+        });
     }
 }

@@ -177,6 +177,11 @@ impl Scheduler {
         Scheduler { tokenizer, waiting: VecDeque::new(), decoding: Vec::new(), max_batch: max_batch.max(1), steps: 0 }
     }
 
+    /// Another limit from the next tick on (a split model's followers take their leader's).
+    pub fn set_max_batch(&mut self, max_batch: usize) {
+        self.max_batch = max_batch.max(1);
+    }
+
     pub fn is_idle(&self) -> bool {
         self.waiting.is_empty() && self.decoding.is_empty()
     }
@@ -333,6 +338,14 @@ impl Scheduler {
             memory::clear_cache()?;
         }
         Ok(())
+    }
+
+    /// Ends every sequence now with `error` (their caches start over), e.g. when
+    /// the other processes of a split model are gone.
+    pub fn fail_all(&mut self, model: &dyn LanguageModel, error: LmError) {
+        for seq in self.waiting.drain(..).chain(self.decoding.drain(..)) {
+            seq.finish(model, Some(error.clone()));
+        }
     }
 
     /// Ends every sequence now (their results say 'abort'), e.g. at shutdown.

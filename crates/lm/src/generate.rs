@@ -13,7 +13,7 @@ use crate::options::{integer, Checked};
 use crate::prompt_cache::PromptCache;
 use crate::sampling::{LogitsProcessors, Sampler, SamplingOptions};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct GenerateParams {
     pub max_tokens: usize,
     pub sampling: SamplingOptions,

@@ -146,6 +146,32 @@ impl Shard {
         }
     }
 
+    /// Rank 0's `bytes` on every process (the others pass `None`): its length,
+    /// then its bytes four to a word, each summed over the group with zeros from
+    /// the others (an integer sum: exact). Blocks until rank 0 sends. One small
+    /// collective when there is nothing to say (an empty message).
+    pub fn broadcast(&self, bytes: Option<&[u8]>) -> Result<Vec<u8>> {
+        let fail = |e: mlx::Error| LmError::Distributed(format!("following rank 0: {}", e.message));
+        let bytes = if self.rank == 0 { bytes.unwrap_or_default() } else { &[] };
+        let len = i32::try_from(bytes.len()).map_err(|_| LmError::Distributed("a message to the other processes is too long".into()))?;
+        let header = Array::from_slice(&[len], &[1]).map_err(fail)?;
+        let len = self.group.all_sum(&header).and_then(|a| a.to_vec::<i32>()).map_err(fail)?[0];
+        if len <= 0 {
+            return Ok(Vec::new());
+        }
+        let words = (len as usize).div_ceil(4);
+        let mut mine = vec![0i32; words];
+        for (w, chunk) in mine.iter_mut().zip(bytes.chunks(4)) {
+            let mut b = [0u8; 4];
+            b[..chunk.len()].copy_from_slice(chunk);
+            *w = i32::from_le_bytes(b);
+        }
+        let summed = self.group.all_sum(&Array::from_slice(&mine, &[words as i32]).map_err(fail)?).and_then(|a| a.to_vec::<i32>()).map_err(fail)?;
+        let mut out: Vec<u8> = summed.iter().flat_map(|w| w.to_le_bytes()).collect();
+        out.truncate(len as usize);
+        Ok(out)
+    }
+
     /// Every process's `words`, in rank order.
     fn gather(&self, words: &[u32], what: &str) -> Result<Vec<u32>> {
         let fail = |e: mlx::Error| LmError::Distributed(format!("{what}: {}", e.message));

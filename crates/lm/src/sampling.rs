@@ -5,7 +5,8 @@ use mlx::{random, Array, Compiled, Dtype, Result};
 use crate::options::{bad, integer, number, Checked};
 
 /// Options as MLX-LM's `make_sampler` / `make_logits_processors` take them.
-#[derive(Debug, Clone)]
+/// (Serializable: a split model's leader sends them to the other processes.)
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SamplingOptions {
     pub temperature: f32,
     pub top_p: f32,

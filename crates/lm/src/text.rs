@@ -11,7 +11,7 @@ use crate::prompt_cache::PromptCache;
 use crate::stop::{Feed, StopMatcher};
 use crate::tokenizer::{StreamingDetokenizer, Tokenizer};
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct TextOptions {
     pub params: GenerateParams,
     /// Stop strings: generation ends at the first, which is not emitted.

@@ -122,7 +122,7 @@ pub type LayerCaches = Vec<Box<dyn Cache>>;
 
 /// How a prompt cache stores keys and values (MLX-LM's `max_kv_size`,
 /// `kv_bits`, `kv_group_size`, `quantized_kv_start`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CacheOptions {
     /// A rotating cache of this many positions (4 kept at the start), as MLX-LM's.
     pub max_kv_size: Option<i32>,
