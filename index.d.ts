@@ -28,6 +28,12 @@ export type ErrorCode =
    * processes that loaded different model folders.
    */
   | 'DISTRIBUTED_ERROR'
+  /**
+   * A reference clip for voice cloning that cannot be used: not a WAV file (WAV is what is read),
+   * truncated or with a header that claims more data than the file holds, zero channels,
+   * NaN or infinite samples, silence, or shorter than 1 s. Clips over 60 s are read up to 60 s.
+   */
+  | 'INVALID_AUDIO'
   | 'MLX_ERROR';
 
 export class MlxNodeError extends Error {

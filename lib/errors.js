@@ -13,6 +13,7 @@ const CODES = new Set([
   'AUTH_REQUIRED',
   'DOWNLOAD_FAILED',
   'DISTRIBUTED_ERROR',
+  'INVALID_AUDIO',
   'MLX_ERROR',
 ]);
 

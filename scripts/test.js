@@ -28,6 +28,7 @@ function main() {
   const { env } = require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
   require('./fixtures-tts').ensureTtsFixtures();
+  require('./fixtures-voice').ensureVoiceFixtures();
   require('./fixtures-gguf').ensureGgufFixtures();
   log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   // Release profile: shares the dependency builds with the addon.

@@ -30,6 +30,9 @@ pub enum LmError {
     /// The processes of a distributed model could not start or stay together
     /// (a peer unreachable within the timeout, lost, or holding another model).
     Distributed(String),
+    /// A reference audio clip that cannot serve as a voice (not a WAV file, truncated,
+    /// non-finite samples, silence, too short); the speech crate's voice cloning raises it.
+    InvalidAudio(String),
     /// MLX itself reported a failure.
     Mlx(String),
 }
@@ -47,6 +50,7 @@ impl LmError {
             LmError::CacheMismatch(_) => "CACHE_MISMATCH",
             LmError::InvalidCacheFile(_) => "INVALID_CACHE_FILE",
             LmError::Distributed(_) => "DISTRIBUTED_ERROR",
+            LmError::InvalidAudio(_) => "INVALID_AUDIO",
             LmError::Mlx(_) => "MLX_ERROR",
         }
     }
@@ -63,6 +67,7 @@ impl LmError {
             | LmError::CacheMismatch(m)
             | LmError::InvalidCacheFile(m)
             | LmError::Distributed(m)
+            | LmError::InvalidAudio(m)
             | LmError::Mlx(m) => m,
         }
     }
@@ -106,6 +111,7 @@ mod tests {
             (LmError::Aborted("a".into()), "ABORTED"),
             (LmError::CacheMismatch("a".into()), "CACHE_MISMATCH"),
             (LmError::InvalidCacheFile("a".into()), "INVALID_CACHE_FILE"),
+            (LmError::InvalidAudio("a".into()), "INVALID_AUDIO"),
             (LmError::Mlx("a".into()), "MLX_ERROR"),
         ];
         for (err, code) in cases {

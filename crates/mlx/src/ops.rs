@@ -45,6 +45,7 @@ unary!(
     round,
     expm1,
     isinf,
+    log10,
 );
 
 macro_rules! binary {

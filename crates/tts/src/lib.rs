@@ -10,6 +10,7 @@ pub mod streaming;
 pub mod t3;
 pub mod text;
 pub mod tokenizer;
+pub mod voice;
 
 pub use lm::LmError as TtsError;
 pub type Result<T> = std::result::Result<T, TtsError>;

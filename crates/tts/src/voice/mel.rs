@@ -1,0 +1,116 @@
+//! The three mel front ends of voice cloning, as mlx-audio computes them with its
+//! `mlx_audio.dsp.stft` (symmetric Hann window, frames through `mx.fft.rfft`) and `mel_filters`
+//! (slaney scale and norm, built in float32 MLX ops, which this builds op for op):
+//! - the voice encoder's 40-bin power mel at 16 kHz (`voice_encoder/melspec.py`);
+//! - the S3 tokenizer's 128-bin log-mel at 16 kHz (`s3tokenizer/utils.py`);
+//! - S3Gen's 80-bin log-mel at 24 kHz (`s3gen/mel.py`).
+use mlx::{signal, Array, Dtype};
+
+use crate::{Result, TtsError};
+
+/// `hanning(size)` of mlx-audio's dsp: the symmetric window, in f64 then f32.
+fn hann(size: usize) -> Vec<f32> {
+    let denom = (size - 1) as f64;
+    (0..size).map(|n| (0.5 * (1.0 - (2.0 * std::f64::consts::PI * n as f64 / denom).cos())) as f32).collect()
+}
+
+/// `x[1:pad+1][::-1] + x + x[-(pad+1):-1][::-1]`.
+fn reflect_pad(x: &[f32], pad: usize) -> Result<Vec<f32>> {
+    if x.len() <= pad {
+        return Err(TtsError::InvalidAudio(format!("{} samples are too few for a spectrogram with {pad} samples of reflect padding", x.len())));
+    }
+    let n = x.len();
+    let mut out = Vec::with_capacity(n + 2 * pad);
+    out.extend(x[1..=pad].iter().rev());
+    out.extend_from_slice(x);
+    out.extend(x[n - 1 - pad..n - 1].iter().rev());
+    Ok(out)
+}
+
+/// `|stft(x)|` with a window of `n_fft` samples (win_length = n_fft) every `hop`, no centring
+/// (callers pad first): `[frames, n_fft / 2 + 1]`.
+fn stft_magnitude(x: &[f32], n_fft: usize, hop: usize) -> Result<Array> {
+    if x.len() < n_fft {
+        return Err(TtsError::InvalidAudio(format!("{} samples are too few for a {n_fft}-sample spectrogram window", x.len())));
+    }
+    let frames = 1 + (x.len() - n_fft) / hop;
+    let mut data = Vec::with_capacity(frames * n_fft);
+    for f in 0..frames {
+        data.extend_from_slice(&x[f * hop..f * hop + n_fft]);
+    }
+    let frames = Array::from_slice(&data, &[frames as i32, n_fft as i32])?;
+    let window = Array::from_slice(&hann(n_fft), &[n_fft as i32])?;
+    Ok(signal::rfft(&frames.multiply(&window)?, n_fft as i32, -1)?.abs()?)
+}
+
+/// `mx.linspace(start, stop, num)` in float32: `(1 - t) * start + t * stop`, `t = i / (num - 1)`.
+fn linspace(start: f64, stop: f64, num: usize) -> Result<Array> {
+    let t = Array::arange(0.0, num as f64, 1.0, Dtype::Float32)?.divide_scalar((num - 1) as f64)?;
+    let one_minus = t.negative()?.add_scalar(1.0)?;
+    Ok(one_minus.multiply_scalar(start)?.add(&t.multiply_scalar(stop)?)?)
+}
+
+const SLANEY_F_SP: f64 = 200.0 / 3.0;
+const MIN_LOG_HZ: f64 = 1000.0;
+
+fn logstep() -> f64 {
+    6.4f64.ln() / 27.0
+}
+
+fn hz_to_mel(freq: f64) -> f64 {
+    let min_log_mel = MIN_LOG_HZ / SLANEY_F_SP;
+    if freq >= MIN_LOG_HZ {
+        min_log_mel + (freq / MIN_LOG_HZ).ln() / logstep()
+    } else {
+        freq / SLANEY_F_SP
+    }
+}
+
+/// mlx-audio's `mel_filters(..., norm="slaney", mel_scale="slaney")`: `[n_mels, n_fft / 2 + 1]`.
+pub fn mel_filters(sample_rate: u32, n_fft: usize, n_mels: usize, f_max: f64) -> Result<Array> {
+    let n_freqs = n_fft / 2 + 1;
+    let all_freqs = linspace(0.0, (sample_rate / 2) as f64, n_freqs)?;
+    let m_pts = linspace(hz_to_mel(0.0), hz_to_mel(f_max), n_mels + 2)?;
+    let min_log_mel = MIN_LOG_HZ / SLANEY_F_SP;
+    let linear = m_pts.multiply_scalar(SLANEY_F_SP)?.add_scalar(0.0)?;
+    let log = m_pts.subtract_scalar(min_log_mel)?.multiply_scalar(logstep())?.exp()?.multiply_scalar(MIN_LOG_HZ)?;
+    let f_pts = Array::where_(&m_pts.greater_equal_scalar(min_log_mel)?, &log, &linear)?;
+
+    let m = (n_mels + 2) as i32;
+    let f_diff = f_pts.slice_axis(0, 1, m)?.subtract(&f_pts.slice_axis(0, 0, m - 1)?)?;
+    let slopes = f_pts.expand_dims(&[0])?.subtract(&all_freqs.expand_dims(&[1])?)?;
+    let down = slopes.slice_axis(1, 0, m - 2)?.negative()?.divide(&f_diff.slice_axis(0, 0, m - 2)?)?;
+    let up = slopes.slice_axis(1, 2, m)?.divide(&f_diff.slice_axis(0, 1, m - 1)?)?;
+    let bank = down.minimum(&up)?.maximum_scalar(0.0)?;
+    let width = f_pts.slice_axis(0, 2, m)?.subtract(&f_pts.slice_axis(0, 0, m - 2)?)?;
+    let enorm = width.scalar_like(2.0)?.divide(&width)?;
+    Ok(bank.multiply(&enorm.expand_dims(&[0])?)?.transpose(&[1, 0])?)
+}
+
+/// The voice encoder's mel (VoiceEncConfig defaults: n_fft 400, hop 160, 40 bins up to
+/// 8 kHz, power 2, amplitude, not normalised) of a 16 kHz signal: `[frames, 40]`.
+pub fn voice_encoder_mel(wav: &[f32]) -> Result<Array> {
+    let spec = stft_magnitude(&reflect_pad(wav, 200)?, 400, 160)?.power_scalar(2.0)?;
+    Ok(spec.matmul(&mel_filters(16000, 400, 40, 8000.0)?.transpose(&[1, 0])?)?)
+}
+
+/// The S3 tokenizer's log-mel of a 16 kHz signal: `[128, frames - 1]` (the last STFT frame
+/// dropped as torch.stft's caller does), `log10` clamped at 1e-10 and to 8 below the maximum,
+/// then `(x + 4) / 4`.
+pub fn s3_tokenizer_log_mel(wav: &[f32]) -> Result<Array> {
+    let spec = stft_magnitude(&reflect_pad(wav, 200)?, 400, 160)?;
+    let spec = spec.slice_axis(0, 0, spec.dim(0) - 1)?.power_scalar(2.0)?;
+    let mel = spec.matmul(&mel_filters(16000, 400, 128, 8000.0)?.transpose(&[1, 0])?)?.transpose(&[1, 0])?;
+    let log = mel.maximum_scalar(1e-10)?.log10()?;
+    let log = log.maximum(&log.max(&[], false)?.subtract_scalar(8.0)?)?;
+    Ok(log.add_scalar(4.0)?.divide_scalar(4.0)?)
+}
+
+/// S3Gen's mel of a 24 kHz signal: reflect padding of (1920 - 480) / 2, uncentred STFT
+/// (n_fft 1920, hop 480), 80 bins up to 8 kHz of the magnitude, natural log clamped at 1e-5:
+/// `[80, frames]`.
+pub fn s3gen_mel(wav: &[f32]) -> Result<Array> {
+    let spec = stft_magnitude(&reflect_pad(wav, (1920 - 480) / 2)?, 1920, 480)?;
+    let mel = spec.matmul(&mel_filters(24000, 1920, 80, 8000.0)?.transpose(&[1, 0])?)?.transpose(&[1, 0])?;
+    Ok(mel.maximum_scalar(1e-5)?.log()?)
+}

@@ -1,0 +1,151 @@
+"""Voice-cloning front-end references: synthetic reference clips written as real WAV files, and
+for each what mlx-audio 0.6.2's `Model.prepare_conditionals` computes from it before the speech
+tokenizer and CAMPPlus: the 24 kHz and 16 kHz signals (its resampling and 10 s / 6 s
+truncations), the three log-mel front ends and the voice encoder's speaker embedding.
+
+Usage: fixtures_voice.py OUT_DIR TTS_FIXTURE_DIR
+
+The voice encoder's weights are the `ve.*` tensors of the Chatterbox fixture (TTS_FIXTURE_DIR,
+written by fixtures_tts.py), loaded through mlx-audio's own `VoiceEncoder` (and its `sanitize`).
+
+Each clip is a seeded mix of tones and noise under a loudness envelope with quiet lead-in and
+tail (so the voice encoder's silence trim cuts something), quantized to its WAV sample format.
+mlx-audio reads files through miniaudio, which decodes every format to 16-bit integers; we read
+at the file's own precision, so the float samples given to mlx-audio here are the file's samples
+scaled as our reader scales them (integers / 2**(bits-1), channels averaged), dumped as `mono`.
+"""
+import json
+import struct
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from mlx_audio.tts.models.chatterbox.s3gen.mel import mel_spectrogram
+from mlx_audio.tts.models.chatterbox.s3tokenizer import log_mel_spectrogram
+from mlx_audio.tts.models.chatterbox.voice_encoder import VoiceEncoder
+from mlx_audio.tts.models.chatterbox.voice_encoder.melspec import melspectrogram
+from mlx_audio.utils import resample_audio, trim_silence
+
+S3_SR, S3GEN_SR = 16000, 24000
+ENC_COND_LEN, DEC_COND_LEN = 6 * S3_SR, 10 * S3GEN_SR
+
+# name, rate, seconds, channels, format ("int" bits or "float" 32)
+CLIPS = [
+    ("pcm16_16k_mono", 16000, 4.5, 1, "int", 16),
+    ("pcm24_24k_stereo", 24000, 7.3, 2, "int", 24),
+    ("float32_44k_mono", 44100, 11.2, 1, "float", 32),
+    ("pcm32_48k_stereo", 48000, 10.6, 2, "int", 32),
+    ("pcm8_48k_mono", 48000, 2.5, 1, "int", 8),
+]
+
+
+def synth(rate, seconds, channels, seed):
+    """Tones with vibrato + noise under a syllable-like envelope; quiet (-50 dB) head and tail."""
+    rng = np.random.default_rng(seed)
+    n = int(round(rate * seconds))
+    t = np.arange(n) / rate
+    out = np.zeros((n, channels))
+    for c in range(channels):
+        x = np.zeros(n)
+        for _ in range(4):
+            f0 = rng.uniform(90, 1800)
+            vib = rng.uniform(2, 6)
+            x += rng.uniform(0.05, 0.2) * np.sin(2 * np.pi * f0 * t + 3 * np.sin(2 * np.pi * vib * t) + rng.uniform(0, 6))
+        x += 0.03 * rng.standard_normal(n)
+        out[:, c] = x
+    syllables = 0.5 + 0.5 * np.sin(2 * np.pi * 3.1 * t) ** 2
+    edge = np.clip(np.minimum(t - 0.6, seconds - 0.5 - t) / 0.1, 0, 1)
+    env = syllables * edge
+    out *= env[:, None]
+    out += 0.003 * rng.standard_normal(out.shape)
+    return np.clip(out, -0.99, 0.99)
+
+
+def quantize(x, fmt, bits):
+    """The integers (or floats) stored in the file, and the mono float32 our reader makes of them."""
+    if fmt == "float":
+        stored = x.astype(np.float32)
+        scaled = stored.astype(np.float64)
+    else:
+        scale = 2.0 ** (bits - 1)
+        stored = np.clip(np.round(x * scale), -scale, scale - 1).astype(np.int64)
+        scaled = stored / scale
+    mono = scaled.mean(axis=1).astype(np.float32)
+    return stored, mono
+
+
+def wav_bytes(stored, rate, fmt, bits):
+    n, channels = stored.shape
+    width = bits // 8
+    if fmt == "float":
+        data = stored.astype("<f4").tobytes()
+        tag = 3
+    elif bits == 8:
+        data = (stored + 128).astype(np.uint8).tobytes()
+        tag = 1
+    else:
+        flat = stored.reshape(-1)
+        b = (flat & ((1 << bits) - 1)).astype("<u4").view(np.uint8).reshape(-1, 4)[:, :width]
+        data = b.tobytes()
+        tag = 1
+    fmt_chunk = struct.pack("<HHIIHH", tag, channels, rate, rate * channels * width, channels * width, bits)
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt_chunk)) + fmt_chunk + b"data" + struct.pack("<I", len(data)) + data
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def resample(x, src, dst):
+    return np.asarray(resample_audio(x, src, dst), dtype=np.float32) if src != dst else x
+
+
+def main():
+    out, tts_dir = Path(sys.argv[1]), Path(sys.argv[2])
+    out.mkdir(parents=True, exist_ok=True)
+
+    ve = VoiceEncoder()
+    weights = {k[3:]: v for k, v in mx.load(str(tts_dir / "model.safetensors")).items() if k.startswith("ve.")}
+    ve.load_weights(list(ve.sanitize(weights).items()))
+    mx.eval(ve.parameters())
+
+    meta = {}
+    for i, (name, rate, seconds, channels, fmt, bits) in enumerate(CLIPS):
+        stored, mono = quantize(synth(rate, seconds, channels, 100 + i), fmt, bits)
+        (out / f"{name}.wav").write_bytes(wav_bytes(stored, rate, fmt, bits))
+
+        # prepare_conditionals with (ref_wav, ref_sr), step by step.
+        wav24 = resample(mono, rate, S3GEN_SR)[:DEC_COND_LEN]
+        wav16_from_24 = resample(wav24, S3GEN_SR, S3_SR)
+        wav16_full = resample(mono, rate, S3_SR)
+        wav16 = wav16_full[:ENC_COND_LEN]
+
+        mel128_s3gen = log_mel_spectrogram(mx.array(wav16_from_24))
+        mel128_t3 = log_mel_spectrogram(mx.array(wav16))
+        mel80 = mel_spectrogram(mx.array(wav24)[None])[0]
+        trimmed = np.asarray(trim_silence(wav16_full), dtype=np.float32)
+        mel40 = melspectrogram(mx.array(trimmed), ve.hp)
+        embed = ve.embeds_from_wavs([mx.array(wav16_full)], sample_rate=S3_SR)
+        embed = mx.mean(embed, axis=0, keepdims=True)
+        assert not np.isnan(np.array(embed)).any(), f"{name}: NaN speaker embedding"
+
+        dump = {
+            "mono": mx.array(mono),
+            "wav24": mx.array(wav24),
+            "wav16_from_24": mx.array(wav16_from_24),
+            "wav16_full": mx.array(wav16_full),
+            "trimmed": mx.array(trimmed),
+            "mel128_s3gen": mel128_s3gen,
+            "mel128_t3": mel128_t3,
+            "mel80": mel80,
+            "mel40": mel40,
+            "ve_embed": embed,
+        }
+        mx.save_safetensors(str(out / f"{name}.safetensors"), dump)
+        meta[name] = {"rate": rate, "channels": channels, "format": fmt, "bits": bits, "frames": int(stored.shape[0]),
+                      "trimmed": int(trimmed.shape[0]), "wav16_full": int(wav16_full.shape[0])}
+        print(f"[fixtures-voice] {name}: {seconds} s, trimmed to {trimmed.shape[0] / S3_SR:.2f} s", file=sys.stderr)
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+if __name__ == "__main__":
+    main()
