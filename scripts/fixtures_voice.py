@@ -1,7 +1,8 @@
 """Voice-cloning front-end references: synthetic reference clips written as real WAV files, and
 for each what mlx-audio 0.6.2's `Model.prepare_conditionals` computes from it before the speech
 tokenizer and CAMPPlus: the 24 kHz and 16 kHz signals (its resampling and 10 s / 6 s
-truncations), the three log-mel front ends and the voice encoder's speaker embedding.
+truncations), the three log-mel front ends, CAMPPlus's Kaldi filter bank and the voice encoder's
+speaker embedding.
 
 Usage: fixtures_voice.py OUT_DIR TTS_FIXTURE_DIR
 
@@ -23,6 +24,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_audio.tts.models.chatterbox.s3gen.mel import mel_spectrogram
+from mlx_audio.tts.models.chatterbox.s3gen.xvector import kaldi_fbank
 from mlx_audio.tts.models.chatterbox.s3tokenizer import log_mel_spectrogram
 from mlx_audio.tts.models.chatterbox.voice_encoder import VoiceEncoder
 from mlx_audio.tts.models.chatterbox.voice_encoder.melspec import melspectrogram
@@ -122,6 +124,9 @@ def main():
         mel128_s3gen = log_mel_spectrogram(mx.array(wav16_from_24))
         mel128_t3 = log_mel_spectrogram(mx.array(wav16))
         mel80 = mel_spectrogram(mx.array(wav24)[None])[0]
+        # CAMPPlus (s3gen.embed_ref) sees the 16 kHz signal made from the 24 kHz one.
+        fbank = kaldi_fbank(mx.array(wav16_from_24), num_mel_bins=80)
+        xvector_features = fbank - mx.mean(fbank, axis=0, keepdims=True)
         trimmed = np.asarray(trim_silence(wav16_full), dtype=np.float32)
         mel40 = melspectrogram(mx.array(trimmed), ve.hp)
         embed = ve.embeds_from_wavs([mx.array(wav16_full)], sample_rate=S3_SR)
@@ -138,6 +143,8 @@ def main():
             "mel128_t3": mel128_t3,
             "mel80": mel80,
             "mel40": mel40,
+            "fbank": fbank,
+            "xvector_features": xvector_features,
             "ve_embed": embed,
         }
         mx.save_safetensors(str(out / f"{name}.safetensors"), dump)

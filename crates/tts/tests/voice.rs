@@ -1,7 +1,7 @@
 //! Voice cloning's front end against mlx-audio's `prepare_conditionals`, run live by
 //! scripts/fixtures_voice.py on synthetic WAV clips (16, 24, 44.1 and 48 kHz; 8/16/24/32-bit
 //! PCM and float32; mono and stereo; shorter and longer than 6 s and 10 s): the resampled
-//! signals, the three mels and the voice encoder's embedding with the Chatterbox fixture's
+//! signals, the three mels, CAMPPlus's Kaldi filter bank and the voice encoder's embedding with the Chatterbox fixture's
 //! `ve.*` weights. Then every way a clip is refused.
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -102,13 +102,15 @@ fn front_end_matches_mlx_audio() {
             max_abs_diff(&mel::s3_tokenizer_log_mel(s.wav16()).unwrap(), get(&r, "mel128_t3")),
             max_abs_diff(&mel::s3gen_mel(&s.wav24).unwrap(), get(&r, "mel80")),
             max_abs_diff(&mel::voice_encoder_mel(trimmed).unwrap().transpose(&[1, 0]).unwrap(), get(&r, "mel40")),
+            max_abs_diff(&mel::kaldi_fbank(&s.wav16_from_24).unwrap(), get(&r, "fbank")),
+            max_abs_diff(&mel::campplus_features(&s.wav16_from_24).unwrap(), get(&r, "xvector_features")),
         ];
         let embed = ve.embed(&s.wav16_full).unwrap();
         let e = max_abs_diff(&embed, get(&r, "ve_embed"));
         let e_torch = max_abs_diff(&ve_torch.embed(&s.wav16_full).unwrap(), &embed);
         println!(
-            "{name}: resampled (24k, 16k from 24k, 16k) {:.1e} {:.1e} {:.1e} in {resample_s:.2} s; mels (s3 tokens 10 s, 6 s, s3gen, ve) {:.1e} {:.1e} {:.1e} {:.1e}; ve embedding {e:.1e} (PyTorch names {e_torch:.1e})",
-            d[0], d[1], d[2], mels[0], mels[1], mels[2], mels[3]
+            "{name}: resampled (24k, 16k from 24k, 16k) {:.1e} {:.1e} {:.1e} in {resample_s:.2} s; mels (s3 tokens 10 s, 6 s, s3gen, ve, fbank, x-vector input) {:.1e} {:.1e} {:.1e} {:.1e} {:.1e} {:.1e}; ve embedding {e:.1e} (PyTorch names {e_torch:.1e})",
+            d[0], d[1], d[2], mels[0], mels[1], mels[2], mels[3], mels[4], mels[5]
         );
         for v in d {
             assert!(v < 1e-4, "{name}: resampled signal max abs diff {v}");

@@ -3,7 +3,9 @@
 //! (slaney scale and norm, built in float32 MLX ops, which this builds op for op):
 //! - the voice encoder's 40-bin power mel at 16 kHz (`voice_encoder/melspec.py`);
 //! - the S3 tokenizer's 128-bin log-mel at 16 kHz (`s3tokenizer/utils.py`);
-//! - S3Gen's 80-bin log-mel at 24 kHz (`s3gen/mel.py`).
+//! - S3Gen's 80-bin log-mel at 24 kHz (`s3gen/mel.py`);
+//! - CAMPPlus's Kaldi-style 80-bin log filter bank at 16 kHz (`s3gen/xvector.py`'s
+//!   `kaldi_fbank`, HTK scale, Povey window), with the mean over time taken off.
 use mlx::{signal, Array, Dtype};
 
 use crate::{Result, TtsError};
@@ -27,18 +29,23 @@ fn reflect_pad(x: &[f32], pad: usize) -> Result<Vec<f32>> {
     Ok(out)
 }
 
+/// The `[frames, len]` windows of `x`, `len` samples every `hop` (only whole ones).
+fn frames(x: &[f32], len: usize, hop: usize) -> Result<Array> {
+    if x.len() < len {
+        return Err(TtsError::InvalidAudio(format!("{} samples are too few for a {len}-sample spectrogram window", x.len())));
+    }
+    let frames = 1 + (x.len() - len) / hop;
+    let mut data = Vec::with_capacity(frames * len);
+    for f in 0..frames {
+        data.extend_from_slice(&x[f * hop..f * hop + len]);
+    }
+    Ok(Array::from_slice(&data, &[frames as i32, len as i32])?)
+}
+
 /// `|stft(x)|` with a window of `n_fft` samples (win_length = n_fft) every `hop`, no centring
 /// (callers pad first): `[frames, n_fft / 2 + 1]`.
 fn stft_magnitude(x: &[f32], n_fft: usize, hop: usize) -> Result<Array> {
-    if x.len() < n_fft {
-        return Err(TtsError::InvalidAudio(format!("{} samples are too few for a {n_fft}-sample spectrogram window", x.len())));
-    }
-    let frames = 1 + (x.len() - n_fft) / hop;
-    let mut data = Vec::with_capacity(frames * n_fft);
-    for f in 0..frames {
-        data.extend_from_slice(&x[f * hop..f * hop + n_fft]);
-    }
-    let frames = Array::from_slice(&data, &[frames as i32, n_fft as i32])?;
+    let frames = frames(x, n_fft, hop)?;
     let window = Array::from_slice(&hann(n_fft), &[n_fft as i32])?;
     Ok(signal::rfft(&frames.multiply(&window)?, n_fft as i32, -1)?.abs()?)
 }
@@ -57,7 +64,19 @@ fn logstep() -> f64 {
     6.4f64.ln() / 27.0
 }
 
-fn hz_to_mel(freq: f64) -> f64 {
+/// The two mel scales of mlx-audio's `mel_filters`, with their normalisations as used here.
+#[derive(Clone, Copy, PartialEq)]
+enum Scale {
+    /// Slaney's scale with "slaney" area normalisation (librosa's default).
+    Slaney,
+    /// HTK's scale, unnormalised (Kaldi's filter bank).
+    Htk,
+}
+
+fn hz_to_mel(freq: f64, scale: Scale) -> f64 {
+    if scale == Scale::Htk {
+        return 2595.0 * (1.0 + freq / 700.0).log10();
+    }
     let min_log_mel = MIN_LOG_HZ / SLANEY_F_SP;
     if freq >= MIN_LOG_HZ {
         min_log_mel + (freq / MIN_LOG_HZ).ln() / logstep()
@@ -66,15 +85,25 @@ fn hz_to_mel(freq: f64) -> f64 {
     }
 }
 
-/// mlx-audio's `mel_filters(..., norm="slaney", mel_scale="slaney")`: `[n_mels, n_fft / 2 + 1]`.
-pub fn mel_filters(sample_rate: u32, n_fft: usize, n_mels: usize, f_max: f64) -> Result<Array> {
+/// `mel_to_hz` of mlx-audio's `mel_filters`, in its float32 ops.
+fn mel_to_hz(mels: &Array, scale: Scale) -> Result<Array> {
+    if scale == Scale::Htk {
+        let exponent = mels.divide_scalar(2595.0)?;
+        return Ok(exponent.scalar_like(10.0)?.power(&exponent)?.subtract_scalar(1.0)?.multiply_scalar(700.0)?);
+    }
+    let min_log_mel = MIN_LOG_HZ / SLANEY_F_SP;
+    let linear = mels.multiply_scalar(SLANEY_F_SP)?.add_scalar(0.0)?;
+    let log = mels.subtract_scalar(min_log_mel)?.multiply_scalar(logstep())?.exp()?.multiply_scalar(MIN_LOG_HZ)?;
+    Ok(Array::where_(&mels.greater_equal_scalar(min_log_mel)?, &log, &linear)?)
+}
+
+/// mlx-audio's `mel_filters` (slaney: `norm="slaney", mel_scale="slaney"`; HTK: `norm=None,
+/// mel_scale="htk"`): `[n_mels, n_fft / 2 + 1]`.
+fn mel_filters(sample_rate: u32, n_fft: usize, n_mels: usize, f_min: f64, f_max: f64, scale: Scale) -> Result<Array> {
     let n_freqs = n_fft / 2 + 1;
     let all_freqs = linspace(0.0, (sample_rate / 2) as f64, n_freqs)?;
-    let m_pts = linspace(hz_to_mel(0.0), hz_to_mel(f_max), n_mels + 2)?;
-    let min_log_mel = MIN_LOG_HZ / SLANEY_F_SP;
-    let linear = m_pts.multiply_scalar(SLANEY_F_SP)?.add_scalar(0.0)?;
-    let log = m_pts.subtract_scalar(min_log_mel)?.multiply_scalar(logstep())?.exp()?.multiply_scalar(MIN_LOG_HZ)?;
-    let f_pts = Array::where_(&m_pts.greater_equal_scalar(min_log_mel)?, &log, &linear)?;
+    let m_pts = linspace(hz_to_mel(f_min, scale), hz_to_mel(f_max, scale), n_mels + 2)?;
+    let f_pts = mel_to_hz(&m_pts, scale)?;
 
     let m = (n_mels + 2) as i32;
     let f_diff = f_pts.slice_axis(0, 1, m)?.subtract(&f_pts.slice_axis(0, 0, m - 1)?)?;
@@ -82,6 +111,9 @@ pub fn mel_filters(sample_rate: u32, n_fft: usize, n_mels: usize, f_max: f64) ->
     let down = slopes.slice_axis(1, 0, m - 2)?.negative()?.divide(&f_diff.slice_axis(0, 0, m - 2)?)?;
     let up = slopes.slice_axis(1, 2, m)?.divide(&f_diff.slice_axis(0, 1, m - 1)?)?;
     let bank = down.minimum(&up)?.maximum_scalar(0.0)?;
+    if scale == Scale::Htk {
+        return Ok(bank.transpose(&[1, 0])?);
+    }
     let width = f_pts.slice_axis(0, 2, m)?.subtract(&f_pts.slice_axis(0, 0, m - 2)?)?;
     let enorm = width.scalar_like(2.0)?.divide(&width)?;
     Ok(bank.multiply(&enorm.expand_dims(&[0])?)?.transpose(&[1, 0])?)
@@ -91,7 +123,7 @@ pub fn mel_filters(sample_rate: u32, n_fft: usize, n_mels: usize, f_max: f64) ->
 /// 8 kHz, power 2, amplitude, not normalised) of a 16 kHz signal: `[frames, 40]`.
 pub fn voice_encoder_mel(wav: &[f32]) -> Result<Array> {
     let spec = stft_magnitude(&reflect_pad(wav, 200)?, 400, 160)?.power_scalar(2.0)?;
-    Ok(spec.matmul(&mel_filters(16000, 400, 40, 8000.0)?.transpose(&[1, 0])?)?)
+    Ok(spec.matmul(&mel_filters(16000, 400, 40, 0.0, 8000.0, Scale::Slaney)?.transpose(&[1, 0])?)?)
 }
 
 /// The S3 tokenizer's log-mel of a 16 kHz signal: `[128, frames - 1]` (the last STFT frame
@@ -100,7 +132,7 @@ pub fn voice_encoder_mel(wav: &[f32]) -> Result<Array> {
 pub fn s3_tokenizer_log_mel(wav: &[f32]) -> Result<Array> {
     let spec = stft_magnitude(&reflect_pad(wav, 200)?, 400, 160)?;
     let spec = spec.slice_axis(0, 0, spec.dim(0) - 1)?.power_scalar(2.0)?;
-    let mel = spec.matmul(&mel_filters(16000, 400, 128, 8000.0)?.transpose(&[1, 0])?)?.transpose(&[1, 0])?;
+    let mel = spec.matmul(&mel_filters(16000, 400, 128, 0.0, 8000.0, Scale::Slaney)?.transpose(&[1, 0])?)?.transpose(&[1, 0])?;
     let log = mel.maximum_scalar(1e-10)?.log10()?;
     let log = log.maximum(&log.max(&[], false)?.subtract_scalar(8.0)?)?;
     Ok(log.add_scalar(4.0)?.divide_scalar(4.0)?)
@@ -111,6 +143,40 @@ pub fn s3_tokenizer_log_mel(wav: &[f32]) -> Result<Array> {
 /// `[80, frames]`.
 pub fn s3gen_mel(wav: &[f32]) -> Result<Array> {
     let spec = stft_magnitude(&reflect_pad(wav, (1920 - 480) / 2)?, 1920, 480)?;
-    let mel = spec.matmul(&mel_filters(24000, 1920, 80, 8000.0)?.transpose(&[1, 0])?)?.transpose(&[1, 0])?;
+    let mel = spec.matmul(&mel_filters(24000, 1920, 80, 0.0, 8000.0, Scale::Slaney)?.transpose(&[1, 0])?)?.transpose(&[1, 0])?;
     Ok(mel.maximum_scalar(1e-5)?.log()?)
+}
+
+/// Kaldi's Povey window as mlx-audio computes it: `(0.5 - 0.5 cos(2 pi n / (size - 1)))^0.85`
+/// over an int32 `arange`, in float32.
+fn povey_window(size: usize) -> Result<Array> {
+    let n = Array::arange(0.0, size as f64, 1.0, Dtype::Int32)?;
+    let cos = n.multiply_scalar(2.0 * std::f64::consts::PI)?.divide_scalar((size - 1) as f64)?.cos()?;
+    let half = cos.multiply_scalar(0.5)?;
+    Ok(half.scalar_like(0.5)?.subtract(&half)?.power_scalar(0.85)?)
+}
+
+/// `kaldi_fbank` of `s3gen/xvector.py` (CAMPPlus's input) of a 16 kHz signal: 25 ms frames every
+/// 10 ms (only whole ones), each with its mean removed, pre-emphasis 0.97, the Povey window, a
+/// 512-point power spectrum, 80 HTK mel bins from 20 Hz, natural log clamped at f32 epsilon:
+/// `[frames, 80]`.
+pub fn kaldi_fbank(wav16: &[f32]) -> Result<Array> {
+    const WIN: i32 = 400;
+    const N_FFT: i32 = 512;
+    let frames = frames(wav16, WIN as usize, 160)?;
+    let frames = frames.subtract(&frames.mean(&[1], true)?)?;
+    let head = frames.slice_axis(1, 0, 1)?;
+    let rest = frames.slice_axis(1, 1, WIN)?.subtract(&frames.slice_axis(1, 0, WIN - 1)?.multiply_scalar(0.97)?)?;
+    let frames = Array::concatenate(&[&head, &rest], 1)?.multiply(&povey_window(WIN as usize)?.expand_dims(&[0])?)?;
+    let zeros = Array::zeros(&[frames.dim(0), N_FFT - WIN], frames.dtype())?;
+    let frames = Array::concatenate(&[&frames, &zeros], 1)?;
+    let power = signal::rfft(&frames, N_FFT, -1)?.abs()?.power_scalar(2.0)?;
+    let bank = mel_filters(16000, N_FFT as usize, 80, 20.0, 8000.0, Scale::Htk)?;
+    Ok(power.matmul(&bank.transpose(&[1, 0])?)?.maximum_scalar(1.1920929e-07)?.log()?)
+}
+
+/// CAMPPlus's features (its `inference`): `kaldi_fbank` less its mean over time.
+pub fn campplus_features(wav16: &[f32]) -> Result<Array> {
+    let fbank = kaldi_fbank(wav16)?;
+    Ok(fbank.subtract(&fbank.mean(&[0], true)?)?)
 }

@@ -1,7 +1,8 @@
 //! Voice cloning, the front of mlx-audio's `Model.prepare_conditionals`: a reference clip read
 //! and checked (`wav`), resampled to 24 kHz and 16 kHz as mlx-audio resamples (`resample`), its
-//! log-mel front ends (`mel`) and the voice encoder's speaker embedding for T3 (`encoder`). The
-//! S3 speech tokenizer and the CAMPPlus x-vector, which complete the conditioning, are to come.
+//! log-mel front ends and CAMPPlus's filter bank (`mel`) and the voice encoder's speaker
+//! embedding for T3 (`encoder`). The S3 speech tokenizer and the CAMPPlus network, which complete
+//! the conditioning, are to come.
 pub mod encoder;
 pub mod mel;
 pub mod resample;
