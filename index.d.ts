@@ -31,7 +31,9 @@ export type ErrorCode =
   /**
    * A reference clip for voice cloning that cannot be used: not a WAV file (WAV is what is read),
    * truncated or with a header that claims more data than the file holds, zero channels,
-   * NaN or infinite samples, silence, or shorter than 1 s. Clips over 60 s are read up to 60 s.
+   * NaN or infinite samples, silence, shorter than 1 s, or an unusable sample rate (outside
+   * 4-384 kHz, or one that resamples to 16/24 kHz only through a huge filter, such as 44101 Hz).
+   * Clips over 60 s are read up to 60 s.
    */
   | 'INVALID_AUDIO'
   | 'MLX_ERROR';

@@ -211,7 +211,16 @@ fn bad_clips_are_invalid_audio() {
     // The rate and the byte rate, which hound checks against each other.
     b[fmt + 12..fmt + 20].copy_from_slice(&[0; 8]);
     std::fs::write(&zero_rate, &b).unwrap();
-    invalid_audio(&zero_rate, "sample rate of 0");
+    invalid_audio(&zero_rate, "a sample rate of 0 Hz is not supported; rates from 4000 to 384000 Hz are");
+    // A rate that resamples only through a filter of millions of taps, and an absurd one.
+    let odd_rate = tmp("odd-rate.wav");
+    write_wav(&odd_rate, pcm16(44_101), 44_101, tone);
+    invalid_audio(&odd_rate, "a sample rate of 44101 Hz does not divide well with 16 and 24 kHz (resampling would need a 5644929-tap filter)");
+    let huge_rate = tmp("huge-rate.wav");
+    let mut b = bytes.clone();
+    b[fmt + 12..fmt + 20].copy_from_slice(&[2_000_000_000u32.to_le_bytes(), 4_000_000_000u32.to_le_bytes()].concat());
+    std::fs::write(&huge_rate, &b).unwrap();
+    invalid_audio(&huge_rate, "a sample rate of 2000000000 Hz is not supported");
 
     let float = hound::WavSpec { channels: 2, sample_rate: 24_000, bits_per_sample: 32, sample_format: hound::SampleFormat::Float };
     let nan = tmp("nan.wav");
@@ -261,6 +270,8 @@ fn bad_clips_are_invalid_audio() {
     // Samples in memory go through the same checks.
     assert!(matches!(Clip::from_samples(vec![0.1; 100], 16_000), Err(TtsError::InvalidAudio(_))));
     assert!(matches!(Clip::from_samples(vec![0.1; 16_000], 0), Err(TtsError::InvalidAudio(_))));
+    assert!(matches!(Clip::from_samples(vec![0.1; 500_000], 499_999), Err(TtsError::InvalidAudio(_))));
+    assert!(Clip::from_samples(vec![0.1; 11_025], 11_025).is_ok());
     assert!(matches!(Clip::from_samples(vec![f32::NAN; 16_000], 16_000), Err(TtsError::InvalidAudio(_))));
     std::fs::remove_dir_all(text.parent().unwrap()).unwrap();
 }

@@ -56,15 +56,31 @@ fn upfirdn_len(len_h: usize, in_len: usize, up: usize, down: usize) -> usize {
     (in_len * up).div_ceil(down)
 }
 
+/// The reduced ratio `(up, down)` of `from` Hz to `to` Hz.
+fn ratio(from: u32, to: u32) -> (usize, usize) {
+    let g = gcd(from as u64, to as u64).max(1);
+    ((to as u64 / g) as usize, (from as u64 / g) as usize)
+}
+
+/// The length of the filter `resample` designs for `from` to `to` Hz: 2 * 64 * max(up, down) + 1
+/// taps, which grows with how badly the rates divide (56,449 for 44.1 kHz to 16 kHz; millions for
+/// a rate such as 44,101 Hz).
+pub fn filter_taps(from: u32, to: u32) -> usize {
+    if from == to {
+        return 0;
+    }
+    let (up, down) = ratio(from, to);
+    2 * NUM_ZEROS * up.max(down) + 1
+}
+
 /// `x` at `from` Hz resampled to `to` Hz (the same samples when the rates are equal).
 pub fn resample(x: &[f32], from: u32, to: u32) -> Vec<f32> {
     if from == to || x.is_empty() {
         return x.to_vec();
     }
-    let g = gcd(from as u64, to as u64);
-    let (up, down) = ((to as u64 / g) as usize, (from as u64 / g) as usize);
+    let (up, down) = ratio(from, to);
     let max_rate = up.max(down);
-    let fir = firwin_kaiser(2 * NUM_ZEROS * max_rate + 1, ROLLOFF / max_rate as f64);
+    let fir = firwin_kaiser(filter_taps(from, to), ROLLOFF / max_rate as f64);
 
     // resample_poly: gain `up`, zeros in front so output sample 0 sits at the filter's centre,
     // zeros behind until the full convolution covers the kept outputs.
