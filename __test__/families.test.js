@@ -92,13 +92,15 @@ for (const m of ['lfm2-f32', 'lfm2-bf16-q4']) {
 cases.push({ m: 'lfm2-f32', label: 'greedy, prompt longer than one prefill step', input: LONG, options: { maxTokens: 16 } });
 // Qwen3.5: as published (text_config, f32 and bf16 with 4-bit layers, and Hugging Face's layout:
 // prefixes, convolution weights as PyTorch's, norms stored minus one), and the MoE variant as a
-// plain text config (f32, and 4-bit with the 8-bit gates its quant_predicate keeps); a prompt
-// longer than one prefill step carries the convolution and recurrent states from chunk to chunk.
+// plain text config (f32, 4-bit with the 8-bit gates its quant_predicate keeps, and Hugging
+// Face's fused experts.gate_up_proj); a prompt longer than one prefill step carries the
+// convolution and recurrent states from chunk to chunk.
 for (const m of ['qwen3_5-f32', 'qwen3_5-bf16-q4', 'qwen3_5-moe-f32', 'qwen3_5-moe-q4']) {
   cases.push({ m, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 13 } });
 }
 cases.push({ m: 'qwen3_5-hf', label: 'greedy, Hugging Face layout', input: STR, options: { maxTokens: 24 } });
+cases.push({ m: 'qwen3_5-moe-hf', label: "greedy, Hugging Face's fused experts", input: STR, options: { maxTokens: 24 } });
 cases.push({ m: 'qwen3_5-f32', label: 'greedy, prompt longer than one prefill step', input: LONG, options: { maxTokens: 16 } });
 
 let refs;

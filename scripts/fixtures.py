@@ -576,6 +576,27 @@ def make_qwen3_5_hf(out, tok_dir):
     write_common(dst, QWEN3_5, tok_dir)
 
 
+def make_qwen3_5_moe_hf(out, tok_dir):
+    """qwen3_5-moe-f32 with Hugging Face's expert layout: each layer's experts as one
+    `experts.gate_up_proj` ([experts, 2 * width, hidden], gate rows then up rows) and one
+    `experts.down_proj`, the text weights under `model.language_model.`."""
+    dst = out / "qwen3_5-moe-hf"
+    dst.mkdir(parents=True)
+    src = {k.replace("language_model.model.", "model.language_model."): v
+           for k, v in mx.load(str(out / "qwen3_5-moe-f32" / "model.safetensors")).items()}
+    weights = {}
+    for k, v in src.items():
+        if ".switch_mlp.gate_proj." in k:
+            up = src[k.replace("gate_proj", "up_proj")]
+            weights[k.replace("switch_mlp.gate_proj.weight", "experts.gate_up_proj")] = mx.concatenate([v, up], axis=-2)
+        elif ".switch_mlp.down_proj." in k:
+            weights[k.replace("switch_mlp.down_proj.weight", "experts.down_proj")] = v
+        elif ".switch_mlp.up_proj." not in k:
+            weights[k] = v
+    save_weights(dst / "model.safetensors", weights)
+    write_common(dst, QWEN3_5_MOE, tok_dir)
+
+
 def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None, mode="affine", group_size=64):
     dst = out / name
     with contextlib.redirect_stdout(sys.stderr):
@@ -727,6 +748,7 @@ def main():
         ("qwen3_5-hf", lambda: make_qwen3_5_hf(out, tok_dir)),
         # Qwen3.5's quant_predicate keeps the router and the shared expert's gate at 8 bits.
         ("qwen3_5-moe-q4", lambda: make_quantized(out, "qwen3_5-moe-q4", out / "qwen3_5-moe-f32", tok_dir, 4, dtype="bfloat16")),
+        ("qwen3_5-moe-hf", lambda: make_qwen3_5_moe_hf(out, tok_dir)),
         ("qwen3-moe-hf", lambda: make_unstacked_experts(out, tok_dir)),
         ("phi3-bf16-q4", lambda: make_quantized(out, "phi3-bf16-q4", out / "phi3-f32", tok_dir, 4, dtype="bfloat16")),
         ("qwen3-bf16", lambda: make_cast(out, "qwen3-bf16", qwen3_weights, "bfloat16", tok_dir)),
