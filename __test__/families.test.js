@@ -15,6 +15,8 @@
 // during a long prompt and while decoding.
 // LFM2 (lfm2): gated short convolutions between attention layers; the convolution state carried
 // across prefill chunks, decode steps and turns.
+// Qwen3.5 (qwen3_5, qwen3_5_moe): Gated DeltaNet layers (convolution and recurrent state carried
+// the same way) between gated attention layers; dense and with experts plus a shared expert.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -88,11 +90,24 @@ for (const m of ['lfm2-f32', 'lfm2-bf16-q4']) {
   cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 12 } });
 }
 cases.push({ m: 'lfm2-f32', label: 'greedy, prompt longer than one prefill step', input: LONG, options: { maxTokens: 16 } });
+// Qwen3.5: as published (text_config, f32 and bf16 with 4-bit layers, and Hugging Face's layout:
+// prefixes, convolution weights as PyTorch's, norms stored minus one), and the MoE variant as a
+// plain text config (f32, 4-bit with the 8-bit gates its quant_predicate keeps, and Hugging
+// Face's fused experts.gate_up_proj); a prompt longer than one prefill step carries the
+// convolution and recurrent states from chunk to chunk.
+for (const m of ['qwen3_5-f32', 'qwen3_5-bf16-q4', 'qwen3_5-moe-f32', 'qwen3_5-moe-q4']) {
+  cases.push({ m, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
+  cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 13 } });
+}
+cases.push({ m: 'qwen3_5-hf', label: 'greedy, Hugging Face layout', input: STR, options: { maxTokens: 24 } });
+cases.push({ m: 'qwen3_5-moe-hf', label: "greedy, Hugging Face's fused experts", input: STR, options: { maxTokens: 24 } });
+cases.push({ m: 'qwen3_5-f32', label: 'greedy, prompt longer than one prefill step', input: LONG, options: { maxTokens: 16 } });
 
 let refs;
 let templates;
 let cached;
 let cachedLfm2;
+let cachedQwen35;
 test.before(async () => {
   const f = fixtures();
   const dir = (name) => f.fixtures[name].path;
@@ -112,11 +127,18 @@ test.before(async () => {
       cache: {},
       turns: [{ input: CHAT, options: { maxTokens: 12 } }, { extend: STR, options: { maxTokens: 12 } }],
     },
+    {
+      mode: 'cached',
+      model: dir('qwen3_5-f32'),
+      cache: {},
+      turns: [{ input: CHAT, options: { maxTokens: 12 } }, { extend: STR, options: { maxTokens: 12 } }],
+    },
   ]);
   refs = all.slice(0, cases.length);
   templates = all.slice(cases.length, cases.length + 2);
   cached = all[cases.length + 2];
   cachedLfm2 = all[cases.length + 3];
+  cachedQwen35 = all[cases.length + 4];
 });
 const tmpDirs = [];
 test.after(async () => {
@@ -250,7 +272,7 @@ test('lfm2: prompt-cache files go both ways with MLX-LM (ArraysCache and KVCache
   const rb = await m.generate([...b.tokens, ...EXT], { maxTokens: 12, promptCache: b });
   assert.deepEqual(rb.tokens, fromTheirs.turns[0].tokens);
   // A file of another model's kinds at those layers is CACHE_MISMATCH.
-  await expectReject(() => model('smollm3-f32').then((q) => q.loadPromptCache(theirs)), 'CACHE_MISMATCH', /layer 0 holds a convolution layer's state in the file/);
+  await expectReject(() => model('smollm3-f32').then((q) => q.loadPromptCache(theirs)), 'CACHE_MISMATCH', /layer 0 holds a convolution or recurrent layer's state in the file/);
   for (const x of [c, a, b]) x.dispose();
 });
 
@@ -266,6 +288,110 @@ test('lfm2: concurrent requests (one batch) give each its solo tokens', async ()
 test('lfm2: a convolution weight of the wrong size is INVALID_WEIGHTS naming it', async () => {
   const d = withConfig('lfm2-f32', (config) => ({ ...config, conv_L_cache: 4 }));
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /model\.layers\.0\.conv\.conv\.weight.*expected \[64, 4, 1\]/);
+});
+
+test('qwen3_5: model info, and the MoE router and shared-expert gates stay 8-bit in the 4-bit model', async () => {
+  const m = await model('qwen3_5-f32');
+  assert.equal(m.info.modelType, 'qwen3_5');
+  assert.equal(m.info.numLayers, 4);
+  assert.equal(m.info.vocabSize, 151936);
+  const q = await model('qwen3_5-moe-q4');
+  assert.equal(q.info.modelType, 'qwen3_5_moe');
+  assert.deepEqual(q.info.quantization, { bits: 4, groupSize: 64, mode: 'affine' });
+  const config = JSON.parse(fs.readFileSync(path.join(fixtures().fixtures['qwen3_5-moe-q4'].path, 'config.json'), 'utf8'));
+  assert.deepEqual(config.quantization['language_model.model.layers.1.mlp.shared_expert_gate'], { group_size: 64, bits: 8 });
+});
+
+test('qwen3_5: a conversation kept in a prompt cache equals MLX-LM with its prompt cache', async () => {
+  assert.ok(!cachedQwen35.error, cachedQwen35.error);
+  const m = await model('qwen3_5-f32');
+  const cache = m.createPromptCache();
+  const first = await m.generate(CHAT, { maxTokens: 12, promptCache: cache });
+  assert.deepEqual(first.tokens, cachedQwen35.turns[0].tokens);
+  // The second turn continues from the convolution and recurrent states and the attention caches.
+  const second = await m.generate(cachedQwen35.turns[1].input, { maxTokens: 12, promptCache: cache });
+  assert.deepEqual(second.tokens, cachedQwen35.turns[1].tokens);
+  assert.equal(second.cachedTokens, cachedQwen35.turns[1].cachedTokens);
+  assert.ok(second.cachedTokens > 0);
+  // A recurrent state cannot be cut back: an input that leaves the held tokens starts over.
+  const other = [{ role: 'user', content: 'What is the capital of Italy?' }];
+  const third = await m.generate(other, { maxTokens: 12, promptCache: cache });
+  assert.equal(third.cachedTokens, 0);
+  assert.deepEqual(third.tokens, (await m.generate(other, { maxTokens: 12 })).tokens);
+  cache.dispose();
+});
+
+test('qwen3_5: prompt-cache files go both ways with MLX-LM (ArraysCache of two and KVCache layers)', async () => {
+  const m = await model('qwen3_5-f32');
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'mlx-node-qwen3_5-'));
+  tmpDirs.push(dir);
+  const [ours, theirs] = [path.join(dir, 'ours.safetensors'), path.join(dir, 'theirs.safetensors')];
+  const fixture = fixtures().fixtures['qwen3_5-f32'].path;
+  const EXT = [11, 847, 2000, 3000, 4000];
+  const c = m.createPromptCache();
+  await m.generate(CHAT, { maxTokens: 8, promptCache: c });
+  await c.save(ours);
+  // One reference run: its cases run in order, so the third reads the file the first wrote.
+  const [saved, fromOurs, fromTheirs] = await runReference([
+    { mode: 'cached', model: fixture, cache: {}, turns: [{ input: CHAT, options: { maxTokens: 8 } }], save: theirs },
+    { mode: 'cached', model: fixture, cache: { file: ours }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
+    { mode: 'cached', model: fixture, cache: { file: theirs }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
+  ]);
+  for (const r of [saved, fromOurs, fromTheirs]) assert.ok(!r.error, r.error);
+  assert.deepEqual(saved.classes, ['ArraysCache', 'KVCache', 'ArraysCache', 'KVCache']);
+  // MLX-LM read our file whole and continues as we do from it.
+  assert.equal(fromOurs.turns[0].cachedTokens, c.length);
+  const a = await m.loadPromptCache(ours);
+  assert.deepEqual(a.tokens, c.tokens);
+  const ra = await m.generate([...a.tokens, ...EXT], { maxTokens: 12, promptCache: a });
+  assert.deepEqual(ra.tokens, fromOurs.turns[0].tokens);
+  // We read MLX-LM's file and continue as it does.
+  const b = await m.loadPromptCache(theirs);
+  assert.deepEqual(b.tokens, saved.cacheTokens);
+  const rb = await m.generate([...b.tokens, ...EXT], { maxTokens: 12, promptCache: b });
+  assert.deepEqual(rb.tokens, fromTheirs.turns[0].tokens);
+  // An LFM2 file has one array where these layers keep two.
+  const lfm2 = await model('lfm2-f32');
+  const l = lfm2.createPromptCache();
+  await lfm2.generate(CHAT, { maxTokens: 2, promptCache: l });
+  const lfile = path.join(dir, 'lfm2.safetensors');
+  await l.save(lfile);
+  await expectReject(() => m.loadPromptCache(lfile), 'CACHE_MISMATCH', /layer 0 holds 1 arrays in the file, the model's layer 0 keeps 2/);
+  for (const x of [c, a, b, l]) x.dispose();
+});
+
+test('qwen3_5: concurrent requests (one batch) give each its solo tokens', async () => {
+  for (const name of ['qwen3_5-f32', 'qwen3_5-moe-f32']) {
+    const m = await model(name);
+    const inputs = [STR, CHAT, CHAT2];
+    const solo = [];
+    for (const input of inputs) solo.push((await m.generate(input, { maxTokens: 16 })).tokens);
+    const together = await Promise.all(inputs.map((input) => m.generate(input, { maxTokens: 16 })));
+    assert.deepEqual(together.map((r) => r.tokens), solo, name);
+  }
+});
+
+test('qwen3_5: a checkpoint without A_log or a convolution weight is INVALID_WEIGHTS naming it', async () => {
+  const noA = withoutTensor('qwen3_5-f32', 'language_model.model.layers.2.linear_attn.A_log');
+  await expectReject(() => loadModel(noA), 'INVALID_WEIGHTS', /model\.layers\.2\.linear_attn\.A_log/);
+  const noConv = withoutTensor('qwen3_5-f32', 'language_model.model.layers.0.linear_attn.conv1d.weight');
+  await expectReject(() => loadModel(noConv), 'INVALID_WEIGHTS', /model\.layers\.0\.linear_attn\.conv1d\.weight/);
+  // A kernel the weights were not made for.
+  const k3 = withConfig('qwen3_5-f32', (c) => ({ ...c, text_config: { ...c.text_config, linear_conv_kernel_dim: 3 } }));
+  await expectReject(() => loadModel(k3), 'INVALID_WEIGHTS', /linear_attn\.conv1d\.weight.*expected \[128, 3, 1\]/);
+});
+
+test('qwen3_5: configs whose layer kinds or head counts do not fit are INVALID_WEIGHTS', async () => {
+  const text = (edit) => withConfig('qwen3_5-f32', (c) => ({ ...c, text_config: { ...c.text_config, ...edit } }));
+  await expectReject(() => loadModel(text({ full_attention_interval: 0 })), 'INVALID_WEIGHTS', /full_attention_interval/);
+  await expectReject(
+    () => loadModel(text({ full_attention_interval: 4 })),
+    'INVALID_WEIGHTS',
+    /layer_types makes layer 1 "full_attention", full_attention_interval 4 makes it the other kind/,
+  );
+  await expectReject(() => loadModel(text({ layer_types: ['linear_attention'] })), 'INVALID_WEIGHTS', /layer_types lists 1 layers, the model has 4/);
+  await expectReject(() => loadModel(text({ linear_num_key_heads: 3 })), 'INVALID_WEIGHTS', /linear_num_value_heads \(4\) must be a multiple of linear_num_key_heads \(3\)/);
+  await expectReject(() => loadModel(text({ linear_conv_kernel_dim: 1 })), 'INVALID_WEIGHTS', /linear_conv_kernel_dim/);
 });
 
 test('gemma3: a checkpoint without a norm the config implies is INVALID_WEIGHTS naming it', async () => {

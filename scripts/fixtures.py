@@ -11,6 +11,7 @@ CPU. Nothing here downloads anything.
 """
 
 import contextlib
+import copy
 import json
 import os
 import shutil
@@ -216,6 +217,26 @@ LFM2 = dict(SMALL, model_type="lfm2", architectures=["Lfm2ForCausalLM"], num_hid
             tie_word_embeddings=True)
 del LFM2["intermediate_size"]
 
+# Qwen3.5 as published: a vision-language config with the text model's under text_config.
+# Gated DeltaNet layers (2 key heads shared by 4 value heads, conv kernel 4) with attention in
+# every 2nd layer (output gate, q/k norms, a quarter of each head rotated, multimodal RoPE
+# that is plain RoPE for text).
+QWEN3_5_TEXT = dict(SMALL, model_type="qwen3_5_text", num_hidden_layers=4, head_dim=16, rms_norm_eps=1e-6,
+                    max_position_embeddings=262144, full_attention_interval=2,
+                    layer_types=["linear_attention", "full_attention"] * 2, linear_num_key_heads=2,
+                    linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+                    linear_conv_kernel_dim=4, attention_bias=False, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "default", "mrope_section": [1, 1, 0], "mrope_interleaved": True,
+                                     "rope_theta": 10000000.0, "partial_rotary_factor": 0.25})
+QWEN3_5 = dict(model_type="qwen3_5", architectures=["Qwen3_5ForConditionalGeneration"], text_config=QWEN3_5_TEXT,
+               vision_config={"model_type": "qwen3_5", "hidden_size": 8}, tie_word_embeddings=False,
+               eos_token_id=IM_END, torch_dtype="float32", transformers_version="4.57.0")
+# Qwen3.5-MoE as a plain text config (MLX-LM reads both): 8 experts, top 2, a shared expert, tied.
+QWEN3_5_MOE = dict(QWEN3_5_TEXT, model_type="qwen3_5_moe", architectures=["Qwen3_5MoeForConditionalGeneration"],
+                   num_experts=8, num_experts_per_tok=2, moe_intermediate_size=64,
+                   shared_expert_intermediate_size=64, norm_topk_prob=True, tie_word_embeddings=True,
+                   eos_token_id=IM_END, torch_dtype="float32", transformers_version="4.57.0")
+
 DEMO = dict(
     QWEN3,
     hidden_size=256,
@@ -242,6 +263,8 @@ RANDOM_FIXTURES = [
     ("ministral3-f32", MINISTRAL3, 13),
     ("gpt-oss-f32", GPT_OSS, 14),
     ("lfm2-f32", LFM2, 15),
+    ("qwen3_5-f32", QWEN3_5, 16),
+    ("qwen3_5-moe-f32", QWEN3_5_MOE, 17),
 ]
 # (name, config, first seed, tokenizer): families with their own tokenizer.
 FAMILY_FIXTURES = [
@@ -310,7 +333,8 @@ def greedy_check(path, tokenizer):
 def build_model(config, seed):
     model_class, args_class = mlx_lm.utils._get_classes(config=config)
     mx.random.seed(seed)
-    model = model_class(args_class.from_dict(config))
+    # A copy: some ModelArgs rewrite nested dicts (Qwen3.5's rope_parameters) in place.
+    model = model_class(args_class.from_dict(copy.deepcopy(config)))
     rescale(model, tied=config.get("tie_word_embeddings", True))
     mx.eval(model.parameters())
     return model
@@ -349,9 +373,9 @@ def rescale(model, tied):
             scale = QK_SCALE
         elif module in ("o_proj", "down_proj", "out_proj", "w2") and kind == "weight":
             scale = RESIDUAL_SCALE
-        elif k in ("model.norm.weight", "model.embedding_norm.weight"):
+        elif k in ("model.norm.weight", "model.embedding_norm.weight", "language_model.model.norm.weight"):
             scale = LOGIT_SCALE
-        elif k == "lm_head.weight" and not tied:
+        elif k in ("lm_head.weight", "language_model.lm_head.weight") and not tied:
             scale = 3 ** 0.5
         elif kind == "sinks":
             # MLX-LM initializes GPT-OSS's sinks to 0: give them values that matter.
@@ -528,6 +552,51 @@ def make_gemma3_vlm(out, tok_dir):
     write_common(dst, config, tok_dir, GEMMA3_EOS)
 
 
+def make_qwen3_5_hf(out, tok_dir):
+    """qwen3_5-f32 as Hugging Face publishes Qwen3.5: the text weights under
+    `model.language_model.` (the head as `lm_head`), convolution weights as PyTorch's
+    `[channels, 1, taps]`, the zero-centred norms stored minus one, beside vision and
+    multi-token-prediction weights the text model ignores. MLX-LM's sanitize undoes it."""
+    dst = out / "qwen3_5-hf"
+    dst.mkdir(parents=True)
+    norms = (".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight",
+             ".q_norm.weight", ".k_norm.weight")
+    weights = {}
+    for k, v in mx.load(str(out / "qwen3_5-f32" / "model.safetensors")).items():
+        k = k.replace("language_model.model.", "model.language_model.").replace("language_model.lm_head", "lm_head")
+        if "conv1d.weight" in k:
+            v = v.moveaxis(2, 1)
+        elif k.endswith(norms):
+            v = v - 1.0
+        weights[k] = v
+    mx.random.seed(98)
+    weights["model.visual.patch_embed.proj.weight"] = mx.random.normal((8, 3, 2, 2, 2))
+    weights["mtp.fc.weight"] = mx.random.normal((64, 128))
+    save_weights(dst / "model.safetensors", weights)
+    write_common(dst, QWEN3_5, tok_dir)
+
+
+def make_qwen3_5_moe_hf(out, tok_dir):
+    """qwen3_5-moe-f32 with Hugging Face's expert layout: each layer's experts as one
+    `experts.gate_up_proj` ([experts, 2 * width, hidden], gate rows then up rows) and one
+    `experts.down_proj`, the text weights under `model.language_model.`."""
+    dst = out / "qwen3_5-moe-hf"
+    dst.mkdir(parents=True)
+    src = {k.replace("language_model.model.", "model.language_model."): v
+           for k, v in mx.load(str(out / "qwen3_5-moe-f32" / "model.safetensors")).items()}
+    weights = {}
+    for k, v in src.items():
+        if ".switch_mlp.gate_proj." in k:
+            up = src[k.replace("gate_proj", "up_proj")]
+            weights[k.replace("switch_mlp.gate_proj.weight", "experts.gate_up_proj")] = mx.concatenate([v, up], axis=-2)
+        elif ".switch_mlp.down_proj." in k:
+            weights[k.replace("switch_mlp.down_proj.weight", "experts.down_proj")] = v
+        elif ".switch_mlp.up_proj." not in k:
+            weights[k] = v
+    save_weights(dst / "model.safetensors", weights)
+    write_common(dst, QWEN3_5_MOE, tok_dir)
+
+
 def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None, mode="affine", group_size=64):
     dst = out / name
     with contextlib.redirect_stdout(sys.stderr):
@@ -675,6 +744,11 @@ def main():
                                                     dtype="bfloat16")),
         ("qwen3-moe-q4", lambda: make_quantized(out, "qwen3-moe-q4", out / "qwen3-moe-f32", tok_dir, 4, dtype="bfloat16")),
         ("lfm2-bf16-q4", lambda: make_quantized(out, "lfm2-bf16-q4", out / "lfm2-f32", tok_dir, 4, dtype="bfloat16")),
+        ("qwen3_5-bf16-q4", lambda: make_quantized(out, "qwen3_5-bf16-q4", out / "qwen3_5-f32", tok_dir, 4, dtype="bfloat16")),
+        ("qwen3_5-hf", lambda: make_qwen3_5_hf(out, tok_dir)),
+        # Qwen3.5's quant_predicate keeps the router and the shared expert's gate at 8 bits.
+        ("qwen3_5-moe-q4", lambda: make_quantized(out, "qwen3_5-moe-q4", out / "qwen3_5-moe-f32", tok_dir, 4, dtype="bfloat16")),
+        ("qwen3_5-moe-hf", lambda: make_qwen3_5_moe_hf(out, tok_dir)),
         ("qwen3-moe-hf", lambda: make_unstacked_experts(out, tok_dir)),
         ("phi3-bf16-q4", lambda: make_quantized(out, "phi3-bf16-q4", out / "phi3-f32", tok_dir, 4, dtype="bfloat16")),
         ("qwen3-bf16", lambda: make_cast(out, "qwen3-bf16", qwen3_weights, "bfloat16", tok_dir)),

@@ -205,8 +205,9 @@ impl PromptCache {
     }
 }
 
-/// A file's layers against the model: count, kinds (a convolution layer's
-/// state where the model convolves), heads, head size, dtype.
+/// A file's layers against the model: count, kinds (a layer's own arrays,
+/// as many as the model's layer keeps, where it is not attention), heads,
+/// head size, dtype.
 fn check_layers(caches: &[Box<dyn Cache>], shape: Shape, layout: Option<&[LayerKind]>, path: &Path) -> Result<()> {
     let mismatch = |what: String| LmError::CacheMismatch(format!("{}: {what}", path.display()));
     if caches.len() != shape.layers {
@@ -218,13 +219,24 @@ fn check_layers(caches: &[Box<dyn Cache>], shape: Shape, layout: Option<&[LayerK
             return Err(LmError::InvalidCacheFile(format!("{}: layer {l} holds {} positions, layer 0 {offset}", path.display(), c.offset())));
         }
         let state = c.file_state().map_err(|e| LmError::InvalidCacheFile(format!("{}: layer {l}: {}", path.display(), e.message)))?;
-        let conv_file = c.class_name() == "ArraysCache";
-        let conv_model = layout.is_some_and(|k| k.get(l) == Some(&LayerKind::Conv));
-        if conv_file != conv_model {
-            let kind = |conv: bool| if conv { "a convolution layer's state" } else { "keys and values" };
-            return Err(mismatch(format!("layer {l} holds {} in the file, the model's layer {l} needs {}", kind(conv_file), kind(conv_model))));
+        let arrays_file = c.class_name() == "ArraysCache";
+        let arrays_model = match layout.and_then(|k| k.get(l)) {
+            Some(LayerKind::Arrays(n)) => Some(*n),
+            _ => None,
+        };
+        if arrays_file != arrays_model.is_some() {
+            let kind = |arrays: bool| if arrays { "a convolution or recurrent layer's state" } else { "keys and values" };
+            return Err(mismatch(format!(
+                "layer {l} holds {} in the file, the model's layer {l} needs {}",
+                kind(arrays_file),
+                kind(arrays_model.is_some())
+            )));
         }
-        if let (true, Some(cache::StateItem::Group(s))) = (conv_file, state.first()) {
+        if let (Some(n), Some(cache::StateItem::Group(s))) = (arrays_model, state.first()) {
+            if s.len() != n {
+                return Err(mismatch(format!("layer {l} holds {} arrays in the file, the model's layer {l} keeps {n}", s.len())));
+            }
+            // The first is the layer's inputs (a convolution's), in the compute dtype.
             if s[0].dtype() != shape.dtype {
                 return Err(mismatch(format!(
                     "layer {l} holds a {} convolution state, the model computes in {}",

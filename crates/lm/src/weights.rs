@@ -115,6 +115,11 @@ impl Weights {
         self.tensors.contains_key(name)
     }
 
+    /// The shape of tensor `name` as stored, if there is one.
+    pub fn shape(&self, name: &str) -> Option<Vec<i32>> {
+        self.tensors.get(name).map(Array::shape)
+    }
+
     fn missing(&self, name: &str) -> LmError {
         LmError::InvalidWeights(format!("tensor \"{name}\" is missing from the model weights"))
     }

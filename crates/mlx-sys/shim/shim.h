@@ -51,7 +51,7 @@ int mlxn_read(mlxn_array a, int dtype, void* dst, size_t len);
 // to give Rust the same numbers (`mlx_sys::op`). Append only where a number must
 // not move; any order works as both sides follow the list.
 #define MLXN_UNARY_OPS(X) X(negative) X(exp) X(log) X(sqrt) X(rsqrt) X(abs) X(sin) X(cos) X(tanh) X(sigmoid) X(square) X(erf) X(floor) X(ceil) X(logical_not) X(reciprocal) X(log1p) X(sign) X(stop_gradient) X(copy) X(isnan) X(round) X(expm1) X(isinf) X(log10)
-#define MLXN_BINARY_OPS(X) X(add) X(subtract) X(multiply) X(divide) X(maximum) X(minimum) X(power) X(equal) X(not_equal) X(less) X(less_equal) X(greater) X(greater_equal) X(logical_and) X(logical_or) X(remainder) X(floor_divide) X(arctan2)
+#define MLXN_BINARY_OPS(X) X(add) X(subtract) X(multiply) X(divide) X(maximum) X(minimum) X(power) X(equal) X(not_equal) X(less) X(less_equal) X(greater) X(greater_equal) X(logical_and) X(logical_or) X(remainder) X(floor_divide) X(arctan2) X(logaddexp)
 #define MLXN_REDUCE_OPS(X) X(sum) X(max) X(min) X(mean) X(prod) X(logsumexp) X(all) X(any)
 #define MLXN_ARG_REDUCE_OPS(X) X(argmax) X(argmin)
 #define MLXN_SCAN_OPS(X) X(cumsum) X(cumprod) X(cummax) X(cummin) X(logcumsumexp)

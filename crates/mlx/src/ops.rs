@@ -101,6 +101,8 @@ binary!(
     floor_divide_scalar,
     arctan2,
     arctan2_scalar,
+    logaddexp,
+    logaddexp_scalar,
 );
 
 macro_rules! reductions {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use mlx::{Array, Dtype};
 
-use super::{Cache, ConvCache, KvCache, LayerCaches, QuantizedArrays, QuantizedKvCache, RotatingKvCache, StateItem};
+use super::{ArraysCache, Cache, KvCache, LayerCaches, QuantizedArrays, QuantizedKvCache, RotatingKvCache, StateItem};
 use crate::error::{LmError, Result};
 
 /// A file's caches and the caller's metadata.
@@ -154,15 +154,20 @@ pub fn load_file(path: &Path) -> Result<CacheFile> {
                 Box::new(QuantizedKvCache::from_state(k, v, offset, group_size, bits))
             }
             "ArraysCache" => {
-                // One array (a convolution's state), no batch padding or lengths.
-                let state = arrays.remove(&format!("{l}.0.0")).ok_or_else(|| bad(path, format!("array {l}.0.0 is missing")))?;
-                if arrays.contains_key(&format!("{l}.0.1")) || !nones.contains(&format!("{l}.1")) || !nones.contains(&format!("{l}.2")) {
-                    return Err(bad(path, format!("layer {l}: only an ArraysCache of one array, outside a batch, is read")));
+                // Its list of arrays (every one set), no batch padding or lengths.
+                let mut state = Vec::new();
+                while let Some(a) = arrays.remove(&format!("{l}.0.{}", state.len())) {
+                    state.push(a);
                 }
-                if state.ndim() != 3 {
-                    return Err(bad(path, format!("layer {l}: a convolution state of shape {:?}", state.shape())));
+                let unset = nones.contains(&format!("{l}.0.{}", state.len()));
+                if state.is_empty() || unset || !nones.contains(&format!("{l}.1")) || !nones.contains(&format!("{l}.2")) {
+                    return Err(bad(path, format!("layer {l}: only an ArraysCache whose arrays are all set, outside a batch, is read")));
                 }
-                Box::new(ConvCache::from_state(state, 0))
+                if state.iter().any(|a| a.ndim() < 2 || a.dim(0) != state[0].dim(0)) {
+                    let shapes: Vec<Vec<i32>> = state.iter().map(|a| a.shape()).collect();
+                    return Err(bad(path, format!("layer {l}: an ArraysCache of shapes {shapes:?}")));
+                }
+                Box::new(ArraysCache::from_state(state, 0))
             }
             other => {
                 let known = "KVCache, RotatingKVCache, QuantizedKVCache, ArraysCache";
@@ -175,10 +180,10 @@ pub fn load_file(path: &Path) -> Result<CacheFile> {
         caches.push(cache);
     }
     // MLX-LM's ArraysCache counts no positions: the attention layers' count is theirs.
-    let held = caches.iter_mut().filter_map(|c| if c.as_conv().is_some() { None } else { Some(c.offset()) }).max().unwrap_or(0);
+    let held = caches.iter_mut().filter_map(|c| if c.as_arrays().is_some() { None } else { Some(c.offset()) }).max().unwrap_or(0);
     for c in caches.iter_mut() {
-        if let Some(conv) = c.as_conv() {
-            conv.set_offset(held);
+        if let Some(arrays) = c.as_arrays() {
+            arrays.set_offset(held);
         }
     }
     Ok(CacheFile { caches, metadata })

@@ -1,18 +1,19 @@
 //! Per-layer caches behind one interface, so that models ask for their keys and
 //! values without knowing which kind they got (MLX-LM's `_BaseCache`). Kinds:
 //! `KvCache` (grows), `RotatingKvCache` (a window, `maxKvSize`) and
-//! `QuantizedKvCache` (`kvBits`), and `ConvCache` for convolution layers
-//! (LFM2's); `file` writes and reads them as MLX-LM's
+//! `QuantizedKvCache` (`kvBits`), and `ArraysCache` for layers that keep
+//! arrays of their own instead (LFM2's convolutions, Qwen3.5's Gated
+//! DeltaNet); `file` writes and reads them as MLX-LM's
 //! prompt-cache files. A new kind implements `Cache` and, to be saved, names
 //! its MLX-LM class and state.
-mod conv;
+mod arrays;
 mod file;
 mod kv;
 mod mask;
 mod quantized;
 mod rotating;
 
-pub use conv::ConvCache;
+pub use arrays::ArraysCache;
 pub use file::{load_file, save_file, CacheFile};
 pub use kv::KvCache;
 pub use mask::causal_mask;
@@ -95,8 +96,8 @@ pub trait Cache: Send {
     /// stage's send, which a prefill that evaluates only the caches must not
     /// skip: MLX-LM's `cache[-1].keys = mx.depends(keys, h)`).
     fn depend_on(&mut self, dep: &Array) -> Result<()>;
-    /// This cache as a convolution layer's, if it is one.
-    fn as_conv(&mut self) -> Option<&mut ConvCache> {
+    /// This cache as a list of arrays (a convolution or recurrent layer's), if it is one.
+    fn as_arrays(&mut self) -> Option<&mut ArraysCache> {
         None
     }
 }
@@ -182,8 +183,9 @@ pub fn make_caches(n: usize, options: &CacheOptions) -> LayerCaches {
 pub enum LayerKind {
     Growing,
     Window(i32),
-    /// A convolution layer's state (`ConvCache`).
-    Conv,
+    /// A layer's own arrays, this many (`ArraysCache`): a convolution's
+    /// state (LFM2), or that and a recurrent state (Qwen3.5).
+    Arrays(usize),
 }
 
 /// Fresh caches for a model: its own kinds when it fixes them (then, as in
@@ -197,7 +199,7 @@ pub fn make_model_caches(layout: Option<&[LayerKind]>, n: usize, options: &Cache
             .map(|k| match *k {
                 LayerKind::Growing => Box::new(KvCache::default()) as Box<dyn Cache>,
                 LayerKind::Window(w) => Box::new(RotatingKvCache::new(w, 0)) as Box<dyn Cache>,
-                LayerKind::Conv => Box::new(ConvCache::default()) as Box<dyn Cache>,
+                LayerKind::Arrays(n) => Box::new(ArraysCache::new(n)) as Box<dyn Cache>,
             })
             .collect(),
     }

@@ -56,12 +56,16 @@ pub struct SelfAttention {
     pub position_scale: Option<(f32, i32)>,
     /// Per-head attention sink logits (GPT-OSS).
     pub sinks: Option<Array>,
+    /// Qwen3-Next / Qwen3.5: `q_proj` gives each head its queries and as many
+    /// gate values after them; the output is times `sigmoid(gate)` before `o_proj`.
+    pub output_gate: bool,
 }
 
 impl SelfAttention {
     /// Queries, keys and values `[B, heads, L, dim]` for `x` `[B, L, hidden]`
-    /// (queries and keys RMS-normed per head where the family does).
-    pub fn project(&self, x: &Array) -> Result<(Array, Array, Array)> {
+    /// (queries and keys RMS-normed per head where the family does), and the
+    /// output gate `[B, L, heads * dim]` where there is one.
+    pub fn project(&self, x: &Array) -> Result<(Array, Array, Array, Option<Array>)> {
         let s = x.shape();
         let (b, l) = (s[0], s[1]);
         let heads = |t: Array, n: i32, norm: &Option<RmsNorm>| -> Result<Array> {
@@ -80,10 +84,25 @@ impl SelfAttention {
                 (all.slice_axis(-1, 0, nq)?, all.slice_axis(-1, nq, nq + nkv)?, all.slice_axis(-1, nq + nkv, nq + 2 * nkv)?)
             }
         };
+        let (q, gate) = match self.output_gate {
+            false => (q, None),
+            true => {
+                let halves = q.reshape(&[b, l, self.heads, -1])?.split_equal(2, -1)?;
+                (halves[0].clone(), Some(halves[1].reshape(&[b, l, -1])?))
+            }
+        };
         let q = heads(q, self.heads, &self.q_norm)?;
         let k = heads(k, self.kv_heads, &self.k_norm)?;
         let v = heads(v, self.kv_heads, &None)?;
-        Ok((q, k, v))
+        Ok((q, k, v, gate))
+    }
+
+    /// `o_proj` of the heads' outputs `[B, L, heads * dim]`, gated where the family gates them.
+    fn output(&self, o: &Array, gate: Option<Array>) -> Result<Array> {
+        match gate {
+            None => self.o_proj.forward(o),
+            Some(g) => self.o_proj.forward(&o.multiply(&g.sigmoid()?)?),
+        }
     }
 
     /// Queries `[B, heads, L, dim]` at positions `offset..` times their
@@ -106,13 +125,13 @@ impl SelfAttention {
     pub fn forward(&self, x: &Array, cache: &mut dyn Cache, rope: &Rope) -> Result<Array> {
         let s = x.shape();
         let (b, l) = (s[0], s[1]);
-        let (q, k, v) = self.project(x)?;
+        let (q, k, v, gate) = self.project(x)?;
         let q = self.scale_positions(rope.forward(&q, cache.offset())?, cache.offset())?;
         let k = rope.forward(&k, cache.offset())?;
         let mask = cache.mask(l)?;
         let fetched = cache.update_and_fetch(&k, &v)?;
         let o = attend(&q, fetched, self.scale, mask, self.sinks.as_ref())?;
-        self.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?)
+        self.output(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?, gate)
     }
 
     /// One new position for each of B sequences (`x` `[B, 1, hidden]`): the
@@ -120,7 +139,7 @@ impl SelfAttention {
     /// row's cache of this `layer`.
     pub fn forward_rows(&self, x: &Array, caches: &mut [&mut [Box<dyn Cache>]], layer: usize, rope: &Rope) -> Result<Array> {
         let b = x.dim(0);
-        let (q, k, v) = self.project(x)?;
+        let (q, k, v, gate) = self.project(x)?;
         // RoPE for all rows in one op, each at its own cache's position.
         let offsets: Vec<i32> = caches.iter().map(|seq| seq[layer].offset()).collect();
         let q = rope.forward_rows(&q, &offsets)?;
@@ -150,7 +169,7 @@ impl SelfAttention {
             }
             Array::concatenate(&outs.iter().collect::<Vec<_>>(), 0)?
         };
-        self.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, 1, -1])?)
+        self.output(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, 1, -1])?, gate)
     }
 }
 

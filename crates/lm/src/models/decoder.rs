@@ -190,6 +190,7 @@ impl DecoderStack {
                 scale: (hd as f32).powf(-0.5),
                 position_scale: None,
                 sinks: None,
+                output_gate: false,
             };
             let mlp = ffn(w, i as usize, &format!("{p}.mlp"))?;
             layers.push(Block {

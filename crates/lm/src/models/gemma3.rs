@@ -165,6 +165,7 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
             scale: args.query_pre_attn_scalar.powf(-0.5),
             position_scale: None,
             sinks: None,
+            output_gate: false,
         };
         layers.push(Block {
             attn,

@@ -5,7 +5,7 @@
 //! RMSNorms. Every layer has a SwiGLU feed-forward (`w1`, `w3`, `w2`; its width
 //! adjusted as `block_auto_adjust_ff_dim` says); the final norm is
 //! `embedding_norm` and the head is the tied embedding. Convolution layers keep
-//! their last inputs in a `ConvCache`, attention layers a `KvCache`.
+//! their last inputs in an `ArraysCache` of one array, attention layers a `KvCache`.
 use mlx::nn::{Embedding, Linear, RmsNorm, Rope};
 use mlx::signal::conv1d;
 use mlx::{Array, Dtype};
@@ -108,15 +108,16 @@ impl ShortConv {
         let parts = self.in_proj.forward(x)?.split_equal(3, -1)?;
         let (b, c, xx) = (&parts[0], &parts[1], &parts[2]);
         let bx = b.multiply(xx)?;
-        let cache = cache.as_conv().ok_or_else(|| mlx::Error::new("a convolution layer needs a convolution cache"))?;
+        let cache = cache.as_arrays().ok_or_else(|| mlx::Error::new("a convolution layer needs an ArraysCache"))?;
         let (batch, t, channels) = (bx.dim(0), bx.dim(1), bx.dim(2));
-        let state = match cache.state() {
+        let state = match cache.get(0) {
             Some(s) => s.clone(),
             None => Array::zeros(&[batch, self.taps - 1, channels], bx.dtype())?,
         };
         let bx = Array::concatenate(&[&state, &bx], 1)?;
         let n = bx.dim(1);
-        cache.update(bx.slice_axis(1, n - (self.taps - 1), n)?, t);
+        cache.set(0, bx.slice_axis(1, n - (self.taps - 1), n)?)?;
+        cache.advance(t);
         let mut y = conv1d(&bx, &self.weight, 1, 0, 1, channels)?;
         if let Some(bias) = &self.bias {
             y = y.add(bias)?;
@@ -173,6 +174,7 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
                 scale: (hd as f32).powf(-0.5),
                 position_scale: None,
                 sinks: None,
+                output_gate: false,
             })
         } else {
             let bias = match conv_bias {
@@ -221,7 +223,12 @@ impl LanguageModel for Lfm2 {
 
     /// Attention layers grow; convolution layers keep their last inputs.
     fn cache_layout(&self) -> Option<Vec<LayerKind>> {
-        Some(self.layers.iter().map(|l| if matches!(l.operator, Operator::Attention(_)) { LayerKind::Growing } else { LayerKind::Conv }).collect())
+        Some(
+            self.layers
+                .iter()
+                .map(|l| if matches!(l.operator, Operator::Attention(_)) { LayerKind::Growing } else { LayerKind::Arrays(1) })
+                .collect(),
+        )
     }
 
     fn config(&self) -> &ModelConfig {

@@ -3,12 +3,14 @@
 mod attention;
 mod decoder;
 mod family_config;
+mod gated_delta;
 mod gemma3;
 mod gpt_oss;
 mod lfm2;
 mod ministral3;
 mod moe;
 mod phi3;
+mod qwen3_5;
 mod qwen3_moe;
 pub mod registry;
 mod smollm3;

@@ -245,3 +245,32 @@ impl FeedForward for TopKMoe {
         self.experts.reduce(y)
     }
 }
+
+/// Qwen3-Next's and Qwen3.5's block: the softmax top-k experts plus one
+/// shared expert (a SwiGLU MLP) that every token takes, weighted by
+/// `sigmoid(shared_expert_gate(x))`.
+pub struct SharedExpertMoe {
+    experts: SparseMoe,
+    shared_expert: super::decoder::Mlp,
+    shared_expert_gate: Linear,
+}
+
+impl SharedExpertMoe {
+    /// `experts` (loaded from `{prefix}.gate` and `switch_mlp`), then
+    /// `{prefix}.shared_expert` (`shared_hidden` wide) and `shared_expert_gate`.
+    pub fn load(w: &mut Weights, prefix: &str, dims: i32, shared_hidden: i32, experts: SparseMoe) -> Result<Self> {
+        Ok(SharedExpertMoe {
+            experts,
+            shared_expert: super::decoder::Mlp::load(w, &format!("{prefix}.shared_expert"), dims, shared_hidden, false)?,
+            shared_expert_gate: w.linear(&format!("{prefix}.shared_expert_gate"), dims, 1, false)?,
+        })
+    }
+}
+
+impl FeedForward for SharedExpertMoe {
+    fn forward(&self, x: &Array) -> MlxResult<Array> {
+        let y = self.experts.forward(x)?;
+        let shared = self.shared_expert_gate.forward(x)?.sigmoid()?.multiply(&self.shared_expert.forward(x)?)?;
+        y.add(&shared)
+    }
+}

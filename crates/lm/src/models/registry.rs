@@ -6,7 +6,7 @@ use std::path::Path;
 use mlx::Dtype;
 use serde_json::Value;
 
-use super::{decoder, gemma3, gpt_oss, lfm2, ministral3, phi3, qwen3_moe, smollm3, LanguageModel};
+use super::{decoder, gemma3, gpt_oss, lfm2, ministral3, phi3, qwen3_5, qwen3_moe, smollm3, LanguageModel};
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::parallel::Strategy;
@@ -94,6 +94,23 @@ const FAMILIES: &[Family] = &[
         sanitize: lfm2::sanitize,
         build: lfm2::build,
         text_config: Some(lfm2::text_config),
+        tensor_parallel: false,
+        pipeline: false,
+    },
+    // MLX-LM can split these (shard(), pipeline()); not done here yet.
+    Family {
+        model_type: "qwen3_5",
+        sanitize: qwen3_5::sanitize,
+        build: qwen3_5::build,
+        text_config: Some(qwen3_5::text_config),
+        tensor_parallel: false,
+        pipeline: false,
+    },
+    Family {
+        model_type: "qwen3_5_moe",
+        sanitize: qwen3_5::sanitize,
+        build: qwen3_5::build,
+        text_config: Some(qwen3_5::text_config),
         tensor_parallel: false,
         pipeline: false,
     },

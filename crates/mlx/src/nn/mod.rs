@@ -20,10 +20,39 @@ pub fn swiglu(gate: &Array, up: &Array) -> Result<Array> {
         static SWIGLU: std::result::Result<Compiled, crate::Error> =
             Compiled::new(|xs: &[Array]| Ok(vec![swiglu_ops(&xs[0], &xs[1])?]), true);
     }
-    SWIGLU.with(|f| match f {
-        Ok(f) => Ok(f.call(&[gate, up])?.swap_remove(0)),
+    call_first(&SWIGLU, &[gate, up])
+}
+
+/// The first output of this thread's `compiled` function on `inputs`.
+pub fn call_first(compiled: &'static std::thread::LocalKey<std::result::Result<Compiled, crate::Error>>, inputs: &[&Array]) -> Result<Array> {
+    compiled.with(|f| match f {
+        Ok(f) => Ok(f.call(inputs)?.swap_remove(0)),
         Err(e) => Err(e.clone()),
     })
+}
+
+/// `nn.silu` as MLX defines it: `x * sigmoid(x)`, compiled shapeless (so its
+/// bits are those of MLX's fused kernel).
+pub fn silu_compiled(x: &Array) -> Result<Array> {
+    thread_local! {
+        static SILU: std::result::Result<Compiled, crate::Error> = Compiled::new(|xs: &[Array]| Ok(vec![silu(&xs[0])?]), true);
+    }
+    call_first(&SILU, &[x])
+}
+
+/// MLX-LM's `precise_swiglu(h, gate, x)`: `silu(gate) * x` in float32, cast
+/// to `h`'s dtype; compiled shapeless as MLX-LM compiles it.
+pub fn precise_swiglu(h: &Array, gate: &Array, x: &Array) -> Result<Array> {
+    thread_local! {
+        static PRECISE: std::result::Result<Compiled, crate::Error> = Compiled::new(
+            |xs: &[Array]| {
+                let gate = silu(&xs[1].astype(crate::Dtype::Float32)?)?;
+                Ok(vec![gate.multiply(&xs[2].astype(crate::Dtype::Float32)?)?.astype(xs[0].dtype())?])
+            },
+            true,
+        );
+    }
+    call_first(&PRECISE, &[h, gate, x])
 }
 
 /// The ops `swiglu` traces (`nn.silu(gate) * x`).
