@@ -150,11 +150,40 @@ pub(crate) fn shard_for(family: &Family, options: &super::LoadOptions) -> Result
             .filter(|f| if shard.strategy == Strategy::Tensor { f.tensor_parallel } else { f.pipeline })
             .map(|f| f.model_type)
             .collect();
+        let why = if SPLIT_BY_MLX_LM_ONLY.contains(&family.model_type) {
+            format!("not yet here, though MLX-LM's model has {method}")
+        } else {
+            format!("as in MLX-LM, whose model has no {method}")
+        };
         return Err(crate::LmError::UnsupportedModel(format!(
-            "{} models cannot be {how} (as in MLX-LM, whose model has no {method}); families that can: {}",
+            "{} models cannot be {how} ({why}); families that can: {}",
             family.model_type,
             ok.join(", ")
         )));
     }
     Ok(Some(shard.clone()))
+}
+
+/// Families whose MLX-LM model has `shard()` and `pipeline()` but that are not
+/// split here yet (their refusal says so rather than blaming MLX-LM).
+const SPLIT_BY_MLX_LM_ONLY: &[&str] = &["qwen3_5", "qwen3_5_moe"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_split_says_whether_mlx_lm_can_split_the_family() {
+        let message = |model_type: &str| -> String {
+            let group = mlx::distributed::init("ring", false).expect("a group of one");
+            let shard = crate::parallel::Shard::new(group, Strategy::Tensor).expect("rank and size");
+            let options = super::super::LoadOptions { shard: Some(shard), ..Default::default() };
+            match shard_for(family(model_type).expect("listed"), &options) {
+                Err(e) => e.message().to_string(),
+                Ok(_) => panic!("{model_type} split"),
+            }
+        };
+        assert!(message("qwen3_5").contains("qwen3_5 models cannot be split across processes (not yet here, though MLX-LM's model has shard())"));
+        assert!(message("phi3").contains("phi3 models cannot be split across processes (as in MLX-LM, whose model has no shard())"));
+    }
 }
