@@ -315,7 +315,9 @@ mod tests {
         };
         let q = || QuantizedArrays { w: zeros(&[1, 1, 2, 1]), scales: zeros(&[1, 1, 2, 1]), biases: zeros(&[1, 1, 2, 1]) };
         let shared = Attended { fetched: Fetched::Quantized { keys: q(), values: q(), group_size: 32, bits: 4 }, mask: CacheMask::None, offset: 2 };
-        let err = attn.forward_shared(&zeros(&[1, 1, 8]), &shared, &Rope::Identity).err().expect("an error");
+        let Err(err) = attn.forward_shared(&zeros(&[1, 1, 8]), &shared, &Rope::Identity) else {
+            panic!("a shared layer attended over quantized keys")
+        };
         assert!(err.message.contains("quantized KV cache cannot be shared"), "{}", err.message);
     }
 }
