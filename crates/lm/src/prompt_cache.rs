@@ -15,19 +15,21 @@ use crate::models::LanguageModel;
 /// The metadata key our files keep the token ids under (a JSON array).
 pub const TOKENS_KEY: &str = "tokens";
 
-/// What a cache's layers must match in a model: layers, KV heads, head size, dtype.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What a cache's layers must match in a model: per cache its KV heads and
+/// head size (`LanguageModel::cache_heads`), and the dtype.
+#[derive(Debug, Clone, PartialEq)]
 struct Shape {
-    layers: usize,
-    kv_heads: i32,
-    head_dim: i32,
+    heads: Vec<(i32, i32)>,
     dtype: Dtype,
 }
 
 impl Shape {
     fn of(model: &dyn LanguageModel) -> Shape {
-        let c = model.config();
-        Shape { layers: c.num_hidden_layers as usize, kv_heads: model.kv_heads(), head_dim: c.head_dim, dtype: model.dtype() }
+        Shape { heads: model.cache_heads(), dtype: model.dtype() }
+    }
+
+    fn layers(&self) -> usize {
+        self.heads.len()
     }
 }
 
@@ -51,14 +53,14 @@ impl PromptCache {
     pub fn new(model: &dyn LanguageModel, options: CacheOptions) -> Result<PromptCache> {
         options.validate().map_err(LmError::InvalidArgument)?;
         let shape = Shape::of(model);
-        if options.kv_bits.is_some() && shape.head_dim % options.kv_group_size != 0 {
+        if let Some(&(_, dim)) = shape.heads.iter().find(|(_, d)| options.kv_bits.is_some() && d % options.kv_group_size != 0) {
             return Err(LmError::InvalidArgument(format!(
-                "kvGroupSize {} does not divide this model's head size {} (MLX quantizes keys and values in groups along it)",
-                options.kv_group_size, shape.head_dim
+                "kvGroupSize {} does not divide this model's head size {dim} (MLX quantizes keys and values in groups along it)",
+                options.kv_group_size
             )));
         }
         let layout = model.cache_layout();
-        let layers = make_model_caches(layout.as_deref(), shape.layers, &options);
+        let layers = make_model_caches(layout.as_deref(), shape.layers(), &options);
         Ok(PromptCache { layers, tokens: Vec::new(), unknown: 0, options, shape, kept: true, layout })
     }
 
@@ -67,7 +69,7 @@ impl PromptCache {
         let shape = Shape::of(model);
         let options = CacheOptions::default();
         let layout = model.cache_layout();
-        let layers = make_model_caches(layout.as_deref(), shape.layers, &options);
+        let layers = make_model_caches(layout.as_deref(), shape.layers(), &options);
         PromptCache { layers, tokens: Vec::new(), unknown: 0, options, shape, kept: false, layout }
     }
 
@@ -81,7 +83,7 @@ impl PromptCache {
     pub fn load(model: &dyn LanguageModel, path: &Path) -> Result<(PromptCache, HashMap<String, String>)> {
         let file = load_file(path)?;
         let shape = Shape::of(model);
-        check_layers(&file.caches, shape, model.cache_layout().as_deref(), path)?;
+        check_layers(&file.caches, &shape, model.cache_layout().as_deref(), path)?;
         let held = file.caches.first().map_or(0, |c| c.offset()) as usize;
         let tokens: Vec<u32> = match file.metadata.get(TOKENS_KEY) {
             Some(t) => serde_json::from_str(t)
@@ -166,7 +168,7 @@ impl PromptCache {
 
     /// Empties the cache (same kind and options).
     pub fn clear(&mut self) {
-        self.layers = make_model_caches(self.layout.as_deref(), self.shape.layers, &self.options);
+        self.layers = make_model_caches(self.layout.as_deref(), self.shape.layers(), &self.options);
         self.tokens.clear();
         self.unknown = 0;
     }
@@ -208,10 +210,10 @@ impl PromptCache {
 /// A file's layers against the model: count, kinds (a layer's own arrays,
 /// as many as the model's layer keeps, where it is not attention), heads,
 /// head size, dtype.
-fn check_layers(caches: &[Box<dyn Cache>], shape: Shape, layout: Option<&[LayerKind]>, path: &Path) -> Result<()> {
+fn check_layers(caches: &[Box<dyn Cache>], shape: &Shape, layout: Option<&[LayerKind]>, path: &Path) -> Result<()> {
     let mismatch = |what: String| LmError::CacheMismatch(format!("{}: {what}", path.display()));
-    if caches.len() != shape.layers {
-        return Err(mismatch(format!("the file has {} layers, the model {}", caches.len(), shape.layers)));
+    if caches.len() != shape.layers() {
+        return Err(mismatch(format!("the file has {} layers, the model {}", caches.len(), shape.layers())));
     }
     let offset = caches[0].offset();
     for (l, c) in caches.iter().enumerate() {
@@ -258,12 +260,11 @@ fn check_layers(caches: &[Box<dyn Cache>], shape: Shape, layout: Option<&[LayerK
             }
             _ => return Err(LmError::InvalidCacheFile(format!("{}: layer {l} has no keys", path.display()))),
         };
-        if (heads, dim, dtype) != (shape.kv_heads, shape.head_dim, shape.dtype) {
+        let (kv_heads, head_dim) = shape.heads[l];
+        if (heads, dim, dtype) != (kv_heads, head_dim, shape.dtype) {
             return Err(mismatch(format!(
-                "layer {l} holds {heads} heads of size {dim} in {}, the model uses {} heads of size {} in {}",
+                "layer {l} holds {heads} heads of size {dim} in {}, the model uses {kv_heads} heads of size {head_dim} in {}",
                 dtype.name(),
-                shape.kv_heads,
-                shape.head_dim,
                 shape.dtype.name()
             )));
         }

@@ -24,6 +24,7 @@ use mlx::{Array, Result};
 
 /// What attention over `n` new queries needs from this cache (owned, so that
 /// a kind with an explicit mask can hand it out).
+#[derive(Clone)]
 pub enum CacheMask {
     /// One query: it sees every cached position.
     None,
@@ -44,6 +45,7 @@ pub struct QuantizedArrays {
 /// What attention reads after an update: plain keys and values, or quantized
 /// ones (attention then runs on `quantized_matmul`, as MLX-LM's
 /// `quantized_scaled_dot_product_attention`).
+#[derive(Clone)]
 pub enum Fetched {
     Dense { keys: Array, values: Array },
     Quantized { keys: QuantizedArrays, values: QuantizedArrays, group_size: i32, bits: i32 },

@@ -15,10 +15,15 @@ use crate::weights::Weights;
 /// One layer's attention. The RoPE is the caller's (families differ in how
 /// many they have: one for all layers, or local and global ones).
 /// The query, key and value projections: three layers, or one fused
-/// `qkv_proj` whose output is split (Phi-3), as the checkpoint holds them.
+/// `qkv_proj` whose output is split (Phi-3), as the checkpoint holds them;
+/// `KeysAsValues`: the values are the keys' projection, taken before the key
+/// norm (Gemma 4's `attention_k_eq_v`); `QueriesOnly`: the layer attends over
+/// an earlier layer's keys and values (`forward_shared`, Gemma 4's KV-shared layers).
 pub enum Projections {
     Separate { q: Linear, k: Linear, v: Linear },
     Fused { qkv: Linear },
+    KeysAsValues { q: Linear, k: Linear },
+    QueriesOnly { q: Linear },
 }
 
 impl Projections {
@@ -47,6 +52,8 @@ pub struct SelfAttention {
     pub o_proj: Linear,
     pub q_norm: Option<RmsNorm>,
     pub k_norm: Option<RmsNorm>,
+    /// The eps of an RMSNorm without weight on each value head (Gemma 4); None: values as projected.
+    pub v_norm: Option<f32>,
     pub heads: i32,
     pub kv_heads: i32,
     pub head_dim: i32,
@@ -83,6 +90,11 @@ impl SelfAttention {
                 let (nq, nkv) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
                 (all.slice_axis(-1, 0, nq)?, all.slice_axis(-1, nq, nq + nkv)?, all.slice_axis(-1, nq + nkv, nq + 2 * nkv)?)
             }
+            Projections::KeysAsValues { q, k } => {
+                let k = k.forward(x)?;
+                (q.forward(x)?, k.clone(), k)
+            }
+            Projections::QueriesOnly { .. } => return Err(mlx::Error::new("a layer that shares keys and values projects none")),
         };
         let (q, gate) = match self.output_gate {
             false => (q, None),
@@ -93,7 +105,10 @@ impl SelfAttention {
         };
         let q = heads(q, self.heads, &self.q_norm)?;
         let k = heads(k, self.kv_heads, &self.k_norm)?;
-        let v = heads(v, self.kv_heads, &None)?;
+        let v = match self.v_norm {
+            None => heads(v, self.kv_heads, &None)?,
+            Some(eps) => mlx::fast::rms_norm(&v.reshape(&[b, l, self.kv_heads, -1])?, None, eps)?.transpose(&[0, 2, 1, 3])?,
+        };
         Ok((q, k, v, gate))
     }
 
@@ -103,6 +118,24 @@ impl SelfAttention {
             None => self.o_proj.forward(o),
             Some(g) => self.o_proj.forward(&o.multiply(&g.sigmoid()?)?),
         }
+    }
+
+    /// Queries `[B, heads, L, dim]` alone, RMS-normed per head where the family does
+    /// (a layer that shares keys and values: never gated).
+    fn project_queries(&self, x: &Array) -> Result<Array> {
+        if self.output_gate {
+            return Err(mlx::Error::new("a gated attention layer cannot share another layer's keys and values"));
+        }
+        let q = match &self.qkv {
+            Projections::Separate { q, .. } | Projections::KeysAsValues { q, .. } | Projections::QueriesOnly { q } => q.forward(x)?,
+            Projections::Fused { .. } => return self.project(x).map(|(q, _, _, _)| q),
+        };
+        let q = q.reshape(&[x.dim(0), x.dim(1), self.heads, -1])?;
+        let q = match &self.q_norm {
+            Some(n) => n.forward(&q)?,
+            None => q,
+        };
+        q.transpose(&[0, 2, 1, 3])
     }
 
     /// Queries `[B, heads, L, dim]` at positions `offset..` times their
@@ -123,15 +156,36 @@ impl SelfAttention {
 
     /// `x` `[B, L, hidden]` through attention, appending to `cache`.
     pub fn forward(&self, x: &Array, cache: &mut dyn Cache, rope: &Rope) -> Result<Array> {
+        self.forward_keeping(x, cache, rope).map(|(o, _)| o)
+    }
+
+    /// As `forward`, also handing back what this layer attended over, for
+    /// later layers that share it (`forward_shared`).
+    pub fn forward_keeping(&self, x: &Array, cache: &mut dyn Cache, rope: &Rope) -> Result<(Array, Attended)> {
         let s = x.shape();
         let (b, l) = (s[0], s[1]);
         let (q, k, v, gate) = self.project(x)?;
-        let q = self.scale_positions(rope.forward(&q, cache.offset())?, cache.offset())?;
-        let k = rope.forward(&k, cache.offset())?;
+        let offset = cache.offset();
+        let q = self.scale_positions(rope.forward(&q, offset)?, offset)?;
+        let k = rope.forward(&k, offset)?;
         let mask = cache.mask(l)?;
         let fetched = cache.update_and_fetch(&k, &v)?;
+        let kept = Attended { fetched: fetched.clone(), mask: mask.clone(), offset };
         let o = attend(&q, fetched, self.scale, mask, self.sinks.as_ref())?;
-        self.output(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?, gate)
+        Ok((self.output(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?, gate)?, kept))
+    }
+
+    /// `x` through attention over an earlier layer's keys and values, with its
+    /// mask and positions (MLX-LM's `shared_kv`: the layer has no cache).
+    pub fn forward_shared(&self, x: &Array, shared: &Attended, rope: &Rope) -> Result<Array> {
+        let (b, l) = (x.dim(0), x.dim(1));
+        if matches!(shared.fetched, Fetched::Quantized { .. }) {
+            // MLX-LM passes such a layer no cache, so it cannot attend over quantized keys.
+            return Err(mlx::Error::new("a quantized KV cache cannot be shared between layers (kvBits; as in MLX-LM)"));
+        }
+        let q = self.scale_positions(rope.forward(&self.project_queries(x)?, shared.offset)?, shared.offset)?;
+        let o = attend(&q, shared.fetched.clone(), self.scale, shared.mask.clone(), self.sinks.as_ref())?;
+        self.o_proj.forward(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?)
     }
 
     /// One new position for each of B sequences (`x` `[B, 1, hidden]`): the
@@ -171,6 +225,14 @@ impl SelfAttention {
         };
         self.output(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, 1, -1])?, gate)
     }
+}
+
+/// What one layer attended over: the keys and values its cache served, the
+/// mask, and the position of its first query.
+pub struct Attended {
+    pub fetched: Fetched,
+    pub mask: CacheMask,
+    pub offset: i32,
 }
 
 /// `queries` `[B, heads, L, D]` against the fetched keys and values.
@@ -245,5 +307,41 @@ fn quantized(q: &Array, keys: &QuantizedArrays, values: &QuantizedArrays, scale:
         out.reshape(&[b, heads, l, d])
     } else {
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zeros(shape: &[i32]) -> Array {
+        Array::zeros(shape, Dtype::Float32).unwrap()
+    }
+
+    /// MLX-LM gives a layer that shares keys no cache, so it cannot attend over
+    /// quantized ones (`kvBits`): an error, not other numbers.
+    #[test]
+    fn a_shared_layer_refuses_quantized_keys() {
+        let linear = |o: i32, i: i32| Linear::Dense { weight: zeros(&[o, i]), bias: None };
+        let attn = SelfAttention {
+            qkv: Projections::QueriesOnly { q: linear(8, 8) },
+            o_proj: linear(8, 8),
+            q_norm: None,
+            k_norm: None,
+            v_norm: None,
+            heads: 1,
+            kv_heads: 1,
+            head_dim: 8,
+            scale: 1.0,
+            position_scale: None,
+            sinks: None,
+            output_gate: false,
+        };
+        let q = || QuantizedArrays { w: zeros(&[1, 1, 2, 1]), scales: zeros(&[1, 1, 2, 1]), biases: zeros(&[1, 1, 2, 1]) };
+        let shared = Attended { fetched: Fetched::Quantized { keys: q(), values: q(), group_size: 32, bits: 4 }, mask: CacheMask::None, offset: 2 };
+        let Err(err) = attn.forward_shared(&zeros(&[1, 1, 8]), &shared, &Rope::Identity) else {
+            panic!("a shared layer attended over quantized keys")
+        };
+        assert!(err.message.contains("quantized KV cache cannot be shared"), "{}", err.message);
     }
 }

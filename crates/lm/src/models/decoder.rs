@@ -12,6 +12,7 @@ use mlx::nn::{self, Embedding, Linear, RmsNorm, Rope};
 use mlx::{Array, Dtype};
 
 use super::attention::{Projections, SelfAttention};
+use super::moe::Activation;
 use super::LanguageModel;
 use crate::cache::{kv_caches, Cache, LayerCaches, LayerKind};
 use crate::config::{ModelConfig, RopeScaling};
@@ -24,11 +25,12 @@ pub trait FeedForward: Send {
     fn forward(&self, x: &Array) -> mlx::Result<Array>;
 }
 
-/// `down(silu(gate(x)) * up(x))`.
+/// `down(silu(gate(x)) * up(x))`, or another `activation` of gate and up.
 pub struct Mlp {
     gate_proj: Linear,
     up_proj: Linear,
     down_proj: Linear,
+    activation: Activation,
 }
 
 impl Mlp {
@@ -45,13 +47,19 @@ impl Mlp {
             gate_proj: w.linear_split(&format!("{prefix}.{gate}"), dims, hidden, bias, Split::Outputs)?,
             up_proj: w.linear_split(&format!("{prefix}.{up}"), dims, hidden, bias, Split::Outputs)?,
             down_proj: w.linear_split(&format!("{prefix}.{down}"), hidden, dims, bias, Split::Inputs)?,
+            activation: Activation::SwiGlu,
         })
+    }
+
+    /// The same layers with gate and up combined by `activation` (Gemma's GeGLU).
+    pub fn with_activation(self, activation: Activation) -> Mlp {
+        Mlp { activation, ..self }
     }
 }
 
 impl FeedForward for Mlp {
     fn forward(&self, x: &Array) -> mlx::Result<Array> {
-        self.down_proj.forward(&nn::swiglu(&self.gate_proj.forward(x)?, &self.up_proj.forward(x)?)?)
+        self.down_proj.forward(&self.activation.apply(&self.gate_proj.forward(x)?, &self.up_proj.forward(x)?)?)
     }
 }
 
@@ -184,6 +192,7 @@ impl DecoderStack {
                 o_proj: w.linear_split(&format!("{p}.self_attn.o_proj"), nq, h, c.o_bias, Split::Inputs)?,
                 q_norm: qk_norm(w, "q_norm")?,
                 k_norm: qk_norm(w, "k_norm")?,
+                v_norm: None,
                 heads,
                 kv_heads,
                 head_dim: hd,

@@ -48,3 +48,30 @@ pub(super) fn layer_kinds(c: &ModelConfig, default: impl Fn(usize) -> &'static s
         })
         .collect()
 }
+
+/// `raw[key]` as a positive number; `default` where the config names none (or null).
+pub(super) fn number(raw: &Value, key: &str, default: f64) -> Result<f64> {
+    match raw.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v.as_f64().filter(|f| *f > 0.0).ok_or_else(|| bad(format!("\"{key}\" must be a positive number, got {v}"))),
+    }
+}
+
+/// `raw[key]` as an integer of at least `min` (and at most i32's range); `default` where the config names none (or null).
+pub(super) fn int(raw: &Value, key: &str, default: i64, min: i64) -> Result<i64> {
+    match raw.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_i64()
+            .filter(|n| *n >= min && *n <= i32::MAX as i64)
+            .ok_or_else(|| bad(format!("\"{key}\" must be an integer of at least {min}, got {v}"))),
+    }
+}
+
+/// `raw[key]` as a boolean; `default` where the config names none (or null).
+pub(super) fn flag(raw: &Value, key: &str, default: bool) -> Result<bool> {
+    match raw.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v.as_bool().ok_or_else(|| bad(format!("\"{key}\" must be true or false, got {v}"))),
+    }
+}

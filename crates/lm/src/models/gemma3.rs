@@ -6,13 +6,14 @@
 //! between global ones (every `sliding_window_pattern`-th layer: growing
 //! caches, the global base and scaling). The head is tied unless the
 //! checkpoint has `lm_head.weight`.
-use mlx::nn::{self, Embedding, Linear, RmsNorm, Rope};
+use mlx::nn::{Embedding, Linear, RmsNorm, Rope};
 use mlx::{Array, Dtype};
 use serde_json::Value;
 
 use super::attention::{Projections, SelfAttention};
-use super::decoder::build_rope;
+use super::decoder::{build_rope, FeedForward, Mlp};
 use super::family_config;
+use super::moe::Activation;
 use super::LanguageModel;
 use crate::cache::{Cache, LayerKind};
 use crate::config::{ModelConfig, RopeScaling};
@@ -29,15 +30,7 @@ struct Args {
 
 impl Args {
     fn from(c: &ModelConfig) -> Result<Args> {
-        let num = |key: &str, default: f64| -> Result<f64> {
-            match c.raw.get(key) {
-                None | Some(Value::Null) => Ok(default),
-                Some(v) => v
-                    .as_f64()
-                    .filter(|f| *f > 0.0)
-                    .ok_or_else(|| LmError::InvalidWeights(format!("config.json: \"{key}\" must be a positive number, got {v}"))),
-            }
-        };
+        let num = |key: &str, default: f64| family_config::number(&c.raw, key, default);
         Ok(Args {
             query_pre_attn_scalar: num("query_pre_attn_scalar", 256.0)? as f32,
             sliding_window: num("sliding_window", 512.0)? as i32,
@@ -53,9 +46,7 @@ impl Args {
 
 struct Block {
     attn: SelfAttention,
-    gate_proj: Linear,
-    up_proj: Linear,
-    down_proj: Linear,
+    mlp: Mlp,
     input_layernorm: RmsNorm,
     post_attention_layernorm: RmsNorm,
     pre_feedforward_layernorm: RmsNorm,
@@ -159,6 +150,7 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
             o_proj: w.linear(&format!("{p}.self_attn.o_proj"), nq, h, false)?,
             q_norm: Some(norm(&mut w, &format!("{p}.self_attn.q_norm.weight"), hd, eps, &mut derived)?),
             k_norm: Some(norm(&mut w, &format!("{p}.self_attn.k_norm.weight"), hd, eps, &mut derived)?),
+            v_norm: None,
             heads: c.num_attention_heads,
             kv_heads: c.num_key_value_heads,
             head_dim: hd,
@@ -169,9 +161,7 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
         };
         layers.push(Block {
             attn,
-            gate_proj: w.linear(&format!("{p}.mlp.gate_proj"), h, c.intermediate_size, false)?,
-            up_proj: w.linear(&format!("{p}.mlp.up_proj"), h, c.intermediate_size, false)?,
-            down_proj: w.linear(&format!("{p}.mlp.down_proj"), c.intermediate_size, h, false)?,
+            mlp: Mlp::load(&mut w, &format!("{p}.mlp"), h, c.intermediate_size, false)?.with_activation(Activation::GeGlu),
             input_layernorm: norm(&mut w, &format!("{p}.input_layernorm.weight"), h, eps, &mut derived)?,
             post_attention_layernorm: norm(&mut w, &format!("{p}.post_attention_layernorm.weight"), h, eps, &mut derived)?,
             pre_feedforward_layernorm: norm(&mut w, &format!("{p}.pre_feedforward_layernorm.weight"), h, eps, &mut derived)?,
@@ -209,8 +199,7 @@ impl LanguageModel for Gemma3 {
             let r = layer.attn.forward(&layer.input_layernorm.forward(&h)?, cache.as_mut(), rope)?;
             let hh = clip_residual(&h, &layer.post_attention_layernorm.forward(&r)?)?;
             let x = layer.pre_feedforward_layernorm.forward(&hh)?;
-            let r = layer.down_proj.forward(&nn::gelu_approx(&layer.gate_proj.forward(&x)?)?.multiply(&layer.up_proj.forward(&x)?)?)?;
-            h = clip_residual(&hh, &layer.post_feedforward_layernorm.forward(&r)?)?;
+            h = clip_residual(&hh, &layer.post_feedforward_layernorm.forward(&layer.mlp.forward(&x)?)?)?;
         }
         if last_only && l > 1 {
             h = h.slice_axis(1, l - 1, l)?;

@@ -168,6 +168,7 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
                 o_proj: w.linear(&format!("{p}.self_attn.out_proj"), nq, h, false)?,
                 q_norm: Some(w.rms_norm(&format!("{p}.self_attn.q_layernorm.weight"), hd, eps)?),
                 k_norm: Some(w.rms_norm(&format!("{p}.self_attn.k_layernorm.weight"), hd, eps)?),
+                v_norm: None,
                 heads: c.num_attention_heads,
                 kv_heads: c.num_key_value_heads,
                 head_dim: hd,

@@ -5,6 +5,7 @@ mod decoder;
 mod family_config;
 mod gated_delta;
 mod gemma3;
+mod gemma4;
 mod gpt_oss;
 mod lfm2;
 mod ministral3;
@@ -60,6 +61,13 @@ pub trait LanguageModel: Send {
     /// tensor-parallel group).
     fn kv_heads(&self) -> i32 {
         self.config().num_key_value_heads
+    }
+    /// Key/value heads and head size of each cache, in `new_caches`' order:
+    /// by default one per layer (or per `cache_layout` entry, which may be
+    /// fewer when later layers reuse earlier ones' keys), all alike.
+    fn cache_heads(&self) -> Vec<(i32, i32)> {
+        let n = self.cache_layout().map_or(self.config().num_hidden_layers as usize, |k| k.len());
+        vec![(self.kv_heads(), self.config().head_dim); n]
     }
     fn dtype(&self) -> Dtype;
     /// The quantization of the bulk of the weights, if quantized.

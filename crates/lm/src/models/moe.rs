@@ -97,12 +97,15 @@ pub enum Activation {
     /// GPT-OSS's `swiglu_oai`: the gate clipped from above at 7, up clipped to
     /// [-7, 7], `(up + 1) * gate * sigmoid(1.702 * gate)`.
     SwiGluOai,
+    /// `gelu_approx(gate) * up` (Gemma's GeGLU).
+    GeGlu,
 }
 
 impl Activation {
-    fn apply(self, gate: &Array, up: &Array) -> MlxResult<Array> {
+    pub fn apply(self, gate: &Array, up: &Array) -> MlxResult<Array> {
         match self {
             Activation::SwiGlu => nn::swiglu(gate, up),
+            Activation::GeGlu => nn::gelu_approx(gate)?.multiply(up),
             Activation::SwiGluOai => {
                 let gate = gate.minimum_scalar(7.0)?;
                 let up = up.clip(Some(&up.scalar_like(-7.0)?), Some(&up.scalar_like(7.0)?))?;

@@ -243,6 +243,7 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
                 o_proj: w.linear(&format!("{p}.self_attn.o_proj"), nq, h, c.o_bias)?,
                 q_norm: Some(w.rms_norm(&format!("{p}.self_attn.q_norm.weight"), hd, eps)?),
                 k_norm: Some(w.rms_norm(&format!("{p}.self_attn.k_norm.weight"), hd, eps)?),
+                v_norm: None,
                 heads: c.num_attention_heads,
                 kv_heads: c.num_key_value_heads,
                 head_dim: hd,

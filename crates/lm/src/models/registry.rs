@@ -6,7 +6,7 @@ use std::path::Path;
 use mlx::Dtype;
 use serde_json::Value;
 
-use super::{decoder, gemma3, gpt_oss, lfm2, ministral3, phi3, qwen3_5, qwen3_moe, smollm3, LanguageModel};
+use super::{decoder, gemma3, gemma4, gpt_oss, lfm2, ministral3, phi3, qwen3_5, qwen3_moe, smollm3, LanguageModel};
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::parallel::Strategy;
@@ -86,6 +86,22 @@ const FAMILIES: &[Family] = &[
         sanitize: gemma3::sanitize_multimodal,
         build: gemma3::build,
         text_config: Some(gemma3::text_config),
+        tensor_parallel: false,
+        pipeline: false,
+    },
+    Family {
+        model_type: "gemma4_text",
+        sanitize: gemma4::sanitize,
+        build: gemma4::build,
+        text_config: Some(gemma4::with_defaults),
+        tensor_parallel: false,
+        pipeline: false,
+    },
+    Family {
+        model_type: "gemma4",
+        sanitize: gemma4::sanitize_multimodal,
+        build: gemma4::build,
+        text_config: Some(gemma4::text_config),
         tensor_parallel: false,
         pipeline: false,
     },

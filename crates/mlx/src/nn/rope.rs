@@ -67,6 +67,21 @@ impl Rope {
         Ok(Rope::Scaled { dims, traditional: false, freqs, scale: scale as f32 })
     }
 
+    /// MLX-LM's `ProportionalRoPE` (Gemma 4's full-attention layers): the first
+    /// `rotated` of `dims` features turn at `factor * base^(i / dims)` (exponents
+    /// over all `dims`, not `rotated`), the rest at an infinite period, so stay.
+    pub fn proportional(dims: i32, rotated: i32, traditional: bool, base: f32, factor: f32) -> Result<Rope> {
+        if rotated > dims || rotated < 0 || (dims - rotated) % 2 != 0 || dims % 2 != 0 {
+            return Err(crate::Error::new(format!("proportional RoPE cannot rotate {rotated} of {dims} features")));
+        }
+        let exps = Array::arange(0.0, rotated as f64, 2.0, Dtype::Float32)?.divide_scalar(dims as f64)?;
+        let turning = Array::scalar(base as f64, Dtype::Float32)?.power(&exps)?.multiply_scalar(factor as f64)?;
+        let still = Array::full(&[(dims - rotated) / 2], f64::INFINITY, Dtype::Float32)?;
+        let freqs = Array::concatenate(&[&turning, &still], 0)?;
+        freqs.eval()?;
+        Ok(Rope::Freqs { dims, traditional, freqs })
+    }
+
     /// MLX-LM's `YarnRoPE(dims, traditional, max_position_embeddings, base,
     /// scaling_factor, original_max_position_embeddings, beta_fast, beta_slow,
     /// mscale, mscale_all_dim)`; the scalars in f64 as Python computes them.
