@@ -232,55 +232,46 @@ test("gemma3: Gemma's chat template renders as in transformers", async () => {
   assert.match(templates[0].text, /<start_of_turn>model\n$/);
 });
 
-test('gemma3: a conversation kept in a prompt cache equals MLX-LM with its prompt cache', async () => {
-  assert.ok(!cached.error, cached.error);
-  const m = await model('gemma3-f32');
+// A two-turn conversation kept in one prompt cache equals MLX-LM's run with its prompt cache
+// (`ref`). `startsOver`: the family's state cannot be cut back, so an input that leaves the held
+// tokens starts the cache over and answers as without a cache.
+async function cachedConversation(name, ref, { startsOver = false } = {}) {
+  assert.ok(!ref.error, ref.error);
+  const m = await model(name);
   const cache = m.createPromptCache();
   const first = await m.generate(CHAT, { maxTokens: 12, promptCache: cache });
-  assert.deepEqual(first.tokens, cached.turns[0].tokens);
-  // The second turn continues the held tokens; the sliding layers have wrapped, so what the
-  // cache serves is what MLX-LM's rotating caches serve.
-  const second = await m.generate(cached.turns[1].input, { maxTokens: 12, promptCache: cache });
-  assert.deepEqual(second.tokens, cached.turns[1].tokens);
-  assert.equal(second.cachedTokens, cached.turns[1].cachedTokens);
-  cache.dispose();
-});
-
-test('lfm2: a conversation kept in a prompt cache equals MLX-LM with its prompt cache', async () => {
-  assert.ok(!cachedLfm2.error, cachedLfm2.error);
-  const m = await model('lfm2-f32');
-  const cache = m.createPromptCache();
-  const first = await m.generate(CHAT, { maxTokens: 12, promptCache: cache });
-  assert.deepEqual(first.tokens, cachedLfm2.turns[0].tokens);
-  // The second turn continues from the convolution state and the attention caches.
-  const second = await m.generate(cachedLfm2.turns[1].input, { maxTokens: 12, promptCache: cache });
-  assert.deepEqual(second.tokens, cachedLfm2.turns[1].tokens);
-  assert.equal(second.cachedTokens, cachedLfm2.turns[1].cachedTokens);
+  assert.deepEqual(first.tokens, ref.turns[0].tokens);
+  const second = await m.generate(ref.turns[1].input, { maxTokens: 12, promptCache: cache });
+  assert.deepEqual(second.tokens, ref.turns[1].tokens);
+  assert.equal(second.cachedTokens, ref.turns[1].cachedTokens);
   assert.ok(second.cachedTokens > 0);
-  // An input that leaves the held tokens needs a cut, which a convolution state cannot take: the
-  // cache starts over, and the answer is the one without a cache.
-  const other = [{ role: 'user', content: 'What is the capital of Italy?' }];
-  const third = await m.generate(other, { maxTokens: 12, promptCache: cache });
-  assert.equal(third.cachedTokens, 0);
-  assert.deepEqual(third.tokens, (await m.generate(other, { maxTokens: 12 })).tokens);
+  if (startsOver) {
+    const other = [{ role: 'user', content: 'What is the capital of Italy?' }];
+    const third = await m.generate(other, { maxTokens: 12, promptCache: cache });
+    assert.equal(third.cachedTokens, 0);
+    assert.deepEqual(third.tokens, (await m.generate(other, { maxTokens: 12 })).tokens);
+  }
   cache.dispose();
-});
+}
 
-test('lfm2: prompt-cache files go both ways with MLX-LM (ArraysCache and KVCache layers)', async () => {
-  const m = await model('lfm2-f32');
-  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'mlx-node-lfm2-'));
+// Prompt-cache files both ways with MLX-LM for fixture `name`: ours continued by MLX-LM, MLX-LM's
+// (written by its save_prompt_cache) continued by us, each as the other continues it. Resolves
+// to what the caller checks further (`loaded`: the positions we read from MLX-LM's file), and
+// `dispose()` for its caches.
+async function cacheFilesBothWays(name) {
+  const m = await model(name);
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), `mlx-node-${name}-`));
   tmpDirs.push(dir);
   const [ours, theirs] = [path.join(dir, 'ours.safetensors'), path.join(dir, 'theirs.safetensors')];
-  const fixture = fixtures().fixtures['lfm2-f32'].path;
+  const fixture = fixtures().fixtures[name].path;
   const EXT = [11, 847, 2000, 3000, 4000];
   const c = m.createPromptCache();
   await m.generate(CHAT, { maxTokens: 8, promptCache: c });
   await c.save(ours);
-  const [saved, fromOurs] = await runReference([
+  // One reference run: its cases go in order, so the third reads the file the first wrote.
+  const [saved, fromOurs, fromTheirs] = await runReference([
     { mode: 'cached', model: fixture, cache: {}, turns: [{ input: CHAT, options: { maxTokens: 8 } }], save: theirs },
     { mode: 'cached', model: fixture, cache: { file: ours }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
-  ]);
-  const [fromTheirs] = await runReference([
     { mode: 'cached', model: fixture, cache: { file: theirs }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
   ]);
   for (const r of [saved, fromOurs, fromTheirs]) assert.ok(!r.error, r.error);
@@ -291,25 +282,46 @@ test('lfm2: prompt-cache files go both ways with MLX-LM (ArraysCache and KVCache
   const ra = await m.generate([...a.tokens, ...EXT], { maxTokens: 12, promptCache: a });
   assert.deepEqual(ra.tokens, fromOurs.turns[0].tokens);
   assert.equal(ra.cachedTokens, fromOurs.turns[0].cachedTokens);
-  // We read MLX-LM's file (its convolution layers count no positions: the attention layers do).
+  // We read MLX-LM's file and continue as it does.
   const b = await m.loadPromptCache(theirs);
   assert.deepEqual(b.tokens, saved.cacheTokens);
-  assert.equal(b.length, saved.cacheOffset);
+  const loaded = b.length;
   const rb = await m.generate([...b.tokens, ...EXT], { maxTokens: 12, promptCache: b });
   assert.deepEqual(rb.tokens, fromTheirs.turns[0].tokens);
+  return { m, dir, saved, theirs, loaded, dispose: () => [c, a, b].forEach((x) => x.dispose()) };
+}
+
+// Concurrent requests on each of `names` (one batch) give each its solo tokens.
+async function batchEqualsSolo(names) {
+  for (const name of names) {
+    const m = await model(name);
+    const inputs = [STR, CHAT, CHAT2];
+    const solo = [];
+    for (const input of inputs) solo.push((await m.generate(input, { maxTokens: 16 })).tokens);
+    const together = await Promise.all(inputs.map((input) => m.generate(input, { maxTokens: 16 })));
+    assert.deepEqual(together.map((r) => r.tokens), solo, name);
+  }
+}
+
+// The second turn continues the held tokens; the sliding layers have wrapped, so what the cache
+// serves is what MLX-LM's rotating caches serve.
+test('gemma3: a conversation kept in a prompt cache equals MLX-LM with its prompt cache', () => cachedConversation('gemma3-f32', cached));
+
+// The second turn continues from the convolution state and the attention caches; an input that
+// leaves the held tokens needs a cut, which a convolution state cannot take: the cache starts over.
+test('lfm2: a conversation kept in a prompt cache equals MLX-LM with its prompt cache', () =>
+  cachedConversation('lfm2-f32', cachedLfm2, { startsOver: true }));
+
+test('lfm2: prompt-cache files go both ways with MLX-LM (ArraysCache and KVCache layers)', async () => {
+  const { saved, theirs, loaded, dispose } = await cacheFilesBothWays('lfm2-f32');
+  // Its convolution layers count no positions: the attention layers do.
+  assert.equal(loaded, saved.cacheOffset);
   // A file of another model's kinds at those layers is CACHE_MISMATCH.
   await expectReject(() => model('smollm3-f32').then((q) => q.loadPromptCache(theirs)), 'CACHE_MISMATCH', /layer 0 holds a convolution or recurrent layer's state in the file/);
-  for (const x of [c, a, b]) x.dispose();
+  dispose();
 });
 
-test('lfm2: concurrent requests (one batch) give each its solo tokens', async () => {
-  const m = await model('lfm2-f32');
-  const inputs = [STR, CHAT, CHAT2];
-  const solo = [];
-  for (const input of inputs) solo.push((await m.generate(input, { maxTokens: 16 })).tokens);
-  const together = await Promise.all(inputs.map((input) => m.generate(input, { maxTokens: 16 })));
-  assert.deepEqual(together.map((r) => r.tokens), solo);
-});
+test('lfm2: concurrent requests (one batch) give each its solo tokens', () => batchEqualsSolo(['lfm2-f32']));
 
 test('lfm2: a convolution weight of the wrong size is INVALID_WEIGHTS naming it', async () => {
   const d = withConfig('lfm2-f32', (config) => ({ ...config, conv_L_cache: 4 }));
@@ -328,54 +340,14 @@ test('qwen3_5: model info, and the MoE router and shared-expert gates stay 8-bit
   assert.deepEqual(config.quantization['language_model.model.layers.1.mlp.shared_expert_gate'], { group_size: 64, bits: 8 });
 });
 
-test('qwen3_5: a conversation kept in a prompt cache equals MLX-LM with its prompt cache', async () => {
-  assert.ok(!cachedQwen35.error, cachedQwen35.error);
-  const m = await model('qwen3_5-f32');
-  const cache = m.createPromptCache();
-  const first = await m.generate(CHAT, { maxTokens: 12, promptCache: cache });
-  assert.deepEqual(first.tokens, cachedQwen35.turns[0].tokens);
-  // The second turn continues from the convolution and recurrent states and the attention caches.
-  const second = await m.generate(cachedQwen35.turns[1].input, { maxTokens: 12, promptCache: cache });
-  assert.deepEqual(second.tokens, cachedQwen35.turns[1].tokens);
-  assert.equal(second.cachedTokens, cachedQwen35.turns[1].cachedTokens);
-  assert.ok(second.cachedTokens > 0);
-  // A recurrent state cannot be cut back: an input that leaves the held tokens starts over.
-  const other = [{ role: 'user', content: 'What is the capital of Italy?' }];
-  const third = await m.generate(other, { maxTokens: 12, promptCache: cache });
-  assert.equal(third.cachedTokens, 0);
-  assert.deepEqual(third.tokens, (await m.generate(other, { maxTokens: 12 })).tokens);
-  cache.dispose();
-});
+// The second turn continues from the convolution and recurrent states and the attention caches;
+// a recurrent state cannot be cut back, so an input that leaves the held tokens starts over.
+test('qwen3_5: a conversation kept in a prompt cache equals MLX-LM with its prompt cache', () =>
+  cachedConversation('qwen3_5-f32', cachedQwen35, { startsOver: true }));
 
 test('qwen3_5: prompt-cache files go both ways with MLX-LM (ArraysCache of two and KVCache layers)', async () => {
-  const m = await model('qwen3_5-f32');
-  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'mlx-node-qwen3_5-'));
-  tmpDirs.push(dir);
-  const [ours, theirs] = [path.join(dir, 'ours.safetensors'), path.join(dir, 'theirs.safetensors')];
-  const fixture = fixtures().fixtures['qwen3_5-f32'].path;
-  const EXT = [11, 847, 2000, 3000, 4000];
-  const c = m.createPromptCache();
-  await m.generate(CHAT, { maxTokens: 8, promptCache: c });
-  await c.save(ours);
-  // One reference run: its cases run in order, so the third reads the file the first wrote.
-  const [saved, fromOurs, fromTheirs] = await runReference([
-    { mode: 'cached', model: fixture, cache: {}, turns: [{ input: CHAT, options: { maxTokens: 8 } }], save: theirs },
-    { mode: 'cached', model: fixture, cache: { file: ours }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
-    { mode: 'cached', model: fixture, cache: { file: theirs }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
-  ]);
-  for (const r of [saved, fromOurs, fromTheirs]) assert.ok(!r.error, r.error);
+  const { m, dir, saved, dispose } = await cacheFilesBothWays('qwen3_5-f32');
   assert.deepEqual(saved.classes, ['ArraysCache', 'KVCache', 'ArraysCache', 'KVCache']);
-  // MLX-LM read our file whole and continues as we do from it.
-  assert.equal(fromOurs.turns[0].cachedTokens, c.length);
-  const a = await m.loadPromptCache(ours);
-  assert.deepEqual(a.tokens, c.tokens);
-  const ra = await m.generate([...a.tokens, ...EXT], { maxTokens: 12, promptCache: a });
-  assert.deepEqual(ra.tokens, fromOurs.turns[0].tokens);
-  // We read MLX-LM's file and continue as it does.
-  const b = await m.loadPromptCache(theirs);
-  assert.deepEqual(b.tokens, saved.cacheTokens);
-  const rb = await m.generate([...b.tokens, ...EXT], { maxTokens: 12, promptCache: b });
-  assert.deepEqual(rb.tokens, fromTheirs.turns[0].tokens);
   // An LFM2 file has one array where these layers keep two.
   const lfm2 = await model('lfm2-f32');
   const l = lfm2.createPromptCache();
@@ -383,19 +355,11 @@ test('qwen3_5: prompt-cache files go both ways with MLX-LM (ArraysCache of two a
   const lfile = path.join(dir, 'lfm2.safetensors');
   await l.save(lfile);
   await expectReject(() => m.loadPromptCache(lfile), 'CACHE_MISMATCH', /layer 0 holds 1 arrays in the file, the model's layer 0 keeps 2/);
-  for (const x of [c, a, b, l]) x.dispose();
+  l.dispose();
+  dispose();
 });
 
-test('qwen3_5: concurrent requests (one batch) give each its solo tokens', async () => {
-  for (const name of ['qwen3_5-f32', 'qwen3_5-moe-f32']) {
-    const m = await model(name);
-    const inputs = [STR, CHAT, CHAT2];
-    const solo = [];
-    for (const input of inputs) solo.push((await m.generate(input, { maxTokens: 16 })).tokens);
-    const together = await Promise.all(inputs.map((input) => m.generate(input, { maxTokens: 16 })));
-    assert.deepEqual(together.map((r) => r.tokens), solo, name);
-  }
-});
+test('qwen3_5: concurrent requests (one batch) give each its solo tokens', () => batchEqualsSolo(['qwen3_5-f32', 'qwen3_5-moe-f32']));
 
 test('qwen3_5: a checkpoint without A_log or a convolution weight is INVALID_WEIGHTS naming it', async () => {
   const noA = withoutTensor('qwen3_5-f32', 'language_model.model.layers.2.linear_attn.A_log');
@@ -446,52 +410,17 @@ test('gemma4: the models report their family', async () => {
   assert.deepEqual(config.quantization['model.layers.1.router.proj'], { group_size: 64, bits: 8 });
 });
 
-test('gemma4: a conversation kept in a prompt cache equals MLX-LM with its prompt cache', async () => {
-  assert.ok(!cachedGemma4.error, cachedGemma4.error);
-  const m = await model('gemma4-f32');
-  const cache = m.createPromptCache();
-  const first = await m.generate(CHAT, { maxTokens: 12, promptCache: cache });
-  assert.deepEqual(first.tokens, cachedGemma4.turns[0].tokens);
-  // The KV-shared layers read the wrapped rotating caches of earlier layers.
-  const second = await m.generate(cachedGemma4.turns[1].input, { maxTokens: 12, promptCache: cache });
-  assert.deepEqual(second.tokens, cachedGemma4.turns[1].tokens);
-  assert.equal(second.cachedTokens, cachedGemma4.turns[1].cachedTokens);
-  assert.ok(second.cachedTokens > 0);
-  cache.dispose();
-});
+// The KV-shared layers read the wrapped rotating caches of earlier layers.
+test('gemma4: a conversation kept in a prompt cache equals MLX-LM with its prompt cache', () => cachedConversation('gemma4-f32', cachedGemma4));
 
 test('gemma4: prompt-cache files go both ways with MLX-LM (caches for the layers with keys only)', async () => {
-  const m = await model('gemma4-f32');
-  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'mlx-node-gemma4-'));
-  tmpDirs.push(dir);
-  const [ours, theirs] = [path.join(dir, 'ours.safetensors'), path.join(dir, 'theirs.safetensors')];
-  const fixture = fixtures().fixtures['gemma4-f32'].path;
-  const EXT = [11, 847, 2000, 3000, 4000];
   // Past the window: the sliding layer's rotating cache has wrapped when it is written.
-  const prompt = CHAT;
-  const c = m.createPromptCache();
-  await m.generate(prompt, { maxTokens: 8, promptCache: c });
-  await c.save(ours);
-  // One reference run: its cases go in order, so the third reads the file the first wrote.
-  const [saved, fromOurs, fromTheirs] = await runReference([
-    { mode: 'cached', model: fixture, cache: {}, turns: [{ input: prompt, options: { maxTokens: 8 } }], save: theirs },
-    { mode: 'cached', model: fixture, cache: { file: ours }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
-    { mode: 'cached', model: fixture, cache: { file: theirs }, turns: [{ extend: EXT, options: { maxTokens: 12 } }] },
-  ]);
-  for (const r of [saved, fromOurs, fromTheirs]) assert.ok(!r.error, r.error);
+  const { saved, theirs, dispose } = await cacheFilesBothWays('gemma4-f32');
   // Two caches (a sliding and a full layer's, 16- and 32-wide heads) for four layers, as MLX-LM's make_cache.
   assert.deepEqual(saved.classes, ['RotatingKVCache', 'KVCache']);
-  assert.equal(fromOurs.turns[0].cachedTokens, c.length);
-  const a = await m.loadPromptCache(ours);
-  const ra = await m.generate([...a.tokens, ...EXT], { maxTokens: 12, promptCache: a });
-  assert.deepEqual(ra.tokens, fromOurs.turns[0].tokens);
-  const b = await m.loadPromptCache(theirs);
-  assert.deepEqual(b.tokens, saved.cacheTokens);
-  const rb = await m.generate([...b.tokens, ...EXT], { maxTokens: 12, promptCache: b });
-  assert.deepEqual(rb.tokens, fromTheirs.turns[0].tokens);
   // A file with a cache per layer (another model's) is CACHE_MISMATCH.
   await expectReject(() => model('gemma3-f32').then((q) => q.loadPromptCache(theirs)), 'CACHE_MISMATCH', /the file has 2 layers, the model 4/);
-  for (const x of [c, a, b]) x.dispose();
+  dispose();
 });
 
 test("gemma4: Hugging Face's fused experts (experts.gate_up_proj, experts.down_proj) load split as MLX-LM's sanitize splits them", async () => {
