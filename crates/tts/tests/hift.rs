@@ -1,37 +1,21 @@
 //! The HiFT vocoder against mlx-audio's `HiFTGenerator`, run live by the
 //! fixture setup on the shrunk fixture model (`hift_base_channels` 64) with
 //! `mx.random.seed(7)` before `inference`.
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use mlx::random::KeySequence;
 use mlx::Array;
 use tts::hift::{fade_in, Hift, HiftConfig};
 
+mod common;
+use common::{get, load_ref, max_abs_diff, require};
+
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/fixtures-tts")
+    common::cache_dir().join("fixtures-tts")
 }
 
 fn fixture_dir() -> PathBuf {
     fixtures().join("chatterbox")
-}
-
-fn require(path: &Path) {
-    assert!(path.exists(), "{} is missing: run `node scripts/fixtures-tts.js` first", path.display());
-}
-
-fn load_ref(path: &Path) -> HashMap<String, Array> {
-    require(path);
-    mlx::io::load_safetensors(path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e.message)).0
-}
-
-fn get<'a>(r: &'a HashMap<String, Array>, name: &str) -> &'a Array {
-    r.get(name).unwrap_or_else(|| panic!("reference dump has no \"{name}\""))
-}
-
-fn max_abs_diff(a: &Array, b: &Array) -> f32 {
-    assert_eq!(a.shape(), b.shape(), "shapes differ");
-    a.subtract(b).unwrap().abs().unwrap().max(&[], false).unwrap().item::<f32>().unwrap()
 }
 
 fn load_hift(dir: &Path) -> Hift {

@@ -11,26 +11,11 @@ use mlx::Array;
 use tts::voice::{encoder, mel, read_wav, resample, Clip, ReferenceSignals, VoiceEncoder};
 use tts::TtsError;
 
+mod common;
+use common::{get, load_ref, max_abs_diff, require};
+
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache")
-}
-
-fn require(path: &Path) {
-    assert!(path.exists(), "{} is missing: run `node scripts/fixtures-voice.js` first", path.display());
-}
-
-fn load_ref(path: &Path) -> HashMap<String, Array> {
-    require(path);
-    mlx::io::load_safetensors(path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e.message)).0
-}
-
-fn get<'a>(r: &'a HashMap<String, Array>, name: &str) -> &'a Array {
-    r.get(name).unwrap_or_else(|| panic!("reference dump has no \"{name}\""))
-}
-
-fn max_abs_diff(a: &Array, b: &Array) -> f32 {
-    assert_eq!(a.shape(), b.shape(), "shapes differ");
-    a.subtract(b).unwrap().abs().unwrap().max(&[], false).unwrap().item::<f32>().unwrap()
+    common::cache_dir()
 }
 
 fn vec_diff(a: &[f32], b: &Array) -> f32 {
