@@ -18,7 +18,7 @@ function run(cmd, args, opts = {}) {
 
 // Suites with a command of their own (CI runs them after this one), to keep this one well
 // inside CI's time on 2 cores.
-const SEPARATE = new Set(['distributed.test.js']);
+const SEPARATE = new Set(['distributed.test.js', 'families.test.js']);
 
 function main() {
   const t0 = Date.now();
