@@ -344,13 +344,18 @@ impl Decoder {
     }
 }
 
+/// The logits of `h`: the LM head, or the embedding read as one where the head is tied.
+pub fn logits(embed_tokens: &Embedding, lm_head: Option<&Linear>, h: &Array) -> mlx::Result<Array> {
+    match lm_head {
+        Some(head) => head.forward(h),
+        None => embed_tokens.as_linear(h),
+    }
+}
+
 impl LanguageModel for Decoder {
     fn forward(&self, ids: &Array, caches: &mut [Box<dyn Cache>], last_only: bool) -> mlx::Result<Array> {
         let h = self.stack.forward(self.embed_tokens.forward(ids)?, caches, last_only)?;
-        match &self.lm_head {
-            Some(head) => head.forward(&h),
-            None => self.embed_tokens.as_linear(&h),
-        }
+        logits(&self.embed_tokens, self.lm_head.as_ref(), &h)
     }
 
     /// One sequence: exactly `forward` (the same operations, so the same bits as
@@ -361,10 +366,7 @@ impl LanguageModel for Decoder {
             self.forward(ids, caches[0], true)?
         } else {
             let h = self.stack.forward_rows(self.embed_tokens.forward(ids)?, caches)?;
-            match &self.lm_head {
-                Some(head) => head.forward(&h)?,
-                None => self.embed_tokens.as_linear(&h)?,
-            }
+            logits(&self.embed_tokens, self.lm_head.as_ref(), &h)?
         };
         let v = logits.dim(-1);
         logits.reshape(&[b, v])

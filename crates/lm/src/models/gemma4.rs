@@ -527,11 +527,7 @@ impl LanguageModel for Gemma4 {
         if last_only && l > 1 {
             h = h.slice_axis(1, l - 1, l)?;
         }
-        let h = self.norm.forward(&h)?;
-        let logits = match &self.lm_head {
-            Some(head) => head.forward(&h)?,
-            None => self.embed_tokens.as_linear(&h)?,
-        };
+        let logits = super::decoder::logits(&self.embed_tokens, self.lm_head.as_ref(), &self.norm.forward(&h)?)?;
         match self.args.softcap {
             Some(cap) => logits.divide_scalar(cap as f64)?.tanh()?.multiply_scalar(cap as f64),
             None => Ok(logits),

@@ -294,11 +294,7 @@ impl LanguageModel for Qwen35 {
         if last_only && l > 1 {
             h = h.slice_axis(1, l - 1, l)?;
         }
-        let h = self.norm.forward(&h)?;
-        match &self.lm_head {
-            Some(head) => head.forward(&h),
-            None => self.embed_tokens.as_linear(&h),
-        }
+        super::decoder::logits(&self.embed_tokens, self.lm_head.as_ref(), &self.norm.forward(&h)?)
     }
 
     /// Attention layers grow; linear ones keep their convolution inputs and recurrent state.
