@@ -125,7 +125,13 @@ function cargoEnv() {
   return { ...process.env, MLX_DIR: ensureMlx() };
 }
 
-module.exports = { MLX_VERSION, ROOT, backend, wheelName, ensureMlx, cargoEnv, ensureOpenBlas, aptInstall, log };
+// Every JS test run: a test file that hangs (a promise nothing settles) fails with its
+// name after 20 minutes instead of holding CI until its 90-minute limit; the longest file
+// takes a few minutes on 2 cores. Force-exit: a timed-out test's pending native call must
+// not keep its process alive.
+const TEST_LIMITS = ['--test-timeout=1200000', '--test-force-exit'];
+
+module.exports = { TEST_LIMITS, MLX_VERSION, ROOT, backend, wheelName, ensureMlx, cargoEnv, ensureOpenBlas, aptInstall, log };
 
 if (require.main === module) {
   try {

@@ -7,7 +7,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ROOT, log } = require('./mlx');
+const { ROOT, log, TEST_LIMITS } = require('./mlx');
 const { distinctCoreTypes, runnableCoreTypes } = require('./cpus');
 
 const PARITY = path.join('__test__', 'parity.test.js');
@@ -30,7 +30,7 @@ function runCoreTypes({ subset = false, cores = null, skipCores = [] } = {}) {
     const inUse = Object.keys(info.kernels).filter((k) => info.kernels[k]).sort();
     log(`OPENBLAS_CORETYPE=${name} (OpenBLAS: ${info.openblasCore}; kernels in use: ${inUse.join(', ') || 'none'})${subset ? ', parity subset' : ''}`);
     const t0 = Date.now();
-    const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', PARITY], {
+    const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...TEST_LIMITS, PARITY], {
       cwd: ROOT,
       stdio: 'inherit',
       env: { ...process.env, OPENBLAS_CORETYPE: name, ...(subset ? { PARITY_SUBSET: '1' } : {}) },

@@ -9,7 +9,7 @@
 // A separate command so that each stays well inside CI's time on 2 cores.
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ROOT, log } = require('./mlx');
+const { ROOT, log, TEST_LIMITS } = require('./mlx');
 
 // One core type per gemv blocking (Zen has Haswell's kernels and GEMM_Q; this OpenBLAS
 // runs SapphireRapids as Cooperlake); Sandybridge and Prescott (no fused multiply-adds,
@@ -20,7 +20,7 @@ const CI_CORE_TYPES = ['Haswell', 'SkylakeX', 'Cooperlake'];
 function parityPass(what, env) {
   log(`parity subsets with ${what}`);
   const files = ['parity.test.js', 'tts.test.js'].map((f) => path.join('__test__', f));
-  const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...files], {
+  const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...TEST_LIMITS, ...files], {
     cwd: ROOT,
     stdio: 'inherit',
     env: { ...process.env, ...env, PARITY_SUBSET: '1', TTS_PARITY_SUBSET: '1' },

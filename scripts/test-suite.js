@@ -9,7 +9,7 @@
 // `node scripts/test-suite.js NAME` runs __test__/NAME.test.js after the setup it needs.
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ROOT, log } = require('./mlx');
+const { ROOT, log, TEST_LIMITS } = require('./mlx');
 
 const SUITES = new Set(['distributed', 'families']);
 
@@ -23,7 +23,7 @@ function main() {
   require('./build').build({ quiet: true });
   require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
-  const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', path.join('__test__', `${name}.test.js`)], {
+  const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...TEST_LIMITS, path.join('__test__', `${name}.test.js`)], {
     cwd: ROOT,
     stdio: 'inherit',
   });

@@ -5,7 +5,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ROOT, log, cargoEnv } = require('./mlx');
+const { ROOT, log, cargoEnv, TEST_LIMITS } = require('./mlx');
 
 function run(cmd, args, opts = {}) {
   log(`$ ${cmd} ${args.join(' ')}`);
@@ -37,7 +37,7 @@ function main() {
     .readdirSync(path.join(ROOT, '__test__'))
     .filter((f) => f.endsWith('.test.js') && !SEPARATE.has(f))
     .map((f) => path.join('__test__', f));
-  run(process.execPath, ['--test', '--test-concurrency=1', ...files]);
+  run(process.execPath, ['--test', '--test-concurrency=1', ...TEST_LIMITS, ...files]);
   log(`all tests passed in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
 }
 
