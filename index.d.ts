@@ -344,6 +344,13 @@ export interface LoadTTSOptions {
    * loadTTS rejects with code 'ABORTED' (the thrown value as `cause`).
    */
   onLoadProgress?: (fraction: number, detail: LoadProgressDetail) => void;
+  /**
+   * The S3 speech tokenizer that voice cloning needs (`createVoice`, `voice: 'clip.wav'`): a
+   * folder holding its `model.safetensors`, or that file. Default: `mlx-community/S3TokenizerV2`
+   * in the Hugging Face cache (`HF_HUB_CACHE`, else `HF_HOME/hub`), as mlx-audio finds it. Only
+   * read at the first clone; a missing file fails that clone with MODEL_NOT_FOUND.
+   */
+  s3Tokenizer?: string;
 }
 
 /**
@@ -368,8 +375,32 @@ export interface SynthesizeOptions {
   /** Most speech tokens per piece of text (25 per second of audio; default 1000). */
   maxTokens?: number;
   seed?: number;
-  /** Path to another voice's conds.safetensors. */
-  voice?: string;
+  /**
+   * Another voice: a `Voice` from `createVoice()`, a WAV clip to clone (cloned once, again only
+   * if the file changes), or another voice's conds.safetensors.
+   */
+  voice?: string | Voice;
+  signal?: AbortSignal;
+}
+
+/** A voice cloned from a reference clip by `TextToSpeech.createVoice()`. */
+export class Voice {
+  private constructor();
+  /** Seconds of reference audio it was made from (at most the first 60 s are read). */
+  readonly duration: number;
+  /** The clip was longer than 60 s and was cut there. */
+  readonly truncated: boolean;
+  readonly disposed: boolean;
+  /** Writes its conditioning as a conds.safetensors, as mlx-audio reads it (and `voice: path`). */
+  save(path: string): Promise<void>;
+  /** Frees it; later use is DISPOSED. A collected Voice is freed too. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+export interface CreateVoiceOptions {
+  /** The voice's stored emotion exaggeration (default 0.5; a call's `exaggeration` still applies). */
+  exaggeration?: number;
   signal?: AbortSignal;
 }
 
@@ -445,7 +476,14 @@ export class TextToSpeech {
   stream(text: string | AsyncIterable<string>, options?: StreamOptions): AsyncIterable<AudioChunk> & { result: Promise<SpeechResult> };
   /** Makes the voice's prompt cache now, which its first stream() would otherwise make
    *  before its first chunk (about a synthesize() of a short sentence). */
-  prepare(options?: { voice?: string; signal?: AbortSignal }): Promise<'made' | 'kept' | 'none'>;
+  prepare(options?: { voice?: string | Voice; signal?: AbortSignal }): Promise<'made' | 'kept' | 'none'>;
+  /**
+   * Clones a voice from a reference clip, as mlx-audio's `prepare_conditionals`: a WAV file
+   * (8/16/24/32-bit PCM or float, any rate, mono or stereo) or mono samples at a rate. S3Gen is
+   * conditioned on the first 10 s, T3's prompt on the first 6 s; 5-10 s of clean speech is best.
+   * Nothing is written to disk unless `Voice.save()` is called.
+   */
+  createVoice(audio: string | { samples: Float32Array; sampleRate: number }, options?: CreateVoiceOptions): Promise<Voice>;
   dispose(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

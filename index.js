@@ -91,7 +91,7 @@ async function loadModel(path, options = {}) {
   return new LanguageModel(handle);
 }
 
-const LOAD_TTS_OPTIONS = new Set(['signal', 'promptCache', 'onLoadProgress']);
+const LOAD_TTS_OPTIONS = new Set(['signal', 'promptCache', 'onLoadProgress', 's3Tokenizer']);
 
 async function loadTTS(path, options = {}) {
   if (typeof path !== 'string' || path.length === 0) throw invalid(`path must be a non-empty string, got ${typeof path}`);
@@ -99,7 +99,7 @@ async function loadTTS(path, options = {}) {
   for (const k of Object.keys(options)) {
     if (!LOAD_TTS_OPTIONS.has(k)) throw invalid(`unknown option "${k}"; known options: ${[...LOAD_TTS_OPTIONS].join(', ')}`);
   }
-  const { signal, promptCache, onLoadProgress } = options;
+  const { signal, promptCache, onLoadProgress, s3Tokenizer } = options;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('option signal must be an AbortSignal');
   if (promptCache !== undefined && typeof promptCache !== 'boolean') {
     throw invalid(`option promptCache must be a boolean, got ${JSON.stringify(promptCache)}`);
@@ -107,12 +107,15 @@ async function loadTTS(path, options = {}) {
   if (onLoadProgress !== undefined && typeof onLoadProgress !== 'function') {
     throw invalid('option onLoadProgress must be a function');
   }
+  if (s3Tokenizer !== undefined && (typeof s3Tokenizer !== 'string' || s3Tokenizer.length === 0)) {
+    throw invalid(`option s3Tokenizer must be a path (a folder or its model.safetensors), got ${JSON.stringify(s3Tokenizer)}`);
+  }
   signal?.throwIfAborted();
   const progress = loadProgress(onLoadProgress);
   const dir = await resolveModelPath(native, path, 'tts', signal, progress);
   let handle;
   try {
-    handle = await native.loadTtsNative(dir, promptCache ?? true);
+    handle = await native.loadTtsNative(dir, promptCache ?? true, s3Tokenizer ?? null);
   } catch (e) {
     throw fromNative(e);
   }
@@ -130,5 +133,6 @@ async function loadTTS(path, options = {}) {
 
 const { PromptCache } = require('./lib/prompt-cache');
 const { Chat } = require('./lib/chat');
+const { Voice } = require('./lib/voice');
 
-module.exports = { mlxInfo, loadModel, loadTTS, LanguageModel, PromptCache, Chat, TextToSpeech, Audio, MlxNodeError };
+module.exports = { mlxInfo, loadModel, loadTTS, LanguageModel, PromptCache, Chat, TextToSpeech, Voice, Audio, MlxNodeError };

@@ -4,5 +4,5 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const api = require('./index.js');
 
-export const { mlxInfo, loadModel, loadTTS, LanguageModel, PromptCache, Chat, TextToSpeech, Audio, MlxNodeError } = api;
+export const { mlxInfo, loadModel, loadTTS, LanguageModel, PromptCache, Chat, TextToSpeech, Voice, Audio, MlxNodeError } = api;
 export default api;

@@ -17,7 +17,9 @@ function runJob(native, id, signal, onEvent, finish) {
           throw fromNative(e);
         }
         for (const ev of events) {
-          if (ev.result) return finish(ev.result);
+          // A job ends with its result (a generation's, a synthesis's) or the voice it made.
+          const end = ev.result ?? ev.voice;
+          if (end) return finish(end);
           onEvent(ev);
         }
       }

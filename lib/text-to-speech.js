@@ -3,14 +3,36 @@ const { MlxNodeError, invalid, fromNative, callNative, checkFinite } = require('
 const { eventStream, runJob } = require('./event-stream');
 const { NativeOwner, LIVE } = require('./native-owner');
 const { Audio, concatAudio } = require('./audio');
+const { Voice, voiceId } = require('./voice');
 
-function splitOptions(options) {
+// `owner`: the TextToSpeech whose Voice objects a `voice` option may hold.
+function splitOptions(options, owner) {
   if (options === undefined || options === null) return { nativeOptions: {}, signal: undefined };
   if (typeof options !== 'object' || Array.isArray(options)) throw invalid('options must be an object');
   const { signal, ...nativeOptions } = options;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('option signal must be an AbortSignal');
+  // A Voice crosses as its id (the native side keeps the voice itself); the native side
+  // reads a number as such an id, so a number given here is refused like any other non-path.
+  const { voice } = nativeOptions;
+  if (voice instanceof Voice) nativeOptions.voice = voiceId(voice, owner);
+  else if (voice !== undefined && voice !== null && typeof voice !== 'string') {
+    throw invalid(`option voice must be a Voice or a path to a WAV clip or a conds.safetensors file, got ${JSON.stringify(voice)}`);
+  }
   checkFinite(nativeOptions, 'options');
   return { nativeOptions, signal };
+}
+
+// createVoice's audio: a WAV path, or mono samples at a rate.
+function clipArgs(audio) {
+  if (typeof audio === 'string' && audio.length > 0) return [audio, null, null];
+  if (audio !== null && typeof audio === 'object' && audio.samples instanceof Float32Array) {
+    const rate = audio.sampleRate;
+    if (!Number.isInteger(rate) || rate <= 0 || rate > 0xffffffff) {
+      throw invalid(`audio.sampleRate must be a positive integer, got ${JSON.stringify(rate)}`);
+    }
+    return [null, audio.samples, rate];
+  }
+  throw invalid('audio must be a WAV file path or { samples: Float32Array, sampleRate: number }');
 }
 
 function checkText(text) {
@@ -93,8 +115,8 @@ class TextToSpeech extends NativeOwner {
   }
 
   // Starts a native job with `start(native, nativeOptions)` and pumps its events.
-  #job(options, start, onAudio) {
-    const { nativeOptions, signal } = splitOptions(options);
+  #job(options, start, onAudio, finish) {
+    const { nativeOptions, signal } = splitOptions(options, this);
     signal?.throwIfAborted();
     const native = this.#native;
     const id = callNative(() => start(native, nativeOptions));
@@ -103,11 +125,42 @@ class TextToSpeech extends NativeOwner {
       id,
       signal,
       (ev) => onAudio?.(ev.audio),
-      (r) => {
-        if (r.aborted && signal?.aborted) throw signal.reason;
-        return speechResult(r, this.sampleRate);
-      }
+      finish ??
+        ((r) => {
+          if (r.aborted && signal?.aborted) throw signal.reason;
+          return speechResult(r, this.sampleRate);
+        })
     );
+  }
+
+  // Clones a voice from a reference clip (a WAV path, or { samples, sampleRate }) as
+  // mlx-audio's prepare_conditionals does; the Voice is then a `voice` option.
+  async createVoice(audio, options = {}) {
+    this[LIVE]();
+    const args = clipArgs(audio);
+    if (options === null || typeof options !== 'object' || Array.isArray(options)) throw invalid('options must be an object');
+    for (const k of Object.keys(options)) {
+      if (k !== 'exaggeration' && k !== 'signal') throw invalid(`unknown option "${k}"; known options: exaggeration, signal`);
+    }
+    const { exaggeration = 0.5 } = options;
+    if (typeof exaggeration !== 'number' || !Number.isFinite(exaggeration)) {
+      throw invalid(`option exaggeration must be a finite number, got ${JSON.stringify(exaggeration)}`);
+    }
+    const native = this.#native;
+    const { signal } = options;
+    let made;
+    try {
+      made = await this.#job({ signal }, (n) => n.createVoice(...args, exaggeration), undefined, (v) => v).result;
+    } catch (e) {
+      if (signal?.aborted) throw signal.reason;
+      throw e;
+    }
+    // A signal that fired after the voice was made: the caller asked for nothing.
+    if (signal?.aborted) {
+      native.dropVoice(made.id);
+      throw signal.reason;
+    }
+    return new Voice(this, native, made);
   }
 
   async synthesize(text, options) {
@@ -168,7 +221,7 @@ class TextToSpeech extends NativeOwner {
   // Each sentence's result goes into `results`.
   async *#streamText(source, options, results) {
     this[LIVE]();
-    splitOptions(options);
+    splitOptions(options, this);
     let pending = '';
     let index = 0;
     const self = this;

@@ -10,8 +10,10 @@ use napi::bindgen_prelude::Float32Array;
 use napi_derive::napi;
 use serde_json::Value;
 use tokio::sync::mpsc as tmpsc;
-use tts::pipeline::{Chatterbox, SynthesisOptions, SynthesisSummary, Voice, SAMPLE_RATE};
+use tts::pipeline::{Chatterbox, SynthesisOptions, SynthesisSummary, Voice, VoiceRef, SAMPLE_RATE};
 use tts::streaming::StreamSchedule;
+use tts::voice::clone::ClipSource;
+use tts::voice::{read_wav, Clip};
 
 use crate::errors::{js_error, lm_error, plain, Code};
 use crate::jobs::Lifecycle;
@@ -24,7 +26,19 @@ type Result<T> = napi::Result<T, String>;
 enum Event {
     Audio(Vec<f32>),
     Done(SynthesisSummary),
+    /// A voice made (or saved) by `createVoice` / `Voice.save`.
+    Voice(NativeVoice),
     Failed(LmError),
+}
+
+/// A cloned voice: its id for `voice` options, the seconds of clip it was made from, and
+/// whether a long clip was cut while reading.
+#[napi(object)]
+#[derive(Clone)]
+pub struct NativeVoice {
+    pub id: u32,
+    pub duration: f64,
+    pub truncated: bool,
 }
 
 #[napi(object)]
@@ -68,6 +82,7 @@ impl From<SynthesisSummary> for NativeSpeechResult {
 pub struct NativeSpeechEvent {
     pub audio: Option<Float32Array>,
     pub result: Option<NativeSpeechResult>,
+    pub voice: Option<NativeVoice>,
 }
 
 #[napi]
@@ -79,9 +94,9 @@ pub struct NativeTts {
 }
 
 #[napi]
-pub async fn load_tts_native(path: String, prompt_cache: bool) -> napi::Result<NativeTts> {
+pub async fn load_tts_native(path: String, prompt_cache: bool, s3_tokenizer: Option<String>) -> napi::Result<NativeTts> {
     let (worker, reply) = Worker::start(move || {
-        let mut model = Chatterbox::load(&PathBuf::from(&path))?;
+        let mut model = Chatterbox::load(&PathBuf::from(&path), s3_tokenizer.map(PathBuf::from))?;
         model.keep_prompt_cache(prompt_cache);
         let max = model.max_tokens();
         Ok((model, max))
@@ -93,8 +108,11 @@ pub async fn load_tts_native(path: String, prompt_cache: bool) -> napi::Result<N
 
 /// A `voice` option names a file that is there, checked before the job is
 /// queued (its contents are checked when the worker reads it).
-fn check_voice(voice: Option<&std::path::Path>) -> Result<()> {
-    voice.map_or(Ok(()), |v| Voice::check_path(v).map_err(lm_error))
+fn check_voice(voice: Option<&VoiceRef>) -> Result<()> {
+    match voice {
+        Some(VoiceRef::File(path)) => Voice::check_path(path).map_err(lm_error),
+        _ => Ok(()),
+    }
 }
 
 /// Sentences of `text`, as the speech pipeline cuts long text.
@@ -106,7 +124,15 @@ pub fn split_sentences(text: String) -> Vec<String> {
 /// What a job does on the worker.
 enum Work {
     Speak { text: String, opts: SynthesisOptions, stream: Option<StreamSchedule> },
-    Prepare { voice: Option<PathBuf> },
+    Prepare { voice: Option<VoiceRef> },
+    CreateVoice { clip: ClipInput, exaggeration: f32 },
+    SaveVoice { voice: NativeVoice, path: PathBuf },
+}
+
+/// `createVoice`'s audio: a WAV file, or samples at a rate.
+enum ClipInput {
+    File(PathBuf),
+    Samples(Vec<f32>, u32),
 }
 
 fn run(model: &Chatterbox, work: &Work, abort: &AtomicBool, events: &tmpsc::UnboundedSender<Event>) -> Event {
@@ -119,10 +145,30 @@ fn run(model: &Chatterbox, work: &Work, abort: &AtomicBool, events: &tmpsc::Unbo
         Work::Speak { text, opts, stream } => guarded("speech synthesis", || {
             model.synthesize(text, opts, *stream, &keep_going, &mut |samples| events.send(Event::Audio(samples)).is_ok())
         }),
-        Work::Prepare { voice } => guarded("preparing a voice", || model.prepare(voice.as_deref(), &keep_going)),
+        Work::Prepare { voice } => guarded("preparing a voice", || model.prepare(voice.as_ref(), &keep_going)),
+        Work::CreateVoice { clip, exaggeration } => {
+            return voice_event(guarded("making a voice", || {
+                let (clip, source) = match clip {
+                    ClipInput::File(path) => (read_wav(path)?, ClipSource::File),
+                    ClipInput::Samples(samples, rate) => (Clip::from_samples(samples.clone(), *rate)?, ClipSource::Samples),
+                };
+                let id = model.create_voice(&clip, source, *exaggeration, &keep_going)?;
+                Ok(NativeVoice { id, duration: clip.duration(), truncated: clip.truncated })
+            }))
+        }
+        Work::SaveVoice { voice, path } => {
+            return voice_event(guarded("saving a voice", || model.voices().save(voice.id, path).map(|()| voice.clone())));
+        }
     };
     match result {
         Ok(s) => Event::Done(s),
+        Err(e) => Event::Failed(e),
+    }
+}
+
+fn voice_event(r: std::result::Result<NativeVoice, LmError>) -> Event {
+    match r {
+        Ok(v) => Event::Voice(v),
         Err(e) => Event::Failed(e),
     }
 }
@@ -148,7 +194,7 @@ impl NativeTts {
             return Err(js_error(Code::InvalidArgument, "text is empty: there is nothing to say"));
         }
         let (opts, schedule) = tts_options::parse(&options, self.max_tokens)?;
-        check_voice(opts.voice.as_deref())?;
+        check_voice(opts.voice.as_ref())?;
         self.queue(Work::Speak { text, opts, stream: stream.then_some(schedule) })
     }
 
@@ -158,8 +204,38 @@ impl NativeTts {
     pub fn prepare(&self, options: Value) -> Result<u32> {
         self.live()?;
         let voice = tts_options::parse_voice(&options)?;
-        check_voice(voice.as_deref())?;
+        check_voice(voice.as_ref())?;
         self.queue(Work::Prepare { voice })
+    }
+
+    /// Queues cloning a voice from a WAV file (`path`) or from `samples` at `sample_rate`;
+    /// its event is the voice.
+    #[napi]
+    pub fn create_voice(&self, path: Option<String>, samples: Option<Float32Array>, sample_rate: Option<u32>, exaggeration: f64) -> Result<u32> {
+        self.live()?;
+        // T3's own range for it (`T3Options::validate`).
+        if !(exaggeration.is_finite() && exaggeration >= 0.0) {
+            return Err(js_error(Code::InvalidArgument, format!("option exaggeration must be at least 0, got {exaggeration}")));
+        }
+        let clip = match (path, samples, sample_rate) {
+            (Some(p), None, None) => ClipInput::File(PathBuf::from(p)),
+            (None, Some(s), Some(rate)) => ClipInput::Samples(s.to_vec(), rate),
+            _ => return Err(js_error(Code::InvalidArgument, "audio must be a WAV file path or { samples: Float32Array, sampleRate }")),
+        };
+        self.queue(Work::CreateVoice { clip, exaggeration: exaggeration as f32 })
+    }
+
+    /// Queues writing cloned voice `id` to `path` as a `conds.safetensors`.
+    #[napi]
+    pub fn save_voice(&self, id: u32, path: String) -> Result<u32> {
+        self.live()?;
+        self.queue(Work::SaveVoice { voice: NativeVoice { id, duration: 0.0, truncated: false }, path: PathBuf::from(path) })
+    }
+
+    /// Forgets cloned voice `id` (on the worker, which owns its arrays).
+    #[napi]
+    pub fn drop_voice(&self, id: u32) {
+        self.worker.run(move |model: &mut Chatterbox| model.voices().remove(id));
     }
 
     fn live(&self) -> Result<()> {
@@ -190,8 +266,9 @@ impl NativeTts {
         events
             .into_iter()
             .map(|e| match e {
-                Event::Audio(samples) => Ok(NativeSpeechEvent { audio: Some(Float32Array::new(samples)), result: None }),
-                Event::Done(summary) => Ok(NativeSpeechEvent { audio: None, result: Some(summary.into()) }),
+                Event::Audio(samples) => Ok(NativeSpeechEvent { audio: Some(Float32Array::new(samples)), result: None, voice: None }),
+                Event::Done(summary) => Ok(NativeSpeechEvent { audio: None, result: Some(summary.into()), voice: None }),
+                Event::Voice(v) => Ok(NativeSpeechEvent { audio: None, result: None, voice: Some(v) }),
                 Event::Failed(e) => Err(lm_error(e)),
             })
             .collect()

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use tts::pipeline::SynthesisOptions;
+use tts::pipeline::{SynthesisOptions, VoiceRef};
 use tts::streaming::StreamSchedule;
 use tts::t3::T3Options;
 
@@ -62,14 +62,17 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<(SynthesisOptions, StreamSch
 }
 
 /// `prepare()`'s options: `voice` only.
-pub fn parse_voice(value: &Value) -> R<Option<PathBuf>> {
+pub fn parse_voice(value: &Value) -> R<Option<VoiceRef>> {
     voice_of(&options_object(value, &["voice"])?)
 }
 
-fn voice_of(map: &serde_json::Map<String, Value>) -> R<Option<PathBuf>> {
+/// A path (a `conds.safetensors` or a WAV clip), or the id of a cloned voice (what
+/// lib/text-to-speech.js passes for a `Voice`).
+fn voice_of(map: &serde_json::Map<String, Value>) -> R<Option<VoiceRef>> {
     match map.get("voice") {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if !s.is_empty() => Ok(Some(PathBuf::from(s))),
-        Some(other) => Err(invalid(format!("option voice must be a path to a conds.safetensors file, got {other}"))),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(VoiceRef::File(PathBuf::from(s)))),
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|id| id <= u32::MAX as u64) => Ok(Some(VoiceRef::Cloned(n.as_u64().unwrap_or(0) as u32))),
+        Some(other) => Err(invalid(format!("option voice must be a Voice or a path to a WAV clip or a conds.safetensors file, got {other}"))),
     }
 }

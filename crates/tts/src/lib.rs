@@ -11,6 +11,7 @@ pub mod t3;
 pub mod text;
 pub mod tokenizer;
 pub mod voice;
+pub mod voices;
 
 pub use lm::LmError as TtsError;
 pub type Result<T> = std::result::Result<T, TtsError>;

@@ -2,7 +2,7 @@
 //! S3Gen mel -> HiFT audio, on the caller's (worker) thread.
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use lm::generate::{GenerationStats, Next};
 use lm::weights::Weights;
@@ -10,11 +10,15 @@ use mlx::random::KeySequence;
 
 use crate::config::ChatterboxConfig;
 use crate::hift::{self, Hift, HiftConfig};
-use crate::s3gen::{GenConds, PromptCache, S3GenConfig, S3GenFlow};
+use crate::s3gen::{PromptCache, S3GenConfig, S3GenFlow};
 use crate::streaming::{ChunkVocoder, StreamSchedule};
-use crate::t3::{T3Cond, T3Config, T3Options, T3};
+use crate::t3::{T3Config, T3Options, T3};
 use crate::text::{punc_norm, split_pieces, MAX_PIECE_CHARS};
 use crate::tokenizer::TextTokenizer;
+use crate::voice::clone::ClipSource;
+use crate::voice::Clip;
+pub use crate::voices::{Voice, VoiceRef};
+use crate::voices::{CloneSource, VoiceKey, Voices};
 use crate::{Result, TtsError};
 
 pub const SAMPLE_RATE: u32 = 24_000;
@@ -27,32 +31,7 @@ const SPEECH_VOCAB: u32 = 6561;
 pub struct SynthesisOptions {
     pub t3: T3Options,
     pub seed: Option<u64>,
-    pub voice: Option<PathBuf>,
-}
-
-/// A voice: the conditioning T3 and S3Gen read (a `conds.safetensors`).
-pub struct Voice {
-    pub t3: T3Cond,
-    pub gen: GenConds,
-}
-
-impl Voice {
-    /// `MODEL_NOT_FOUND` unless `path` is a file (what it holds is checked by `load`).
-    pub fn check_path(path: &Path) -> Result<()> {
-        if path.is_file() {
-            return Ok(());
-        }
-        let what = if path.exists() { "is not a file" } else { "does not exist" };
-        Err(TtsError::ModelNotFound(format!("voice file {} {what}", path.display())))
-    }
-
-    pub fn load(path: &Path) -> Result<Voice> {
-        Self::check_path(path)?;
-        // One read of the file: S3Gen takes its `gen.*` tensors, T3 the `t3.*` ones.
-        let (mut tensors, _) = mlx::io::load_safetensors(path).map_err(|e| TtsError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
-        let gen = GenConds::from_tensors(&mut tensors, &path.display().to_string())?;
-        Ok(Voice { t3: T3Cond::from_tensors(tensors, path)?, gen })
-    }
+    pub voice: Option<VoiceRef>,
 }
 
 /// What a call did about the voice's prompt cache (`Chatterbox::prompt_cache`),
@@ -120,21 +99,12 @@ impl SynthesisSummary {
     }
 }
 
-/// Which voice: the model folder's (`None`) or a file as it was when read.
-type VoiceKey = Option<(PathBuf, Option<SystemTime>, u64)>;
-
-fn voice_key(path: Option<&Path>) -> VoiceKey {
-    let path = path?;
-    let meta = std::fs::metadata(path).ok();
-    Some((path.to_path_buf(), meta.as_ref().and_then(|m| m.modified().ok()), meta.map_or(0, |m| m.len())))
-}
-
 pub struct Chatterbox {
     tokenizer: TextTokenizer,
     t3: T3,
     flow: S3GenFlow,
     hift: Hift,
-    voice: Option<Arc<Voice>>,
+    voices: Voices,
     start_text: u32,
     stop_text: u32,
     text_vocab: u32,
@@ -145,13 +115,10 @@ pub struct Chatterbox {
     prompt_cache: Mutex<Option<(VoiceKey, Option<Arc<PromptCache>>)>>,
     /// Whether streaming makes and keeps that cache.
     use_prompt_cache: bool,
-    /// The last `voice` file read, while it is unchanged on disk: a voice keeps
-    /// its T3 conditioning once computed (`T3Cond`).
-    custom_voice: Mutex<Option<(VoiceKey, Arc<Voice>)>>,
 }
 
 impl Chatterbox {
-    pub fn load(dir: &Path) -> Result<Chatterbox> {
+    pub fn load(dir: &Path, s3_tokenizer: Option<PathBuf>) -> Result<Chatterbox> {
         let config = ChatterboxConfig::from_dir(dir)?;
         let t3_cfg = T3Config::from_json(config.section("t3_config"))?;
         let source = dir.join("config.json").display().to_string();
@@ -162,25 +129,23 @@ impl Chatterbox {
         let t3 = T3::load(&mut w, &t3_cfg)?;
         let flow = S3GenFlow::load(&mut w, &flow_cfg)?;
         let hift = Hift::load(&mut w, &hift_cfg)?;
-        // Voice cloning from reference audio (voice encoder, speaker encoder) is
-        // not supported: those weights are present but unused.
+        // The cloning networks (voice encoder, speaker encoder) load with the first clone.
         w.discard(|k| k.starts_with("ve.") || k.starts_with("s3gen.speaker_encoder."));
         w.finish()?;
-        let conds = dir.join("conds.safetensors");
-        let voice = if conds.exists() { Some(Arc::new(Voice::load(&conds)?)) } else { None };
+        let source = CloneSource { dir: dir.to_path_buf(), quantization: config.quantization(), tokenizer: s3_tokenizer, prompt_len: t3_cfg.speech_cond_prompt_len };
+        let voices = Voices::new(dir, source)?;
         Ok(Chatterbox {
             tokenizer,
             t3,
             flow,
             hift,
-            voice,
+            voices,
             start_text: t3_cfg.start_text_token,
             stop_text: t3_cfg.stop_text_token,
             text_vocab: t3_cfg.text_tokens_dict_size,
             max_speech_tokens: t3_cfg.max_speech_tokens,
             prompt_cache: Mutex::new(None),
             use_prompt_cache: true,
-            custom_voice: Mutex::new(None),
         })
     }
 
@@ -218,7 +183,12 @@ impl Chatterbox {
         }
         let t0 = Instant::now();
         mlx::memory::reset_peak()?;
-        let voice = &*self.voice(opts.voice.as_deref())?;
+        let voice = match self.voices.get(opts.voice.as_ref(), opts.t3.exaggeration, keep_going) {
+            // Stopped while a WAV voice was being cloned.
+            Err(TtsError::Aborted(_)) => return SynthesisSummary { aborted: true, ..SynthesisSummary::default() }.finish(t0),
+            other => other?,
+        };
+        let voice = &*voice;
         // One random sequence for the whole call: T3's draws, then the vocoder's, as mlx-audio.
         let mut keys = match opts.seed {
             Some(s) => KeySequence::new(s)?,
@@ -230,7 +200,7 @@ impl Chatterbox {
             let tokens = self.text_tokens(&piece)?;
             let done = match stream {
                 Some(schedule) => {
-                    let (cache, used) = match self.prompt_cache(voice, voice_key(opts.voice.as_deref()), keep_going) {
+                    let (cache, used) = match self.prompt_cache(voice, VoiceKey::of(opts.voice.as_ref()), keep_going) {
                         Err(TtsError::Aborted(_)) => {
                             summary.aborted = true;
                             return summary.finish(t0);
@@ -253,44 +223,32 @@ impl Chatterbox {
         summary.finish(t0)
     }
 
-    /// Makes the prompt cache of a voice (the model folder's, or the file
-    /// `path`) now, which the first `stream` of that voice would otherwise make
-    /// before its first chunk. Stopped (`keep_going`), it keeps nothing and the
-    /// summary says aborted.
-    pub fn prepare(&self, path: Option<&Path>, keep_going: &dyn Fn() -> bool) -> Result<SynthesisSummary> {
+    /// Makes the prompt cache of a voice (the model folder's, a file, a cloned one) now, which
+    /// the first `stream` of that voice would otherwise make before its first chunk. Stopped
+    /// (`keep_going`), it keeps nothing and the summary says aborted.
+    pub fn prepare(&self, which: Option<&VoiceRef>, keep_going: &dyn Fn() -> bool) -> Result<SynthesisSummary> {
         let t0 = Instant::now();
         mlx::memory::reset_peak()?;
-        let voice = self.voice(path)?;
         let mut summary = SynthesisSummary::default();
-        match self.prompt_cache(&voice, voice_key(path), keep_going) {
+        let made = self
+            .voices
+            .get(which, T3Options::default().exaggeration, keep_going)
+            .and_then(|voice| self.prompt_cache(&voice, VoiceKey::of(which), keep_going));
+        match made {
             Err(TtsError::Aborted(_)) => summary.aborted = true,
             other => summary.prompt_cache = other?.1,
         }
         summary.finish(t0)
     }
 
-    /// The model folder's voice (`None`) or the one in the file `path`.
-    fn voice(&self, path: Option<&Path>) -> Result<Arc<Voice>> {
-        match path {
-            Some(p) => self.custom_voice(p),
-            None => self.voice.clone().ok_or_else(|| {
-                TtsError::InvalidArgument("the model folder has no conds.safetensors: pass a voice (a conds.safetensors path)".into())
-            }),
-        }
+    /// Clones a voice from `clip` (`createVoice`); returns its id for `VoiceRef::Cloned`.
+    pub fn create_voice(&self, clip: &Clip, source: ClipSource, exaggeration: f32, keep_going: &dyn Fn() -> bool) -> Result<u32> {
+        self.voices.create(clip, source, exaggeration, keep_going)
     }
 
-    /// The voice in the file `path`, read again only when the file changed.
-    fn custom_voice(&self, path: &Path) -> Result<Arc<Voice>> {
-        let key = voice_key(Some(path));
-        let mut slot = self.custom_voice.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((k, voice)) = slot.as_ref() {
-            if *k == key {
-                return Ok(voice.clone());
-            }
-        }
-        let voice = Arc::new(Voice::load(path)?);
-        *slot = Some((key, voice.clone()));
-        Ok(voice)
+    /// The voices: `save` and `remove` of cloned ones.
+    pub fn voices(&self) -> &Voices {
+        &self.voices
     }
 
     /// Whether `stream` keeps a prompt cache (the default); without one every

@@ -48,17 +48,23 @@ pub fn save_file(path: &Path, caches: &[Box<dyn Cache>], metadata: &[(String, St
             }
         }
     }
+    write_safetensors(path, &tensors, &meta)
+}
+
+/// Writes `tensors` and `metadata` as one safetensors file at `path`, whole or not at all
+/// (a prompt cache here, a voice's `conds.safetensors` in `tts`).
+pub fn write_safetensors(path: &Path, tensors: &[(String, Array)], metadata: &[(String, String)]) -> Result<()> {
     // The arrays hold lazy work (and a shared buffer per update): materialise
     // and make them contiguous before the writer reads their bytes.
     let contiguous = tensors.iter().map(|(n, a)| Ok((n.clone(), a.contiguous()?))).collect::<Result<Vec<_>>>()?;
     let refs: Vec<&Array> = contiguous.iter().map(|(_, a)| a).collect();
     mlx::eval(&refs)?;
     let named: Vec<(&str, &Array)> = contiguous.iter().map(|(n, a)| (n.as_str(), a)).collect();
-    let meta_refs: Vec<(&str, &str)> = meta.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let meta_refs: Vec<(&str, &str)> = metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     // Written next to the target and renamed, so no half file ever has its name
     // (MLX adds ".safetensors" to a name without it: the temporary name has it).
     let tmp =
-        path.with_file_name(format!(".{}.{}.tmp.safetensors", path.file_name().and_then(|n| n.to_str()).unwrap_or("cache"), std::process::id()));
+        path.with_file_name(format!(".{}.{}.tmp.safetensors", path.file_name().and_then(|n| n.to_str()).unwrap_or("file"), std::process::id()));
     let written = mlx::io::save_safetensors(&tmp, &named, &meta_refs)
         .map_err(|e| LmError::InvalidArgument(format!("cannot write {}: {}", path.display(), e.message)));
     let renamed =

@@ -14,7 +14,7 @@ mod quantized;
 mod rotating;
 
 pub use arrays::ArraysCache;
-pub use file::{load_file, save_file, CacheFile};
+pub use file::{load_file, save_file, write_safetensors, CacheFile};
 pub use kv::KvCache;
 pub use mask::causal_mask;
 pub use quantized::QuantizedKvCache;

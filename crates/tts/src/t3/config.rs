@@ -22,6 +22,8 @@ pub struct T3Config {
     pub use_perceiver_resampler: bool,
     /// Whether the conditioning carries the emotion-exaggeration token.
     pub emotion_adv: bool,
+    /// How many of a cloned voice's speech tokens T3's prompt keeps (`speech_cond_prompt_len`).
+    pub speech_cond_prompt_len: usize,
     /// The Llama backbone.
     pub llama: ModelConfig,
 }
@@ -129,6 +131,7 @@ impl T3Config {
             speaker_embed_size: uint("speaker_embed_size", 256)? as i32,
             use_perceiver_resampler: boolean("use_perceiver_resampler", true)?,
             emotion_adv: boolean("emotion_adv", true)?,
+            speech_cond_prompt_len: uint("speech_cond_prompt_len", 150)? as usize,
             llama,
         };
         for (key, id, size) in [

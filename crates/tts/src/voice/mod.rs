@@ -1,11 +1,14 @@
 //! Voice cloning, the front of mlx-audio's `Model.prepare_conditionals`: a reference clip read
 //! and checked (`wav`), resampled to 24 kHz and 16 kHz as mlx-audio resamples (`resample`), its
 //! log-mel front ends and CAMPPlus's filter bank (`mel`) and the voice encoder's speaker
-//! embedding for T3 (`encoder`). The S3 speech tokenizer and the CAMPPlus network, which complete
-//! the conditioning, are to come.
+//! embedding for T3 (`encoder`), the S3 speech tokenizer (`s3tokenizer`), CAMPPlus's x-vector
+//! for S3Gen (`campplus`), and the whole conditioning from a clip (`clone`).
+pub mod campplus;
+pub mod clone;
 pub mod encoder;
 pub mod mel;
 pub mod resample;
+pub mod s3tokenizer;
 pub mod wav;
 
 pub use encoder::VoiceEncoder;
