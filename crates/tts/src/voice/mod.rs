@@ -1,14 +1,17 @@
 //! Voice cloning, the front of mlx-audio's `Model.prepare_conditionals`: a reference clip read
 //! and checked (`wav`), resampled to 24 kHz and 16 kHz as mlx-audio resamples (`resample`), its
 //! log-mel front ends and CAMPPlus's filter bank (`mel`) and the voice encoder's speaker
-//! embedding for T3 (`encoder`). The S3 speech tokenizer and the CAMPPlus network, which complete
-//! the conditioning, are to come.
+//! embedding for T3 (`encoder`), and the S3 speech tokenizer (`s3tokenizer`) that turns the
+//! 16 kHz signals into S3Gen's and T3's prompt tokens. The CAMPPlus network, which completes the
+//! conditioning, is to come.
 pub mod encoder;
 pub mod mel;
 pub mod resample;
+pub mod s3tokenizer;
 pub mod wav;
 
 pub use encoder::VoiceEncoder;
+pub use s3tokenizer::S3TokenizerV2;
 pub use wav::{read_wav, Clip};
 
 /// The speech tokenizer's and the voice encoder's rate.
