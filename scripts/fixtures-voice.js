@@ -4,7 +4,8 @@
 // log-mel front ends, the voice encoder's embedding), written by scripts/fixtures_voice.py with
 // mlx-audio's own functions. The voice encoder's weights come from the Chatterbox fixture, so
 // this runs after scripts/fixtures-tts.js and is regenerated when the script, the reference
-// package spec or that fixture changes.
+// package spec or that fixture changes. It also writes a seeded S3 speech tokenizer as a Hugging
+// Face cache (hub/) and mlx-audio's tokens of each clip (s3tokenizer.json).
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');

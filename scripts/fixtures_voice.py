@@ -14,6 +14,10 @@ tail (so the voice encoder's silence trim cuts something), quantized to its WAV 
 mlx-audio reads files through miniaudio, which decodes every format to 16-bit integers; we read
 at the file's own precision, so the float samples given to mlx-audio here are the file's samples
 scaled as our reader scales them (integers / 2**(bits-1), channels averaged), dumped as `mono`.
+
+Then the speech tokenizer (`s3_tokenizer_references`): a small seeded S3TokenizerV2 saved as a
+Hugging Face cache under `hub/`, and its tokens for each clip's two 16 kHz signals in
+`s3tokenizer.json`.
 """
 import json
 import struct
@@ -152,6 +156,68 @@ def main():
                       "trimmed": int(trimmed.shape[0]), "wav16_full": int(wav16_full.shape[0])}
         print(f"[fixtures-voice] {name}: {seconds} s, trimmed to {trimmed.shape[0] / S3_SR:.2f} s", file=sys.stderr)
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    s3_tokenizer_references(out, list(meta))
+
+
+# --- S3TokenizerV2 (the speech tokenizer) -----------------------------------------------------
+# A small S3TokenizerV2 (mlx-audio's class, its ModelConfig narrowed: 128 wide, 2 heads of 64 as
+# its rotary table fixes, 2 blocks) with seeded weights, saved as the Hugging Face cache holds
+# mlx-community/S3TokenizerV2, and the tokens mlx-audio's prepare_conditionals gets from each
+# clip's two 16 kHz signals (S3Gen's, from the 10 s at 24 kHz, and T3's first 6 s), computed by
+# the model loaded back from that file the way mlx-audio's post_load_hook loads it.
+S3TOK_REPO_FOLDER = "models--mlx-community--S3TokenizerV2"
+S3TOK_COMMIT = "5f0c0e6b3a1d2c4e8f9a7b6c5d4e3f2a1b0c9d8e"
+# project_down's weights times this: its outputs then spread past tanh's +-0.5 rounding points,
+# so the tokens vary (at mlx-audio's initialization most digits would be 1).
+S3TOK_PROJECT_SCALE = 4.0
+
+
+def s3_tokenizer_references(out, names):
+    from mlx.utils import tree_flatten
+    from mlx_audio.tts.models.chatterbox.s3tokenizer import ModelConfig, S3TokenizerV2
+
+    def build():
+        return S3TokenizerV2("speech_tokenizer_v2_25hz",
+                             ModelConfig(n_mels=128, n_audio_state=128, n_audio_head=2, n_audio_layer=2))
+
+    mx.random.seed(31)
+    model = build()
+    pd = model.quantizer.fsq_codebook.project_down
+    pd.weight = pd.weight * S3TOK_PROJECT_SCALE
+    weights = dict(tree_flatten(model.parameters()))
+    repo = out / "hub" / S3TOK_REPO_FOLDER
+    snapshot = repo / "snapshots" / S3TOK_COMMIT
+    snapshot.mkdir(parents=True)
+    mx.save_safetensors(str(snapshot / "model.safetensors"), weights, metadata={"format": "mlx"})
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(S3TOK_COMMIT)
+
+    # Loaded back as mlx-audio's post_load_hook loads the repo's file.
+    tok = build()
+    loaded = mx.load(str(snapshot / "model.safetensors"))
+    tok.load_weights(list(tok.sanitize(loaded).items()), strict=False)
+    mx.eval(tok.parameters())
+
+    refs, every = {}, []
+    for name in names:
+        dump = mx.load(str(out / f"{name}.safetensors"))
+        signals = {"s3gen": dump["wav16_from_24"], "t3": dump["wav16_full"][:ENC_COND_LEN]}
+        refs[name] = {}
+        for which, wav in signals.items():
+            mel = log_mel_spectrogram(wav)[None]
+            tokens, lens = tok(mel, mx.array([mel.shape[2]]))
+            tokens = np.array(tokens)[0].tolist()
+            assert int(lens[0]) == len(tokens), f"{name} {which}: {int(lens[0])} tokens said, {len(tokens)} given"
+            # Varied codes, or the comparison would prove little (see also the digits below).
+            assert len(set(tokens)) >= 20, f"{name} {which}: {len(set(tokens))} distinct tokens of {len(tokens)}"
+            every.extend(tokens)
+            refs[name][which] = {"mel_frames": int(mel.shape[2]), "tokens": tokens}
+        print(f"[fixtures-voice] {name}: S3 tokens {len(refs[name]['s3gen']['tokens'])} (S3Gen), {len(refs[name]['t3']['tokens'])} (T3)",
+              file=sys.stderr)
+    digits = np.array([[t // 3**i % 3 for i in range(8)] for t in every])
+    assert all(len(set(digits[:, i])) == 3 for i in range(8)), "an FSQ digit never takes one of its three values"
+    (out / "s3tokenizer.json").write_text(json.dumps({"repo": "mlx-community/S3TokenizerV2", "commit": S3TOK_COMMIT,
+                                                      "clips": refs}))
 
 
 if __name__ == "__main__":

@@ -95,8 +95,11 @@ pub struct NativeTts {
 
 #[napi]
 pub async fn load_tts_native(path: String, prompt_cache: bool, s3_tokenizer: Option<String>) -> napi::Result<NativeTts> {
+    // Found now, as mlx-audio's loader does; only a clone needs it, so a miss fails the clone.
+    let config = hub::Config::from_env();
+    let tokenizer = hub::find_s3_tokenizer(s3_tokenizer.as_deref().map(std::path::Path::new), &config).map_err(|e| e.message);
     let (worker, reply) = Worker::start(move || {
-        let mut model = Chatterbox::load(&PathBuf::from(&path), s3_tokenizer.map(PathBuf::from))?;
+        let mut model = Chatterbox::load(&PathBuf::from(&path), tokenizer)?;
         model.keep_prompt_cache(prompt_cache);
         let max = model.max_tokens();
         Ok((model, max))

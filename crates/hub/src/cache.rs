@@ -69,6 +69,14 @@ impl RepoCache {
         dir.join("config.json").is_file().then_some(dir)
     }
 
+    /// `path` in the snapshot of `revision`, if the cache has that file: for a repo that is
+    /// not a model folder (no `config.json`), read for one file as huggingface_hub's
+    /// `hf_hub_download` finds it offline.
+    pub fn cached_file(&self, revision: &str, path: &str) -> Option<PathBuf> {
+        let file = self.snapshot_dir(&self.cached_commit(revision)?).join(path);
+        file.is_file().then_some(file)
+    }
+
     /// Points `refs/<revision>` at `commit` (hf-hub's `create_ref`), unless it already does.
     pub fn write_ref(&self, revision: &str, commit: &str) -> Result<()> {
         if is_commit(revision) || self.cached_commit(revision).as_deref() == Some(commit) {
@@ -153,7 +161,12 @@ mod tests {
         c.link(commit, "config.json", "e2").unwrap();
         assert_eq!(fs::read_to_string(snap.join("config.json")).unwrap(), "x");
         assert_eq!(c.cached_snapshot("main"), Some(snap.clone()));
-        assert_eq!(c.cached_snapshot(commit), Some(snap));
+        assert_eq!(c.cached_snapshot(commit), Some(snap.clone()));
+        // One file of the snapshot, through a link into a folder or not at all.
+        assert_eq!(c.cached_file("main", "sub/dir/x.txt"), Some(snap.join("sub/dir/x.txt")));
+        assert_eq!(c.cached_file("main", "sub/dir"), None);
+        assert_eq!(c.cached_file("main", "model.safetensors"), None);
+        assert_eq!(c.cached_file("other", "config.json"), None);
         let lock = c.lock("e1", &|| false).unwrap();
         assert!(root.join(".locks/models--org--name/e1.lock").exists());
         // A second holder waits; its abort flag gets it out.

@@ -7,7 +7,11 @@
 //! snapshot are fetched (HEAD, then GET into `blobs/`, see `download.rs`), and only once all
 //! of them are there do the snapshot links and `refs/<branch>` change. Offline
 //! (`HF_HUB_OFFLINE=1`), or when the hub cannot be reached, the cache alone answers.
+//!
+//! `cached_file` finds the one file a model takes from a repo of its own (the S3 speech
+//! tokenizer's weights) in the same cache.
 mod cache;
+mod cached_file;
 mod config;
 mod download;
 mod error;
@@ -20,6 +24,7 @@ use hf_hub::{Repo, RepoType};
 use serde::Deserialize;
 
 pub use cache::RepoCache;
+pub use cached_file::{find_s3_tokenizer, CachedFile, S3_TOKENIZER};
 pub use config::Config;
 pub use error::{HubError, Kind, Result};
 pub use id::{is_commit, HubId, ModelKind};

@@ -118,7 +118,9 @@ pub struct Chatterbox {
 }
 
 impl Chatterbox {
-    pub fn load(dir: &Path, s3_tokenizer: Option<PathBuf>) -> Result<Chatterbox> {
+    /// `s3_tokenizer`: the S3 tokenizer's weights for voice cloning, or why there are none
+    /// (`CloneSource::tokenizer`).
+    pub fn load(dir: &Path, s3_tokenizer: std::result::Result<PathBuf, String>) -> Result<Chatterbox> {
         let config = ChatterboxConfig::from_dir(dir)?;
         let t3_cfg = T3Config::from_json(config.section("t3_config"))?;
         let source = dir.join("config.json").display().to_string();

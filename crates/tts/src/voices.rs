@@ -13,7 +13,7 @@ use mlx::Array;
 use crate::s3gen::GenConds;
 use crate::t3::T3Cond;
 use crate::voice::clone::{ClipSource, VoiceCloner};
-use crate::voice::{read_wav, s3tokenizer, Clip};
+use crate::voice::{read_wav, Clip};
 use crate::{Result, TtsError};
 
 /// A voice: the conditioning T3 and S3Gen read (a `conds.safetensors`).
@@ -87,8 +87,10 @@ struct Cloned {
 pub struct CloneSource {
     pub dir: PathBuf,
     pub quantization: Option<serde_json::Value>,
-    /// The S3 tokenizer's folder or file when given; else the Hugging Face cache.
-    pub tokenizer: Option<PathBuf>,
+    /// The S3 tokenizer's `model.safetensors`, found by the caller (the bindings look in the
+    /// Hugging Face cache, as mlx-audio does at load), or why it was not: the first clone fails
+    /// with that (MODEL_NOT_FOUND), and a model without it still speaks its other voices.
+    pub tokenizer: std::result::Result<PathBuf, String>,
     pub prompt_len: usize,
 }
 
@@ -200,8 +202,8 @@ impl Voices {
             return Ok(c.clone());
         }
         let s = &self.source;
-        let tokenizer = s3tokenizer::find(s.tokenizer.as_deref())?;
-        let cloner = Arc::new(VoiceCloner::load(&s.dir, s.quantization.clone(), &tokenizer, s.prompt_len)?);
+        let tokenizer = s.tokenizer.as_ref().map_err(|why| TtsError::ModelNotFound(why.clone()))?;
+        let cloner = Arc::new(VoiceCloner::load(&s.dir, s.quantization.clone(), tokenizer, s.prompt_len)?);
         *slot = Some(cloner.clone());
         Ok(cloner)
     }

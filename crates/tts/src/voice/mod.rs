@@ -12,6 +12,7 @@ pub mod s3tokenizer;
 pub mod wav;
 
 pub use encoder::VoiceEncoder;
+pub use s3tokenizer::S3TokenizerV2;
 pub use wav::{read_wav, Clip};
 
 /// The speech tokenizer's and the voice encoder's rate.
