@@ -25,6 +25,9 @@ function log(msg) {
 function stampOf(ttsDir) {
   const h = crypto.createHash('sha256');
   h.update(fs.readFileSync(SCRIPT));
+  // The end-to-end cloning references, and the fixture loader they share with the TTS references.
+  h.update(fs.readFileSync(path.join(__dirname, 'voice_clone_ref.py')));
+  h.update(fs.readFileSync(path.join(ROOT, '__test__', 'ref', 'chatterbox_ref.py')));
   h.update(VENV_SPEC);
   h.update(fs.readFileSync(path.join(ttsDir, '.stamp')));
   return h.digest('hex');

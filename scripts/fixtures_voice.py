@@ -156,7 +156,11 @@ def main():
                       "trimmed": int(trimmed.shape[0]), "wav16_full": int(wav16_full.shape[0])}
         print(f"[fixtures-voice] {name}: {seconds} s, trimmed to {trimmed.shape[0] / S3_SR:.2f} s", file=sys.stderr)
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
-    s3_tokenizer_references(out, list(meta))
+    tokenizer = s3_tokenizer_references(out, list(meta))
+    # Last: the whole of mlx-audio's cloning with that tokenizer (scripts/voice_clone_ref.py).
+    from voice_clone_ref import clone_references
+
+    clone_references(out, tts_dir, tokenizer, list(meta))
 
 
 # --- S3TokenizerV2 (the speech tokenizer) -----------------------------------------------------
@@ -218,6 +222,7 @@ def s3_tokenizer_references(out, names):
     assert all(len(set(digits[:, i])) == 3 for i in range(8)), "an FSQ digit never takes one of its three values"
     (out / "s3tokenizer.json").write_text(json.dumps({"repo": "mlx-community/S3TokenizerV2", "commit": S3TOK_COMMIT,
                                                       "clips": refs}))
+    return tok
 
 
 if __name__ == "__main__":
