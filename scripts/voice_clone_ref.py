@@ -3,11 +3,14 @@ fixtures_voice.py once the clips, their front-end dumps and the S3 tokenizer exi
 
 For every clip, `Model.prepare_conditionals(samples, rate)` on the clip's samples as our reader
 gives them (`mono` of its dump): `clone_<clip>.safetensors`, the eight tensors a
-conds.safetensors holds. For the 16-bit clip, whose samples mlx-audio's own file reader gives
-bit for bit, also `prepare_conditionals(path)` (the file route: read at 24 kHz first):
-`clone_<clip>_file.safetensors`. Then one synthesis with that file as `ref_audio` (mlx-audio's
-`generate(text, ref_audio=path)`, greedy, seeded): `clone_speech.safetensors` (speech tokens, wav)
-and its options in `clone.json`.
+conds.safetensors holds. For the 16-bit clip also the file route, `clone_<clip>_file.safetensors`:
+given a path, prepare_conditionals reads the file at 24 kHz (`load_audio`: miniaudio's 16-bit
+decode, then mlx-audio's `resample_audio` in chunks, which mlx-audio documents as equal to one
+whole-buffer call) and treats that as a 24 kHz clip. miniaudio is not in the reference venv, so
+the file is given as that: the 16-bit samples (which miniaudio gives bit for bit) resampled to
+24 kHz by `resample_audio`, at 24 kHz. Then one synthesis from the same 24 kHz signal as
+`ref_audio` (mlx-audio's `generate(text, ref_audio=...)`, greedy, seeded):
+`clone_speech.safetensors` (speech tokens, wav) and its options in `clone.json`.
 
 The Chatterbox is the TTS fixture (loaded as __test__/ref/chatterbox_ref.py loads it), with the
 fixture's S3 tokenizer in place of the Hub's.
@@ -20,11 +23,24 @@ import numpy as np
 
 import mlx.core as mx
 
+S3GEN_SR = 24000
+
 ROOT = Path(__file__).resolve().parents[1]
 
 FILE_CLIP = "pcm16_16k_mono"
 SPEECH = dict(text="Hello there, this is a cloned voice.", temperature=0.0, cfg_weight=0.5, exaggeration=0.5,
               repetition_penalty=1.2, min_p=0.05, top_p=1.0, max_new_tokens=40, seed=3)
+
+
+def file_route(mono, rate):
+    """A WAV file as prepare_conditionals(path) reads it: at 24 kHz (see the module docs)."""
+    from mlx_audio.utils import resample_audio
+
+    return mx.array(resample_audio(mono, rate, S3GEN_SR)) if rate != S3GEN_SR else mono
+
+
+def meta_rate(out: Path, name: str) -> int:
+    return json.loads((out / "meta.json").read_text())[name]["rate"]
 
 
 def conds_tensors(conds) -> dict:
@@ -47,12 +63,12 @@ def clone_references(out: Path, tts_dir: Path, tokenizer, clips: list):
     meta = {"clips": {}, "speech": dict(SPEECH, ref_audio=f"{FILE_CLIP}.wav")}
     for name in clips:
         dump = mx.load(str(out / f"{name}.safetensors"))
-        rate = json.loads((out / "meta.json").read_text())[name]["rate"]
+        rate = meta_rate(out, name)
         tensors = conds_tensors(model.prepare_conditionals(dump["mono"], rate, exaggeration=0.5))
         mx.save_safetensors(str(out / f"clone_{name}.safetensors"), tensors)
         meta["clips"][name] = {k: list(v.shape) for k, v in tensors.items()}
         if name == FILE_CLIP:
-            tensors = conds_tensors(model.prepare_conditionals(str(out / f"{name}.wav"), rate, exaggeration=0.5))
+            tensors = conds_tensors(model.prepare_conditionals(file_route(dump["mono"], rate), S3GEN_SR, exaggeration=0.5))
             mx.save_safetensors(str(out / f"clone_{name}_file.safetensors"), tensors)
         print(f"[fixtures-voice] {name}: cloned, {tensors['gen.prompt_token'].shape[1]} S3Gen tokens, "
               f"{tensors['t3.cond_prompt_speech_tokens'].shape[1]} T3 tokens", file=sys.stderr)
@@ -60,7 +76,8 @@ def clone_references(out: Path, tts_dir: Path, tokenizer, clips: list):
     s = SPEECH
     with recording(model) as rec:
         mx.random.seed(s["seed"])
-        result = next(model.generate(s["text"], ref_audio=str(out / f"{FILE_CLIP}.wav"), temperature=s["temperature"],
+        at24 = file_route(mx.load(str(out / f"{FILE_CLIP}.safetensors"))["mono"], meta_rate(out, FILE_CLIP))
+        result = next(model.generate(s["text"], ref_audio=at24, temperature=s["temperature"],
                                      cfg_weight=s["cfg_weight"], exaggeration=s["exaggeration"],
                                      repetition_penalty=s["repetition_penalty"], min_p=s["min_p"], top_p=s["top_p"],
                                      max_new_tokens=s["max_new_tokens"], verbose=False))
