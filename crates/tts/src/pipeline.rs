@@ -162,8 +162,9 @@ impl Chatterbox {
         let t3 = T3::load(&mut w, &t3_cfg)?;
         let flow = S3GenFlow::load(&mut w, &flow_cfg)?;
         let hift = Hift::load(&mut w, &hift_cfg)?;
-        // Voice cloning from reference audio (voice encoder, speaker encoder) is
-        // not supported: those weights are present but unused.
+        // The speaker encoders (voice encoder, CAMPPlus) only make voices from reference
+        // audio: `voice::SpeakerEncoders::load` reads them from the folder then. Dropped here
+        // unread (MLX reads a tensor when it is first evaluated).
         w.discard(|k| k.starts_with("ve.") || k.starts_with("s3gen.speaker_encoder."));
         w.finish()?;
         let conds = dir.join("conds.safetensors");
