@@ -127,6 +127,9 @@ fn bad_weights_are_invalid_weights() {
     let mut t = torch_tensors();
     t.remove(&name("xvector.dense.nonlinear.batchnorm.running_var"));
     invalid_weights(t, &[&name("xvector.dense.nonlinear.batchnorm.running_var"), "missing"]);
+    let mut t = torch_tensors();
+    t.remove(&name("xvector.tdnn.linear.weight"));
+    invalid_weights(t, &[&name("xvector.tdnn.linear.weight"), "missing"]);
     // A kernel in neither layout: both shapes named.
     let mut t = tensors();
     t.insert(name("head.conv1.weight"), Array::zeros(&[32, 3, 3, 2], mlx::Dtype::Float32).unwrap());

@@ -324,7 +324,8 @@ impl CamPlus {
     pub fn load(w: &mut Weights, prefix: &str) -> Result<CamPlus> {
         let p = prefix.to_string();
         w.discard(|k| k.starts_with(&p) && k.ends_with(".num_batches_tracked"));
-        let torch_names = w.contains(&format!("{prefix}xvector.tdnn.linear.weight"));
+        let xvector_prefix = format!("{prefix}xvector.");
+        let torch_names = w.names().iter().any(|k| k.starts_with(&xvector_prefix));
         let l = &mut Loader { w, prefix, torch_names };
         let root = Path { mlx: String::new(), torch: String::new() };
         let xvector = root.join("", "xvector");
