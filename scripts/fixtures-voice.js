@@ -1,8 +1,9 @@
 'use strict';
 // Voice-cloning front-end references under .cache/fixtures-voice: synthetic reference clips as
 // WAV files and what mlx-audio's prepare_conditionals makes of them (resampled signals, the three
-// log-mel front ends, the voice encoder's embedding), written by scripts/fixtures_voice.py with
-// mlx-audio's own functions. The voice encoder's weights come from the Chatterbox fixture, so
+// log-mel front ends, the voice encoder's embedding, CAMPPlus's x-vector), written by
+// scripts/fixtures_voice.py with mlx-audio's own functions. The voice encoder's and CAMPPlus's
+// weights come from the Chatterbox fixture, so
 // this runs after scripts/fixtures-tts.js and is regenerated when the script, the reference
 // package spec or that fixture changes. It also writes a seeded S3 speech tokenizer as a Hugging
 // Face cache (hub/) and mlx-audio's tokens of each clip (s3tokenizer.json).

@@ -2,7 +2,7 @@
 for each what mlx-audio 0.6.2's `Model.prepare_conditionals` computes from it before the speech
 tokenizer and CAMPPlus: the 24 kHz and 16 kHz signals (its resampling and 10 s / 6 s
 truncations), the three log-mel front ends, CAMPPlus's Kaldi filter bank and the voice encoder's
-speaker embedding.
+speaker embedding. Then, separately (`write_campplus`), CAMPPlus's x-vector of each clip.
 
 Usage: fixtures_voice.py OUT_DIR TTS_FIXTURE_DIR
 
@@ -20,6 +20,7 @@ Hugging Face cache under `hub/`, and its tokens for each clip's two 16 kHz signa
 `s3tokenizer.json`.
 """
 import json
+import re
 import struct
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_audio.tts.models.chatterbox.s3gen.mel import mel_spectrogram
-from mlx_audio.tts.models.chatterbox.s3gen.xvector import kaldi_fbank
+from mlx_audio.tts.models.chatterbox.s3gen.xvector import CAMPPlus, kaldi_fbank
 from mlx_audio.tts.models.chatterbox.s3tokenizer import log_mel_spectrogram
 from mlx_audio.tts.models.chatterbox.voice_encoder import VoiceEncoder
 from mlx_audio.tts.models.chatterbox.voice_encoder.melspec import melspectrogram
@@ -115,6 +116,7 @@ def main():
     mx.eval(ve.parameters())
 
     meta = {}
+    campplus_inputs = {}
     for i, (name, rate, seconds, channels, fmt, bits) in enumerate(CLIPS):
         stored, mono = quantize(synth(rate, seconds, channels, 100 + i), fmt, bits)
         (out / f"{name}.wav").write_bytes(wav_bytes(stored, rate, fmt, bits))
@@ -152,10 +154,12 @@ def main():
             "ve_embed": embed,
         }
         mx.save_safetensors(str(out / f"{name}.safetensors"), dump)
+        campplus_inputs[name] = wav16_from_24
         meta[name] = {"rate": rate, "channels": channels, "format": fmt, "bits": bits, "frames": int(stored.shape[0]),
                       "trimmed": int(trimmed.shape[0]), "wav16_full": int(wav16_full.shape[0])}
         print(f"[fixtures-voice] {name}: {seconds} s, trimmed to {trimmed.shape[0] / S3_SR:.2f} s", file=sys.stderr)
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    write_campplus(out, tts_dir, campplus_inputs)
     tokenizer = s3_tokenizer_references(out, list(meta))
     # Last: the whole of mlx-audio's cloning with that tokenizer (scripts/voice_clone_ref.py).
     from voice_clone_ref import clone_references
@@ -223,6 +227,67 @@ def s3_tokenizer_references(out, names):
     (out / "s3tokenizer.json").write_text(json.dumps({"repo": "mlx-community/S3TokenizerV2", "commit": S3TOK_COMMIT,
                                                       "clips": refs}))
     return tok
+
+
+# --- CAMPPlus (S3Gen's speaker encoder) -----------------------------------------------------
+
+CAMPPLUS_PREFIX = "s3gen.speaker_encoder."
+
+
+def campplus_torch_name(name):
+    """The PyTorch (3D-Speaker) checkpoint's name of an mlx-audio CAMPPlus parameter: what
+    CAMPPlus.sanitize renames back (checked in write_campplus)."""
+    name = re.sub(r"^blocks\.(\d+)\.", lambda m: f"xvector.block{int(m.group(1)) + 1}.", name)
+    name = re.sub(r"^transits\.(\d+)\.", lambda m: f"xvector.transit{int(m.group(1)) + 1}.", name)
+    name = re.sub(r"^(tdnn|dense|out_nonlinear)\.", r"xvector.\1.", name)
+    name = re.sub(r"\.layers\.(\d+)\.", lambda m: f".tdnnd{int(m.group(1)) + 1}.", name)
+    return re.sub(r"(nonlinear\d?)\.0\.", r"\1.batchnorm.", name)
+
+
+def write_campplus(out, tts_dir, wavs16):
+    """campplus.safetensors: for each clip, CAMPPlus.inference (as S3Gen.embed_ref runs it) of
+    the 16 kHz signal made from the 10 s at 24 kHz, with the Chatterbox fixture's
+    s3gen.speaker_encoder.* weights loaded through CAMPPlus.sanitize (as S3Gen.sanitize routes
+    them) in eval mode (as Model loading leaves it). campplus_torch_names.json: the PyTorch
+    checkpoint's name of every tensor, mapped to mlx-audio's, which sanitize is checked to undo
+    (with the conv kernels in PyTorch's layout)."""
+    weights = {k[len(CAMPPLUS_PREFIX):]: v for k, v in mx.load(str(tts_dir / "model.safetensors")).items()
+               if k.startswith(CAMPPLUS_PREFIX)}
+    model = CAMPPlus()
+    model.load_weights(list(model.sanitize(weights).items()), strict=True)
+    model.eval()
+    mx.eval(model.parameters())
+    # Non-degenerate on random weights: every batch norm's running variance near 1.
+    for k, v in weights.items():
+        if k.endswith("running_var"):
+            assert 0.4 < float(v.min()) and float(v.max()) < 2.0, f"{k}: running variance out of range"
+
+    torch_names = {campplus_torch_name(k): k for k in weights}
+    torch_weights = {t: (weights[k].transpose(0, 3, 1, 2) if weights[k].ndim == 4
+                         else weights[k].swapaxes(1, 2) if weights[k].ndim == 3 else weights[k])
+                     for t, k in torch_names.items()}
+    torch_weights["head.bn1.num_batches_tracked"] = mx.array(0)
+    back = model.sanitize(torch_weights)
+    assert sorted(back) == sorted(weights), "sanitize does not map the PyTorch names back"
+    assert all(mx.array_equal(back[k], weights[k]).item() for k in weights), "sanitize changes a tensor"
+    (out / "campplus_torch_names.json").write_text(json.dumps(torch_names, indent=0, sort_keys=True))
+
+    dump = {}
+    for name, wav16 in wavs16.items():
+        xvector = model.inference(mx.array(wav16)[None])
+        mx.eval(xvector)
+        v = np.array(xvector)
+        assert v.shape == (1, 192) and np.isfinite(v).all(), f"{name}: x-vector {v.shape}"
+        dump[name] = xvector
+    # The random network shrinks activations through its dense blocks, so most of each x-vector
+    # is the last batch norm's offset, the same for every clip: what depends on the clip must
+    # still be far above the tests' tolerance (1e-3).
+    vs = np.concatenate([np.array(v) for v in dump.values()])
+    varying = np.abs(vs - vs.mean(axis=0)).max(axis=1)
+    assert (varying > 0.05).all(), f"x-vectors hardly depend on the clip: {varying}"
+    mx.save_safetensors(str(out / "campplus.safetensors"), dump)
+    print(f"[fixtures-voice] CAMPPlus: x-vector std {vs.std():.3f}, off the clips' mean by "
+          f"{varying.min():.3f} to {varying.max():.3f}", file=sys.stderr)
 
 
 if __name__ == "__main__":

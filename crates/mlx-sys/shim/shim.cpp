@@ -343,6 +343,10 @@ int mlxn_arg_reduce(int op, mlxn_array a, int axis, int keepdims, mlxn_array* ou
   });
 }
 
+int mlxn_var(mlxn_array a, const int32_t* axes, size_t n_axes, int keepdims, int ddof, mlxn_array* out) {
+  return guard([&] { *out = wrap(mx::var(A(a), ints(axes, n_axes), keepdims != 0, ddof)); });
+}
+
 int mlxn_softmax(mlxn_array a, const int32_t* axes, size_t n_axes, int precise, mlxn_array* out) {
   return guard([&] { *out = wrap(mx::softmax(A(a), ints(axes, n_axes), precise != 0)); });
 }

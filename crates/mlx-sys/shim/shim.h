@@ -96,6 +96,7 @@ int mlxn_clip(mlxn_array a, mlxn_array lo, mlxn_array hi, mlxn_array* out);
 int mlxn_reduce(int op, mlxn_array a, const int32_t* axes, size_t n_axes, int keepdims, mlxn_array* out);
 int mlxn_arg_reduce(int op, mlxn_array a, int axis, int keepdims, mlxn_array* out);
 int mlxn_softmax(mlxn_array a, const int32_t* axes, size_t n_axes, int precise, mlxn_array* out);
+int mlxn_var(mlxn_array a, const int32_t* axes, size_t n_axes, int keepdims, int ddof, mlxn_array* out);
 int mlxn_scan(int op, mlxn_array a, int axis, int reverse, int inclusive, mlxn_array* out);
 
 // Shape

@@ -76,6 +76,7 @@ extern "C" {
     pub fn mlxn_reduce(op: c_int, a: mlxn_array, axes: *const i32, n_axes: usize, keepdims: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_arg_reduce(op: c_int, a: mlxn_array, axis: c_int, keepdims: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_softmax(a: mlxn_array, axes: *const i32, n_axes: usize, precise: c_int, out: *mut mlxn_array) -> c_int;
+    pub fn mlxn_var(a: mlxn_array, axes: *const i32, n_axes: usize, keepdims: c_int, ddof: c_int, out: *mut mlxn_array) -> c_int;
     pub fn mlxn_scan(op: c_int, a: mlxn_array, axis: c_int, reverse: c_int, inclusive: c_int, out: *mut mlxn_array) -> c_int;
 
     pub fn mlxn_reshape(a: mlxn_array, shape: *const i32, ndim: usize, out: *mut mlxn_array) -> c_int;

@@ -198,6 +198,12 @@ impl Array {
         make(|out| unsafe { sys::mlxn_arg_reduce(sys::op::arg_reduce::argmin, self.raw, axis, keepdims as c_int, out) })
     }
 
+    /// MLX's `var`: the mean squared deviation over `axes`, divided by `n - ddof`.
+    pub fn var(&self, axes: &[i32], keepdims: bool, ddof: i32) -> Result<Array> {
+        // SAFETY: `self.raw` is live; `axes` is passed with its length; `out` and errors as in `make`.
+        make(|out| unsafe { sys::mlxn_var(self.raw, axes.as_ptr(), axes.len(), keepdims as c_int, ddof, out) })
+    }
+
     pub fn softmax(&self, axes: &[i32], precise: bool) -> Result<Array> {
         // SAFETY: `self.raw` is live; `axes` is passed with its length; `out` and errors as in `make`.
         make(|out| unsafe { sys::mlxn_softmax(self.raw, axes.as_ptr(), axes.len(), precise as c_int, out) })

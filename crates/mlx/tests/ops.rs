@@ -94,6 +94,9 @@ fn reductions() {
     close(&a.max(&[0], false).unwrap(), &[2., 8., 3.]);
     close(&a.min(&[1], true).unwrap(), &[1., 0.]);
     close(&a.mean(&[1], false).unwrap(), &[3., 10. / 3.]);
+    close(&a.var(&[1], false, 0).unwrap(), &[8. / 3., 104. / 9.]);
+    close(&a.var(&[0], true, 1).unwrap(), &[0.5, 4.5, 4.5]);
+    assert!(a.var(&[2], false, 0).is_err());
     assert_eq!(a.argmax(1, false).unwrap().to_vec::<u32>().unwrap(), vec![1, 1]);
     assert_eq!(a.argmin(1, false).unwrap().to_vec::<u32>().unwrap(), vec![0, 2]);
     let z = arr(&[0., 0.], &[2]);

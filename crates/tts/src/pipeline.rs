@@ -131,10 +131,12 @@ impl Chatterbox {
         let t3 = T3::load(&mut w, &t3_cfg)?;
         let flow = S3GenFlow::load(&mut w, &flow_cfg)?;
         let hift = Hift::load(&mut w, &hift_cfg)?;
-        // The cloning networks (voice encoder, speaker encoder) load with the first clone.
+        // The speaker encoders (voice encoder, CAMPPlus) only make voices from reference
+        // audio: `voice::SpeakerEncoders::load` reads them from the folder then. Dropped here
+        // unread (MLX reads a tensor when it is first evaluated).
         w.discard(|k| k.starts_with("ve.") || k.starts_with("s3gen.speaker_encoder."));
         w.finish()?;
-        let source = CloneSource { dir: dir.to_path_buf(), quantization: config.quantization(), tokenizer: s3_tokenizer, prompt_len: t3_cfg.speech_cond_prompt_len };
+        let source = CloneSource { dir: dir.to_path_buf(), tokenizer: s3_tokenizer, prompt_len: t3_cfg.speech_cond_prompt_len };
         let voices = Voices::new(dir, source)?;
         Ok(Chatterbox {
             tokenizer,

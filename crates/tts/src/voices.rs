@@ -86,7 +86,6 @@ struct Cloned {
 /// Where cloning's networks come from (loaded at the first clone, kept after).
 pub struct CloneSource {
     pub dir: PathBuf,
-    pub quantization: Option<serde_json::Value>,
     /// The S3 tokenizer's `model.safetensors`, found by the caller (the bindings look in the
     /// Hugging Face cache, as mlx-audio does at load), or why it was not: the first clone fails
     /// with that (MODEL_NOT_FOUND), and a model without it still speaks its other voices.
@@ -203,7 +202,7 @@ impl Voices {
         }
         let s = &self.source;
         let tokenizer = s.tokenizer.as_ref().map_err(|why| TtsError::ModelNotFound(why.clone()))?;
-        let cloner = Arc::new(VoiceCloner::load(&s.dir, s.quantization.clone(), tokenizer, s.prompt_len)?);
+        let cloner = Arc::new(VoiceCloner::load(&s.dir, tokenizer, s.prompt_len)?);
         *slot = Some(cloner.clone());
         Ok(cloner)
     }

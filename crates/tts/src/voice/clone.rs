@@ -4,20 +4,17 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use lm::weights::Weights;
 use mlx::{Array, Dtype};
 
-use super::campplus::CamPlus;
 use super::mel::{s3_tokenizer_log_mel, s3gen_mel};
 use super::s3tokenizer::S3TokenizerV2;
-use super::{resample, Clip, ReferenceSignals, VoiceEncoder, S3GEN_SR};
+use super::{resample, Clip, ReferenceSignals, SpeakerEncoders, S3GEN_SR};
 use crate::{Result, TtsError};
 
 /// The three networks of cloning: the voice encoder (T3's speaker embedding), CAMPPlus (S3Gen's
 /// x-vector) and the S3 speech tokenizer (both prompts' tokens).
 pub struct VoiceCloner {
-    encoder: VoiceEncoder,
-    campplus: CamPlus,
+    encoders: SpeakerEncoders,
     tokenizer: S3TokenizerV2,
     /// T3's prompt keeps this many tokens (`speech_cond_prompt_len`).
     prompt_len: usize,
@@ -34,15 +31,9 @@ impl VoiceCloner {
     /// The voice encoder (`ve.*`) and CAMPPlus (`s3gen.speaker_encoder.*`) from the Chatterbox
     /// checkpoint in `dir` (only those tensors are read), the tokenizer from `tokenizer` (its
     /// `model.safetensors`).
-    pub fn load(dir: &Path, quantization: Option<serde_json::Value>, tokenizer: &Path, prompt_len: usize) -> Result<VoiceCloner> {
+    pub fn load(dir: &Path, tokenizer: &Path, prompt_len: usize) -> Result<VoiceCloner> {
         let tokenizer = S3TokenizerV2::load(tokenizer)?;
-        let mut w = Weights::load(dir, None, quantization)?;
-        let encoder = VoiceEncoder::load(&mut w, "ve.")?;
-        let campplus = CamPlus::load(&mut w, "s3gen.speaker_encoder.")?;
-        // The rest is the synthesis side's, loaded by `Chatterbox::load`.
-        w.discard(|_| true);
-        w.finish()?;
-        Ok(VoiceCloner { encoder, campplus, tokenizer, prompt_len })
+        Ok(VoiceCloner { encoders: SpeakerEncoders::load(dir)?, tokenizer, prompt_len })
     }
 
     /// The conditioning tensors of `clip`, named as in `conds.safetensors`: `t3.speaker_emb`,
@@ -70,7 +61,7 @@ impl VoiceCloner {
         if tokens.is_empty() {
             return Err(TtsError::InvalidAudio("the clip gives the speech tokenizer no tokens".into()));
         }
-        let embedding = self.campplus.embed(&sig.wav16_from_24)?;
+        let embedding = self.encoders.campplus.embed(&sig.wav16_from_24)?;
         if !keep_going() {
             return Err(stopped());
         }
@@ -79,7 +70,7 @@ impl VoiceCloner {
         // encoder's embedding of the whole clip.
         let mut t3_tokens = self.tokenizer.tokens(&s3_tokenizer_log_mel(sig.wav16())?)?;
         t3_tokens.truncate(self.prompt_len);
-        let speaker = self.encoder.embed(&sig.wav16_full)?;
+        let speaker = self.encoders.voice_encoder.embed(&sig.wav16_full)?;
 
         let ids = |t: &[i32]| Array::from_slice(t, &[1, t.len() as i32]);
         let len = |n: usize| Array::from_slice(&[n as i32], &[1]);
