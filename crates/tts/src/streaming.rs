@@ -115,8 +115,12 @@ impl<'a> ChunkVocoder<'a> {
             Some(cache) => self.flow.mel_after_prompt(&tokens[from..], self.conds, last, cache)?,
             None => self.flow.mel(&tokens[from..], self.conds, last)?,
         };
-        let start = ((self.done - from) * FRAMES_PER_TOKEN) as i32;
-        let stop = ((end - from) * FRAMES_PER_TOKEN) as i32;
+        // A cloned voice's prompt mel may hold one frame more than two per prompt token
+        // (`embed_ref` keeps an odd mel when the tokens fill it): the new frames then start one
+        // frame into the first new token, and every token's frames sit `shift` earlier.
+        let shift = self.conds.prompt_feat.dim(1) - (self.conds.prompt_tokens.len() * FRAMES_PER_TOKEN) as i32;
+        let start = (((self.done - from) * FRAMES_PER_TOKEN) as i32 - shift).max(0);
+        let stop = ((end - from) * FRAMES_PER_TOKEN) as i32 - shift;
         let mut mel = mel.slice_axis(2, start, stop.min(mel.dim(2)))?;
         let mut cache_source = None;
         if let Some(o) = &self.overlap {
