@@ -370,6 +370,13 @@ export interface SynthesizeOptions {
   seed?: number;
   /** Path to another voice's conds.safetensors. */
   voice?: string;
+  /**
+   * Language of the text, an ISO 639-1 code (default 'en'; case-insensitive). A multilingual
+   * Chatterbox speaks ar, da, de, el, en, es, fi, fr, he, hi, it, ja, ko, ms, nl, no, pl, pt,
+   * ru, sv, sw, tr, zh; any other code is INVALID_ARGUMENT listing them. The English model
+   * speaks English only: another code is INVALID_ARGUMENT.
+   */
+  language?: string;
   signal?: AbortSignal;
 }
 
