@@ -55,7 +55,8 @@ function folderSize(dir) {
   let total = 0;
   for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
     const p = path.join(dir, entry.name);
-    total += entry.isDirectory() ? folderSize(p) : fs.statSync(p).size;
+    // lstat: chatterbox-mtl-v3 links to chatterbox-mtl's files rather than copying them.
+    total += entry.isDirectory() ? folderSize(p) : fs.lstatSync(p).size;
   }
   return total;
 }

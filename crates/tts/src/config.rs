@@ -68,9 +68,7 @@ impl ChatterboxConfig {
     pub fn multilingual(&self) -> Option<Preprocessing> {
         let t3_model = self.t3_model();
         let t3_vocab = self.section("t3_config").get("text_tokens_dict_size").and_then(Value::as_u64);
-        let multilingual = self.declared_multilingual()
-            || matches!(t3_model.as_str(), "v2" | "v3")
-            || t3_vocab == Some(MTL_TEXT_VOCAB);
+        let multilingual = self.declared_multilingual() || matches!(t3_model.as_str(), "v2" | "v3") || t3_vocab == Some(MTL_TEXT_VOCAB);
         if !multilingual {
             return None;
         }

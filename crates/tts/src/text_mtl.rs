@@ -14,9 +14,8 @@ use crate::text::is_py_whitespace;
 use crate::{Result, TtsError};
 
 /// mlx-audio's `SUPPORTED_LANGUAGES` (ISO 639-1 codes), in its order.
-pub const LANGUAGES: [&str; 23] = [
-    "ar", "da", "de", "el", "en", "es", "fi", "fr", "he", "hi", "it", "ja", "ko", "ms", "nl", "no", "pl", "pt", "ru", "sv", "sw", "tr", "zh",
-];
+pub const LANGUAGES: [&str; 23] =
+    ["ar", "da", "de", "el", "en", "es", "fi", "fr", "he", "hi", "it", "ja", "ko", "ms", "nl", "no", "pl", "pt", "ru", "sv", "sw", "tr", "zh"];
 
 /// The language of a synthesis as mlx-audio's `_tokenize_text` takes it:
 /// `None` is English; codes are case-insensitive. Returns the lowercase code,
@@ -150,8 +149,12 @@ fn korean_jamo(text: &str) -> String {
             continue;
         }
         let base = c as u32 - 0xAC00;
-        let jamo = [0x1100 + base / (21 * 28), 0x1161 + (base % (21 * 28)) / 28, if base % 28 > 0 { 0x11A7 + base % 28 } else { 0 }];
-        out.extend(jamo.iter().filter(|&&j| j != 0).filter_map(|&j| char::from_u32(j)));
+        let (lead, vowel, tail) = (base / (21 * 28), base % (21 * 28) / 28, base % 28);
+        out.extend(char::from_u32(0x1100 + lead));
+        out.extend(char::from_u32(0x1161 + vowel));
+        if tail > 0 {
+            out.extend(char::from_u32(0x11A7 + tail));
+        }
     }
     out.trim_matches(is_py_whitespace).to_string()
 }
