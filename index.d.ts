@@ -380,6 +380,13 @@ export interface SynthesizeOptions {
    * if the file changes), or another voice's conds.safetensors.
    */
   voice?: string | Voice;
+  /**
+   * Language of the text, an ISO 639-1 code (default 'en'; case-insensitive). A multilingual
+   * Chatterbox speaks ar, da, de, el, en, es, fi, fr, he, hi, it, ja, ko, ms, nl, no, pl, pt,
+   * ru, sv, sw, tr, zh; any other code is INVALID_ARGUMENT listing them. The English model
+   * speaks English only: another code is INVALID_ARGUMENT.
+   */
+  language?: string;
   signal?: AbortSignal;
 }
 

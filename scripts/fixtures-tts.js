@@ -1,7 +1,8 @@
 'use strict';
 // Seeded random-weight Chatterbox fixtures under .cache/fixtures-tts (float32, float16, bfloat16; T3 in 4, 6, 8 bits),
 // written by scripts/fixtures_tts.py with mlx-audio's own model classes, plus the live
-// mlx-audio reference dumps (<fixture>/ref/) written by __test__/ref/chatterbox_ref.py.
+// mlx-audio reference dumps (<fixture>/ref/) written by __test__/ref/chatterbox_ref.py; and the
+// Chatterbox Multilingual ones (chatterbox-mtl, -mtl-v3) with theirs from __test__/ref/chatterbox_mtl_ref.py.
 // Regenerated only when either script or the reference package spec changes.
 
 const crypto = require('node:crypto');
@@ -13,7 +14,9 @@ const { ensureVenv, withLock, ROOT, VENV_SPEC } = require('./venv');
 const TTS_FIXTURES_DIR = path.join(ROOT, '.cache', 'fixtures-tts');
 const MODEL_SCRIPT = path.join(__dirname, 'fixtures_tts.py');
 const REF_SCRIPT = path.join(ROOT, '__test__', 'ref', 'chatterbox_ref.py');
+const MTL_REF_SCRIPT = path.join(ROOT, '__test__', 'ref', 'chatterbox_mtl_ref.py');
 const FIXTURES = ['chatterbox', 'chatterbox-f16', 'chatterbox-bf16', 'chatterbox-q4', 'chatterbox-q6', 'chatterbox-q8'];
+const MTL_FIXTURES = ['chatterbox-mtl', 'chatterbox-mtl-v3'];
 const STAMP_NAME = '.stamp';
 
 function log(msg) {
@@ -24,6 +27,7 @@ function stampOf() {
   const h = crypto.createHash('sha256');
   h.update(fs.readFileSync(MODEL_SCRIPT));
   h.update(fs.readFileSync(REF_SCRIPT));
+  h.update(fs.readFileSync(MTL_REF_SCRIPT));
   h.update(VENV_SPEC);
   return h.digest('hex');
 }
@@ -32,7 +36,7 @@ function isFresh(stamp) {
   try {
     return (
       fs.readFileSync(path.join(TTS_FIXTURES_DIR, STAMP_NAME), 'utf8') === stamp &&
-      FIXTURES.every((f) => fs.existsSync(path.join(TTS_FIXTURES_DIR, f, 'ref', 'meta.json')))
+      [...FIXTURES, ...MTL_FIXTURES].every((f) => fs.existsSync(path.join(TTS_FIXTURES_DIR, f, 'ref', 'meta.json')))
     );
   } catch {
     return false;
@@ -51,7 +55,8 @@ function folderSize(dir) {
   let total = 0;
   for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
     const p = path.join(dir, entry.name);
-    total += entry.isDirectory() ? folderSize(p) : fs.statSync(p).size;
+    // lstat: chatterbox-mtl-v3 links to chatterbox-mtl's files rather than copying them.
+    total += entry.isDirectory() ? folderSize(p) : fs.lstatSync(p).size;
   }
   return total;
 }
@@ -67,13 +72,14 @@ function generate(python, env, stamp) {
   const t0 = Date.now();
   runPython(python, env, MODEL_SCRIPT, [tmp]);
   runPython(python, env, REF_SCRIPT, FIXTURES.map((f) => path.join(tmp, f)));
+  runPython(python, env, MTL_REF_SCRIPT, MTL_FIXTURES.map((f) => path.join(tmp, f)));
   fs.writeFileSync(path.join(tmp, STAMP_NAME), stamp);
   const old = `${TTS_FIXTURES_DIR}.old`;
   fs.rmSync(old, { recursive: true, force: true });
   if (fs.existsSync(TTS_FIXTURES_DIR)) fs.renameSync(TTS_FIXTURES_DIR, old);
   fs.renameSync(tmp, TTS_FIXTURES_DIR);
   fs.rmSync(old, { recursive: true, force: true });
-  const sizes = FIXTURES.map((f) => `${f} ${mib(folderSize(path.join(TTS_FIXTURES_DIR, f)))}`).join(', ');
+  const sizes = [...FIXTURES, ...MTL_FIXTURES].map((f) => `${f} ${mib(folderSize(path.join(TTS_FIXTURES_DIR, f)))}`).join(', ');
   log(`fixtures ready in ${((Date.now() - t0) / 1000).toFixed(1)} s (${sizes})`);
 }
 

@@ -9,7 +9,8 @@ use it for an utterance as long as a real voice would make of their text.
 Writes OUT_DIR/chatterbox (float32), OUT_DIR/chatterbox-f16 and -bf16 (the same weights cast
 to float16, voice included, / bfloat16, voice float32) and OUT_DIR/chatterbox-q4, -q6 and -q8 (the same weights with the T3
 backbone quantized to 4, 6 or 8 bits, group 64, by mlx-audio's own conversion helper, as
-mlx-community publishes Chatterbox at those widths). Each folder holds
+mlx-community publishes Chatterbox at those widths), and OUT_DIR/chatterbox-mtl and -mtl-v3
+(Chatterbox Multilingual, v2 and v3 text preprocessing: see write_multilingual). Each folder holds
 config.json, model.safetensors, conds.safetensors and tokenizer.json, laid out as the
 mlx-community Chatterbox conversions are. Nothing here downloads anything.
 
@@ -503,15 +504,16 @@ def check_model(model: Model, conds: dict, tokenizer_path: Path):
     model._conds = None
 
 
-def write_folder(out: Path, model: Model, bits: Optional[int], conds: dict, tokenizer: str, dtype=None):
-    """One model folder; `dtype`: the float weights cast to it (the voice stays float32)."""
+def write_folder(out: Path, model: Model, bits: Optional[int], conds: dict, tokenizer: str, dtype=None, config=None):
+    """One model folder; `dtype`: the float weights cast to it (the voice stays float32);
+    `config`: config.json (default: fixture_config(bits))."""
     out.mkdir(parents=True)
     weights = checkpoint_weights(model, bits is not None)
     if dtype is not None:
         weights = {k: v.astype(dtype) if mx.issubdtype(v.dtype, mx.floating) else v for k, v in weights.items()}
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
     mx.save_safetensors(str(out / "conds.safetensors"), conds)
-    (out / "config.json").write_text(json.dumps(fixture_config(bits), indent=2) + "\n")
+    (out / "config.json").write_text(json.dumps(config or fixture_config(bits), indent=2) + "\n")
     (out / "tokenizer.json").write_text(tokenizer)
     size = sum(f.stat().st_size for f in out.iterdir())
     print(f"  {out.name}: {len(weights)} tensors, {size / 2**20:.1f} MiB", file=sys.stderr)
@@ -549,7 +551,128 @@ def main(out_dir: str, stop_position: int = STOP_POSITION):
         quantize_t3_backbone(model, bits=bits, group_size=Q_GROUP_SIZE)
         mx.eval(model.parameters())
         write_folder(out / f"chatterbox-q{bits}", model, bits, conds, tokenizer)
+    write_multilingual(out, weights, conds)
     print(f"  models written in {time.time() - t0:.1f} s", file=sys.stderr)
+
+
+# Chatterbox Multilingual (mlx-audio: ModelConfig.multilingual, T3Config.multilingual()).
+MTL_TEXT_VOCAB = 2454
+MTL_LANGUAGES = sorted(
+    "ar da de el en es fi fr he hi it ja ko ms nl no pl pt ru sv sw tr zh".split()
+)
+# Base characters of the synthetic multilingual tokenizer: what lowercase + NFKD text in the
+# test languages is made of (Latin, combining accents, Cyrillic, Hebrew, kana, conjoining
+# Korean jamo), plus capitals for the case-preserving v3 preprocessing. Anything else is [UNK].
+MTL_BASE_CHARS = sorted(
+    set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+    | set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+    | {chr(c) for c in range(0x0300, 0x0310)}  # combining grave .. inverted breve
+    | {"\u0327", "\u0328"}  # combining cedilla, ogonek
+    | {chr(c) for c in range(0x0430, 0x0450)}  # Cyrillic а..я
+    | {chr(c) for c in range(0x0410, 0x0430)}  # Cyrillic А..Я
+    | {chr(c) for c in range(0x05D0, 0x05EB)}  # Hebrew א..ת
+    | set("あいうえおかきくけこさしすせそたちつてとなにぬねのはひふへほまみむめもやゆよらりるれろわをんっ")
+    | {"\u3099", "\u309A", "\u3001", "\u3002", "\uFF0C"}  # kana voicing marks, CJK punctuation
+    | {chr(c) for c in range(0x1100, 0x1113)}  # jamo initials
+    | {chr(c) for c in range(0x1161, 0x1176)}  # jamo medials
+    | {chr(c) for c in range(0x11A8, 0x11C3)}  # jamo finals
+)
+MTL_CANGJIE_LETTERS = list("abcdefghijklmnopqrstuvwxyz") + ["."]
+# Cangjie5_TC.json's format ("glyph\tcode" strings). 日 and 曰 share a code (曰 becomes
+# "a1"); 〇 (category Nl, not Lo) is mapped but left alone by mlx-audio's converter.
+MTL_CANGJIE = ["你\tonf", "好\tvnd", "我\thqi", "是\tamyo", "中\tl", "文\tyk", "日\ta", "曰\ta", "〇\tx"]
+MTL_CORPUS = """
+bonjour le monde, ceci est un test. hallo welt, das ist ein test. hola mundo, esto es una
+prueba. ciao mondo, questo e un test. hello world, this is a test. привет мир, это тест.
+"""
+MTL_MERGES = 64
+
+
+def mtl_config(v3: bool = False) -> dict:
+    """config.json of a multilingual fixture as mlx-audio's ModelConfig.from_dict reads it:
+    v2 says multilingual / vocab_size / t3_model / text_preprocessing; v3 only t3_model "v3"
+    (multilingual and its "NFKD,fullcase" preprocessing follow from it)."""
+    config = {
+        "model_type": "chatterbox",
+        "version": "1.0",
+        "t3_config": {**asdict(T3Config.multilingual()), "llama_config": dict(LLAMA_SHRINK)},
+        "s3gen_config": dict(S3GEN_SHRINK),
+    }
+    if v3:
+        return {**config, "t3_model": "v3"}
+    return {**config, "t3_model": "v2", "multilingual": True, "vocab_size": MTL_TEXT_VOCAB, "text_preprocessing": "legacy"}
+
+
+def mtl_tokenizer_json() -> str:
+    """A synthetic multilingual tokenizer.json: the English one's layout (BPE, Whitespace
+    pre-tokenizer, [STOP]=0 [UNK]=1 [SPACE]=2 ... [START]=255) with the language tags [xx]
+    and the Cangjie letters [cj_x] as added tokens, MTL_BASE_CHARS and merges learned from
+    MTL_CORPUS; ids stay below T3's 2454."""
+    from tokenizers import AddedToken, Tokenizer
+    from tokenizers.models import BPE
+    from tokenizers.pre_tokenizers import Whitespace
+
+    tags = [f"[{code}]" for code in MTL_LANGUAGES] + [f"[cj_{c}]" for c in MTL_CANGJIE_LETTERS]
+    merges = learn_merges(MTL_CORPUS, MTL_MERGES)
+    tokens = list(TOKENIZER_SPECIALS) + tags + MTL_BASE_CHARS + [a + b for a, b in merges]
+    start, start_id = START_TEXT
+    tokens.insert(start_id, start)
+    vocab = {}
+    for t in tokens:
+        vocab.setdefault(t, len(vocab))
+    assert vocab[start] == start_id and len(vocab) < MTL_TEXT_VOCAB, len(vocab)
+    tok = Tokenizer(BPE(vocab=vocab, merges=merges, unk_token="[UNK]", fuse_unk=False))
+    tok.pre_tokenizer = Whitespace()
+    specials = sorted(TOKENIZER_SPECIALS + [start] + tags, key=lambda t: vocab[t])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    spec = json.loads(tok.to_str())
+    model = spec["model"]
+    model["merges"] = [" ".join(m) if isinstance(m, list) else m for m in model["merges"]]
+    out = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": spec["added_tokens"],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {k: model[k] for k in ("type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", "vocab", "merges")},
+    }
+    text = json.dumps(out, ensure_ascii=False, indent=2)
+    check = Tokenizer.from_str(text)
+    ids = check.encode("[fr]bonjour[SPACE]le[SPACE]monde[cj_o][cj_.]").ids
+    assert ids[0] == vocab["[fr]"] and vocab["[SPACE]"] in ids and vocab["[cj_.]"] == ids[-1], ids
+    assert len(ids) < 14, f"merges not applied: {ids}"
+    return text
+
+
+def write_multilingual(out: Path, weights: dict, conds: dict):
+    """OUT/chatterbox-mtl (v2, float32): the English fixture's weights with T3's text
+    embedding and head grown to the multilingual 2454 rows (seeded, same roles), the synthetic
+    multilingual tokenizer and a small Cangjie5_TC.json; OUT/chatterbox-mtl-v3: the same
+    files (symbolic links) under a v3 config.json (case-preserving NFKD preprocessing)."""
+    rng = np.random.default_rng(SEED + 2)
+    hidden = weights["t3.text_emb.weight"].shape[1]
+    grown = dict(weights)
+    grown["t3.text_emb.weight"] = mx.array(rng.standard_normal((MTL_TEXT_VOCAB, hidden), dtype=np.float32) * np.float32(0.5))
+    grown["t3.text_head.weight"] = mx.array(rng.standard_normal((MTL_TEXT_VOCAB, hidden), dtype=np.float32) / np.float32(np.sqrt(hidden)))
+    config = mtl_config()
+    model = build_model(config)
+    assert model.config.multilingual and build_model(mtl_config(v3=True)).config.text_preprocessing == "NFKD,fullcase"
+    model.load_weights(list(grown.items()))
+    mx.eval(model.parameters())
+    assert np.array_equal(np.array(model.t3.text_emb.weight), np.array(grown["t3.text_emb.weight"]))
+    model.eval()
+    folder = out / "chatterbox-mtl"
+    write_folder(folder, model, None, conds, mtl_tokenizer_json(), config=config)
+    (folder / "Cangjie5_TC.json").write_text(json.dumps(MTL_CANGJIE, ensure_ascii=False, indent=1) + "\n")
+    v3 = out / "chatterbox-mtl-v3"
+    v3.mkdir()
+    for f in folder.iterdir():
+        if f.name != "config.json":
+            (v3 / f.name).symlink_to(Path("..") / folder.name / f.name)
+    (v3 / "config.json").write_text(json.dumps(mtl_config(v3=True), indent=2) + "\n")
 
 
 def full_config() -> dict:

@@ -153,7 +153,7 @@ def load_fixture(fixture_dir: Path) -> Model:
                 model = Model.post_load_hook(model, fixture_dir)
         finally:
             huggingface_hub.snapshot_download = real_download
-    if model.tokenizer is None or model._conds is None:
+    if (model.tokenizer is None and model.mtl_tokenizer is None) or model._conds is None:
         raise RuntimeError(f"{fixture_dir}: tokenizer or conds did not load")
     return model
 

@@ -91,6 +91,7 @@ pub struct NativeTts {
     life: Lifecycle<Event>,
     worker: Worker<Chatterbox>,
     max_tokens: usize,
+    multilingual: bool,
 }
 
 #[napi]
@@ -101,12 +102,12 @@ pub async fn load_tts_native(path: String, prompt_cache: bool, s3_tokenizer: Opt
     let (worker, reply) = Worker::start(move || {
         let mut model = Chatterbox::load(&PathBuf::from(&path), tokenizer)?;
         model.keep_prompt_cache(prompt_cache);
-        let max = model.max_tokens();
-        Ok((model, max))
+        let about = (model.max_tokens(), model.multilingual());
+        Ok((model, about))
     });
-    let max_tokens =
+    let (max_tokens, multilingual) =
         reply.await.map_err(|_| plain(js_error(Code::MlxError, "the engine thread stopped while loading")))?.map_err(|e| plain(lm_error(e)))?;
-    Ok(NativeTts { life: Lifecycle::new("the speech model"), worker, max_tokens })
+    Ok(NativeTts { life: Lifecycle::new("the speech model"), worker, max_tokens, multilingual })
 }
 
 /// A `voice` option names a file that is there, checked before the job is
@@ -196,7 +197,7 @@ impl NativeTts {
         if text.trim().is_empty() {
             return Err(js_error(Code::InvalidArgument, "text is empty: there is nothing to say"));
         }
-        let (opts, schedule) = tts_options::parse(&options, self.max_tokens)?;
+        let (opts, schedule) = tts_options::parse(&options, self.max_tokens, self.multilingual)?;
         check_voice(opts.voice.as_ref())?;
         self.queue(Work::Speak { text, opts, stream: stream.then_some(schedule) })
     }
@@ -302,7 +303,18 @@ impl NativeTts {
 /// Chatterbox's text clean-up, as applied before tokenising (exposed for tests and tools).
 #[napi]
 pub fn punc_norm(text: String) -> String {
-    tts::text::punc_norm(&text)
+    tts::text::punc_norm(&text, true)
+}
+
+/// The text token ids (no start/stop) that the speech model in folder `dir`
+/// reads for `text` in `language`, from its config.json and tokenizer alone
+/// (exposed for tests and tools).
+#[napi]
+pub fn tts_text_ids(dir: String, text: String, language: Option<String>) -> Result<Vec<u32>> {
+    let dir = PathBuf::from(dir);
+    let config = tts::config::ChatterboxConfig::from_dir(&dir).map_err(lm_error)?;
+    let tokenizer = tts::tokenizer::TextTokenizer::for_model(&dir, &config).map_err(lm_error)?;
+    tokenizer.text_ids(&text, language.as_deref()).map_err(lm_error)
 }
 
 /// Speech jobs run whole; nothing happens between them.

@@ -21,14 +21,16 @@ const KNOWN: &[&str] = &[
     "maxTokens",
     "seed",
     "voice",
+    "language",
     "firstChunkTokens",
     "chunkTokens",
 ];
 
-/// Converts the JS values; `tts` checks them. `max_tokens`: the model's longest speech-token sequence. The schedule is
+/// Converts the JS values; `tts` checks them. `max_tokens`: the model's longest speech-token sequence;
+/// `multilingual`: whether it takes languages other than English. The schedule is
 /// `stream()`'s chunk sizes (`synthesize()` validates and ignores them, so one
 /// options object serves both).
-pub fn parse(value: &Value, max_tokens: usize) -> R<(SynthesisOptions, StreamSchedule)> {
+pub fn parse(value: &Value, max_tokens: usize, multilingual: bool) -> R<(SynthesisOptions, StreamSchedule)> {
     let map = &options_object(value, KNOWN)?;
     let o = Opts(map);
     let d = SynthesisOptions::default();
@@ -48,6 +50,7 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<(SynthesisOptions, StreamSch
         },
         seed: o.int("seed", 0, u32::MAX as i64)?.map(|v| v as u64),
         voice,
+        language: language_of(map, multilingual)?,
     };
     // The ranges are tts's (`T3Options::validate`), checked here so the call itself fails.
     synthesis.t3.validate(max_tokens).map_err(|e| invalid(e.message().to_string()))?;
@@ -64,6 +67,17 @@ pub fn parse(value: &Value, max_tokens: usize) -> R<(SynthesisOptions, StreamSch
 /// `prepare()`'s options: `voice` only.
 pub fn parse_voice(value: &Value) -> R<Option<VoiceRef>> {
     voice_of(&options_object(value, &["voice"])?)
+}
+
+/// `language`: an ISO code the model speaks (tts's check), lowercased.
+fn language_of(map: &serde_json::Map<String, Value>, multilingual: bool) -> R<Option<String>> {
+    let code = match map.get("language") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => s,
+        Some(other) => return Err(invalid(format!("option language must be a language code such as \"fr\", got {other}"))),
+    };
+    let code = tts::text_mtl::check_language(Some(code), multilingual).map_err(|e| invalid(e.message().to_string()))?;
+    Ok(Some(code))
 }
 
 /// A path (a `conds.safetensors` or a WAV clip), or the id of a cloned voice (what

@@ -9,6 +9,7 @@ pub mod s3gen;
 pub mod streaming;
 pub mod t3;
 pub mod text;
+pub mod text_mtl;
 pub mod tokenizer;
 pub mod voice;
 pub mod voices;

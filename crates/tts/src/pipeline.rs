@@ -13,7 +13,7 @@ use crate::hift::{self, Hift, HiftConfig};
 use crate::s3gen::{PromptCache, S3GenConfig, S3GenFlow};
 use crate::streaming::{ChunkVocoder, StreamSchedule};
 use crate::t3::{T3Config, T3Options, T3};
-use crate::text::{punc_norm, split_pieces, MAX_PIECE_CHARS};
+use crate::text::{split_pieces, MAX_PIECE_CHARS};
 use crate::tokenizer::TextTokenizer;
 use crate::voice::clone::ClipSource;
 use crate::voice::Clip;
@@ -26,12 +26,14 @@ pub const SAMPLE_RATE: u32 = 24_000;
 const SPEECH_VOCAB: u32 = 6561;
 
 /// `SynthesizeOptions` of the public API: T3's sampling options (Resemble
-/// AI's defaults), the seed of the whole call and another voice.
+/// AI's defaults), the seed of the whole call, another voice and the
+/// language (ISO code; `None`: English).
 #[derive(Debug, Clone, Default)]
 pub struct SynthesisOptions {
     pub t3: T3Options,
     pub seed: Option<u64>,
     pub voice: Option<VoiceRef>,
+    pub language: Option<String>,
 }
 
 /// What a call did about the voice's prompt cache (`Chatterbox::prompt_cache`),
@@ -122,11 +124,11 @@ impl Chatterbox {
     /// (`CloneSource::tokenizer`).
     pub fn load(dir: &Path, s3_tokenizer: std::result::Result<PathBuf, String>) -> Result<Chatterbox> {
         let config = ChatterboxConfig::from_dir(dir)?;
-        let t3_cfg = T3Config::from_json(config.section("t3_config"))?;
+        let t3_cfg = T3Config::from_json(&config.t3_section())?;
         let source = dir.join("config.json").display().to_string();
         let flow_cfg = S3GenConfig::from_config(&config.raw, &source)?;
         let hift_cfg = HiftConfig::from_config_json(&config.raw)?;
-        let tokenizer = TextTokenizer::from_file(&dir.join("tokenizer.json"))?;
+        let tokenizer = TextTokenizer::for_model(dir, &config)?;
         let mut w = Weights::load(dir, None, config.quantization())?;
         let t3 = T3::load(&mut w, &t3_cfg)?;
         let flow = S3GenFlow::load(&mut w, &flow_cfg)?;
@@ -158,9 +160,14 @@ impl Chatterbox {
         self.max_speech_tokens
     }
 
-    /// Text token ids for one piece: normalised, tokenised, wrapped in start/stop.
-    pub fn text_tokens(&self, piece: &str) -> Result<Vec<u32>> {
-        let ids = self.tokenizer.encode(&punc_norm(piece))?;
+    /// Whether this is a multilingual checkpoint (it takes `language`).
+    pub fn multilingual(&self) -> bool {
+        self.tokenizer.multilingual()
+    }
+
+    /// Text token ids for one piece in `language`: normalised, tokenised, wrapped in start/stop.
+    pub fn text_tokens(&self, piece: &str, language: Option<&str>) -> Result<Vec<u32>> {
+        let ids = self.tokenizer.text_ids(piece, language)?;
         if let Some(bad) = ids.iter().find(|&&t| t >= self.text_vocab) {
             return Err(TtsError::InvalidWeights(format!("tokenizer.json produced id {bad}, outside T3's text vocabulary ({})", self.text_vocab)));
         }
@@ -201,7 +208,7 @@ impl Chatterbox {
         let t3_opts = &opts.t3;
         let mut summary = SynthesisSummary::default();
         for piece in split_pieces(text, MAX_PIECE_CHARS) {
-            let tokens = self.text_tokens(&piece)?;
+            let tokens = self.text_tokens(&piece, opts.language.as_deref())?;
             let done = match stream {
                 Some(schedule) => {
                     let (cache, used) = match self.prompt_cache(voice, VoiceKey::of(opts.voice.as_ref()), keep_going) {

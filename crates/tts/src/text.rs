@@ -5,12 +5,13 @@
 /// entries lost their curly characters (they replace `"` with `"`), so curly
 /// quotes reach the tokenizer there; here they become straight quotes, as in
 /// the original. Sentence enders include mlx-audio's CJK additions, which the
-/// original's multilingual model uses too.
-pub fn punc_norm(text: &str) -> String {
+/// original's multilingual model uses too. `capitalize`: upper-case a lowercase
+/// first character (all but the case-preserving multilingual v3 do).
+pub fn punc_norm(text: &str, capitalize: bool) -> String {
     if text.is_empty() {
         return "You need to add some text for me to talk.".to_string();
     }
-    let mut t = capitalize_first(text);
+    let mut t = if capitalize { capitalize_first(text) } else { text.to_string() };
     t = t.split(is_py_whitespace).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ");
     const REPLACE: [(&str, &str); 12] = [
         ("...", ", "),
@@ -51,7 +52,7 @@ fn capitalize_first(text: &str) -> String {
 
 /// What Python's argument-less `str.split()` splits on: Unicode White_Space plus
 /// the ASCII information separators U+001C..U+001F.
-fn is_py_whitespace(c: char) -> bool {
+pub(crate) fn is_py_whitespace(c: char) -> bool {
     c.is_whitespace() || ('\u{1C}'..='\u{1F}').contains(&c)
 }
 

@@ -1,16 +1,34 @@
-//! Chatterbox's English text tokenizer: a Hugging Face `tokenizer.json` whose
-//! vocabulary spells spaces as `[SPACE]` and has `[START]` / `[STOP]`.
+//! Chatterbox's text tokenizer: a Hugging Face `tokenizer.json` whose
+//! vocabulary spells spaces as `[SPACE]` and has `[START]` / `[STOP]`. The
+//! multilingual checkpoints' one also has the `[xx]` language tags, and their
+//! text is prepared per language first (`text_mtl`).
 use std::path::Path;
 
+use crate::config::ChatterboxConfig;
+use crate::text::punc_norm;
+use crate::text_mtl::{check_language, MtlText, Preprocessing};
 use crate::{Result, TtsError};
 
 pub struct TextTokenizer {
     hf: tokenizers::Tokenizer,
+    /// The multilingual preparation; `None` for the English checkpoint.
+    mtl: Option<MtlText>,
 }
 
 const SPACE: &str = "[SPACE]";
 
 impl TextTokenizer {
+    /// The tokenizer of the model folder `dir` (its `tokenizer.json`), English or
+    /// multilingual as its config.json says.
+    pub fn for_model(dir: &Path, config: &ChatterboxConfig) -> Result<TextTokenizer> {
+        let mut tokenizer = Self::from_file(&dir.join("tokenizer.json"))?;
+        if let Some(preprocessing) = config.multilingual() {
+            tokenizer.mtl = Some(MtlText::load(dir, preprocessing)?);
+        }
+        Ok(tokenizer)
+    }
+
+    /// An English tokenizer from a `tokenizer.json`.
     pub fn from_file(path: &Path) -> Result<TextTokenizer> {
         let bytes = std::fs::read(path).map_err(|e| TtsError::ModelNotFound(format!("cannot read {}: {e}", path.display())))?;
         let hf = tokenizers::Tokenizer::from_bytes(&bytes)
@@ -20,7 +38,24 @@ impl TextTokenizer {
                 return Err(TtsError::InvalidWeights(format!("{}: the vocabulary has no {required} token", path.display())));
             }
         }
-        Ok(TextTokenizer { hf })
+        Ok(TextTokenizer { hf, mtl: None })
+    }
+
+    pub fn multilingual(&self) -> bool {
+        self.mtl.is_some()
+    }
+
+    /// Ids of one piece of raw text in `language` (`None`: English), without
+    /// start/stop tokens: mlx-audio's `Model._tokenize_text`.
+    pub fn text_ids(&self, text: &str, language: Option<&str>) -> Result<Vec<u32>> {
+        let language = check_language(language, self.multilingual())?;
+        match &self.mtl {
+            None => self.encode(&punc_norm(text, true)),
+            Some(mtl) => {
+                let text = punc_norm(text, mtl.preprocessing != Preprocessing::V3);
+                self.encode(&mtl.prepare(&text, &language))
+            }
+        }
     }
 
     /// Ids of already normalised text, spaces spelled `[SPACE]`, without
