@@ -297,6 +297,13 @@ export interface ChatTemplateOptions {
   addGenerationPrompt?: boolean;
   enableThinking?: boolean;
   tools?: object[];
+  /**
+   * Further template variables, as transformers' `apply_chat_template(**kwargs)` passes them
+   * (e.g. `{ reasoning_effort: 'high' }` for GPT-OSS's harmony template). They override the
+   * special tokens of the same name; `messages`, `tools`, `documents`, `add_generation_prompt`
+   * and `enable_thinking` have options of their own (INVALID_ARGUMENT here).
+   */
+  variables?: Record<string, unknown>;
 }
 
 export type GenerationInput = string | ChatMessage[] | number[];

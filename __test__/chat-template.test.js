@@ -5,34 +5,9 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { runReference } = require('./ref/ref');
 const { fixtures, model, disposeModels } = require('./helpers');
+const { TOOLS } = require('./template-cases');
 
 const M = 'qwen3-f32';
-
-const TOOLS = [
-  {
-    type: 'function',
-    function: {
-      name: 'get_weather',
-      description: 'Get the current weather in a city (°C) — e.g. 東京',
-      parameters: {
-        type: 'object',
-        properties: {
-          city: { type: 'string', description: 'City name' },
-          unit: { type: 'string', enum: ['celsius', 'fahrenheit'] },
-        },
-        required: ['city'],
-      },
-    },
-  },
-  {
-    type: 'function',
-    function: {
-      name: 'search',
-      description: 'Search the web for "quoted" text and \\ backslashes',
-      parameters: { type: 'object', properties: { query: { type: 'string' }, limit: { type: 'integer', minimum: 1 } }, required: ['query'] },
-    },
-  },
-];
 
 const THINK_ANSWER = '<think>\nThe user wants a greeting.\nKeep it short.\n</think>\n\nHello there!';
 

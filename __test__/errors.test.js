@@ -217,6 +217,13 @@ test('encode / decode / applyChatTemplate: bad arguments throw INVALID_ARGUMENT'
   expectThrow(() => m.applyChatTemplate([{ role: 'user', content: 'hi' }], { addGenerationPrompt: 'yes' }), 'INVALID_ARGUMENT', /addGenerationPrompt/, 'addGenerationPrompt');
   expectThrow(() => m.applyChatTemplate([{ role: 'user', content: 'hi' }], { tools: 'x' }), 'INVALID_ARGUMENT', /tools/, 'tools');
   expectThrow(() => m.applyChatTemplate([5]), 'INVALID_ARGUMENT', null, 'applyChatTemplate([5])');
+  for (const variables of [null, 3, ['x']]) {
+    expectThrow(() => m.applyChatTemplate([{ role: 'user', content: 'hi' }], { variables }), 'INVALID_ARGUMENT', /variables/, `variables ${variables}`);
+  }
+  // A variable with an option of its own (transformers: a TypeError for the repeated keyword).
+  for (const name of ['messages', 'tools', 'documents', 'add_generation_prompt', 'enable_thinking']) {
+    expectThrow(() => m.applyChatTemplate([{ role: 'user', content: 'hi' }], { variables: { [name]: true } }), 'INVALID_ARGUMENT', new RegExp(name), `variables.${name}`);
+  }
 });
 
 test('dispose(): disposed becomes true, later calls fail with DISPOSED, twice is fine', async () => {

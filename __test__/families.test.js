@@ -2,7 +2,8 @@
 // Model families beyond the shared decoder, each against MLX-LM 0.32.2 run live on fixtures
 // written through MLX-LM's own model class (scripts/fixtures.py) with the family's real
 // tokenizer: greedy and seeded tokens for prompts shorter and longer than every sliding window,
-// in the dtypes and quantizations people use; the chat template rendered as transformers does;
+// in the dtypes and quantizations people use; the chat template rendered as transformers does
+// (Gemma 4's and GPT-OSS's own, from scripts/chat-templates.js, in folders beside their fixtures);
 // a conversation kept in a prompt cache.
 //
 // Qwen3-MoE (qwen3_moe): experts by gather_mm / gather_qmm.
@@ -27,7 +28,9 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { loadModel } = require('..');
 const { runReference } = require('./ref/ref');
-const { fixtures, model, disposeModels, assertSameGeneration, copyFixture, expectReject, venvPython } = require('./helpers');
+const { fixtures, model, disposeModels, assertSameGeneration, copyFixture, expectReject, expectThrow, venvPython } = require('./helpers');
+const { ensureChatTemplates } = require('../scripts/chat-templates');
+const { GEMMA4, HARMONY, HARMONY_REJECTED } = require('./template-cases');
 
 const SHORT = 'Hello';
 const STR = 'The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,';
@@ -121,6 +124,34 @@ for (const m of ['gemma4-moe-f32', 'gemma4-moe-bf16-q4']) {
 cases.push({ m: 'gemma4-f32', label: 'greedy, prompt longer than one prefill step', input: LONG, options: { maxTokens: 16 } });
 cases.push({ m: 'gemma4-vlm', label: 'greedy, chat (text model of a gemma4 checkpoint)', input: CHAT, options: { maxTokens: 24 } });
 
+// The fixtures carry other families' tokenizers (Gemma 3's, Qwen3's) and so their templates:
+// these are fixture folders with the family's own template (llama.cpp's copies, from
+// scripts/chat-templates.js) as chat_template.jinja, which transformers 5 and our loader both
+// prefer to tokenizer_config.json's; the other files link to the fixture's. Each renders its
+// conversations as transformers does, and a greedy chat equals MLX-LM's on that prompt.
+// `variantOf`: another template of the same fixture (index here). transformers takes 9 s to load
+// Gemma's tokenizer, so its references render through that one's folder with this template passed
+// as chat_template=; it renders TEMPLATED_CHAT as that one does, so it has no greedy run of its own.
+const TEMPLATED = [
+  { key: 'gemma4', fixture: 'gemma4-f32', file: 'google-gemma-4-31B-it.jinja', conversations: GEMMA4 },
+  { key: 'gemma4 (interleaved)', fixture: 'gemma4-f32', file: 'google-gemma-4-31B-it-interleaved.jinja', conversations: GEMMA4, variantOf: 0 },
+  { key: 'gpt-oss (harmony)', fixture: 'gpt-oss-f32', file: 'openai-gpt-oss-120b.jinja', conversations: HARMONY, rejected: HARMONY_REJECTED },
+];
+const TEMPLATED_CHAT = [
+  { role: 'system', content: 'You are a terse assistant.' },
+  { role: 'user', content: 'What is the capital of France?' },
+];
+
+const tmpDirs = [];
+function withTemplate(name, file) {
+  const src = fixtures().fixtures[name].path;
+  const d = fs.mkdtempSync(path.join(require('node:os').tmpdir(), `mlx-node-test-${name}-template-`));
+  tmpDirs.push(d);
+  for (const f of fs.readdirSync(src)) fs.symlinkSync(path.join(src, f), path.join(d, f));
+  fs.copyFileSync(path.join(ensureChatTemplates(), file), path.join(d, 'chat_template.jinja'));
+  return d;
+}
+
 let refs;
 let templates;
 let cached;
@@ -130,7 +161,17 @@ let cachedGemma4;
 test.before(async () => {
   const f = fixtures();
   const dir = (name) => f.fixtures[name].path;
+  const templated = [];
+  for (const t of TEMPLATED) {
+    t.dir = withTemplate(t.fixture, t.file);
+    const on =
+      t.variantOf === undefined ? { model: t.dir } : { model: TEMPLATED[t.variantOf].dir, chatTemplate: path.join(t.dir, 'chat_template.jinja') };
+    for (const [, messages, o] of t.conversations) templated.push({ mode: 'chat_template', ...on, messages, ...o });
+    if (t.rejected) templated.push({ mode: 'chat_template', ...on, messages: t.rejected, addGenerationPrompt: true });
+    if (t.variantOf === undefined) templated.push({ model: t.dir, input: TEMPLATED_CHAT, options: { maxTokens: 16 } });
+  }
   const all = await runReference([
+    ...templated,
     ...cases.map((c) => ({ model: dir(c.m), input: c.input, options: c.options })),
     { mode: 'chat_template', model: dir('gemma3-f32'), messages: CHAT2, addGenerationPrompt: true },
     { mode: 'chat_template', model: dir('gemma3-f32'), messages: CHAT, addGenerationPrompt: false },
@@ -159,6 +200,11 @@ test.before(async () => {
       turns: [{ input: CHAT, options: { maxTokens: 12 } }, { extend: STR, options: { maxTokens: 12 } }],
     },
   ]);
+  for (const t of TEMPLATED) {
+    t.refs = all.splice(0, t.conversations.length);
+    if (t.rejected) t.rejectedRef = all.shift();
+    if (t.variantOf === undefined) t.chatRef = all.shift();
+  }
   refs = all.slice(0, cases.length);
   templates = all.slice(cases.length, cases.length + 2);
   cached = all[cases.length + 2];
@@ -166,9 +212,9 @@ test.before(async () => {
   cachedQwen35 = all[cases.length + 4];
   cachedGemma4 = all[cases.length + 5];
 });
-const tmpDirs = [];
 test.after(async () => {
   await disposeModels();
+  for (const t of TEMPLATED) await (await t.model)?.dispose();
   for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
 });
 
@@ -231,6 +277,35 @@ test("gemma3: Gemma's chat template renders as in transformers", async () => {
   assert.equal(m.applyChatTemplate(CHAT, { addGenerationPrompt: false }), templates[1].text);
   assert.match(templates[0].text, /<start_of_turn>model\n$/);
 });
+
+for (const t of TEMPLATED) {
+  const templated = () => (t.model ??= loadModel(t.dir));
+  t.conversations.forEach(([label, messages, options], i) => {
+    test(`${t.key}: the model's chat template renders as in transformers: ${label}`, async () => {
+      assert.ok(!t.refs[i].error, t.refs[i].error);
+      assert.equal((await templated()).applyChatTemplate(messages, options), t.refs[i].text);
+    });
+  });
+  if (t.rejected) {
+    test(`${t.key}: messages the template rejects are INVALID_ARGUMENT, as transformers raises`, async () => {
+      assert.match(t.rejectedRef.error ?? '', /<\|channel\|> tags in the content field/);
+      const m = await templated();
+      expectThrow(() => m.applyChatTemplate(t.rejected, { addGenerationPrompt: true }), 'INVALID_ARGUMENT', /<\|channel\|> tags in the content field/);
+    });
+  }
+  if (t.variantOf === undefined) {
+    test(`${t.key}: greedy chat through the model's template equals MLX-LM`, async () => {
+      assertSameGeneration(await (await templated()).generate(TEMPLATED_CHAT, { maxTokens: 16 }), t.chatRef, t.key);
+    });
+  } else {
+    test(`${t.key}: renders the greedy run's chat as ${TEMPLATED[t.variantOf].key}'s template does`, async () => {
+      const other = TEMPLATED[t.variantOf];
+      other.model ??= loadModel(other.dir);
+      const opts = { addGenerationPrompt: true };
+      assert.equal((await templated()).applyChatTemplate(TEMPLATED_CHAT, opts), (await other.model).applyChatTemplate(TEMPLATED_CHAT, opts));
+    });
+  }
+}
 
 // A two-turn conversation kept in one prompt cache equals MLX-LM's run with its prompt cache
 // (`ref`). `startsOver`: the family's state cannot be cut back, so an input that leaves the held

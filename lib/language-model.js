@@ -68,13 +68,16 @@ class LanguageModel extends NativeOwner {
   applyChatTemplate(messages, options = {}) {
     this[LIVE]();
     if (!Array.isArray(messages)) throw invalid('messages must be an array');
-    const { addGenerationPrompt = false, enableThinking, tools } = options ?? {};
+    const { addGenerationPrompt = false, enableThinking, tools, variables } = options ?? {};
     if (typeof addGenerationPrompt !== 'boolean') throw invalid('option addGenerationPrompt must be a boolean');
     if (enableThinking !== undefined && typeof enableThinking !== 'boolean') {
       throw invalid('option enableThinking must be a boolean');
     }
     if (tools !== undefined && !Array.isArray(tools)) throw invalid('option tools must be an array');
-    return callNative(() => this.#native.applyChatTemplate(messages, addGenerationPrompt, enableThinking, tools));
+    if (variables !== undefined && (variables === null || typeof variables !== 'object' || Array.isArray(variables))) {
+      throw invalid('option variables must be an object');
+    }
+    return callNative(() => this.#native.applyChatTemplate(messages, addGenerationPrompt, enableThinking, tools, variables));
   }
 
   // string: raw text with MLX-LM's BOS rule; messages: chat template with the

@@ -5,7 +5,8 @@
 //   127.0.0.1, against one process and against MLX-LM's sharded generation under mlx.launch
 //   (__test__/distributed.test.js);
 // - `npm run test:families`: every model family beyond the shared decoder against MLX-LM
-//   (__test__/families.test.js).
+//   (__test__/families.test.js), Gemma 4's and GPT-OSS's own chat templates among them (fetched
+//   once from PyPI by scripts/chat-templates.js).
 // `node scripts/test-suite.js NAME` runs __test__/NAME.test.js after the setup it needs.
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
@@ -23,6 +24,7 @@ function main() {
   require('./build').build({ quiet: true });
   require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
+  if (name === 'families') require('./chat-templates').ensureChatTemplates();
   const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...TEST_LIMITS, path.join('__test__', `${name}.test.js`)], {
     cwd: ROOT,
     stdio: 'inherit',

@@ -124,9 +124,11 @@ Case kinds ("mode"):
       "2.0" "" and "2.<n>.0" / "2.<n>.1" the array key and kind of each scalar).
 
   "chat_template"
-      {"model", "messages", "addGenerationPrompt", "enableThinking", "tools"}
+      {"model", "messages", "addGenerationPrompt", "enableThinking", "tools", "variables",
+       "chatTemplate"}
       -> {"text"}: transformers' apply_chat_template(tokenize=False); enableThinking
-      and tools are passed only when not null.
+      and tools are passed only when not null, variables as further keyword arguments,
+      the text of the file chatTemplate (when given) as chat_template=.
   "encode"  {"model", "text", "addSpecialTokens"} -> {"tokens"}
   "decode"  {"model", "tokens", "skipSpecialTokens"} -> {"text"}
 
@@ -538,6 +540,9 @@ def run_chat_template(case):
         kwargs["enable_thinking"] = bool(case["enableThinking"])
     if case.get("tools") is not None:
         kwargs["tools"] = case["tools"]
+    kwargs.update(case.get("variables") or {})
+    if case.get("chatTemplate") is not None:
+        kwargs["chat_template"] = Path(case["chatTemplate"]).read_text(encoding="utf-8")
     # The transformers tokenizer itself (the wrapper would add enable_thinking).
     hf = tokenizer._tokenizer
     return {"text": hf.apply_chat_template(case["messages"], tokenize=False, **kwargs)}

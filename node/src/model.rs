@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use lm::tokenizer::Tokenizer;
+use lm::tokenizer::{ChatTemplateOptions, Tokenizer};
 use mlx::quant::Precision;
 use mlx::Dtype;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -339,6 +339,7 @@ impl NativeModel {
         add_generation_prompt: bool,
         enable_thinking: Option<bool>,
         tools: Option<Value>,
+        variables: Option<Value>,
     ) -> Result<String> {
         self.check_live()?;
         let msgs = messages.as_array().ok_or_else(|| js_error(Code::InvalidArgument, "messages must be an array"))?;
@@ -353,7 +354,13 @@ impl NativeModel {
             Some(Value::Array(t)) => Some(t),
             Some(_) => return Err(js_error(Code::InvalidArgument, "tools must be an array")),
         };
-        self.tokenizer.apply_chat_template(msgs, add_generation_prompt, enable_thinking, tools).map_err(lm_error)
+        let extra = match variables {
+            None | Some(Value::Null) => Default::default(),
+            Some(Value::Object(v)) => v,
+            Some(_) => return Err(js_error(Code::InvalidArgument, "variables must be an object")),
+        };
+        let options = ChatTemplateOptions { add_generation_prompt, enable_thinking, tools, extra };
+        self.tokenizer.apply_chat_template_with(msgs, &options).map_err(lm_error)
     }
 
     /// Validates and queues a generation (on `cache` when given); events are read with `nextEvents`.

@@ -19,10 +19,15 @@ pub struct ChatTemplateOptions {
     pub enable_thinking: Option<bool>,
     /// JSON-schema tool definitions (`tools=`); `None` renders `tools` as none.
     pub tools: Option<Vec<serde_json::Value>>,
-    /// Further template variables (transformers' `**kwargs`); they override
-    /// the special tokens of the same name.
+    /// Further template variables (transformers' `**kwargs`, such as GPT-OSS's
+    /// `reasoning_effort`); they override the special tokens of the same
+    /// name. The names above are not among them ([`RESERVED_VARIABLES`]).
     pub extra: Map<String, serde_json::Value>,
 }
+
+/// Variables that have options of their own (in transformers, parameters of
+/// `apply_chat_template`: passing one again as a kwarg is a TypeError).
+pub const RESERVED_VARIABLES: [&str; 5] = ["messages", "tools", "documents", "add_generation_prompt", "enable_thinking"];
 
 /// The compiled templates of one tokenizer.
 pub struct ChatTemplates {
@@ -89,6 +94,9 @@ impl ChatTemplates {
     pub fn render(&self, messages: &[serde_json::Value], options: &ChatTemplateOptions, special_tokens: &[(&'static str, String)]) -> Result<String> {
         if messages.is_empty() {
             return Err(LmError::InvalidArgument("messages: cannot apply a chat template to an empty conversation".into()));
+        }
+        if let Some(key) = options.extra.keys().find(|k| RESERVED_VARIABLES.contains(&k.as_str())) {
+            return Err(LmError::InvalidArgument(format!("template variable \"{key}\" has an option of its own")));
         }
         let name = self.select(options.tools.is_some())?;
         let template =
@@ -231,6 +239,26 @@ mod tests {
         assert_eq!(t.render(&msgs, &Default::default(), &[]).unwrap(), "D");
         let with_tools = ChatTemplateOptions { tools: Some(vec![]), ..Default::default() };
         assert_eq!(t.render(&msgs, &with_tools, &[]).unwrap(), "T");
+    }
+
+    #[test]
+    fn extra_variables_reach_the_template() {
+        let t = templates("{{ reasoning_effort | default('medium') }} {{ bos_token }}");
+        let msgs = [json!({"role": "user", "content": "a"})];
+        let bos = [("bos_token", "<s>".to_string())];
+        assert_eq!(t.render(&msgs, &Default::default(), &bos).unwrap(), "medium <s>");
+        let mut extra = Map::new();
+        extra.insert("reasoning_effort".into(), json!("high"));
+        extra.insert("bos_token".into(), json!("<B>"));
+        let options = ChatTemplateOptions { extra, ..Default::default() };
+        assert_eq!(t.render(&msgs, &options, &bos).unwrap(), "high <B>");
+        for key in RESERVED_VARIABLES {
+            let mut extra = Map::new();
+            extra.insert(key.into(), json!(true));
+            let e = t.render(&msgs, &ChatTemplateOptions { extra, ..Default::default() }, &bos).unwrap_err();
+            assert_eq!(e.code(), "INVALID_ARGUMENT");
+            assert!(e.message().contains(key), "{e}");
+        }
     }
 
     #[test]
