@@ -17,8 +17,8 @@ use crate::text::{split_pieces, MAX_PIECE_CHARS};
 use crate::tokenizer::TextTokenizer;
 use crate::voice::clone::ClipSource;
 use crate::voice::Clip;
-pub use crate::voices::{Voice, VoiceRef};
 use crate::voices::{CloneSource, VoiceKey, Voices};
+pub use crate::voices::{Voice, VoiceRef};
 use crate::{Result, TtsError};
 
 pub const SAMPLE_RATE: u32 = 24_000;

@@ -140,7 +140,9 @@ impl Voices {
     pub fn get(&self, which: Option<&VoiceRef>, exaggeration: f32, keep_going: &dyn Fn() -> bool) -> Result<Arc<Voice>> {
         match which {
             None => self.builtin.clone().ok_or_else(|| {
-                TtsError::InvalidArgument("the model folder has no conds.safetensors: pass a voice (a WAV clip, a conds.safetensors path or a Voice)".into())
+                TtsError::InvalidArgument(
+                    "the model folder has no conds.safetensors: pass a voice (a WAV clip, a conds.safetensors path or a Voice)".into(),
+                )
             }),
             Some(VoiceRef::Cloned(id)) => self.lock_cloned().get(id).map(|c| c.voice.clone()).ok_or_else(|| gone(*id)),
             Some(VoiceRef::File(path)) => self.file_voice(path, exaggeration, keep_going),

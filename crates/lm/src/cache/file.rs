@@ -63,8 +63,7 @@ pub fn write_safetensors(path: &Path, tensors: &[(String, Array)], metadata: &[(
     let meta_refs: Vec<(&str, &str)> = metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     // Written next to the target and renamed, so no half file ever has its name
     // (MLX adds ".safetensors" to a name without it: the temporary name has it).
-    let tmp =
-        path.with_file_name(format!(".{}.{}.tmp.safetensors", path.file_name().and_then(|n| n.to_str()).unwrap_or("file"), std::process::id()));
+    let tmp = path.with_file_name(format!(".{}.{}.tmp.safetensors", path.file_name().and_then(|n| n.to_str()).unwrap_or("file"), std::process::id()));
     let written = mlx::io::save_safetensors(&tmp, &named, &meta_refs)
         .map_err(|e| LmError::InvalidArgument(format!("cannot write {}: {}", path.display(), e.message)));
     let renamed =
