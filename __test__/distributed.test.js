@@ -278,7 +278,7 @@ test('without mlx.launch\'s environment the ring backend refuses to start', asyn
   assert.match(res.message, /the ring backend could not start: .*\(MLX_RANK unset, MLX_HOSTFILE unset\)/);
 });
 
-test('mlx-node launch -- generate prints what one process prints, split or pipelined', () => {
+test('mlx-node launch -- generate and chat print what one process prints, split or pipelined', () => {
   const bin = path.join(__dirname, '..', 'bin', 'mlx-node.js');
   const args = ['generate', fixturePath('qwen3-f32'), 'Hello there', '--max-tokens', '12', '-q'];
   const alone = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 120000 });
@@ -293,9 +293,21 @@ test('mlx-node launch -- generate prints what one process prints, split or pipel
   assert.equal(piped.status, 0, piped.stderr);
   assert.ok(alone2.stdout.length > 0);
   assert.equal(piped.stdout, alone2.stdout);
-  const refused = spawnSync(process.execPath, [bin, 'launch', '--', 'chat', 'x'], { encoding: 'utf8' });
+  // chat: rank 0 reads stdin and leads, rank 1 follows; two turns, the second on the first's
+  // cache (pipelined, each rank holds some layers' caches: all agree on the cached length).
+  for (const [model, pipeline] of [['qwen3-f32', []], ['qwen2-f32', ['--pipeline']]]) {
+    const chat = ['chat', fixturePath(model), '--max-tokens', '8', '-q'];
+    const input = 'Hello there\nAnd once more\n';
+    const chatAlone = spawnSync(process.execPath, [bin, ...chat], { encoding: 'utf8', input, timeout: 120000 });
+    assert.equal(chatAlone.status, 0, chatAlone.stderr);
+    const chatSplit = spawnSync(process.execPath, [bin, 'launch', ...pipeline, '--', ...chat], { encoding: 'utf8', input, timeout: 120000 });
+    assert.equal(chatSplit.status, 0, chatSplit.stderr);
+    assert.equal(chatAlone.stdout.split('\n').length, 3, chatAlone.stdout);
+    assert.equal(chatSplit.stdout, chatAlone.stdout, model);
+  }
+  const refused = spawnSync(process.execPath, [bin, 'launch', '--', 'speak', 'x'], { encoding: 'utf8' });
   assert.equal(refused.status, 2);
-  assert.match(refused.stderr, /'chat' cannot run split across processes yet/);
+  assert.match(refused.stderr, /'speak' cannot run split across processes yet/);
 });
 
 // distributed.leader: rank 0 makes the calls, the other processes follow() it.
