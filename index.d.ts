@@ -105,7 +105,7 @@ export interface DistributedOptions {
   /**
    * 'tensor' (default): 1/N of every attention and MLP layer on each process, as MLX-LM's
    * `shard()`. 'pipeline': a run of whole layers on each process, as MLX-LM's `pipeline()`
-   * (qwen2, qwen3_moe, ministral3, the families MLX-LM pipelines).
+   * (qwen2, qwen3_moe, ministral3, qwen3_5, qwen3_5_moe: the families MLX-LM pipelines).
    */
   strategy?: 'tensor' | 'pipeline';
   /** Milliseconds to wait for the other processes to connect (default 60000). */

@@ -45,11 +45,26 @@ const INPUTS = [
 ];
 const OPTIONS = [{ maxTokens: 16 }, { maxTokens: 12, temperature: 0.8, topP: 0.9, seed: 3 }];
 
-function cases(models = MODELS) {
+// Qwen3.5 (Gated DeltaNet and gated attention layers, dense and with experts; the dense
+// model's LM head split by vocabulary): one case per model and strategy, greedy on one and
+// seeded on the other, for the suite's time.
+const QWEN3_5 = {
+  tensor: [
+    ['qwen3_5-f32', 1, 0],
+    ['qwen3_5-moe-f32', 1, 1],
+  ],
+  pipeline: [
+    ['qwen3_5-f32', 1, 1],
+    ['qwen3_5-moe-f32', 0, 0],
+  ],
+};
+
+function cases(models = MODELS, extra = []) {
   const out = [];
   for (const model of models) {
     for (const input of INPUTS) for (const options of OPTIONS) out.push({ model: fixturePath(model), name: model, input, options });
   }
+  for (const [model, input, options] of extra) out.push({ model: fixturePath(model), name: model, input: INPUTS[input], options: OPTIONS[options] });
   return out;
 }
 
@@ -102,10 +117,21 @@ function mlxLmSharded(refCases, strategy = 'tensor') {
 // Float32 models compute the same tokens split or whole (only the order of the sums differs);
 // in bfloat16 each process rounds its partial sums, so split and whole may part ways there
 // (as they do in MLX-LM): those compare split against MLX-LM split only.
-const FLOAT32 = new Set(['qwen3-f32', 'llama-f32', 'mistral-f32', 'qwen2-f32', 'ministral3-f32', 'qwen3-q4-g32', 'qwen3-moe-f32', 'gpt-oss-f32']);
+const FLOAT32 = new Set([
+  'qwen3-f32',
+  'llama-f32',
+  'mistral-f32',
+  'qwen2-f32',
+  'ministral3-f32',
+  'qwen3-q4-g32',
+  'qwen3-moe-f32',
+  'gpt-oss-f32',
+  'qwen3_5-f32',
+  'qwen3_5-moe-f32',
+]);
 
 test('two processes split each model and give the tokens of one process and of MLX-LM sharded', async () => {
-  const all = cases();
+  const all = cases(MODELS, QWEN3_5.tensor);
   const request = { cases: all.map(({ model, input, options }) => ({ model, input, options })) };
   const [[alone], [rank0, rank1], ref] = await Promise.all([ours(request, 0), ours(request, 2), mlxLmSharded(request.cases)]);
   const wrong = [];
@@ -128,12 +154,12 @@ test('two processes split each model and give the tokens of one process and of M
 });
 
 // The families MLX-LM pipelines (PipelineMixin): 2, 3 and 4 layers (an uneven split: rank 0
-// takes the extra layer), sliding windows in ministral3. A pipeline moves whole layers, so the
-// arithmetic is one process's.
+// takes the extra layer), sliding windows in ministral3, Qwen3.5's linear and attention layers
+// on each rank. A pipeline moves whole layers, so the arithmetic is one process's.
 const PIPELINE = ['qwen2-f32', 'qwen3-moe-f32', 'ministral3-f32'];
 
 test('a pipeline of two processes gives the tokens of one process and of MLX-LM pipelined', async () => {
-  const all = cases(PIPELINE);
+  const all = cases(PIPELINE, QWEN3_5.pipeline);
   const request = { cases: all.map(({ model, input, options }) => ({ model, input, options })), strategy: 'pipeline' };
   const [[alone], [rank0, rank1], ref] = await Promise.all([ours(request, 0), ours(request, 2), mlxLmSharded(request.cases, 'pipeline')]);
   const wrong = [];
@@ -171,7 +197,7 @@ test('models MLX-LM cannot split are refused on every process, as MLX-LM refuses
   const [[l0, l1], lref] = await Promise.all([ours(llama, 2), mlxLmSharded(llama.cases, 'pipeline')]);
   for (const r of [l0, l1]) {
     assert.equal(r[0].error, 'UNSUPPORTED_MODEL', r[0].message);
-    assert.match(r[0].message, /llama models cannot be split into a pipeline \(as in MLX-LM, whose model has no pipeline\(\)\); families that can: qwen2, ministral3, qwen3_moe/);
+    assert.match(r[0].message, /llama models cannot be split into a pipeline \(as in MLX-LM, whose model has no pipeline\(\)\); families that can: qwen2, ministral3, qwen3_moe, qwen3_5, qwen3_5_moe$/);
   }
   assert.match(lref[0].error, /pipeline/);
 });
@@ -252,7 +278,7 @@ test('without mlx.launch\'s environment the ring backend refuses to start', asyn
   assert.match(res.message, /the ring backend could not start: .*\(MLX_RANK unset, MLX_HOSTFILE unset\)/);
 });
 
-test('mlx-node launch -- generate prints what one process prints, split or pipelined', () => {
+test('mlx-node launch -- generate and chat print what one process prints, split or pipelined', () => {
   const bin = path.join(__dirname, '..', 'bin', 'mlx-node.js');
   const args = ['generate', fixturePath('qwen3-f32'), 'Hello there', '--max-tokens', '12', '-q'];
   const alone = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 120000 });
@@ -267,9 +293,21 @@ test('mlx-node launch -- generate prints what one process prints, split or pipel
   assert.equal(piped.status, 0, piped.stderr);
   assert.ok(alone2.stdout.length > 0);
   assert.equal(piped.stdout, alone2.stdout);
-  const refused = spawnSync(process.execPath, [bin, 'launch', '--', 'chat', 'x'], { encoding: 'utf8' });
+  // chat: rank 0 reads stdin and leads, rank 1 follows; two turns, the second on the first's
+  // cache (pipelined, each rank holds some layers' caches: all agree on the cached length).
+  for (const [model, pipeline] of [['qwen3-f32', []], ['qwen2-f32', ['--pipeline']]]) {
+    const chat = ['chat', fixturePath(model), '--max-tokens', '8', '-q'];
+    const input = 'Hello there\nAnd once more\n';
+    const chatAlone = spawnSync(process.execPath, [bin, ...chat], { encoding: 'utf8', input, timeout: 120000 });
+    assert.equal(chatAlone.status, 0, chatAlone.stderr);
+    const chatSplit = spawnSync(process.execPath, [bin, 'launch', ...pipeline, '--', ...chat], { encoding: 'utf8', input, timeout: 120000 });
+    assert.equal(chatSplit.status, 0, chatSplit.stderr);
+    assert.equal(chatAlone.stdout.split('\n').length, 3, chatAlone.stdout);
+    assert.equal(chatSplit.stdout, chatAlone.stdout, model);
+  }
+  const refused = spawnSync(process.execPath, [bin, 'launch', '--', 'speak', 'x'], { encoding: 'utf8' });
   assert.equal(refused.status, 2);
-  assert.match(refused.stderr, /'chat' cannot run split across processes yet/);
+  assert.match(refused.stderr, /'speak' cannot run split across processes yet/);
 });
 
 // distributed.leader: rank 0 makes the calls, the other processes follow() it.

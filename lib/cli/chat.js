@@ -8,6 +8,7 @@ const { GENERATION_FLAGS, TEMPLATE_FLAGS, LOAD_FLAGS, generationOptions, templat
 const { loadLanguageModel, note } = require('./progress');
 const { generationFigures } = require('./figures');
 const { describe } = require('./errors');
+const { launched, isFollower, follow } = require('./follow');
 
 const FLAGS = {
   ...GENERATION_FLAGS,
@@ -34,6 +35,8 @@ const HELP = helpText({
     'a turn computes only what it adds. Figures, with the prompt tokens served from the',
     'cache, go to stderr after each reply. Ctrl-C stops a reply (which is then not kept).',
     'stdin may be a pipe: `printf "Hi\\n/save chat.safetensors\\n" | mlx-node chat DIR`.',
+    'Under `mlx-node launch`, rank 0 chats and the other ranks follow it; /load and /save',
+    'before the first reply are then refused (docs/distributed.md).',
     '',
     'Commands:',
     commandList(),
@@ -49,8 +52,13 @@ async function run(argv) {
   const options = generationOptions(values);
   const load = loadOptions(values);
   const quiet = Boolean(values.quiet);
+  // Under `mlx-node launch`: rank 0 reads stdin and chats, the others follow its every step.
+  if (isFollower(launched({ leader: true }))) {
+    const log = quiet ? () => {} : (line) => process.stderr.write(`${line}\n`);
+    return follow(dir, launched({ leader: true }), load, log, ['SIGTERM']);
+  }
 
-  const model = await loadLanguageModel(dir, { ...load, quiet });
+  const model = await loadLanguageModel(dir, { ...load, quiet, leader: true });
   try {
     // A model without a chat template fails here, not at the first message.
     model.applyChatTemplate([{ role: 'user', content: '.' }], { addGenerationPrompt: true, ...template });

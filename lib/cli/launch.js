@@ -12,11 +12,12 @@ const FLAGS = {
 };
 
 // Subcommands that run unchanged on every rank: the same prompt in, the same tokens out; and
-// 'serve', whose rank 0 serves and whose other ranks follow it (loadModel's distributed.leader).
-const SUBCOMMANDS = new Set(['generate', 'info', 'serve']);
+// 'serve' and 'chat', whose rank 0 serves (or reads stdin) and whose other ranks follow it
+// (loadModel's distributed.leader; lib/cli/follow.js).
+const SUBCOMMANDS = new Set(['generate', 'info', 'serve', 'chat']);
 
 const HELP = helpText({
-  usage: 'mlx-node launch [-n N] -- (SCRIPT.js [ARGS...] | generate DIR [PROMPT] [options] | serve --model DIR [options])',
+  usage: 'mlx-node launch [-n N] -- (SCRIPT.js [ARGS...] | generate DIR [PROMPT] [options] | chat DIR [options] | serve --model DIR [options])',
   description: [
     'Splits a model across N processes on this machine with MLX\'s ring backend over',
     '127.0.0.1 (tensor parallelism, as MLX-LM\'s sharded_load): writes the ring\'s host file,',
@@ -24,13 +25,15 @@ const HELP = helpText({
     "script loads its model with loadModel(dir, { distributed: {} }); 'generate' does that",
     'by itself. Every rank runs the same command and gets the same tokens; rank 0 prints.',
     "'serve': rank 0 serves HTTP and the other ranks follow its every step; Ctrl-C or",
-    'SIGTERM to this command stops rank 0, and the others end with it.',
+    'SIGTERM to this command stops rank 0, and the others end with it. \'chat\': rank 0',
+    'reads stdin and chats, the other ranks follow it.',
     'Across several machines, start the same script with mlx.launch --backend ring',
     '--hosts ... (docs/distributed.md).',
     '',
     'Examples:',
     '  mlx-node launch -n 2 -- generate ./Qwen3-0.6B "Hello!" --max-tokens 50',
     '  mlx-node launch -n 2 -- serve --model ./Qwen3-8B --port 8080',
+    '  mlx-node launch -n 2 -- chat ./Qwen3-8B',
     '  mlx-node launch -n 2 -- my-script.js',
   ],
   flags: FLAGS,
@@ -49,17 +52,21 @@ async function run(argv) {
     args = [first, ...rest];
   } else if (SUBCOMMANDS.has(first)) {
     args = [path.join(__dirname, '..', '..', 'bin', 'mlx-node.js'), first, ...rest];
-  } else if (first === 'chat' || first === 'speak') {
+  } else if (first === 'speak') {
     throw new UsageError(`'${first}' cannot run split across processes yet; 'generate' and scripts can`);
   } else {
-    throw new UsageError(`the command must be a .js script or 'generate', got ${JSON.stringify(first)}`);
+    throw new UsageError(`the command must be a .js script, 'generate', 'chat', 'serve' or 'info', got ${JSON.stringify(first)}`);
   }
   const n = values.n ?? 2;
   const all = Boolean(values['all-output']);
   // Ctrl-C or SIGTERM goes to rank 0 alone: a server closes and disposes its model, which
-  // ends the other ranks' follow(); they then exit by themselves.
+  // ends the other ranks' follow(); they then exit by themselves. A chat on a terminal gets
+  // Ctrl-C from the terminal itself (one per key press, to stop a reply or leave).
+  const chat = first === 'chat';
   let stop;
-  const onSignal = (signal) => stop?.(signal);
+  const onSignal = (signal) => {
+    if (!(chat && signal === 'SIGINT' && process.stdin.isTTY)) stop?.(signal);
+  };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   const { codes, signals } = await launchLocal({
@@ -68,7 +75,8 @@ async function run(argv) {
     args,
     // Read by the CLI's loadLanguageModel and serve: load split across the ranks.
     env: { MLX_NODE_DISTRIBUTED: 'ring', MLX_NODE_DISTRIBUTED_STRATEGY: values.pipeline ? 'pipeline' : 'tensor' },
-    stdio: (rank) => ['ignore', rank === 0 || all ? 'inherit' : 'ignore', 'inherit'],
+    // A chat's stdin is rank 0's.
+    stdio: (rank) => [chat && rank === 0 ? 'inherit' : 'ignore', rank === 0 || all ? 'inherit' : 'ignore', 'inherit'],
     onStart: (children) => {
       stop = (signal) => children[0].kill(signal);
     },

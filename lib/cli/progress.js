@@ -4,6 +4,7 @@
 // stderr is a terminal); then one line saying what was loaded and how long it took (all
 // left out with --quiet).
 const path = require('node:path');
+const { launched } = require('./follow');
 const { isHubId } = require('../hub');
 
 const BAR_WIDTH = 30;
@@ -116,15 +117,15 @@ function seconds(t0) {
   return ((performance.now() - t0) / 1000).toFixed(2);
 }
 
-async function loadLanguageModel(dir, { dtype, precision, quiet }) {
+// `leader`: under `mlx-node launch`, rank 0 takes the calls and the other ranks follow it.
+async function loadLanguageModel(dir, { dtype, precision, quiet, leader = false }) {
   const { loadModel } = require('../..');
   const shown = quiet ? null : loadDisplay(displayName(dir));
   const t0 = performance.now();
   let model;
   try {
     // Under `mlx-node launch`: split across its processes.
-    const backend = process.env.MLX_NODE_DISTRIBUTED;
-    const distributed = backend ? { backend, strategy: process.env.MLX_NODE_DISTRIBUTED_STRATEGY || 'tensor' } : undefined;
+    const distributed = launched({ leader });
     model = await loadModel(dir, { dtype, precision, onLoadProgress: shown?.onLoadProgress, distributed });
   } finally {
     shown?.clear();

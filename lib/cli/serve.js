@@ -4,6 +4,7 @@ const path = require('node:path');
 const { UsageError, parse, positionals, helpText } = require('./args');
 const { loadDisplay, displayName } = require('./progress');
 const { LOAD_FLAGS, loadOptions } = require('./sampling');
+const { launched, isFollower, follow } = require('./follow');
 
 const FLAGS = {
   model: { value: 'DIR', help: 'the text model folder to serve; required' },
@@ -51,9 +52,8 @@ async function run(argv) {
   const log = quiet ? () => {} : (...args) => console.error(...args);
   const { serve } = loadServer();
   // Under `mlx-node launch`: rank 0 serves, the others follow its every step.
-  const backend = process.env.MLX_NODE_DISTRIBUTED;
-  const distributed = backend ? { backend, strategy: process.env.MLX_NODE_DISTRIBUTED_STRATEGY || 'tensor', leader: true } : undefined;
-  if (distributed && process.env.MLX_RANK !== '0') return follow(values.model, distributed, precision, log);
+  const distributed = launched({ leader: true });
+  if (isFollower(distributed)) return follow(values.model, distributed, { precision }, log);
   const shown = quiet ? null : loadDisplay(displayName(values.model));
   const running = await serve({
     modelPath: values.model,
@@ -80,24 +80,6 @@ async function run(argv) {
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
-  process.exit(0);
-}
-
-// A rank other than 0 of a split server: loads its part and follows rank 0 until rank 0's model
-// is disposed. A first Ctrl-C or SIGTERM waits for that (rank 0 gets one too); a second leaves.
-async function follow(dir, distributed, precision, log) {
-  const { loadModel } = require('../..');
-  let waiting = false;
-  const onSignal = () => {
-    if (waiting) process.exit(130);
-    waiting = true;
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  const model = await loadModel(dir, { distributed, precision });
-  log(`rank ${model.info.distributed.rank}: following rank 0`);
-  await model.follow();
-  await model.dispose();
   process.exit(0);
 }
 

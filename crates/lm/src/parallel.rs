@@ -29,6 +29,21 @@ pub enum Split {
     Inputs,
 }
 
+/// How a tensor's axis is cut into the processes' slices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cut {
+    /// In N equal blocks, one per process in rank order.
+    Even,
+    /// Each part of the axis on its own (the parts beginning at these offsets
+    /// after the first: q, k and v of one layer), this process's blocks of
+    /// them concatenated, as MLX's `shard_inplace(segments=...)`.
+    Segments(Vec<i32>),
+    /// In heads of equal size: as `Even` when there are at least as many
+    /// heads as processes, else each head repeated `size / heads` times first
+    /// so that every process holds one (MLX-LM's Qwen3.5 `repeat_kv_layer_inplace`).
+    Heads(i32),
+}
+
 /// How the model is split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
@@ -84,11 +99,71 @@ impl Shard {
         Ok(n / self.size)
     }
 
-    /// This rank's slice of `a` along `axis` (`a`'s `name` for the error), as a
-    /// contiguous copy: once read, nothing keeps the rest of the tensor alive.
-    pub(crate) fn part(&self, a: &Array, axis: i32, name: &str) -> Result<Array> {
-        let n = self.divide(a.dim(axis), &format!("axis {axis} of tensor \"{name}\""))?;
-        Ok(a.slice_axis(axis, n * self.rank, n * (self.rank + 1))?.contiguous()?)
+    /// This rank's slice of `a` along `axis` (`a`'s `name` for the error), cut
+    /// as `cut` says, as a contiguous copy: once read, nothing keeps the rest
+    /// of the tensor alive.
+    pub(crate) fn part(&self, a: &Array, axis: i32, cut: &Cut, name: &str) -> Result<Array> {
+        let segments = match cut {
+            Cut::Even => &[][..],
+            Cut::Segments(s) => &s[..],
+            Cut::Heads(heads) if *heads < self.size => {
+                self.divide_repeated(*heads, &format!("the heads of tensor \"{name}\""))?;
+                // Each head repeated `size / heads` times, then one block per process.
+                let (rows, head) = (a.dim(axis) / heads, self.rank / (self.size / heads));
+                return Ok(a.slice_axis(axis, head * rows, (head + 1) * rows)?.contiguous()?);
+            }
+            Cut::Heads(_) => &[][..],
+        };
+        let bounds: Vec<i32> = std::iter::once(0).chain(segments.iter().copied()).chain(std::iter::once(a.dim(axis))).collect();
+        let mut slices = Vec::with_capacity(bounds.len() - 1);
+        for pair in bounds.windows(2) {
+            let rows = if segments.is_empty() { String::new() } else { format!("rows {}..{} of ", pair[0], pair[1]) };
+            let what = format!("{rows}axis {axis} of tensor \"{name}\"");
+            let n = self.divide(pair[1] - pair[0], &what)?;
+            slices.push(a.slice_axis(axis, pair[0] + n * self.rank, pair[0] + n * (self.rank + 1))?);
+        }
+        let part = match slices.len() {
+            1 => slices.remove(0),
+            _ => Array::concatenate(&slices.iter().collect::<Vec<_>>(), axis)?,
+        };
+        Ok(part.contiguous()?)
+    }
+
+    /// This process's share of `n` heads where fewer heads than processes are
+    /// repeated first (MLX-LM's Qwen3.5 key/value heads): `n / size`, or one
+    /// head shared by `size / n` processes when `size` is a multiple of `n`.
+    pub fn divide_repeated(&self, n: i32, what: &str) -> Result<i32> {
+        match n < self.size {
+            true if self.size % n == 0 => Ok(1),
+            true => Err(LmError::UnsupportedModel(format!("cannot repeat {what} ({n}) evenly across {} processes", self.size))),
+            false => self.divide(n, what),
+        }
+    }
+
+    /// A pipeline stage's input (MLX-LM's `PipelineMixin` models): the hidden
+    /// states from the next rank; the last rank starts from `h`, the embeddings.
+    pub(crate) fn stage_input(&self, h: Array) -> mlx::Result<Array> {
+        match self.rank < self.size - 1 {
+            true => self.group.recv_like(&h, self.rank + 1),
+            false => Ok(h),
+        }
+    }
+
+    /// A pipeline stage's output `h` `[B, L, hidden]`: sent on to the previous
+    /// rank (but from rank 0), the send kept in the graph of `last`, the cache
+    /// of this rank's last layer (a prefill chunk evaluates only the caches; as
+    /// MLX-LM's `mx.depends`); then rank 0's states, gathered by every rank.
+    pub(crate) fn stage_output(&self, h: Array, last: &mut dyn crate::cache::Cache) -> mlx::Result<Array> {
+        let b = h.dim(0);
+        let mut h = h;
+        if self.rank != 0 {
+            h = self.group.send(&h, (self.rank - 1 + self.size) % self.size)?;
+            last.depend_on(&h)?;
+        }
+        if self.size > 1 {
+            h = self.group.all_gather(&h)?.slice_axis(0, 0, b)?;
+        }
+        Ok(h)
     }
 }
 
@@ -227,4 +302,45 @@ pub fn fingerprint(path: &std::path::Path) -> Result<u64> {
         eat(&std::fs::metadata(path).map_err(io)?.len().to_le_bytes());
     }
     Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `rank` of `size` (the group itself is one process's: `part` reads only the rank and size).
+    fn rank_of(rank: i32, size: i32) -> Shard {
+        let group = mlx::distributed::init("ring", false).expect("a group of one");
+        Shard { group: Arc::new(group), rank, size, strategy: Strategy::Tensor }
+    }
+
+    #[test]
+    fn a_part_in_segments_takes_this_ranks_slice_of_each() {
+        let a = Array::arange(0.0, 12.0, 1.0, mlx::Dtype::Int32).unwrap().reshape(&[6, 2]).unwrap();
+        let shard = rank_of(1, 2);
+        let rows = |cut: Cut| shard.part(&a, 0, &cut, "t").unwrap().to_vec::<i32>().unwrap();
+        assert_eq!(rows(Cut::Even), [6, 7, 8, 9, 10, 11]);
+        // q, k, v of two rows each: the second row of each.
+        assert_eq!(rows(Cut::Segments(vec![2, 4])), [2, 3, 6, 7, 10, 11]);
+        let Err(e) = shard.part(&a, 0, &Cut::Segments(vec![1, 4]), "t") else { panic!("an odd segment was split") };
+        assert!(e.message().contains("cannot split rows 0..1 of axis 0 of tensor \"t\" (1) evenly across 2 processes"), "{}", e.message());
+    }
+
+    /// MLX-LM's Qwen3.5 repeats key/value heads that are fewer than the processes.
+    #[test]
+    fn fewer_heads_than_processes_are_shared() {
+        // Three heads of two rows.
+        let a = Array::arange(0.0, 6.0, 1.0, mlx::Dtype::Int32).unwrap().reshape(&[6, 1]).unwrap();
+        let rows = |rank: i32, size: i32, heads: i32| rank_of(rank, size).part(&a, 0, &Cut::Heads(heads), "k").map(|p| p.to_vec::<i32>().unwrap());
+        // Two heads over four processes: ranks 0, 1 hold the first, ranks 2, 3 the second.
+        assert_eq!(rows(1, 4, 2).unwrap(), [0, 1, 2]);
+        assert_eq!(rows(2, 4, 2).unwrap(), [3, 4, 5]);
+        // As many heads as processes, or more: an even split.
+        assert_eq!(rows(1, 2, 2).unwrap(), [3, 4, 5]);
+        assert_eq!(rows(1, 3, 3).unwrap(), [2, 3]);
+        assert_eq!(rank_of(0, 4).divide_repeated(2, "kv").unwrap(), 1);
+        assert_eq!(rank_of(0, 2).divide_repeated(4, "kv").unwrap(), 2);
+        let Err(e) = rows(0, 4, 3) else { panic!("3 heads were repeated over 4 processes") };
+        assert!(e.message().contains("cannot repeat the heads of tensor \"k\" (3) evenly across 4 processes"), "{}", e.message());
+    }
 }

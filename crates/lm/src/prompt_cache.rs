@@ -116,9 +116,10 @@ impl PromptCache {
         save_file(path, &self.layers, &meta)
     }
 
-    /// Positions held.
+    /// Positions held: the most any layer holds (in a pipeline, a process's
+    /// caches of the other processes' layers stay empty).
     pub fn len(&self) -> usize {
-        self.layers.first().map_or(0, |c| c.offset()) as usize
+        self.layers.iter().map(|c| c.offset()).max().unwrap_or(0) as usize
     }
 
     pub fn is_empty(&self) -> bool {

@@ -8,7 +8,7 @@ use mlx::{nn, Array, Dtype};
 use serde_json::Value;
 
 use crate::error::{LmError, Result};
-use crate::parallel::{Shard, Split, Strategy};
+use crate::parallel::{Cut, Shard, Split, Strategy};
 
 pub struct Weights {
     tensors: HashMap<String, Array>,
@@ -27,6 +27,8 @@ pub struct Weights {
     shard: Option<Shard>,
     /// This process's place in a pipeline: the decoder keeps only its layers.
     pipeline: Option<Shard>,
+    /// Tensors cut otherwise than in N equal blocks (`cut_layer`).
+    cuts: HashMap<String, Cut>,
 }
 
 fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -73,13 +75,33 @@ impl Weights {
                 tensors.insert(k, v);
             }
         }
-        Ok(Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact, shard: None, pipeline: None })
+        Ok(Weights {
+            tensors,
+            origin,
+            dtype,
+            quantization,
+            taken: Vec::new(),
+            precision: Precision::Exact,
+            shard: None,
+            pipeline: None,
+            cuts: HashMap::new(),
+        })
     }
 
     /// Tensors already loaded from `file` (a GGUF file's, renamed).
     pub fn from_tensors(tensors: HashMap<String, Array>, file: &Path, dtype: Option<Dtype>, quantization: Option<Value>) -> Weights {
         let origin = tensors.keys().map(|k| (k.clone(), file.to_path_buf())).collect();
-        Weights { tensors, origin, dtype, quantization, taken: Vec::new(), precision: Precision::Exact, shard: None, pipeline: None }
+        Weights {
+            tensors,
+            origin,
+            dtype,
+            quantization,
+            taken: Vec::new(),
+            precision: Precision::Exact,
+            shard: None,
+            pipeline: None,
+            cuts: HashMap::new(),
+        }
     }
 
     /// The precision of the quantized layers handed out from now on.
@@ -151,7 +173,8 @@ impl Weights {
     fn raw_split(&mut self, name: &str, axis: Option<i32>) -> Result<Array> {
         let (Some(axis), Some(shard)) = (axis, self.shard.as_ref()) else { return self.raw(name) };
         let whole = self.tensors.remove(name).ok_or_else(|| self.missing(name))?;
-        let a = shard.part(&whole, axis, name)?;
+        let cut = self.cuts.remove(name).unwrap_or(Cut::Even);
+        let a = shard.part(&whole, axis, &cut, name)?;
         self.taken.push(a.clone());
         Ok(a)
     }
@@ -349,6 +372,35 @@ impl Weights {
                 let part = self.linear_parts(prefix, in_dims, out_dims, false, Some(-1))?;
                 Ok(nn::Linear::ShardedToAll { part: Box::new(part), bias: b, group })
             }
+        }
+    }
+
+    /// `linear` of a layer whose `Split::Inputs` slice is summed over the group
+    /// by its caller, with other layers' outputs (MLX's `shard_inplace`: a block
+    /// that sums once); in a group, this process's slice of the weight alone.
+    pub fn linear_unsummed(&mut self, prefix: &str, in_dims: i32, out_dims: i32, split: Split) -> Result<nn::Linear> {
+        let axis = match split {
+            Split::Outputs => 0,
+            Split::Inputs => -1,
+        };
+        self.linear_parts(prefix, in_dims, out_dims, false, self.shard.as_ref().map(|_| axis))
+    }
+
+    /// `linear` of an LM head that tensor parallelism splits by vocabulary (MLX-LM's
+    /// Qwen3.5 `shard()`): in a group, this process's rows, every process's logits
+    /// gathered along the last axis.
+    pub fn linear_gathered(&mut self, prefix: &str, in_dims: i32, out_dims: i32) -> Result<nn::Linear> {
+        let Some(group) = self.shard.as_ref().map(|s| s.group.clone()) else { return self.linear(prefix, in_dims, out_dims, false) };
+        let part = self.linear_parts(prefix, in_dims, out_dims, false, Some(0))?;
+        Ok(nn::Linear::Gathered { part: Box::new(part), group })
+    }
+
+    /// From now on, in a tensor-parallel group, the tensors of layer `prefix`
+    /// (`prefix` itself, or its weight, scales, biases and bias) are cut as
+    /// `cut` says (see `Shard::part`).
+    pub fn cut_layer(&mut self, prefix: &str, cut: Cut) {
+        for suffix in ["", ".weight", ".scales", ".biases", ".bias"] {
+            self.cuts.insert(format!("{prefix}{suffix}"), cut.clone());
         }
     }
 

@@ -232,5 +232,6 @@ pub fn trim_all(caches: &mut [Box<dyn Cache>], n: i32) -> Option<i32> {
     if !caches.iter().all(|c| c.is_trimmable()) {
         return None;
     }
-    Some(caches.iter_mut().map(|c| c.trim(n)).min().unwrap_or(0))
+    // Only the layers that hold positions: in a pipeline, the other processes' layers are empty here.
+    Some(caches.iter_mut().filter(|c| c.offset() > 0).map(|c| c.trim(n)).min().unwrap_or(0))
 }

@@ -51,6 +51,18 @@ impl Mlp {
         })
     }
 
+    /// As `load`, `down_proj` left unsummed in a tensor-parallel group: its
+    /// caller sums the block's output over the group (a shared expert beside
+    /// the routed ones, summed with them once, as MLX-LM's `shard_inplace`).
+    pub fn load_unsummed(w: &mut Weights, prefix: &str, dims: i32, hidden: i32) -> Result<Mlp> {
+        Ok(Mlp {
+            gate_proj: w.linear_split(&format!("{prefix}.gate_proj"), dims, hidden, false, Split::Outputs)?,
+            up_proj: w.linear_split(&format!("{prefix}.up_proj"), dims, hidden, false, Split::Outputs)?,
+            down_proj: w.linear_unsummed(&format!("{prefix}.down_proj"), hidden, dims, Split::Inputs)?,
+            activation: Activation::SwiGlu,
+        })
+    }
+
     /// The same layers with gate and up combined by `activation` (Gemma's GeGLU).
     pub fn with_activation(self, activation: Activation) -> Mlp {
         Mlp { activation, ..self }
@@ -221,11 +233,11 @@ impl DecoderStack {
     /// first layers), go through this rank's layers, on to the previous rank,
     /// and rank 0's final states are shared with every rank.
     pub fn forward(&self, h: Array, caches: &mut [Box<dyn Cache>], last_only: bool) -> mlx::Result<Array> {
-        let (b, l) = (h.dim(0), h.dim(1));
-        let mut h = h;
-        if let Some(p) = self.pipeline.as_ref().filter(|p| p.rank < p.size - 1) {
-            h = p.group.recv_like(&h, p.rank + 1)?;
-        }
+        let l = h.dim(1);
+        let mut h = match &self.pipeline {
+            Some(p) => p.stage_input(h)?,
+            None => h,
+        };
         for (j, layer) in self.layers.iter().enumerate() {
             let i = self.first + j;
             let r = layer.attn.forward(&layer.input_layernorm.forward(&h)?, caches[i].as_mut(), self.rope_of(i))?;
@@ -234,14 +246,7 @@ impl DecoderStack {
             h = hh.add(&layer.mlp.forward(&x)?)?;
         }
         if let Some(p) = &self.pipeline {
-            if p.rank != 0 {
-                h = p.group.send(&h, (p.rank - 1 + p.size) % p.size)?;
-                // A prefill chunk evaluates only the caches: the send must go with them.
-                caches[self.first + self.layers.len() - 1].depend_on(&h)?;
-            }
-            if p.size > 1 {
-                h = p.group.all_gather(&h)?.slice_axis(0, 0, b)?;
-            }
+            h = p.stage_output(h, caches[self.first + self.layers.len() - 1].as_mut())?;
         }
         // The norm is per position, so slicing first gives the same values for less work.
         if last_only && l > 1 {

@@ -15,6 +15,7 @@ use mlx::{Array, Compiled, Dtype};
 
 use crate::cache::Cache;
 use crate::error::Result;
+use crate::parallel::{self, Cut, Split};
 use crate::weights::Weights;
 
 /// The sizes of a layer, from the config's `linear_*` fields.
@@ -126,20 +127,32 @@ fn gated_delta_ops(q: &Array, k: &Array, v: &Array, g: &Array, beta: &Array, sta
 
 impl GatedDeltaNet {
     /// `{prefix}.in_proj_qkv`, `in_proj_z`, `in_proj_b`, `in_proj_a`,
-    /// `conv1d.weight`, `dt_bias`, `A_log`, `norm.weight`, `out_proj`.
+    /// `conv1d.weight`, `dt_bias`, `A_log`, `norm.weight`, `out_proj`. In a
+    /// tensor-parallel group, as MLX-LM's Qwen3.5 `shard()`: this process's key
+    /// and value heads (q, k and v each split, in the projection and the
+    /// convolution alike; z, b, a, the decay's parameters), `out_proj` by its
+    /// inputs, summed over the group.
     pub fn load(w: &mut Weights, prefix: &str, d: Dims) -> Result<GatedDeltaNet> {
         let (h, hv) = (d.hidden, d.v_heads);
+        let own = Dims {
+            k_heads: parallel::divide(w.tensor_shard(), d.k_heads, "linear_num_key_heads")?,
+            v_heads: parallel::divide(w.tensor_shard(), d.v_heads, "linear_num_value_heads")?,
+            ..d
+        };
+        let qkv_parts = Cut::Segments(vec![d.key_dim(), 2 * d.key_dim()]);
+        w.cut_layer(&format!("{prefix}.in_proj_qkv"), qkv_parts.clone());
+        w.cut_layer(&format!("{prefix}.conv1d.weight"), qkv_parts);
         Ok(GatedDeltaNet {
-            in_proj_qkv: w.linear(&format!("{prefix}.in_proj_qkv"), h, d.conv_dim(), false)?,
-            in_proj_z: w.linear(&format!("{prefix}.in_proj_z"), h, d.value_dim(), false)?,
-            in_proj_b: w.linear(&format!("{prefix}.in_proj_b"), h, hv, false)?,
-            in_proj_a: w.linear(&format!("{prefix}.in_proj_a"), h, hv, false)?,
-            conv_weight: w.take(&format!("{prefix}.conv1d.weight"), &[d.conv_dim(), d.kernel, 1])?,
-            dt_bias: w.take(&format!("{prefix}.dt_bias"), &[hv])?,
-            a_log: w.take(&format!("{prefix}.A_log"), &[hv])?,
+            in_proj_qkv: w.linear_split(&format!("{prefix}.in_proj_qkv"), h, d.conv_dim(), false, Split::Outputs)?,
+            in_proj_z: w.linear_split(&format!("{prefix}.in_proj_z"), h, d.value_dim(), false, Split::Outputs)?,
+            in_proj_b: w.linear_split(&format!("{prefix}.in_proj_b"), h, hv, false, Split::Outputs)?,
+            in_proj_a: w.linear_split(&format!("{prefix}.in_proj_a"), h, hv, false, Split::Outputs)?,
+            conv_weight: w.take_split(&format!("{prefix}.conv1d.weight"), &[d.conv_dim(), d.kernel, 1], Some(0))?,
+            dt_bias: w.take_split(&format!("{prefix}.dt_bias"), &[hv], Some(0))?,
+            a_log: w.take_split(&format!("{prefix}.A_log"), &[hv], Some(0))?,
             norm_weight: w.take(&format!("{prefix}.norm.weight"), &[d.v_dim])?,
-            out_proj: w.linear(&format!("{prefix}.out_proj"), d.value_dim(), h, false)?,
-            d,
+            out_proj: w.linear_split(&format!("{prefix}.out_proj"), d.value_dim(), h, false, Split::Inputs)?,
+            d: own,
         })
     }
 

@@ -208,8 +208,10 @@ impl SparseMoe {
     }
 }
 
-impl FeedForward for SparseMoe {
-    fn forward(&self, x: &Array) -> MlxResult<Array> {
+impl SparseMoe {
+    /// The weighted sum of the routed experts' outputs, this process's share
+    /// of it in a tensor-parallel group (summed over the group by `forward`).
+    fn forward_unsummed(&self, x: &Array) -> MlxResult<Array> {
         let gates = self.gate.forward(x)?.softmax(&[-1], true)?;
         let k = self.top_k;
         let inds = gates.argpartition(self.experts - k, -1)?.slice_axis(-1, self.experts - k, self.experts)?;
@@ -218,8 +220,13 @@ impl FeedForward for SparseMoe {
             scores = scores.divide(&scores.sum(&[-1], true)?)?;
         }
         let y = self.switch_mlp.forward(x, &inds)?;
-        let y = y.multiply(&scores.expand_dims(&[-1])?)?.sum(&[-2], false)?.astype(y.dtype())?;
-        self.switch_mlp.reduce(y)
+        y.multiply(&scores.expand_dims(&[-1])?)?.sum(&[-2], false)?.astype(y.dtype())
+    }
+}
+
+impl FeedForward for SparseMoe {
+    fn forward(&self, x: &Array) -> MlxResult<Array> {
+        self.switch_mlp.reduce(self.forward_unsummed(x)?)
     }
 }
 
@@ -251,7 +258,9 @@ impl FeedForward for TopKMoe {
 
 /// Qwen3-Next's and Qwen3.5's block: the softmax top-k experts plus one
 /// shared expert (a SwiGLU MLP) that every token takes, weighted by
-/// `sigmoid(shared_expert_gate(x))`.
+/// `sigmoid(shared_expert_gate(x))`. In a tensor-parallel group both hold
+/// this process's slice, and their sum is summed over the group once (as
+/// MLX-LM's Qwen3-Next block).
 pub struct SharedExpertMoe {
     experts: SparseMoe,
     shared_expert: super::decoder::Mlp,
@@ -264,7 +273,7 @@ impl SharedExpertMoe {
     pub fn load(w: &mut Weights, prefix: &str, dims: i32, shared_hidden: i32, experts: SparseMoe) -> Result<Self> {
         Ok(SharedExpertMoe {
             experts,
-            shared_expert: super::decoder::Mlp::load(w, &format!("{prefix}.shared_expert"), dims, shared_hidden, false)?,
+            shared_expert: super::decoder::Mlp::load_unsummed(w, &format!("{prefix}.shared_expert"), dims, shared_hidden)?,
             shared_expert_gate: w.linear(&format!("{prefix}.shared_expert_gate"), dims, 1, false)?,
         })
     }
@@ -272,8 +281,8 @@ impl SharedExpertMoe {
 
 impl FeedForward for SharedExpertMoe {
     fn forward(&self, x: &Array) -> MlxResult<Array> {
-        let y = self.experts.forward(x)?;
+        let y = self.experts.forward_unsummed(x)?;
         let shared = self.shared_expert_gate.forward(x)?.sigmoid()?.multiply(&self.shared_expert.forward(x)?)?;
-        y.add(&shared)
+        self.experts.switch_mlp.reduce(y.add(&shared)?)
     }
 }

@@ -22,6 +22,7 @@ use super::{family_config, LanguageModel};
 use crate::cache::{Cache, LayerKind};
 use crate::config::ModelConfig;
 use crate::error::{LmError, Result};
+use crate::parallel::{self, Cut, Shard, Split};
 use crate::weights::Weights;
 
 /// MLX-LM's `qwen3_5.TextModelArgs` defaults.
@@ -218,7 +219,15 @@ struct Layer {
 pub struct Qwen35 {
     config: ModelConfig,
     embed_tokens: Embedding,
+    /// This process's layers: all of them, or in a pipeline `first..` of the model's.
     layers: Vec<Layer>,
+    first: usize,
+    /// This process's place in a pipeline, if the model is split into one.
+    pipeline: Option<Shard>,
+    /// Key/value heads of each attention layer (this process's share in a tensor-parallel group).
+    kv_heads: i32,
+    /// Each layer's cache kind.
+    layout: Vec<LayerKind>,
     norm: RmsNorm,
     lm_head: Option<Linear>,
     rope: Rope,
@@ -232,20 +241,41 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
     let (h, hd, eps) = (c.hidden_size, c.head_dim, c.rms_norm_eps);
     let (nq, nkv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
     let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, h)?;
-    let mut layers = Vec::with_capacity(a.linear.len());
+    // Split as MLX-LM's shard(): each process attends with its share of the heads.
+    let heads = parallel::divide(w.tensor_shard(), c.num_attention_heads, "num_attention_heads")?;
+    // Key/value heads fewer than the processes are repeated so that each holds one.
+    let kv_heads = match w.tensor_shard() {
+        Some(s) => s.divide_repeated(c.num_key_value_heads, "num_key_value_heads")?,
+        None => c.num_key_value_heads,
+    };
+    // Or as its pipeline(): this process builds its own layers and drops the others' weights.
+    let pipeline = w.pipeline().cloned();
+    let own = match &pipeline {
+        Some(s) => s.pipeline_layers(c.num_hidden_layers)?,
+        None => 0..c.num_hidden_layers,
+    };
+    let mut layers = Vec::with_capacity(own.len());
     for (i, &linear) in a.linear.iter().enumerate() {
         let p = format!("model.layers.{i}");
+        if !own.contains(&(i as i32)) {
+            let layer = format!("{p}.");
+            w.discard(|k| k.starts_with(&layer));
+            continue;
+        }
         let mixer = if linear {
             Mixer::Linear(GatedDeltaNet::load(&mut w, &format!("{p}.linear_attn"), a.delta)?)
         } else {
+            for kv in ["k_proj", "v_proj"] {
+                w.cut_layer(&format!("{p}.self_attn.{kv}"), Cut::Heads(c.num_key_value_heads));
+            }
             Mixer::Attention(SelfAttention {
                 qkv: Projections::load(&mut w, &format!("{p}.self_attn"), h, 2 * nq, nkv, c.qkv_bias)?,
-                o_proj: w.linear(&format!("{p}.self_attn.o_proj"), nq, h, c.o_bias)?,
+                o_proj: w.linear_split(&format!("{p}.self_attn.o_proj"), nq, h, c.o_bias, Split::Inputs)?,
                 q_norm: Some(w.rms_norm(&format!("{p}.self_attn.q_norm.weight"), hd, eps)?),
                 k_norm: Some(w.rms_norm(&format!("{p}.self_attn.k_norm.weight"), hd, eps)?),
                 v_norm: None,
-                heads: c.num_attention_heads,
-                kv_heads: c.num_key_value_heads,
+                heads,
+                kv_heads,
                 head_dim: hd,
                 scale: (hd as f64).powf(-0.5) as f32,
                 position_scale: None,
@@ -271,17 +301,25 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
     let norm = w.rms_norm("model.norm.weight", h, eps)?;
     let lm_head = match c.tie_word_embeddings {
         true => None,
-        false => Some(w.linear("lm_head", h, c.vocab_size, false)?),
+        // Split by vocabulary in a tensor-parallel group, as MLX-LM's shard().
+        false => Some(w.linear_gathered("lm_head", h, c.vocab_size)?),
     };
     w.finish_with_progress(progress)?;
-    Ok(Box::new(Qwen35 { rope: build_rope(&config)?, config, embed_tokens, layers, norm, lm_head, dtype }))
+    let first = own.start as usize;
+    let layout = a.linear.iter().map(|&l| if l { LayerKind::Arrays(2) } else { LayerKind::Growing }).collect();
+    Ok(Box::new(Qwen35 { rope: build_rope(&config)?, config, embed_tokens, layers, first, pipeline, kv_heads, layout, norm, lm_head, dtype }))
 }
 
 impl LanguageModel for Qwen35 {
     fn forward(&self, ids: &Array, caches: &mut [Box<dyn Cache>], last_only: bool) -> mlx::Result<Array> {
-        let mut h = self.embed_tokens.forward(ids)?;
+        let h = self.embed_tokens.forward(ids)?;
         let l = h.dim(1);
-        for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
+        // In a pipeline, as MLX-LM's Qwen3_5TextModel: from the next rank, through this rank's layers, on.
+        let mut h = match &self.pipeline {
+            Some(p) => p.stage_input(h)?,
+            None => h,
+        };
+        for (layer, cache) in self.layers.iter().zip(caches[self.first..].iter_mut()) {
             let x = layer.input_layernorm.forward(&h)?;
             let r = match &layer.mixer {
                 Mixer::Linear(delta) => delta.forward(&x, cache.as_mut())?,
@@ -290,6 +328,9 @@ impl LanguageModel for Qwen35 {
             let hh = h.add(&r)?;
             h = hh.add(&layer.mlp.forward(&layer.post_attention_layernorm.forward(&hh)?)?)?;
         }
+        if let Some(p) = &self.pipeline {
+            h = p.stage_output(h, caches[self.first + self.layers.len() - 1].as_mut())?;
+        }
         // The norm is per position, so slicing first gives the same values for less work.
         if last_only && l > 1 {
             h = h.slice_axis(1, l - 1, l)?;
@@ -297,9 +338,14 @@ impl LanguageModel for Qwen35 {
         super::decoder::logits(&self.embed_tokens, self.lm_head.as_ref(), &self.norm.forward(&h)?)
     }
 
-    /// Attention layers grow; linear ones keep their convolution inputs and recurrent state.
+    /// Attention layers grow; linear ones keep their convolution inputs and
+    /// recurrent state (every layer of the model's, this process's or not).
     fn cache_layout(&self) -> Option<Vec<LayerKind>> {
-        Some(self.layers.iter().map(|l| if matches!(l.mixer, Mixer::Attention(_)) { LayerKind::Growing } else { LayerKind::Arrays(2) }).collect())
+        Some(self.layout.clone())
+    }
+
+    fn kv_heads(&self) -> i32 {
+        self.kv_heads
     }
 
     fn config(&self) -> &ModelConfig {

@@ -113,22 +113,21 @@ const FAMILIES: &[Family] = &[
         tensor_parallel: false,
         pipeline: false,
     },
-    // MLX-LM can split these (shard(), pipeline()); not done here yet.
     Family {
         model_type: "qwen3_5",
         sanitize: qwen3_5::sanitize,
         build: qwen3_5::build,
         text_config: Some(qwen3_5::text_config),
-        tensor_parallel: false,
-        pipeline: false,
+        tensor_parallel: true,
+        pipeline: true,
     },
     Family {
         model_type: "qwen3_5_moe",
         sanitize: qwen3_5::sanitize,
         build: qwen3_5::build,
         text_config: Some(qwen3_5::text_config),
-        tensor_parallel: false,
-        pipeline: false,
+        tensor_parallel: true,
+        pipeline: true,
     },
 ];
 
@@ -166,13 +165,8 @@ pub(crate) fn shard_for(family: &Family, options: &super::LoadOptions) -> Result
             .filter(|f| if shard.strategy == Strategy::Tensor { f.tensor_parallel } else { f.pipeline })
             .map(|f| f.model_type)
             .collect();
-        let why = if SPLIT_BY_MLX_LM_ONLY.contains(&family.model_type) {
-            format!("not yet here, though MLX-LM's model has {method}")
-        } else {
-            format!("as in MLX-LM, whose model has no {method}")
-        };
         return Err(crate::LmError::UnsupportedModel(format!(
-            "{} models cannot be {how} ({why}); families that can: {}",
+            "{} models cannot be {how} (as in MLX-LM, whose model has no {method}); families that can: {}",
             family.model_type,
             ok.join(", ")
         )));
@@ -180,26 +174,35 @@ pub(crate) fn shard_for(family: &Family, options: &super::LoadOptions) -> Result
     Ok(Some(shard.clone()))
 }
 
-/// Families whose MLX-LM model has `shard()` and `pipeline()` but that are not
-/// split here yet (their refusal says so rather than blaming MLX-LM).
-const SPLIT_BY_MLX_LM_ONLY: &[&str] = &["qwen3_5", "qwen3_5_moe"];
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Split as `strategy` over a group of one: the message of the refusal, or None.
+    fn refusal(model_type: &str, strategy: Strategy) -> Option<String> {
+        let group = mlx::distributed::init("ring", false).expect("a group of one");
+        let shard = crate::parallel::Shard::new(group, strategy).expect("rank and size");
+        let options = super::super::LoadOptions { shard: Some(shard), ..Default::default() };
+        shard_for(family(model_type).expect("listed"), &options).err().map(|e| e.message().to_string())
+    }
+
     #[test]
-    fn a_refused_split_says_whether_mlx_lm_can_split_the_family() {
-        let message = |model_type: &str| -> String {
-            let group = mlx::distributed::init("ring", false).expect("a group of one");
-            let shard = crate::parallel::Shard::new(group, Strategy::Tensor).expect("rank and size");
-            let options = super::super::LoadOptions { shard: Some(shard), ..Default::default() };
-            match shard_for(family(model_type).expect("listed"), &options) {
-                Err(e) => e.message().to_string(),
-                Ok(_) => panic!("{model_type} split"),
+    fn families_split_as_mlx_lm_splits_them() {
+        for strategy in [Strategy::Tensor, Strategy::Pipeline] {
+            for model_type in ["qwen3_5", "qwen3_5_moe", "qwen2", "qwen3_moe", "ministral3"] {
+                assert_eq!(refusal(model_type, strategy), None, "{model_type} {}", strategy.name());
             }
-        };
-        assert!(message("qwen3_5").contains("qwen3_5 models cannot be split across processes (not yet here, though MLX-LM's model has shard())"));
-        assert!(message("phi3").contains("phi3 models cannot be split across processes (as in MLX-LM, whose model has no shard())"));
+        }
+        let phi3 = refusal("phi3", Strategy::Tensor).unwrap_or_default();
+        assert!(
+            phi3.contains("phi3 models cannot be split across processes (as in MLX-LM, whose model has no shard()); families that can: qwen3,"),
+            "{phi3}"
+        );
+        assert!(phi3.ends_with("ministral3, qwen3_moe, qwen3_5, qwen3_5_moe"), "{phi3}");
+        let llama = refusal("llama", Strategy::Pipeline).unwrap_or_default();
+        assert!(
+            llama.contains("llama models cannot be split into a pipeline (as in MLX-LM, whose model has no pipeline()); families that can: qwen2, ministral3, qwen3_moe, qwen3_5, qwen3_5_moe"),
+            "{llama}"
+        );
     }
 }

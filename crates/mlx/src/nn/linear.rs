@@ -37,6 +37,14 @@ pub enum Linear {
         bias: Option<Array>,
         group: Arc<Group>,
     },
+    /// This process's rows of W (its share of the outputs), every process's
+    /// outputs then gathered along the last axis in rank order: MLX's
+    /// `AllToShardedLinear` followed by MLX-LM's `gather_last_axis` (a
+    /// vocabulary-split LM head).
+    Gathered {
+        part: Box<Linear>,
+        group: Arc<Group>,
+    },
 }
 
 impl Linear {
@@ -67,6 +75,16 @@ impl Linear {
                     None => Ok(y),
                 }
             }
+            Linear::Gathered { part, group } => {
+                let y = part.forward(x)?;
+                let (n, shape) = (group.size()?, y.shape());
+                let size = y.dim(-1);
+                // [ranks * rows, size] to [rows, ranks * size], in rank order.
+                let parts = group.all_gather(&y.reshape(&[-1, size])?)?;
+                let mut out = shape[..shape.len() - 1].to_vec();
+                out.push(n * size);
+                parts.reshape(&[n, -1, size])?.transpose(&[1, 0, 2])?.reshape(&out)
+            }
         }
     }
 
@@ -87,7 +105,9 @@ impl Linear {
         match self {
             Linear::Dense { weight, .. } => Ok(weight.clone()),
             Linear::Quantized { weight, scales, biases, q, .. } => dequantize(weight, scales, biases.as_ref(), q.group_size, q.bits, q.mode),
-            Linear::ShardedToAll { .. } => Err(Error::new("a layer split across processes holds only its share of the weight")),
+            Linear::ShardedToAll { .. } | Linear::Gathered { .. } => {
+                Err(Error::new("a layer split across processes holds only its share of the weight"))
+            }
         }
     }
 }
