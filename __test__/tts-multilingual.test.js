@@ -13,6 +13,7 @@ const { loadTTS } = require('..');
 const { loadNative } = require('../lib/native-loader');
 const { callNative } = require('../lib/errors');
 const { ensureTtsFixtures, TTS_FIXTURES_DIR } = require('../scripts/fixtures-tts');
+const { synthesizeOptions } = require('./tts-options');
 const { readSafetensors, maxAbsDiff } = require('./safetensors');
 const { expectReject, expectThrow, expectStreamError } = require('./helpers');
 
@@ -48,18 +49,7 @@ test('chatterbox-mtl greedy French: speech tokens identical to mlx-audio, audio 
   const ref = path.join(MTL, 'ref');
   const meta = readJson(path.join(ref, 'greedy_fr.json'));
   const wav = readSafetensors(path.join(ref, 'greedy_fr.safetensors')).wav.data;
-  const o = meta.options;
-  const opts = {
-    language: o.lang_code,
-    temperature: o.temperature,
-    cfgWeight: o.cfg_weight,
-    exaggeration: o.exaggeration,
-    repetitionPenalty: o.repetition_penalty,
-    minP: o.min_p,
-    topP: o.top_p,
-    maxTokens: o.max_new_tokens,
-    seed: meta.seed,
-  };
+  const opts = synthesizeOptions(meta.options, meta.seed);
   const model = await loadTTS(MTL);
   try {
     const audio = await model.synthesize(meta.text, opts);

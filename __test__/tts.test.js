@@ -11,6 +11,7 @@ const { spawnSync } = require('node:child_process');
 const { loadTTS } = require('..');
 const { ensureTtsFixtures, TTS_FIXTURES_DIR } = require('../scripts/fixtures-tts');
 const { readSafetensors, maxAbsDiff } = require('./safetensors');
+const { synthesizeOptions } = require('./tts-options');
 
 const AUDIO_TOLERANCE = 1e-3;
 const loaded = new Map();
@@ -29,19 +30,8 @@ function refCase(fixture, name) {
   return { meta: JSON.parse(fs.readFileSync(path.join(dir, `${name}.json`), 'utf8')), arrays: readSafetensors(path.join(dir, `${name}.safetensors`)) };
 }
 
-// mlx-audio's generate() keyword arguments as our SynthesizeOptions.
 function optionsOf(meta) {
-  const o = meta.options;
-  return {
-    temperature: o.temperature,
-    cfgWeight: o.cfg_weight,
-    exaggeration: o.exaggeration,
-    repetitionPenalty: o.repetition_penalty,
-    minP: o.min_p,
-    topP: o.top_p,
-    maxTokens: o.max_new_tokens,
-    seed: meta.seed,
-  };
+  return synthesizeOptions(meta.options, meta.seed);
 }
 
 test.before(() => ensureTtsFixtures());

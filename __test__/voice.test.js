@@ -13,6 +13,7 @@ const { ensureVoiceFixtures } = require('../scripts/fixtures-voice');
 const { TTS_FIXTURES_DIR } = require('../scripts/fixtures-tts');
 const { readSafetensors, maxAbsDiff } = require('./safetensors');
 const { expectReject } = require('./helpers');
+const { synthesizeOptions } = require('./tts-options');
 
 const TOLERANCE = 1e-3;
 const AUDIO_TOLERANCE = 1e-3;
@@ -96,16 +97,7 @@ test('a cloned voice speaks as mlx-audio\'s generate(ref_audio=...): a Voice, a 
   const { speech } = JSON.parse(fs.readFileSync(path.join(VOICE, 'clone.json'), 'utf8'));
   const ref = readSafetensors(path.join(VOICE, 'clone_speech.safetensors'));
   const wav = path.join(VOICE, speech.ref_audio);
-  const opts = {
-    temperature: speech.temperature,
-    cfgWeight: speech.cfg_weight,
-    exaggeration: speech.exaggeration,
-    repetitionPenalty: speech.repetition_penalty,
-    minP: speech.min_p,
-    topP: speech.top_p,
-    maxTokens: speech.max_new_tokens,
-    seed: speech.seed,
-  };
+  const opts = synthesizeOptions(speech, speech.seed);
   const check = (audio, label) => {
     assert.deepEqual(audio.speechTokens, Array.from(ref.speech_tokens.data), `${label}: speech tokens`);
     assert.equal(audio.audio.length, ref.wav.data.length, `${label}: sample count`);

@@ -373,15 +373,48 @@ def learn_merges(corpus: str, count: int):
     return merges
 
 
+def bpe_tokenizer_text(vocab: dict, merges: list, specials: list) -> str:
+    """tokenizer.json text of a BPE model over `vocab`/`merges` with a Whitespace pre-tokenizer and
+    `specials` as special added tokens, in the layout of Resemble AI's (older) file: only its
+    fields, so that tokenizers readers from 0.13 on, the Rust crate included, accept it; merges in
+    the "a b" string form."""
+    from tokenizers import AddedToken, Tokenizer
+    from tokenizers.models import BPE
+    from tokenizers.pre_tokenizers import Whitespace
+
+    tok = Tokenizer(BPE(vocab=vocab, merges=merges, unk_token="[UNK]", fuse_unk=False))
+    tok.pre_tokenizer = Whitespace()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in sorted(specials, key=lambda t: vocab[t])])
+    spec = json.loads(tok.to_str())
+    model = spec["model"]
+    out = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": spec["added_tokens"],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": "[UNK]",
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "vocab": model["vocab"],
+            "merges": [" ".join(m) if isinstance(m, list) else m for m in model["merges"]],
+        },
+    }
+    return json.dumps(out, ensure_ascii=False, indent=2)
+
+
 def tokenizer_json() -> str:
     """A synthetic English tokenizer in the format of Resemble AI's Chatterbox tokenizer.json:
     a BPE model with a Whitespace pre-tokenizer, 704 ids, [STOP]=0, [UNK]=1, [SPACE]=2,
     [PAD]/[SEP]/[CLS]/[MASK]=3..6, [START]=255, the printable ASCII characters as base tokens
     and merges learned from TOKENIZER_CORPUS. Characters outside the base set map to [UNK]."""
-    from tokenizers import AddedToken, Tokenizer
-    from tokenizers.models import BPE
-    from tokenizers.pre_tokenizers import Whitespace
-
     n_merges = TEXT_VOCAB - len(TOKENIZER_SPECIALS) - 1 - len(BASE_CHARS)
     merges = learn_merges(TOKENIZER_CORPUS, n_merges)
     if len(merges) != n_merges:
@@ -393,36 +426,7 @@ def tokenizer_json() -> str:
     if len(vocab) != TEXT_VOCAB:
         raise RuntimeError(f"tokenizer has {len(vocab)} distinct tokens, need {TEXT_VOCAB}")
 
-    tok = Tokenizer(BPE(vocab=vocab, merges=merges, unk_token="[UNK]", fuse_unk=False))
-    tok.pre_tokenizer = Whitespace()
-    specials = sorted(TOKENIZER_SPECIALS + [start], key=lambda t: vocab[t])
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
-    spec = json.loads(tok.to_str())
-    # Keep only the fields of the (older) Resemble file so that tokenizers readers from 0.13
-    # on, the Rust crate included, accept it; merges in the "a b" string form.
-    model = spec["model"]
-    spec["model"] = {
-        "type": "BPE",
-        "dropout": None,
-        "unk_token": "[UNK]",
-        "continuing_subword_prefix": None,
-        "end_of_word_suffix": None,
-        "fuse_unk": False,
-        "vocab": model["vocab"],
-        "merges": [" ".join(m) if isinstance(m, list) else m for m in model["merges"]],
-    }
-    out = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": spec["added_tokens"],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Whitespace"},
-        "post_processor": None,
-        "decoder": None,
-        "model": spec["model"],
-    }
-    text = json.dumps(out, ensure_ascii=False, indent=2)
+    text = bpe_tokenizer_text(vocab, merges, TOKENIZER_SPECIALS + [start])
     check_tokenizer(text, vocab)
     return text
 
@@ -608,9 +612,7 @@ def mtl_tokenizer_json() -> str:
     pre-tokenizer, [STOP]=0 [UNK]=1 [SPACE]=2 ... [START]=255) with the language tags [xx]
     and the Cangjie letters [cj_x] as added tokens, MTL_BASE_CHARS and merges learned from
     MTL_CORPUS; ids stay below T3's 2454."""
-    from tokenizers import AddedToken, Tokenizer
-    from tokenizers.models import BPE
-    from tokenizers.pre_tokenizers import Whitespace
+    from tokenizers import Tokenizer
 
     tags = [f"[{code}]" for code in MTL_LANGUAGES] + [f"[cj_{c}]" for c in MTL_CANGJIE_LETTERS]
     merges = learn_merges(MTL_CORPUS, MTL_MERGES)
@@ -621,25 +623,7 @@ def mtl_tokenizer_json() -> str:
     for t in tokens:
         vocab.setdefault(t, len(vocab))
     assert vocab[start] == start_id and len(vocab) < MTL_TEXT_VOCAB, len(vocab)
-    tok = Tokenizer(BPE(vocab=vocab, merges=merges, unk_token="[UNK]", fuse_unk=False))
-    tok.pre_tokenizer = Whitespace()
-    specials = sorted(TOKENIZER_SPECIALS + [start] + tags, key=lambda t: vocab[t])
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
-    spec = json.loads(tok.to_str())
-    model = spec["model"]
-    model["merges"] = [" ".join(m) if isinstance(m, list) else m for m in model["merges"]]
-    out = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": spec["added_tokens"],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Whitespace"},
-        "post_processor": None,
-        "decoder": None,
-        "model": {k: model[k] for k in ("type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", "vocab", "merges")},
-    }
-    text = json.dumps(out, ensure_ascii=False, indent=2)
+    text = bpe_tokenizer_text(vocab, merges, TOKENIZER_SPECIALS + [start] + tags)
     check = Tokenizer.from_str(text)
     ids = check.encode("[fr]bonjour[SPACE]le[SPACE]monde[cj_o][cj_.]").ids
     assert ids[0] == vocab["[fr]"] and vocab["[SPACE]"] in ids and vocab["[cj_.]"] == ids[-1], ids

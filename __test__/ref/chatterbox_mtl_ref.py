@@ -28,7 +28,7 @@ import numpy as np
 import mlx.core as mx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chatterbox_ref import load_fixture, run_case, save  # noqa: E402
+from chatterbox_ref import CASES, load_fixture, run_case, save  # noqa: E402
 
 PAIRS = [
     ("Hello world, this is a test.", "en"),
@@ -50,19 +50,8 @@ V3_PAIRS = [
     ("がっこう", "ja"),
     ("Привет, Мир", "ru"),
 ]
-GREEDY = dict(
-    name="greedy_fr",
-    text="Bonjour le monde, ceci est un test.",
-    lang_code="fr",
-    temperature=0.0,
-    cfg_weight=0.5,
-    exaggeration=0.5,
-    repetition_penalty=1.2,
-    min_p=0.05,
-    top_p=1.0,
-    max_new_tokens=48,
-    seed=0,
-)
+# The English greedy case's options, in French.
+GREEDY = dict(CASES[0], name="greedy_fr", text="Bonjour le monde, ceci est un test.", lang_code="fr")
 
 
 def write_refs(fixture_dir: Path, pairs, greedy: bool):

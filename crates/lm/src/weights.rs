@@ -75,22 +75,17 @@ impl Weights {
                 tensors.insert(k, v);
             }
         }
-        Ok(Weights {
-            tensors,
-            origin,
-            dtype,
-            quantization,
-            taken: Vec::new(),
-            precision: Precision::Exact,
-            shard: None,
-            pipeline: None,
-            cuts: HashMap::new(),
-        })
+        Ok(Weights::new(tensors, origin, dtype, quantization))
     }
 
     /// Tensors already loaded from `file` (a GGUF file's, renamed).
     pub fn from_tensors(tensors: HashMap<String, Array>, file: &Path, dtype: Option<Dtype>, quantization: Option<Value>) -> Weights {
         let origin = tensors.keys().map(|k| (k.clone(), file.to_path_buf())).collect();
+        Weights::new(tensors, origin, dtype, quantization)
+    }
+
+    /// Tensors (and the file each came from) not yet taken, exact, unsplit.
+    fn new(tensors: HashMap<String, Array>, origin: HashMap<String, PathBuf>, dtype: Option<Dtype>, quantization: Option<Value>) -> Weights {
         Weights {
             tensors,
             origin,
