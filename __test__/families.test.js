@@ -3,8 +3,8 @@
 // written through MLX-LM's own model class (scripts/fixtures.py) with the family's real
 // tokenizer: greedy and seeded tokens for prompts shorter and longer than every sliding window,
 // in the dtypes and quantizations people use; the chat template rendered as transformers does
-// (Gemma 4's and GPT-OSS's own, from scripts/chat-templates.js, in folders beside their fixtures);
-// a conversation kept in a prompt cache.
+// (each family's own, from scripts/chat-templates.js, in folders beside their fixtures); a
+// conversation kept in a prompt cache.
 //
 // Qwen3-MoE (qwen3_moe): experts by gather_mm / gather_qmm.
 // Phi-3 (phi3): fused qkv and gate_up, partial rotary, LongRoPE.
@@ -30,7 +30,7 @@ const { loadModel } = require('..');
 const { runReference } = require('./ref/ref');
 const { fixtures, model, disposeModels, assertSameGeneration, copyFixture, expectReject, expectThrow, venvPython } = require('./helpers');
 const { ensureChatTemplates } = require('../scripts/chat-templates');
-const { GEMMA4, HARMONY, HARMONY_REJECTED } = require('./template-cases');
+const tc = require('./template-cases');
 
 const SHORT = 'Hello';
 const STR = 'The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,';
@@ -132,10 +132,41 @@ cases.push({ m: 'gemma4-vlm', label: 'greedy, chat (text model of a gemma4 check
 // `variantOf`: another template of the same fixture (index here). transformers takes 9 s to load
 // Gemma's tokenizer, so its references render through that one's folder with this template passed
 // as chat_template=; it renders TEMPLATED_CHAT as that one does, so it has no greedy run of its own.
+// `via`: a fixture with the same tokenizer files (index here; the fixtures of phi3, smollm3,
+// ministral3, qwen3_5, lfm2 and llama all carry Qwen3's): the references render through that one's
+// folder with this template as chat_template=, so transformers loads the tokenizer once; the render
+// is the check (no greedy run). `rejected`: messages the template refuses, and its message.
 const TEMPLATED = [
-  { key: 'gemma4', fixture: 'gemma4-f32', file: 'google-gemma-4-31B-it.jinja', conversations: GEMMA4 },
-  { key: 'gemma4 (interleaved)', fixture: 'gemma4-f32', file: 'google-gemma-4-31B-it-interleaved.jinja', conversations: GEMMA4, variantOf: 0 },
-  { key: 'gpt-oss (harmony)', fixture: 'gpt-oss-f32', file: 'openai-gpt-oss-120b.jinja', conversations: HARMONY, rejected: HARMONY_REJECTED },
+  { key: 'gemma4', fixture: 'gemma4-f32', file: 'google-gemma-4-31B-it.jinja', conversations: tc.GEMMA4 },
+  { key: 'gemma4 (interleaved)', fixture: 'gemma4-f32', file: 'google-gemma-4-31B-it-interleaved.jinja', conversations: tc.GEMMA4, variantOf: 0 },
+  {
+    key: 'gpt-oss (harmony)',
+    fixture: 'gpt-oss-f32',
+    file: 'openai-gpt-oss-120b.jinja',
+    conversations: tc.HARMONY,
+    rejected: [tc.HARMONY_REJECTED, /<\|channel\|> tags in the content field/],
+  },
+  { key: 'phi3 (Phi-3.5)', fixture: 'phi3-f32', file: 'microsoft-Phi-3.5-mini-instruct.jinja', conversations: tc.PHI3, via: 3 },
+  { key: 'smollm3', fixture: 'smollm3-f32', file: 'HuggingFaceTB-SmolLM3-3B.jinja', conversations: tc.SMOLLM3, via: 3 },
+  {
+    key: 'ministral3',
+    fixture: 'ministral3-f32',
+    file: 'mistralai-Ministral-3-14B-Reasoning-2512.jinja',
+    conversations: tc.MINISTRAL3,
+    via: 3,
+    rejected: [tc.MINISTRAL3_REJECTED, /roles must alternate user and assistant/],
+  },
+  {
+    key: 'qwen3_5',
+    fixture: 'qwen3_5-f32',
+    file: 'Qwen3.5-4B.jinja',
+    conversations: tc.QWEN3_5,
+    via: 3,
+    rejected: [tc.QWEN3_5_REJECTED, /No user query found in messages/],
+  },
+  { key: 'lfm2 (LFM2.5)', fixture: 'lfm2-f32', file: 'LFM2.5-Instruct.jinja', conversations: tc.LFM2, via: 3 },
+  { key: 'llama (3.1)', fixture: 'llama-f32', file: 'meta-llama-Llama-3.1-8B-Instruct.jinja', conversations: tc.LLAMA3_1, via: 3 },
+  { key: 'llama (3.2)', fixture: 'llama-f32', file: 'meta-llama-Llama-3.2-3B-Instruct.jinja', conversations: tc.LLAMA3_2, via: 3 },
 ];
 const TEMPLATED_CHAT = [
   { role: 'system', content: 'You are a terse assistant.' },
@@ -164,11 +195,11 @@ test.before(async () => {
   const templated = [];
   for (const t of TEMPLATED) {
     t.dir = withTemplate(t.fixture, t.file);
-    const on =
-      t.variantOf === undefined ? { model: t.dir } : { model: TEMPLATED[t.variantOf].dir, chatTemplate: path.join(t.dir, 'chat_template.jinja') };
+    const other = t.variantOf ?? t.via;
+    const on = other === undefined ? { model: t.dir } : { model: TEMPLATED[other].dir, chatTemplate: path.join(t.dir, 'chat_template.jinja') };
     for (const [, messages, o] of t.conversations) templated.push({ mode: 'chat_template', ...on, messages, ...o });
-    if (t.rejected) templated.push({ mode: 'chat_template', ...on, messages: t.rejected, addGenerationPrompt: true });
-    if (t.variantOf === undefined) templated.push({ model: t.dir, input: TEMPLATED_CHAT, options: { maxTokens: 16 } });
+    if (t.rejected) templated.push({ mode: 'chat_template', ...on, messages: t.rejected[0], addGenerationPrompt: true });
+    if (other === undefined) templated.push({ model: t.dir, input: TEMPLATED_CHAT, options: { maxTokens: 16 } });
   }
   const all = await runReference([
     ...templated,
@@ -203,7 +234,7 @@ test.before(async () => {
   for (const t of TEMPLATED) {
     t.refs = all.splice(0, t.conversations.length);
     if (t.rejected) t.rejectedRef = all.shift();
-    if (t.variantOf === undefined) t.chatRef = all.shift();
+    if (t.variantOf === undefined && t.via === undefined) t.chatRef = all.shift();
   }
   refs = all.slice(0, cases.length);
   templates = all.slice(cases.length, cases.length + 2);
@@ -287,17 +318,18 @@ for (const t of TEMPLATED) {
     });
   });
   if (t.rejected) {
+    const [messages, why] = t.rejected;
     test(`${t.key}: messages the template rejects are INVALID_ARGUMENT, as transformers raises`, async () => {
-      assert.match(t.rejectedRef.error ?? '', /<\|channel\|> tags in the content field/);
+      assert.match(t.rejectedRef.error ?? '', why);
       const m = await templated();
-      expectThrow(() => m.applyChatTemplate(t.rejected, { addGenerationPrompt: true }), 'INVALID_ARGUMENT', /<\|channel\|> tags in the content field/);
+      expectThrow(() => m.applyChatTemplate(messages, { addGenerationPrompt: true }), 'INVALID_ARGUMENT', why);
     });
   }
-  if (t.variantOf === undefined) {
+  if (t.variantOf === undefined && t.via === undefined) {
     test(`${t.key}: greedy chat through the model's template equals MLX-LM`, async () => {
       assertSameGeneration(await (await templated()).generate(TEMPLATED_CHAT, { maxTokens: 16 }), t.chatRef, t.key);
     });
-  } else {
+  } else if (t.variantOf !== undefined) {
     test(`${t.key}: renders the greedy run's chat as ${TEMPLATED[t.variantOf].key}'s template does`, async () => {
       const other = TEMPLATED[t.variantOf];
       other.model ??= loadModel(other.dir);

@@ -1,11 +1,12 @@
 'use strict';
 // The chat templates of model families whose fixtures carry another family's tokenizer (Gemma 4,
-// GPT-OSS's harmony format), as the models publish them: llama.cpp keeps copies of them for its
-// tests, and the sdist of llama-cpp-python 0.3.36 on PyPI vendors llama.cpp. Fetched once with the
-// system Python: the sdist (76 MB) streamed from files.pythonhosted.org through gunzip and tar,
-// only the template members kept, the whole download checked against its pinned sha256 and each
-// template against its own before anything lands in .cache/chat-templates. Nothing of the sdist
-// stays on disk. MLX_NODE_LLAMA_CPP_SDIST may name a local copy of the same file (still checked).
+// GPT-OSS's harmony format, Phi-3.5, SmolLM3, Ministral 3, Qwen3.5, LFM2.5, Llama 3.1 and 3.2), as
+// the models publish them: llama.cpp keeps copies of them for its tests, and the sdist of
+// llama-cpp-python 0.3.36 on PyPI vendors llama.cpp. Fetched once with the system Python: the
+// sdist (76 MB) streamed from files.pythonhosted.org through gunzip and tar, only the template
+// members kept, the whole download checked against its pinned sha256 and each template against
+// its own before anything lands in .cache/chat-templates. Nothing of the sdist stays on disk.
+// MLX_NODE_LLAMA_CPP_SDIST may name a local copy of the same file (still checked).
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
@@ -21,6 +22,13 @@ const TEMPLATES = {
   'google-gemma-4-31B-it.jinja': '85a08664d16d8f3be4416c92427b3ac10df1024ac566cc0b4bc3bab409393f98',
   'google-gemma-4-31B-it-interleaved.jinja': '65f93a25708c952457106a30e185ba7beffddd726121c8d7e3f3e08b23c16c67',
   'openai-gpt-oss-120b.jinja': 'a4c9919cbbd4acdd51ccffe22da049264b1b73e59055fa58811a99efbd7c8146',
+  'microsoft-Phi-3.5-mini-instruct.jinja': '78d976a442bcde2f0be15aafbb8e3050e1104f86732266f68403251b89982a90',
+  'HuggingFaceTB-SmolLM3-3B.jinja': '19eacf64569032f07644ea92c8e2a87af06ee7008147557302c31e474912ca97',
+  'mistralai-Ministral-3-14B-Reasoning-2512.jinja': '39f03c383413f531fd302c06c7e982ad98c83f0657a8339ae25478ccb81fdcda',
+  'Qwen3.5-4B.jinja': 'a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715',
+  'LFM2.5-Instruct.jinja': 'f05bf4b967dc993bdc7a2fe6e43759ee218eb0eb340d68b063e1c4f8ad148176',
+  'meta-llama-Llama-3.1-8B-Instruct.jinja': 'e10ca381b1ccc5cf9db52e371f3b6651576caee0a630b452e2816b2d404d4b65',
+  'meta-llama-Llama-3.2-3B-Instruct.jinja': '5816fce10444e03c2e9ee1ef8a4a1ea61ae7e69e438613f3b17b69d0426223a4',
 };
 const DIR = path.join(ROOT, '.cache', 'chat-templates');
 const STAMP = path.join(DIR, '.stamp');
