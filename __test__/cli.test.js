@@ -78,7 +78,7 @@ test('help: the main usage and each command\'s, exit 0; --version; no command is
   const flagsOf = {
     generate: ['--max-tokens', '--temp', '--top-p', '--top-k', '--min-p', '--repetition-penalty', '--seed', '--stop', '--chat', '--raw', '--system', '--no-think', '--enable-thinking', '--dtype', '--precision', '--quiet'],
     chat: ['--max-tokens', '--temp', '--seed', '--system', '--no-think', '/reset', '/save PATH', '/load PATH', '/quit'],
-    speak: ['--output', '--format', '--seed', '--temp', '--cfg-weight', '--exaggeration', '--voice', '--max-tokens'],
+    speak: ['--output', '--format', '--seed', '--temp', '--cfg-weight', '--exaggeration', '--voice', '--language', '--max-tokens'],
     serve: ['--model', '--tts', '--host', '--port', '--max-batch', '--precision', '--api-key', 'MLX_NODE_API_KEY'],
     info: ['--quiet'],
   };
@@ -316,6 +316,24 @@ test('speak: a seeded run writes the WAV bytes of tts.synthesize(text, same opti
   assert.match(r.stderr, /real-time factor [\d.]+/);
   assert.match(r.stderr, /Peak memory: [\d.]+ GB/);
   assert.equal(r.stdout, '');
+});
+
+test('speak --language: a multilingual model speaks the language as the library does; the English one refuses it', { timeout: 120_000 }, async () => {
+  ensureTtsFixtures();
+  const mtl = path.join(TTS_FIXTURES_DIR, 'chatterbox-mtl');
+  const out = path.join(TMP, 'fr.wav');
+  ok(['speak', mtl, 'Bonjour.', '-o', out, '--language', 'fr', '--seed', '2', '--max-tokens', '12', '-q']);
+  const tts = await loadTTS(mtl);
+  let audio;
+  try {
+    audio = await tts.synthesize('Bonjour.', { language: 'fr', seed: 2, maxTokens: 12 });
+  } finally {
+    await tts.dispose();
+  }
+  assert.ok(fs.readFileSync(out).equals(audio.toWav()), 'the WAV bytes differ from the library\'s');
+  const r = cli(['speak', path.join(TTS_FIXTURES_DIR, 'chatterbox'), 'Bonjour.', '-o', path.join(TMP, 'x.wav'), '--language', 'fr']);
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /INVALID_ARGUMENT.*English/);
 });
 
 test('info: mlxInfo() as JSON; with DIR the model\'s info too', async () => {

@@ -383,6 +383,9 @@ test('speech: WAV and PCM equal the library\'s synthesize(); streamed PCM equals
     assert.equal(Buffer.from(pcm.body, 'latin1').length, 0 + Buffer.byteLength(pcm.body, 'latin1'));
     assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, voice: 'someone-else' }), 400);
     assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: '' }), 400);
+    // The English model speaks English only (language, or mlx-audio's lang_code).
+    assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, language: 'fr' }), 400);
+    assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, lang_code: 'de' }), 400);
     assertOpenAIError(await raw(srv.base, 'POST', '/v1/audio/speech', { input: text }), 404);
   } finally {
     await tts.dispose();

@@ -25,9 +25,11 @@ async function speech(ctx, body, req, res) {
   ctx.running.add(abort);
   // mlx-audio's extras beyond OpenAI's fields (checked by TextToSpeech itself).
   const options = { signal: abort.signal };
-  for (const [k, o] of [['seed', 'seed'], ['temperature', 'temperature'], ['max_tokens', 'maxTokens'], ['cfg_weight', 'cfgWeight'], ['exaggeration', 'exaggeration']]) {
+  for (const [k, o] of [['seed', 'seed'], ['temperature', 'temperature'], ['max_tokens', 'maxTokens'], ['cfg_weight', 'cfgWeight'], ['exaggeration', 'exaggeration'], ['language', 'language']]) {
     if (body[k] !== undefined && body[k] !== null) options[o] = body[k];
   }
+  // mlx-audio's server names it lang_code.
+  if (options.language === undefined && body.lang_code !== undefined && body.lang_code !== null) options.language = body.lang_code;
   try {
     if (body.stream) {
       res.writeHead(200, { 'content-type': 'audio/pcm', 'x-sample-rate': String(ctx.tts.sampleRate) });
