@@ -3,7 +3,7 @@
 // The native side validates generation options and does all model work on its
 // own engine thread; this file handles inputs, AbortSignal and async iteration.
 const { loadNative } = require('./lib/native-loader');
-const { MlxNodeError, invalid, fromNative, callNative } = require('./lib/errors');
+const { MlxNodeError, invalid, fromNative, callNative, checkKnown } = require('./lib/errors');
 const { LanguageModel } = require('./lib/language-model');
 const { TextToSpeech } = require('./lib/text-to-speech');
 const { Audio } = require('./lib/audio');
@@ -25,11 +25,7 @@ const DISTRIBUTED_OPTIONS = new Set(['backend', 'strategy', 'timeout', 'leader']
 function distributedOption(d) {
   if (d === undefined) return undefined;
   if (d === null || typeof d !== 'object') throw invalid('option distributed must be an object');
-  for (const k of Object.keys(d)) {
-    if (!DISTRIBUTED_OPTIONS.has(k)) {
-      throw invalid(`unknown option "distributed.${k}"; known options: ${[...DISTRIBUTED_OPTIONS].join(', ')}`);
-    }
-  }
+  checkKnown(d, DISTRIBUTED_OPTIONS, 'distributed.');
   const { backend = 'any', strategy = 'tensor', timeout = 60000, leader = false } = d;
   if (typeof leader !== 'boolean') throw invalid(`option distributed.leader must be a boolean, got ${JSON.stringify(leader)}`);
   if (!['ring', 'mpi', 'any'].includes(backend)) {
@@ -47,9 +43,7 @@ function distributedOption(d) {
 async function loadModel(path, options = {}) {
   if (typeof path !== 'string' || path.length === 0) throw invalid(`path must be a non-empty string, got ${typeof path}`);
   if (options === null || typeof options !== 'object') throw invalid('options must be an object');
-  for (const k of Object.keys(options)) {
-    if (!LOAD_OPTIONS.has(k)) throw invalid(`unknown option "${k}"; known options: ${[...LOAD_OPTIONS].join(', ')}`);
-  }
+  checkKnown(options, LOAD_OPTIONS);
   const { dtype, signal, onLoadProgress, maxBatch, precision } = options;
   if (maxBatch !== undefined && !(Number.isInteger(maxBatch) && maxBatch >= 1 && maxBatch <= 256)) {
     throw invalid(`option maxBatch must be an integer in [1, 256], got ${maxBatch}`);
@@ -96,9 +90,7 @@ const LOAD_TTS_OPTIONS = new Set(['signal', 'promptCache', 'onLoadProgress', 's3
 async function loadTTS(path, options = {}) {
   if (typeof path !== 'string' || path.length === 0) throw invalid(`path must be a non-empty string, got ${typeof path}`);
   if (options === null || typeof options !== 'object') throw invalid('options must be an object');
-  for (const k of Object.keys(options)) {
-    if (!LOAD_TTS_OPTIONS.has(k)) throw invalid(`unknown option "${k}"; known options: ${[...LOAD_TTS_OPTIONS].join(', ')}`);
-  }
+  checkKnown(options, LOAD_TTS_OPTIONS);
   const { signal, promptCache, onLoadProgress, s3Tokenizer } = options;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('option signal must be an AbortSignal');
   if (promptCache !== undefined && typeof promptCache !== 'boolean') {

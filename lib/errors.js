@@ -54,4 +54,12 @@ function checkFinite(value, where) {
   }
 }
 
-module.exports = { MlxNodeError, invalid, fromNative, callNative, checkFinite };
+// INVALID_ARGUMENT for the first key of `options` not in `known` (a Set); `prefix` names
+// nested options ("distributed.").
+function checkKnown(options, known, prefix = '') {
+  for (const k of Object.keys(options)) {
+    if (!known.has(k)) throw invalid(`unknown option "${prefix}${k}"; known options: ${[...known].join(', ')}`);
+  }
+}
+
+module.exports = { MlxNodeError, invalid, fromNative, callNative, checkFinite, checkKnown };

@@ -1,9 +1,11 @@
 'use strict';
-const { MlxNodeError, invalid, fromNative, callNative, checkFinite } = require('./errors');
+const { MlxNodeError, invalid, fromNative, callNative, checkFinite, checkKnown } = require('./errors');
 const { eventStream, runJob } = require('./event-stream');
 const { NativeOwner, LIVE } = require('./native-owner');
 const { Audio, concatAudio } = require('./audio');
-const { Voice, voiceId } = require('./voice');
+const { Voice } = require('./voice');
+
+const CREATE_VOICE_OPTIONS = new Set(['exaggeration', 'signal']);
 
 // `owner`: the TextToSpeech whose Voice objects a `voice` option may hold.
 function splitOptions(options, owner) {
@@ -14,7 +16,7 @@ function splitOptions(options, owner) {
   // A Voice crosses as its id (the native side keeps the voice itself); the native side
   // reads a number as such an id, so a number given here is refused like any other non-path.
   const { voice } = nativeOptions;
-  if (voice instanceof Voice) nativeOptions.voice = voiceId(voice, owner);
+  if (voice instanceof Voice) nativeOptions.voice = Voice.idFor(voice, owner);
   else if (voice !== undefined && voice !== null && typeof voice !== 'string') {
     throw invalid(`option voice must be a Voice or a path to a WAV clip or a conds.safetensors file, got ${JSON.stringify(voice)}`);
   }
@@ -139,9 +141,7 @@ class TextToSpeech extends NativeOwner {
     this[LIVE]();
     const args = clipArgs(audio);
     if (options === null || typeof options !== 'object' || Array.isArray(options)) throw invalid('options must be an object');
-    for (const k of Object.keys(options)) {
-      if (k !== 'exaggeration' && k !== 'signal') throw invalid(`unknown option "${k}"; known options: exaggeration, signal`);
-    }
+    checkKnown(options, CREATE_VOICE_OPTIONS);
     const { exaggeration = 0.5 } = options;
     if (typeof exaggeration !== 'number' || !Number.isFinite(exaggeration)) {
       throw invalid(`option exaggeration must be a finite number, got ${JSON.stringify(exaggeration)}`);

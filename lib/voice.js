@@ -69,6 +69,8 @@ class Voice {
     this.dispose();
   }
 
+  // The id a `voice` option carries for `voice` on `owner`'s model (DISPOSED, or
+  // INVALID_ARGUMENT for another model's voice).
   static idFor(voice, owner) {
     if (voice.#owner !== owner) throw invalid('option voice is a Voice of another speech model');
     voice.#live();
@@ -76,10 +78,4 @@ class Voice {
   }
 }
 
-// The id a `voice` option carries for `voice` on `owner`'s model (DISPOSED, or
-// INVALID_ARGUMENT for another model's voice).
-function voiceId(voice, owner) {
-  return Voice.idFor(voice, owner);
-}
-
-module.exports = { Voice, voiceId };
+module.exports = { Voice };
