@@ -1,31 +1,61 @@
 'use strict';
-// The text suites with a command of their own (CI runs them after `npm test`, which sets
+// The suites with a command of their own (CI runs them after `npm test`, which sets
 // everything up), so that `npm test` stays well inside CI's time on 2 cores:
 // - `npm run test:distributed`: models split across processes over MLX's ring backend on
 //   127.0.0.1, against one process and against MLX-LM's sharded generation under mlx.launch
 //   (__test__/distributed.test.js);
 // - `npm run test:families`: every model family beyond the shared decoder against MLX-LM
 //   (__test__/families.test.js), Gemma 4's and GPT-OSS's own chat templates among them (fetched
-//   once from PyPI by scripts/chat-templates.js).
-// `node scripts/test-suite.js NAME` runs __test__/NAME.test.js after the setup it needs.
+//   once from PyPI by scripts/chat-templates.js);
+// - `npm run test:speech`: Chatterbox against mlx-audio (__test__/tts*.test.js: the models,
+//   their options and errors, Multilingual) and voice cloning (__test__/voice.test.js, with the
+//   voice fixtures only it reads). The speech parts of the CLI, the server and the package
+//   stay in `npm test`.
+// `node scripts/test-suite.js NAME` runs the suite's files after the setup it needs.
+const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { ROOT, log, TEST_LIMITS } = require('./mlx');
 
-const SUITES = new Set(['distributed', 'families']);
+const SPEECH = (f) => /^tts.*\.test\.js$/.test(f) || f === 'voice.test.js';
+
+// name -> the test files (in __test__) it runs, and its setup beyond the addon, the venv and
+// the text fixtures.
+const SUITES = {
+  distributed: { files: (f) => f === 'distributed.test.js', setup: () => {} },
+  families: { files: (f) => f === 'families.test.js', setup: () => require('./chat-templates').ensureChatTemplates() },
+  speech: {
+    files: SPEECH,
+    setup: () => {
+      require('./deps').ensureSox();
+      require('./fixtures-tts').ensureTtsFixtures();
+      require('./fixtures-voice').ensureVoiceFixtures();
+    },
+  },
+};
+
+// The files `npm test` leaves to these suites.
+function separate(file) {
+  return Object.values(SUITES).some((s) => s.files(file));
+}
 
 function main() {
   const name = process.argv[2];
-  if (!SUITES.has(name)) {
-    console.error(`usage: node scripts/test-suite.js (${[...SUITES].join(' | ')})`);
+  const suite = SUITES[name];
+  if (!suite) {
+    console.error(`usage: node scripts/test-suite.js (${Object.keys(SUITES).join(' | ')})`);
     process.exit(2);
   }
   const t0 = Date.now();
   require('./build').build({ quiet: true });
   require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
-  if (name === 'families') require('./chat-templates').ensureChatTemplates();
-  const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...TEST_LIMITS, path.join('__test__', `${name}.test.js`)], {
+  suite.setup();
+  const files = fs
+    .readdirSync(path.join(ROOT, '__test__'))
+    .filter((f) => f.endsWith('.test.js') && suite.files(f))
+    .map((f) => path.join('__test__', f));
+  const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...TEST_LIMITS, ...files], {
     cwd: ROOT,
     stdio: 'inherit',
   });
@@ -36,4 +66,6 @@ function main() {
   log(`${name} tests passed in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
 }
 
-main();
+if (require.main === module) main();
+
+module.exports = { separate };

@@ -17,8 +17,8 @@ function run(cmd, args, opts = {}) {
 }
 
 // Suites with a command of their own (CI runs them after this one), to keep this one well
-// inside CI's time on 2 cores.
-const SEPARATE = new Set(['distributed.test.js', 'families.test.js']);
+// inside CI's time on 2 cores: scripts/test-suite.js.
+const { separate } = require('./test-suite');
 
 function main() {
   const t0 = Date.now();
@@ -28,14 +28,13 @@ function main() {
   const { env } = require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
   require('./fixtures-tts').ensureTtsFixtures();
-  require('./fixtures-voice').ensureVoiceFixtures();
   require('./fixtures-gguf').ensureGgufFixtures();
   log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   // Release profile: shares the dependency builds with the addon.
   run('cargo', ['test', '--release', '--workspace'], { env: { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' } });
   const files = fs
     .readdirSync(path.join(ROOT, '__test__'))
-    .filter((f) => f.endsWith('.test.js') && !SEPARATE.has(f))
+    .filter((f) => f.endsWith('.test.js') && !separate(f))
     .map((f) => path.join('__test__', f));
   run(process.execPath, ['--test', '--test-concurrency=1', ...TEST_LIMITS, ...files]);
   log(`all tests passed in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
