@@ -9,7 +9,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { loadTTS, Voice } = require('..');
-const { ensureVoiceFixtures } = require('../scripts/fixtures-voice');
+const { ensureVoiceFixtures, voiceTokenizerDir: tokenizerDir } = require('../scripts/fixtures-voice');
 const { TTS_FIXTURES_DIR } = require('../scripts/fixtures-tts');
 const { readSafetensors, maxAbsDiff } = require('./safetensors');
 const { expectReject } = require('./helpers');
@@ -32,11 +32,6 @@ test.after(async () => {
   for (const m of models) await m.dispose();
   fs.rmSync(tmp, { recursive: true, force: true });
 });
-
-function tokenizerDir() {
-  const { commit } = JSON.parse(fs.readFileSync(path.join(VOICE, 's3tokenizer.json'), 'utf8'));
-  return path.join(VOICE, 'hub', 'models--mlx-community--S3TokenizerV2', 'snapshots', commit);
-}
 
 let shared;
 async function model() {
