@@ -117,9 +117,15 @@ test('a cloned voice speaks as mlx-audio\'s generate(ref_audio=...): a Voice, a 
   assert.ok(chunks.length >= 2, `expected audio in several chunks, got ${chunks.length}`);
   assert.equal(chunks.reduce((n, c) => n + c.length, 0), byPath.audio.length, 'streamed sample count');
   // This clip's prompt mel has one frame more than two per prompt token (225 for 112, as
-  // mlx-audio's embed_ref leaves it), which no prompt cache can hold: every chunk runs the prompt.
-  assert.equal(r.promptCache, 'none');
-  assert.equal(await tts.prepare({ voice }), 'none');
+  // mlx-audio's embed_ref leaves it); its prompt cache holds the tokens' 224 frames, and the
+  // stream from it hands out the frames a whole render does (the count above).
+  assert.equal(r.promptCache, 'made');
+  assert.equal(await tts.prepare({ voice }), 'kept');
+  const again = [];
+  const s2 = tts.stream(speech.text, { ...opts, voice });
+  for await (const c of s2) again.push(...c.audio);
+  assert.equal((await s2.result).promptCache, 'kept');
+  assert.deepEqual(again, chunks.flatMap((c) => Array.from(c)), 'the stream from the kept cache');
   voice.dispose();
 });
 
