@@ -431,7 +431,9 @@ test('speech with the voices folder: a clip and a saved voice by name (WAV, stre
     for (const ref of ['../anna.wav', path.join(VOICE, 'pcm16_16k_mono.wav'), 'notes.txt', 'missing.wav', '/etc/passwd']) {
       assert.match(assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, ref_audio: ref }), 400).message, /voices folder/, ref);
     }
+    assert.match(assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, voice: 'bob', ref_audio: 'anna.wav' }), 400).message, /not two different voices/);
     assert.match(assertOpenAIError(await raw(srv.base, 'POST', '/v1/audio/speech', { input: text, ref_audio: 'anna.wav' }), 404).message, /no speech model/);
+    assertOpenAIError(await raw(srv.base, 'GET', '/v1/audio/voices'), 404);
     // A bad clip fails the requests that name it, streamed or not, and nothing else.
     for (const stream of [false, true]) {
       const e = assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, voice: 'broken', stream }), 500, 'invalid_audio');
