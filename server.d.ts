@@ -7,8 +7,15 @@ export interface CreateServerOptions {
   model: LanguageModel;
   /** The id `/v1/models` lists and requests may name (also accepted: 'default_model'). */
   modelId?: string;
-  /** Serves POST /v1/audio/speech when given. */
+  /** Serves POST /v1/audio/speech and GET /v1/audio/voices when given. */
   tts?: TextToSpeech;
+  /** The speech model's id in GET /v1/audio/voices (default 'tts'). */
+  ttsId?: string;
+  /**
+   * A folder whose NAME.wav clips (cloned at first use) and NAME.safetensors saved voices
+   * are voice NAME of the speech endpoint (needs tts; a missing folder throws).
+   */
+  voices?: string;
   /** Requests to /v1/* must send `Authorization: Bearer <apiKey>`. */
   apiKey?: string;
   /** Larger request bodies get a 413 (default 4 MiB). */
@@ -32,6 +39,8 @@ export function createServer(options: CreateServerOptions): MlxNodeServer;
 export interface ServeOptions {
   modelPath: string;
   ttsPath?: string;
+  /** createServer's voices (needs ttsPath). */
+  voicesPath?: string;
   /** Default '127.0.0.1'. */
   host?: string;
   /** Default 8080; 0 picks a free port. */

@@ -79,7 +79,7 @@ test('help: the main usage and each command\'s, exit 0; --version; no command is
     generate: ['--max-tokens', '--temp', '--top-p', '--top-k', '--min-p', '--repetition-penalty', '--seed', '--stop', '--chat', '--raw', '--system', '--no-think', '--enable-thinking', '--dtype', '--precision', '--quiet'],
     chat: ['--max-tokens', '--temp', '--seed', '--system', '--no-think', '/reset', '/save PATH', '/load PATH', '/quit'],
     speak: ['--output', '--format', '--seed', '--temp', '--cfg-weight', '--exaggeration', '--voice', '--language', '--max-tokens'],
-    serve: ['--model', '--tts', '--host', '--port', '--max-batch', '--precision', '--api-key', 'MLX_NODE_API_KEY'],
+    serve: ['--model', '--tts', '--voices', '--host', '--port', '--max-batch', '--precision', '--api-key', 'MLX_NODE_API_KEY'],
     info: ['--quiet'],
   };
   for (const [command, flags] of Object.entries(flagsOf)) {
@@ -369,6 +369,7 @@ test('errors: a wrong command line exits 2 with the reason; a library error exit
   usageError(['serve'], /missing --model DIR/);
   usageError(['serve', '--model', dir, '--port', '70000'], /--port must be at most 65535/);
   usageError(['serve', '--model', dir, '--max-batch', '0'], /--max-batch must be at least 1/);
+  usageError(['serve', '--model', dir, '--voices', TMP], /--voices needs --tts DIR/);
   for (const args of [['generate', path.join(TMP, 'no-such-model'), PROMPT], ['chat', path.join(TMP, 'no-such-model')], ['info', path.join(TMP, 'no-such-model')]]) {
     const r = cli(args);
     assert.equal(r.status, 1, `${args.join(' ')}: exit ${r.status}\n${r.stderr}`);
@@ -398,6 +399,10 @@ test('serve: listens, announces its URL on stderr, takes the API key from MLX_NO
   const bad = cli(['serve', '--model', path.join(TMP, 'no-such-model'), '--port', '0']);
   assert.equal(bad.status, 1);
   assert.match(bad.stderr, /MODEL_NOT_FOUND/);
+  // A mistyped voices folder fails before anything loads.
+  const noVoices = cli(['serve', '--model', dir, '--tts', dir, '--voices', path.join(TMP, 'no-such-voices'), '--port', '0']);
+  assert.equal(noVoices.status, 1);
+  assert.match(noVoices.stderr, /voices folder .*no-such-voices does not exist/);
 });
 
 // The HF_* variables the addon reads; a hub test's child process gets only HF_ENDPOINT and HF_HOME.

@@ -276,7 +276,7 @@ void held; void lp; void cached;
 chat.dispose(); chat2.dispose(); pcache.dispose();
 const server = createServer({ model, modelId: 'm', apiKey: 'k', maxBodyBytes: 1 << 20 });
 server.listen(0); await server.shutdown(1000); const running: number = server.stats().running; void running;
-const served = await serve({ modelPath: 'x', port: 0 }); const url: string = served.url; await served.close(); void url;
+const served = await serve({ modelPath: 'x', ttsPath: 't', voicesPath: 'v', port: 0 }); const url: string = served.url; await served.close(); void url;
 await model.dispose();
 const tts = await loadTTS('y', { signal: AbortSignal.timeout(1000) });
 const a: Audio = await tts.synthesize('Hello.', { temperature: 0.8, cfgWeight: 0.5, exaggeration: 0.5, seed: 1, voice: 'v.safetensors' });

@@ -8,6 +8,8 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
 const net = require('node:net');
+const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 const OpenAI = require('openai');
@@ -16,6 +18,7 @@ const { ReplyParser } = require('../lib/server/reply');
 const { pcm16 } = require('../lib/audio');
 const { model, disposeModels, fixturePath } = require('./helpers');
 const { TTS_FIXTURES_DIR } = require('../scripts/fixtures-tts');
+const { ensureVoiceFixtures, voiceTokenizerDir } = require('../scripts/fixtures-voice');
 
 const M = 'qwen3-f32';
 const CHAT = [{ role: 'user', content: 'What is the capital of France?' }];
@@ -29,13 +32,16 @@ async function start(options) {
   return { server, base, client: new OpenAI({ baseURL: `${base}/v1`, apiKey: options.apiKey ?? 'unused', maxRetries: 0 }) };
 }
 
-// A raw request: { status, headers, body (string) }.
+// A raw request: { status, headers, body (string), bytes (Buffer) }.
 function raw(base, method, pathname, body, headers = {}) {
   return new Promise((resolve, reject) => {
     const req = http.request(`${base}${pathname}`, { method, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
       const parts = [];
       res.on('data', (d) => parts.push(d));
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(parts).toString('utf8') }));
+      res.on('end', () => {
+        const bytes = Buffer.concat(parts);
+        resolve({ status: res.statusCode, headers: res.headers, body: bytes.toString('utf8'), bytes });
+      });
     });
     req.on('error', reject);
     if (body !== undefined) req.end(typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body));
@@ -368,15 +374,7 @@ test('speech: WAV and PCM equal the library\'s synthesize(); streamed PCM equals
     const pcm = await raw(base, 'POST', '/v1/audio/speech', { input: text, voice: 'alloy', response_format: 'pcm', seed: 3, max_tokens: 20 });
     assert.equal(pcm.status, 200);
     assert.equal(pcm.body.length > 0, true);
-    const pcmBytes = await new Promise((resolve, reject) => {
-      const req = http.request(`${base}/v1/audio/speech`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-        const parts = [];
-        res.on('data', (d) => parts.push(d));
-        res.on('end', () => resolve(Buffer.concat(parts)));
-      });
-      req.on('error', reject);
-      req.end(JSON.stringify({ input: text, response_format: 'pcm', stream: true, seed: 3, max_tokens: 20 }));
-    });
+    const pcmBytes = (await raw(base, 'POST', '/v1/audio/speech', { input: text, response_format: 'pcm', stream: true, seed: 3, max_tokens: 20 })).bytes;
     const streamed = [];
     for await (const c of tts.stream(text, opts)) streamed.push(...c.audio);
     assert.deepEqual(pcmBytes, pcm16(Float32Array.from(streamed)));
@@ -387,9 +385,89 @@ test('speech: WAV and PCM equal the library\'s synthesize(); streamed PCM equals
     assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, language: 'fr' }), 400);
     assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, lang_code: 'de' }), 400);
     assertOpenAIError(await raw(srv.base, 'POST', '/v1/audio/speech', { input: text }), 404);
+    // No voices folder: none listed, and no ref_audio.
+    assert.deepEqual(JSON.parse((await raw(base, 'GET', '/v1/audio/voices')).body).data, []);
+    assert.match(assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, ref_audio: 'a.wav' }), 400).message, /--voices/);
   } finally {
     await tts.dispose();
   }
+});
+
+test('speech with the voices folder: a clip and a saved voice by name (WAV, streamed, ref_audio) equal the library\'s; the list; bad names, paths and clips', { timeout: 300_000 }, async () => {
+  const { loadTTS } = require('..');
+  const VOICE = ensureVoiceFixtures();
+  const tts = await loadTTS(path.join(TTS_FIXTURES_DIR, 'chatterbox'), { s3Tokenizer: voiceTokenizerDir() });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-voices-'));
+  try {
+    fs.copyFileSync(path.join(VOICE, 'pcm16_16k_mono.wav'), path.join(dir, 'anna.wav'));
+    // mlx-audio's own conds of a clip (what Voice.save writes).
+    fs.copyFileSync(path.join(VOICE, 'clone_pcm8_48k_mono.safetensors'), path.join(dir, 'bob.safetensors'));
+    fs.writeFileSync(path.join(dir, 'broken.wav'), 'not a WAV file at all');
+    fs.writeFileSync(path.join(dir, 'notes.txt'), 'not a voice');
+    const { base, client, server } = await start({ model: await model(M), modelId: M, tts, ttsId: 'chatterbox', voices: dir });
+    const list = await raw(base, 'GET', '/v1/audio/voices');
+    assert.deepEqual(JSON.parse(list.body), { object: 'list', model: 'chatterbox', data: ['anna', 'bob', 'broken'].map((n) => ({ id: n, name: n })) });
+
+    const text = 'Hello there.';
+    const opts = { seed: 3, maxTokens: 20 };
+    const speak = async (fields) => Buffer.from(await (await client.audio.speech.create({ model: 'tts', input: text, response_format: 'wav', seed: 3, max_tokens: 20, ...fields })).arrayBuffer());
+    const anna = (await tts.synthesize(text, { ...opts, voice: path.join(dir, 'anna.wav') })).toWav();
+    assert.deepEqual(await speak({ voice: 'anna' }), anna, 'voice: anna');
+    assert.deepEqual(await speak({ ref_audio: 'anna.wav' }), anna, 'ref_audio: anna.wav');
+    assert.deepEqual(await speak({ voice: 'alloy', ref_audio: path.join(dir, 'anna.wav') }), anna, 'ref_audio: its absolute path');
+    const bob = (await tts.synthesize(text, { ...opts, voice: path.join(dir, 'bob.safetensors') })).toWav();
+    assert.deepEqual(await speak({ voice: 'bob' }), bob, 'voice: bob');
+    assert.notDeepEqual(anna, bob);
+    // OpenAI's names still mean the model's own voice.
+    assert.deepEqual(await speak({ voice: 'alloy' }), (await tts.synthesize(text, opts)).toWav(), 'voice: alloy');
+
+    const streamed = [];
+    for await (const c of tts.stream(text, { ...opts, voice: path.join(dir, 'anna.wav') })) streamed.push(...c.audio);
+    const pcm = (await raw(base, 'POST', '/v1/audio/speech', { input: text, voice: 'anna', response_format: 'pcm', stream: true, seed: 3, max_tokens: 20 })).bytes;
+    assert.deepEqual(pcm, pcm16(Float32Array.from(streamed)), 'streamed anna');
+
+    const unknown = assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, voice: 'carol' }), 400);
+    assert.match(unknown.message, /anna, bob, broken/);
+    for (const ref of ['../anna.wav', path.join(VOICE, 'pcm16_16k_mono.wav'), 'notes.txt', 'missing.wav', '/etc/passwd']) {
+      assert.match(assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, ref_audio: ref }), 400).message, /voices folder/, ref);
+    }
+    assert.match(assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, voice: 'bob', ref_audio: 'anna.wav' }), 400).message, /not two different voices/);
+    assert.match(assertOpenAIError(await raw(srv.base, 'POST', '/v1/audio/speech', { input: text, ref_audio: 'anna.wav' }), 404).message, /no speech model/);
+    assertOpenAIError(await raw(srv.base, 'GET', '/v1/audio/voices'), 404);
+    // A bad clip fails the requests that name it, streamed or not, and nothing else.
+    for (const stream of [false, true]) {
+      const e = assertOpenAIError(await raw(base, 'POST', '/v1/audio/speech', { input: text, voice: 'broken', stream }), 500, 'invalid_audio');
+      assert.match(e.message, /voice "broken" \(broken\.wav .*could not be cloned: .*WAV/);
+    }
+    assert.deepEqual(await speak({ voice: 'anna' }), anna, 'after the bad clip');
+
+    // A client that leaves a stream of a folder voice stops it (said to the end, this text
+    // takes seconds: 10 s here, 15 chunks of 300-character pieces).
+    await new Promise((resolve, reject) => {
+      const req = http.request(`${base}/v1/audio/speech`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+        res.once('data', () => {
+          req.destroy();
+          resolve();
+        });
+      });
+      req.on('error', () => {});
+      req.end(JSON.stringify({ input: 'One more sentence to say. '.repeat(60), voice: 'anna', stream: true }));
+      setTimeout(() => reject(new Error('no audio came')), 60_000).unref();
+    });
+    const t0 = Date.now();
+    while (server.stats().running > 0 && Date.now() - t0 < 20_000) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(Date.now() - t0 < 3000, `the stream went on for ${Date.now() - t0} ms after the disconnect`);
+  } finally {
+    await tts.dispose();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('voices: a missing folder, or one without a speech model, fails at startup', async () => {
+  const m = await model(M);
+  assert.throws(() => createServer({ model: m, tts: {}, voices: path.join(os.tmpdir(), 'no-such-voices-folder') }), /voices folder .* does not exist/);
+  assert.throws(() => createServer({ model: m, tts: {}, voices: __filename }), /is not a folder/);
+  assert.throws(() => createServer({ model: m, voices: __dirname }), /voices needs tts/);
 });
 
 test('SIGTERM: the server stops accepting, ends what runs and exits 0 within 10 s', { timeout: 120_000 }, async () => {

@@ -9,7 +9,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { loadTTS, Voice } = require('..');
-const { ensureVoiceFixtures } = require('../scripts/fixtures-voice');
+const { ensureVoiceFixtures, voiceTokenizerDir: tokenizerDir } = require('../scripts/fixtures-voice');
 const { TTS_FIXTURES_DIR } = require('../scripts/fixtures-tts');
 const { readSafetensors, maxAbsDiff } = require('./safetensors');
 const { expectReject } = require('./helpers');
@@ -32,11 +32,6 @@ test.after(async () => {
   for (const m of models) await m.dispose();
   fs.rmSync(tmp, { recursive: true, force: true });
 });
-
-function tokenizerDir() {
-  const { commit } = JSON.parse(fs.readFileSync(path.join(VOICE, 's3tokenizer.json'), 'utf8'));
-  return path.join(VOICE, 'hub', 'models--mlx-community--S3TokenizerV2', 'snapshots', commit);
-}
 
 let shared;
 async function model() {
@@ -122,9 +117,15 @@ test('a cloned voice speaks as mlx-audio\'s generate(ref_audio=...): a Voice, a 
   assert.ok(chunks.length >= 2, `expected audio in several chunks, got ${chunks.length}`);
   assert.equal(chunks.reduce((n, c) => n + c.length, 0), byPath.audio.length, 'streamed sample count');
   // This clip's prompt mel has one frame more than two per prompt token (225 for 112, as
-  // mlx-audio's embed_ref leaves it), which no prompt cache can hold: every chunk runs the prompt.
-  assert.equal(r.promptCache, 'none');
-  assert.equal(await tts.prepare({ voice }), 'none');
+  // mlx-audio's embed_ref leaves it); its prompt cache holds the tokens' 224 frames, and the
+  // stream from it hands out the frames a whole render does (the count above).
+  assert.equal(r.promptCache, 'made');
+  assert.equal(await tts.prepare({ voice }), 'kept');
+  const again = [];
+  const s2 = tts.stream(speech.text, { ...opts, voice });
+  for await (const c of s2) again.push(...c.audio);
+  assert.equal((await s2.result).promptCache, 'kept');
+  assert.deepEqual(again, chunks.flatMap((c) => Array.from(c)), 'the stream from the kept cache');
   voice.dispose();
 });
 

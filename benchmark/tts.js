@@ -20,6 +20,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { PythonWorker } = require('./python-worker');
 const { median, sh, machineInfo, sourceInfo, loadavg, argReaders } = require('./machine');
+const { benchVoices, voiceTable, CLIP, CUT_START_MS, CUT_STEP_MS } = require('./tts-voices');
 
 const ROOT = path.resolve(__dirname, '..');
 const RESULTS = path.join(__dirname, 'RESULTS.md');
@@ -27,6 +28,7 @@ const RAW_DIR = path.join(ROOT, '.cache', 'bench-results');
 const BENCH_MODELS = path.join(ROOT, '.cache', 'bench-models');
 const FIXTURES_SCRIPT = path.join(ROOT, 'scripts', 'fixtures_tts.py');
 const SECTION = '## Speech (Chatterbox)';
+const VOICE_SECTION = '## Speech: first chunk of a cloned voice';
 
 const SEED = 42;
 // stream()'s smallest and default firstChunkTokens, and the speech tokens it waits for
@@ -51,12 +53,15 @@ const PLAN = {
   fixtures: { models: ['chatterbox', 'chatterbox-q4', 'chatterbox-q6'], text: FIXTURE_TEXT, maxTokens: 200, rounds: 3, stopAt: 40 },
   long: { models: ['chatterbox', 'chatterbox-q4'], folder: 'fixtures-stop152', text: FIXTURE_TEXT, maxTokens: 300, rounds: 3, stopAt: 152 },
   full: { models: ['chatterbox-full'], folder: 'chatterbox-full', text: FULL_TEXT, maxTokens: 100, rounds: 2, stopAt: 40 },
+  // Ours only (tts-voices.js): the built-in voice and two cloned ones, on the tests' fixture.
+  voices: { models: [], text: FIXTURE_TEXT, maxTokens: 200, rounds: 3 },
 };
 const FULL_BUDGET_S = 15 * 60;
 
 const USAGE = `usage: npm run bench:tts -- [options]
   --quick            smoke run: the tests' fixtures only, 1 round (about 2 minutes)
-  --only WHAT        fixtures | long (the fixtures stopping at ${PLAN.long.stopAt}) | full
+  --only WHAT        fixtures | long (the fixtures stopping at ${PLAN.long.stopAt}) | full | voices (first chunk
+                     of cloned voices; its own section of RESULTS.md)
   --rounds N         timed rounds per fixture model, both lengths (default ${PLAN.fixtures.rounds}; --quick: 1)
   --full-rounds N    timed rounds for the full-size model, however long they take (default:
                      ${PLAN.full.rounds}, fewer if they would end after ${FULL_BUDGET_S / 60} minutes of full-size work)
@@ -445,15 +450,31 @@ function renderSection(report) {
   return parts.join('\n');
 }
 
+function renderVoiceSection(report) {
+  const p = PLAN.voices;
+  return [
+    VOICE_SECTION,
+    '',
+    `Made by \`${report.command}\` on ${report.date}; load average (1, 5, 15 min) before: ${report.loadBefore}. Machine and builds: as in the Speech (Chatterbox) section's list.`,
+    '',
+    `- Time to the first chunk of \`tts.stream(text, { ...options, voice })\` on the tests' fixture (\`.cache/fixtures-tts/chatterbox\`), seed ${SEED}, maxTokens ${p.maxTokens}, text "${p.text}", the other options as in that section.`,
+    `- The cloned voices: \`createVoice({ samples, sampleRate })\` of the fixture recording ${CLIP} (.cache/fixtures-voice) cut at ${CUT_START_MS} ms and on in ${CUT_STEP_MS} ms steps until one cut leaves an even prompt mel and one an odd one (one frame more than two per prompt token, as mlx-audio's embed_ref leaves about half of all clips).`,
+    '- Per voice: its first stream (which makes the voice\'s S3Gen prompt cache), then the later streams, which start from that cache. The fixture\'s own voice has a 20-token prompt, the cloned ones 200: their flow pass over the prompt costs more.',
+    '',
+    voiceTable(report.voices),
+    '',
+  ].join('\n');
+}
+
 // Replaces the section (from its heading to the next "## " heading or the end) or appends it.
-function writeSection(file, section) {
+function writeSection(file, section, heading = SECTION) {
   const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
-  const start = text.indexOf(`\n${SECTION}\n`);
+  const start = text.indexOf(`\n${heading}\n`);
   let out;
   if (start === -1) {
     out = `${text.replace(/\s*$/, '')}\n\n${section}`;
   } else {
-    const next = text.indexOf('\n## ', start + SECTION.length + 1);
+    const next = text.indexOf('\n## ', start + heading.length + 1);
     const tail = next === -1 ? '' : `\n${text.slice(next + 1)}`;
     out = `${text.slice(0, start)}\n${section}${tail}`;
   }
@@ -464,7 +485,7 @@ function writeSection(file, section) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const groups = args.quick ? ['fixtures'] : args.only ? [args.only] : ['fixtures', 'long', 'full'];
+  const groups = args.quick ? ['fixtures'] : args.only ? [args.only] : ['fixtures', 'long', 'full', 'voices'];
   const started = Date.now();
   const loadBefore = loadavg();
   if (os.loadavg()[0] > os.cpus().length * 0.5) {
@@ -507,6 +528,11 @@ async function main() {
     models: [],
   };
   try {
+    if (groups.includes('voices')) {
+      const p = PLAN.voices;
+      report.voices = await benchVoices({ text: p.text, options: { ...OPTIONS, maxTokens: p.maxTokens, seed: SEED }, rounds: args.rounds ?? p.rounds, log });
+    }
+    if (targets.length === 0) return finish(report, args, started);
     report.theirs = await worker.request({ cmd: 'info' });
     if (report.theirs.mlx !== report.ours.mlxVersion) log(`warning: MLX versions differ (ours ${report.ours.mlxVersion}, mlx-audio's ${report.theirs.mlx})`);
     if (report.theirs.blas !== report.ours.blas) log(`warning: BLAS differs (ours ${report.ours.blas}, mlx-audio's ${report.theirs.blas})`);
@@ -519,15 +545,28 @@ async function main() {
   } finally {
     worker.close();
   }
+  finish(report, args, started);
+}
+
+// Prints the sections, keeps the raw figures, and writes RESULTS.md as main() says.
+function finish(report, args, started) {
   report.loadAfter = loadavg();
   report.seconds = (Date.now() - started) / 1000;
-
-  const md = renderSection(report);
-  process.stdout.write(`${md}\n`);
+  if (report.voices) {
+    const md = renderVoiceSection(report);
+    process.stdout.write(`${md}\n`);
+    if (args.write || args.only === 'voices' || !args.only) {
+      writeSection(RESULTS, md, VOICE_SECTION);
+      log(`wrote the "${VOICE_SECTION.slice(3)}" section of ${path.relative(ROOT, RESULTS)}`);
+    }
+  }
   fs.mkdirSync(RAW_DIR, { recursive: true });
   const raw = path.join(RAW_DIR, `tts-${report.date.replace(/[:]/g, '-')}.json`);
   fs.writeFileSync(raw, JSON.stringify(report, null, 1));
   log(`raw results: ${path.relative(ROOT, raw)}`);
+  if (report.models.length === 0) return;
+  const md = renderSection(report);
+  process.stdout.write(`${md}\n`);
   const complete = report.models.every((m) => m.summary?.ours);
   const isDefault = !args.quick && !args.only && args.rounds === null && args.fullRounds === null;
   if (args.write || (isDefault && complete)) {

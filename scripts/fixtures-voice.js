@@ -71,7 +71,13 @@ function ensureVoiceFixtures() {
   return VOICE_FIXTURES_DIR;
 }
 
-module.exports = { ensureVoiceFixtures, VOICE_FIXTURES_DIR };
+// The seeded S3 tokenizer's folder in the fixtures' Hugging Face cache (loadTTS's s3Tokenizer).
+function voiceTokenizerDir() {
+  const { commit } = JSON.parse(fs.readFileSync(path.join(VOICE_FIXTURES_DIR, 's3tokenizer.json'), 'utf8'));
+  return path.join(VOICE_FIXTURES_DIR, 'hub', 'models--mlx-community--S3TokenizerV2', 'snapshots', commit);
+}
+
+module.exports = { ensureVoiceFixtures, voiceTokenizerDir, VOICE_FIXTURES_DIR };
 
 if (require.main === module) {
   try {

@@ -9,6 +9,7 @@ const { launched, isFollower, follow } = require('./follow');
 const FLAGS = {
   model: { value: 'DIR', help: 'the text model folder to serve; required' },
   tts: { value: 'DIR', help: 'a Chatterbox folder to serve speech from as well' },
+  voices: { value: 'DIR', help: 'with --tts: NAME.wav clips and NAME.safetensors saved voices, spoken as voice NAME' },
   host: { value: 'HOST', help: 'address to listen on (default 127.0.0.1)' },
   port: { kind: 'int', min: 0, max: 65535, help: 'port to listen on (default 8080; 0: any free port)' },
   'max-batch': { kind: 'int', min: 1, help: 'the most requests generated together (default 8)' },
@@ -26,6 +27,7 @@ const HELP = helpText({
     'Examples:',
     '  mlx-node serve --model ./Qwen3-0.6B-4bit',
     '  MLX_NODE_API_KEY=secret mlx-node serve --model ./qwen3 --tts ./chatterbox --port 9000',
+    '  mlx-node serve --model ./qwen3 --tts ./chatterbox --voices ./voices',
   ],
   flags: FLAGS,
 });
@@ -46,6 +48,7 @@ async function run(argv) {
   if (values.help) return process.stdout.write(HELP);
   positionals(pos, []);
   if (values.model === undefined || values.model === '') throw new UsageError('missing --model DIR');
+  if (values.voices !== undefined && values.tts === undefined) throw new UsageError('--voices needs --tts DIR (the speech model that speaks them)');
   const { precision } = loadOptions(values);
   const apiKey = values['api-key'] ?? (process.env.MLX_NODE_API_KEY || undefined);
   const quiet = Boolean(values.quiet);
@@ -58,6 +61,7 @@ async function run(argv) {
   const running = await serve({
     modelPath: values.model,
     ttsPath: values.tts,
+    voicesPath: values.voices,
     host: values.host ?? '127.0.0.1',
     port: values.port ?? 8080,
     maxBatch: values['max-batch'] ?? 8,

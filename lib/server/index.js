@@ -8,7 +8,8 @@ const path = require('node:path');
 const { timingSafeEqual } = require('node:crypto');
 const { HttpError, readJson, sendJson, sendError } = require('./http');
 const { chatCompletions, completions, httpError } = require('./text');
-const { speech } = require('./speech');
+const { speech, voices: voiceList } = require('./speech');
+const { VoiceFolder } = require('./voices');
 const { CachePool } = require('./cache-pool');
 
 const MiB = 2 ** 20;
@@ -38,16 +39,20 @@ function toolFormatOf(model) {
 }
 
 /**
- * options: { model (LanguageModel), modelId?, tts? (TextToSpeech), apiKey?, maxBodyBytes? (4 MiB),
- * cacheBytes? (1 GiB of idle prompt caches), cacheEntries? (16) }
+ * options: { model (LanguageModel), modelId?, tts? (TextToSpeech), ttsId?, voices? (a folder of
+ * NAME.wav clips and NAME.safetensors saved voices), apiKey?, maxBodyBytes? (4 MiB), cacheBytes?
+ * (1 GiB of idle prompt caches), cacheEntries? (16) }
  */
 function createServer(options = {}) {
   const { model, tts, apiKey, maxBodyBytes = 4 * MiB, cacheBytes = 2 ** 30, cacheEntries = 16 } = options;
   if (!model || typeof model.stream !== 'function') throw new TypeError('createServer needs { model: LanguageModel }');
+  if (options.voices !== undefined && !tts) throw new TypeError('createServer: voices needs tts (the speech model that speaks them)');
   const modelId = options.modelId ?? 'default_model';
   const ctx = {
     model,
     tts,
+    ttsId: options.ttsId ?? 'tts',
+    voices: options.voices === undefined ? null : new VoiceFolder(options.voices, tts),
     modelId,
     pool: new CachePool(model, { maxBytes: cacheBytes, maxEntries: cacheEntries }),
     running: new Set(),
@@ -77,6 +82,7 @@ function createServer(options = {}) {
         const data = [{ id: modelId, object: 'model', created: ctx.created, owned_by: 'mlx-node' }];
         return sendJson(res, 200, { object: 'list', data });
       }
+      if (route === 'GET /v1/audio/voices') return sendJson(res, 200, voiceList(ctx, url));
       const handler = routes[route];
       if (!handler) {
         const known = Object.keys(routes).some((r) => r.endsWith(` ${url.pathname}`));
@@ -113,15 +119,19 @@ function createServer(options = {}) {
 }
 
 /**
- * Loads the models and listens. options: { modelPath, ttsPath?, host? ('127.0.0.1'), port? (8080),
+ * Loads the models and listens. options: { modelPath, ttsPath?, voicesPath? (createServer's voices),
+ * host? ('127.0.0.1'), port? (8080),
  * apiKey?, maxBatch? (requests decoded together, default 8), precision? ('exact' | 'fast'), distributed? (rank 0
  * of a split model led by rank 0: loadModel's option with leader true), log?, onLoadProgress? }. Resolves to
  * { server, url, close() }.
  */
 async function serve(options = {}) {
   const { loadModel, loadTTS } = require('../..');
-  const { modelPath, ttsPath, host = '127.0.0.1', port = 8080, apiKey, log = () => {} } = options;
+  const { modelPath, ttsPath, voicesPath, host = '127.0.0.1', port = 8080, apiKey, log = () => {} } = options;
   if (typeof modelPath !== 'string') throw new TypeError('serve needs { modelPath }');
+  if (voicesPath !== undefined && ttsPath === undefined) throw new TypeError('serve: voicesPath needs ttsPath (the speech model that speaks them)');
+  // A missing voices folder fails now, before minutes of loading.
+  if (voicesPath !== undefined) VoiceFolder.check(voicesPath);
   const model = await loadModel(modelPath, {
     onLoadProgress: options.onLoadProgress,
     maxBatch: options.maxBatch,
@@ -130,7 +140,8 @@ async function serve(options = {}) {
   });
   const tts = ttsPath ? await loadTTS(ttsPath) : undefined;
   const modelId = options.modelId ?? path.basename(path.resolve(modelPath));
-  const server = createServer({ model, tts, modelId, apiKey, log, aliases: [modelPath, path.resolve(modelPath)] });
+  const ttsId = ttsPath ? path.basename(path.resolve(ttsPath)) : undefined;
+  const server = createServer({ model, tts, ttsId, voices: voicesPath, modelId, apiKey, log, aliases: [modelPath, path.resolve(modelPath)] });
   await new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

@@ -116,11 +116,15 @@ impl<'a> ChunkVocoder<'a> {
             None => self.flow.mel(&tokens[from..], self.conds, last)?,
         };
         // A cloned voice's prompt mel may hold one frame more than two per prompt token
-        // (`embed_ref` keeps an odd mel when the tokens fill it): the new frames then start one
-        // frame into the first new token, and every token's frames sit `shift` earlier.
+        // (`embed_ref` keeps an odd mel when the tokens fill it): a whole render then reads it
+        // over the first new token's first frame and cuts that frame, so no chunk hands out
+        // the first `shift` frames. The flow's mel starts `offset` frames into token `from`:
+        // the whole prompt mel leads it without a cache; a cache holds the tokens' frames only.
         let shift = self.conds.prompt_feat.dim(1) - (self.conds.prompt_tokens.len() * FRAMES_PER_TOKEN) as i32;
-        let start = (((self.done - from) * FRAMES_PER_TOKEN) as i32 - shift).max(0);
-        let stop = ((end - from) * FRAMES_PER_TOKEN) as i32 - shift;
+        let offset = if self.cache.is_some() { 0 } else { shift };
+        let first = ((self.done * FRAMES_PER_TOKEN) as i32).max(shift) - (from * FRAMES_PER_TOKEN) as i32;
+        let start = (first - offset).max(0);
+        let stop = ((end - from) * FRAMES_PER_TOKEN) as i32 - offset;
         let mut mel = mel.slice_axis(2, start, stop.min(mel.dim(2)))?;
         let mut cache_source = None;
         if let Some(o) = &self.overlap {

@@ -179,3 +179,31 @@ fn prompt_cache_needs_two_prompt_tokens() {
     let err = flow.mel_after_prompt(&[5, 7, 9], &two, false, &cache).expect_err("no frames must be an error");
     assert_eq!(err.code(), "INVALID_ARGUMENT", "{err}");
 }
+
+/// A cloned voice's prompt mel may hold one frame more than two per prompt token (what
+/// mlx-audio's `embed_ref` leaves for an odd mel): its cache is the cache of its tokens'
+/// frames, so it streams from a cache, with the same mel as the voice without that frame.
+#[test]
+fn an_odd_prompt_mel_caches_its_tokens_frames() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = fixture("chatterbox");
+    let flow = load_flow(&dir);
+    let conds = GenConds::load(&dir.join("conds.safetensors")).unwrap();
+    let n = conds.prompt_tokens.len() - 1;
+    let with_frames = |frames: i32| GenConds {
+        prompt_tokens: conds.prompt_tokens[..n].to_vec(),
+        prompt_feat: conds.prompt_feat.slice_axis(1, 0, frames).unwrap(),
+        embedding: conds.embedding.clone(),
+    };
+    let even = with_frames(2 * n as i32);
+    let odd = with_frames(2 * n as i32 + 1);
+    let even_cache = flow.prompt_cache(&even, &|| true).unwrap().expect("an even voice makes a cache");
+    let odd_cache = flow.prompt_cache(&odd, &|| true).unwrap().expect("an odd voice makes a cache");
+    let ids = [5, 7, 9, 11, 13, 15];
+    let want = flow.mel_after_prompt(&ids, &even, true, &even_cache).unwrap();
+    let got = flow.mel_after_prompt(&ids, &odd, true, &odd_cache).unwrap();
+    assert_eq!(got.shape(), want.shape());
+    assert_eq!(max_abs_diff(&got, &want), 0.0);
+    // Fewer frames than the tokens': no cache.
+    assert!(flow.prompt_cache(&with_frames(2 * n as i32 - 1), &|| true).unwrap().is_none());
+}

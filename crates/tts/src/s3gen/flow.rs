@@ -127,10 +127,13 @@ impl S3GenFlow {
     /// [`Self::mel`] continuing the voice prompt recorded in `cache` (made by
     /// [`Self::prompt_cache`] for these `conds`): the solver runs over the new
     /// frames only, which attend to the prompt's but not the other way round.
+    /// Its frames are the tokens' own, two each, whatever extra frame the
+    /// voice's prompt mel holds.
     pub fn mel_after_prompt(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool, cache: &PromptCache) -> Result<Array> {
         let p = cache.frames;
-        if p != conds.prompt_feat.dim(1) {
-            return Err(TtsError::InvalidArgument(format!("the prompt cache holds {p} frames, the voice {}", conds.prompt_feat.dim(1))));
+        let own = conds.prompt_tokens.len() as i32 * UPSAMPLE;
+        if p != own {
+            return Err(TtsError::InvalidArgument(format!("the prompt cache holds {p} frames, the voice's tokens {own}")));
         }
         let frames = frame_count(speech_tokens.len(), finalize);
         if frames <= 0 {
@@ -150,13 +153,18 @@ impl S3GenFlow {
     }
 
     /// Runs the solver over the voice prompt alone and keeps what later frames
-    /// read from it at every step. `None` for a voice whose prompt mel is not two
-    /// frames per prompt token (the frames of tokens and mel would not line up).
+    /// read from it at every step. The prompt is its tokens' frames, two per
+    /// token: a cloned voice's mel may hold one frame more (`embed_ref` keeps an
+    /// odd mel when the tokens fill it), which a whole render reads as the
+    /// prompt's over the first new token's first frame and then cuts with it;
+    /// the chunks never hand that frame out either (`ChunkVocoder`), so the
+    /// cache leaves the extra frame out and its voice streams from a cache like
+    /// any other. `None` for a voice with fewer frames than that.
     /// `keep_going` is asked after every step (the whole run takes as long as a
     /// render of a short sentence); when it says no, `ABORTED`.
     pub fn prompt_cache(&self, conds: &GenConds, keep_going: &dyn Fn() -> bool) -> Result<Option<PromptCache>> {
-        let frames = conds.prompt_feat.dim(1);
-        if conds.prompt_tokens.is_empty() || frames != conds.prompt_tokens.len() as i32 * UPSAMPLE {
+        let frames = conds.prompt_tokens.len() as i32 * UPSAMPLE;
+        if conds.prompt_tokens.is_empty() || conds.prompt_feat.dim(1) < frames {
             return Ok(None);
         }
         let spks = self.speaker(conds)?;
@@ -164,7 +172,7 @@ impl S3GenFlow {
             return Ok(None);
         };
         let mu = self.encoder_proj.forward(&h)?;
-        let cond = conds.prompt_feat.astype(mu.dtype())?;
+        let cond = conds.prompt_feat.slice_axis(1, 0, frames)?.astype(mu.dtype())?;
         let mut steps = Vec::new();
         self.solve(self.noise.slice_axis(1, 0, frames)?, &mu, &spks, &cond, Plan::Record(&mut steps, keep_going))?;
         mlx::eval(&encoder.arrays())?;
