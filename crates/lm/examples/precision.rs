@@ -135,6 +135,7 @@ fn main() {
     let mut out = decode.json();
     out["prefill"] = prompts.json();
     // The two kernels the comparison is between (the others run alike on both sides).
-    out["kernels"] = serde_json::json!(mlx::info::cpu_kernels().into_iter().filter(|(k, _)| k.starts_with("qmm")).collect::<std::collections::BTreeMap<_, _>>());
+    out["kernels"] =
+        serde_json::json!(mlx::info::cpu_kernels().into_iter().filter(|(k, _)| k.starts_with("qmm")).collect::<std::collections::BTreeMap<_, _>>());
     println!("{out}");
 }
