@@ -258,7 +258,7 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::cpu::math::has_avx2;
-            if has_avx2() && is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
+            if has_avx2() && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
                 return Isa::Avx512Vnni;
             }
             if has_avx2() && is_x86_feature_detected!("avxvnni") {
@@ -283,7 +283,7 @@ impl Isa {
                 if is_x86_feature_detected!("avxvnni") {
                     v.push(Isa::AvxVnni);
                 }
-                if is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
+                if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
                     v.push(Isa::Avx512Vnni);
                 }
             }
@@ -303,7 +303,7 @@ fn run_tiles(p: &Problem, tiles: Range<usize>, out: OutPtr, isa: Isa) {
         Isa::AvxVnni if p.m > ROWS => unsafe { x86::prompt_avxvnni(p, tiles, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above: the CPU has AVX2, AVX-512 VNNI and AVX-512 VL.
-        Isa::Avx512Vnni if p.m > ROWS => unsafe { x86::prompt_avx512vnni(p, tiles, out) },
+        Isa::Avx512Vnni if p.m > ROWS => unsafe { x86::prompt_avx512(p, tiles, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above: the CPU has AVX2.
         Isa::Avx2 => unsafe { x86::tiles_avx2(p, tiles, out) },
@@ -503,7 +503,7 @@ mod x86 {
     /// takes its eight columns' integer sums (`256 * hi + lo`, lane by lane)
     /// and adds them to its float sums in the portable path's order.
     macro_rules! tiles {
-        ($name:ident, $prompt:ident, $features:literal, $dot:ident, $lane_dot:ident) => {
+        ($name:ident, $features:literal, $dot:ident) => {
             #[target_feature(enable = $features)]
             pub(super) unsafe fn $name(p: &Problem, tiles: Range<usize>, out: OutPtr) {
                 let (rw, groups, gs) = (p.row_words(), p.groups(), p.group_size);
@@ -600,7 +600,13 @@ mod x86 {
                     }
                 }
             }
+        };
+    }
 
+    /// The prompt path, once per instruction set on 256-bit vectors (AVX-512
+    /// has its own, `prompt_avx512`).
+    macro_rules! prompt {
+        ($prompt:ident, $features:literal, $lane_dot:ident) => {
             /// The prompt path (more than `ROWS` rows): per `CHUNK` rows and
             /// tile, the tile's weights are unpacked once into `element_order`'s
             /// slots, each vector holding one 4-byte element of each of the
@@ -685,9 +691,100 @@ mod x86 {
             }
         };
     }
-    tiles!(tiles_avx2, prompt_avx2, "avx2", dot_avx2, dot_lanes_avx2);
-    tiles!(tiles_avxvnni, prompt_avxvnni, "avx2,avxvnni", dot_avxvnni, dot_avxvnni);
-    tiles!(tiles_avx512vnni, prompt_avx512vnni, "avx2,avx512vnni,avx512vl", dot_avx512vnni, dot_avx512vnni);
+
+    /// The prompt path on AVX-512 VNNI: as `prompt_*` above, with a row's two
+    /// parts in one 512-bit vector: lane `2c` sums column `c`'s products with
+    /// `hi`, lane `2c + 1` with `lo` (each weight element in both lanes, and the
+    /// row's `hi` and `lo` elements side by side, broadcast as one 8-byte
+    /// value), so that one `vpdpbusd` and one load do what two of each do on
+    /// 256 bits. Eight rows at a time.
+    #[target_feature(enable = "avx2,avx512f,avx512vnni,avx512vl")]
+    pub(super) unsafe fn prompt_avx512(p: &Problem, tiles: Range<usize>, out: OutPtr) {
+        /// Rows `m0..m0 + R` of the chunk's interleaved `x` (`xi`, from row `c0`).
+        #[target_feature(enable = "avx2,avx512f,avx512vnni,avx512vl")]
+        #[inline]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn rows<const R: usize>(p: &Problem, m0: usize, c0: usize, n0: usize, wt: &[__m512i], sb: &[[__m256; 2]], xi: &[u64], out: OutPtr) {
+            let (groups, per_group, per_row) = (p.groups(), p.group_size / 4, p.k / 4);
+            let mut acc = [_mm256_setzero_ps(); R];
+            for (g, &[scale, bias]) in sb.iter().enumerate() {
+                let mut s = [_mm512_setzero_si512(); R];
+                for v in g * per_group..(g + 1) * per_group {
+                    let w = *wt.get_unchecked(v);
+                    for (r, sr) in s.iter_mut().enumerate() {
+                        let x = *xi.get_unchecked((m0 - c0 + r) * per_row + v);
+                        *sr = _mm512_dpbusd_epi32(*sr, w, _mm512_set1_epi64(x as i64));
+                    }
+                }
+                for (r, (a, sr)) in acc.iter_mut().zip(&s).enumerate() {
+                    // Lane 2c: 256 * hi + lo (lane 2c + 1 shifted down), then the even lanes.
+                    let isum = _mm512_cvtepi64_epi32(_mm512_add_epi32(_mm512_slli_epi32::<8>(*sr), _mm512_srli_epi64::<32>(*sr)));
+                    let at = (m0 + r) * groups + g;
+                    add_group(a, isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
+                }
+            }
+            for (r, a) in acc.iter().enumerate() {
+                let mut lanes = [0f32; TILE];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+                for (c, &v) in lanes.iter().enumerate() {
+                    if n0 + c < p.n {
+                        *out.0.add((m0 + r) * p.n + n0 + c) = v;
+                    }
+                }
+            }
+        }
+
+        let (rw, groups, per_row) = (p.row_words(), p.groups(), p.k / 4);
+        let (slots, offs) = element_order(p.k, p.group_size, p.bits);
+        let twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+        let mut wt = vec![_mm512_setzero_si512(); per_row];
+        let mut sb = vec![[_mm256_setzero_ps(); 2]; groups];
+        let mut xi = vec![0u64; CHUNK * per_row];
+        for r0 in (0..p.m).step_by(CHUNK) {
+            let end = (r0 + CHUNK).min(p.m);
+            for m in r0..end {
+                let (h, l) = (p.xq(m, 0).as_ptr(), p.xq(m, 1).as_ptr());
+                for (v, &o) in offs.iter().enumerate() {
+                    let (h, l) = (h.add(o).cast::<u32>().read_unaligned(), l.add(o).cast::<u32>().read_unaligned());
+                    *xi.get_unchecked_mut((m - r0) * per_row + v) = h as u64 | (l as u64) << 32;
+                }
+            }
+            for tile in tiles.clone() {
+                let n0 = tile * TILE;
+                let rows_w: [*const u32; TILE] = std::array::from_fn(|c| p.w.as_ptr().add((n0 + c).min(p.n - 1) * rw));
+                for b in 0..p.k / BLOCK {
+                    let v: [__m256i; TILE] = std::array::from_fn(|c| match p.bits {
+                        4 => unpack_unit4(rows_w[c], b / 2)[b % 2],
+                        bits => unpack_block(rows_w[c], bits, b),
+                    });
+                    for (j, t) in transpose(v).into_iter().enumerate() {
+                        *wt.get_unchecked_mut(slots[b * TILE + j]) = _mm512_permutexvar_epi32(twice, _mm512_castsi256_si512(t));
+                    }
+                }
+                let offs_g: [i32; TILE] = std::array::from_fn(|c| ((n0 + c).min(p.n - 1) * groups) as i32);
+                let g_off = _mm256_loadu_si256(offs_g.as_ptr().cast());
+                for (g, v) in sb.iter_mut().enumerate() {
+                    *v = [_mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off), _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off)];
+                }
+                let mut m = r0;
+                while m < end {
+                    if end - m >= 8 {
+                        rows::<8>(p, m, r0, n0, &wt, &sb, &xi, out);
+                        m += 8;
+                    } else {
+                        rows::<1>(p, m, r0, n0, &wt, &sb, &xi, out);
+                        m += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    tiles!(tiles_avx2, "avx2", dot_avx2);
+    tiles!(tiles_avxvnni, "avx2,avxvnni", dot_avxvnni);
+    tiles!(tiles_avx512vnni, "avx2,avx512vnni,avx512vl", dot_avx512vnni);
+    prompt!(prompt_avx2, "avx2", dot_lanes_avx2);
+    prompt!(prompt_avxvnni, "avx2,avxvnni", dot_avxvnni);
 }
 
 #[cfg(test)]
