@@ -2,7 +2,9 @@
 // loadModel(dir, { precision: 'fast' }): quantized layers on 8-bit integer dot products
 // (crates/mlx/src/cpu/qmm_int8.rs). Its results are not MLX-LM's bits, so it is checked
 // against our exact mode (itself checked against MLX-LM in parity.test.js): the same greedy
-// tokens, log-probabilities within 5e-3 (up to 2.6e-3 on these random-weight fixtures). For
+// tokens, log-probabilities within 1e-2 (up to 6.3e-3 on these random-weight fixtures, 3.6e-3
+// and 9.5e-4 on the others; up to 2.6e-3 when prompts still ran the exact kernel: now the
+// prompt's keys and values are fast mode's too, and later steps attend to them). For
 // bfloat16 models exact mode repeats MLX's bfloat16 arithmetic, which rounds every partial sum
 // to bfloat16, while fast mode sums in float32: there it must land closer than exact mode to
 // the same model computed in float32. The kernel gives the same bits on every CPU path
@@ -62,12 +64,12 @@ test('precision must be "exact" or "fast"', async () => {
   }
 });
 
-test('fast precision: the exact mode greedy tokens, log-probabilities within 5e-3', () => {
+test('fast precision: the exact mode greedy tokens, log-probabilities within 1e-2', () => {
   assert.equal(fast.kernels.qmmInt8, true);
   for (const name of FLOAT32) {
     assert.deepEqual(fast[name].tokens, exact[name].tokens, name);
     const worst = Math.max(...fast[name].logprobs.map((l, i) => Math.abs(l - exact[name].logprobs[i])));
-    assert.ok(worst < 5e-3, `${name}: log-probabilities differ by up to ${worst}`);
+    assert.ok(worst < 1e-2, `${name}: log-probabilities differ by up to ${worst}`);
     // Not the exact bits: the kernel really ran.
     assert.notDeepEqual(fast[name].logprobs, exact[name].logprobs, `${name}: fast mode gave exact mode's bits`);
   }

@@ -254,7 +254,7 @@ fn main() {
         return;
     }
     if args.get(1).map(String::as_str) == Some("--qmm") {
-        return qmm::main();
+        return qmm::main(args.get(2).map(String::as_str));
     }
     println!(
         "MLX {} on {}, BLAS {}; vocabulary {VOCAB}, {RUNS} runs after {WARMUP} warm-up",
@@ -272,6 +272,6 @@ fn main() {
     top_p_rows(check);
     chains(check);
     argmax();
-    qmm::main();
+    qmm::main(None);
     gemv::main();
 }

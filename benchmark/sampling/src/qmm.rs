@@ -26,7 +26,8 @@ pub(crate) fn time_ms(runs: usize, f: impl Fn() -> Array) -> (f64, f64) {
     (mean, sd)
 }
 
-pub fn main() {
+/// `filter`: only the shapes whose description contains it (`--qmm prefill`).
+pub fn main(filter: Option<&str>) {
     println!("\n### Quantized matmul\n");
     println!("| shape (rows x in -> out, bits/group) | dtype | MLX's op, ms (sd) | exact kernel, ms (sd) | speed-up | same bits | fast kernel, ms (sd) | fast / exact | fast's error |");
     println!("|---|---|--:|--:|--:|:-:|--:|--:|--:|");
@@ -42,7 +43,7 @@ pub fn main() {
         (380, 576, 1536, 4, 32, "SmolLM2 380-token prefill, MLP up"),
     ];
     for dtype in [Dtype::Float32, Dtype::Bfloat16] {
-        for &(m, k, n, bits, gs, what) in &shapes {
+        for &(m, k, n, bits, gs, what) in shapes.iter().filter(|s| filter.is_none_or(|f| s.5.contains(f))) {
             let key = |s: u64| random::key(s).unwrap();
             let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(1))).unwrap().astype(dtype).unwrap();
             let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.05, Some(&key(2))).unwrap().astype(dtype).unwrap();

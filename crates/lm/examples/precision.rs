@@ -3,7 +3,10 @@
 //! next-token distributions are compared (top-1 agreement and
 //! KL(exact || fast)). The tokens are the exact model's own text, sampled at
 //! temperature 0.8 with a fixed seed after each prompt, so the positions are
-//! those a user's generation meets.
+//! those a user's generation meets. Then each prompt with its text is run
+//! again as one prompt (prefill) on both sides, where fast mode's many-row
+//! kernel runs, and the distributions are compared at every position of it
+//! (`prefill` in the output).
 //!
 //! `cargo run --release -p lm --example precision -- MODEL_DIR [TOKENS_PER_PROMPT]`
 //! prints one JSON object; `benchmark/precision.js` runs it and writes
@@ -22,12 +25,44 @@ const PROMPTS: [&str; 5] = [
     "Summarize the causes and consequences of the French Revolution.",
 ];
 
-/// Natural-log probabilities of the last position's logits, in f64.
-fn log_softmax(logits: &Array) -> Vec<f64> {
-    let v: Vec<f32> = logits.astype(Dtype::Float32).and_then(|a| a.to_vec()).expect("logits");
+/// Natural-log probabilities of one position's logits, in f64.
+fn log_softmax(v: &[f32]) -> Vec<f64> {
     let max = v.iter().fold(f32::MIN, |a, &b| a.max(b)) as f64;
     let lse = v.iter().map(|&x| (x as f64 - max).exp()).sum::<f64>().ln() + max;
     v.iter().map(|&x| x as f64 - lse).collect()
+}
+
+fn logits_f32(logits: &Array) -> Vec<f32> {
+    logits.astype(Dtype::Float32).and_then(|a| a.to_vec()).expect("logits")
+}
+
+/// Top-1 agreement and KL(exact || fast) over positions.
+#[derive(Default)]
+struct Stats {
+    agree: usize,
+    kls: Vec<f64>,
+}
+
+impl Stats {
+    fn push(&mut self, exact: &[f64], fast: &[f64]) {
+        self.agree += (argmax(exact) == argmax(fast)) as usize;
+        self.kls.push(exact.iter().zip(fast).map(|(&a, &b)| a.exp() * (a - b)).sum::<f64>().max(0.0));
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let n = self.kls.len();
+        let mut sorted = self.kls.clone();
+        sorted.sort_by(f64::total_cmp);
+        let q = |p: f64| sorted[((n - 1) as f64 * p).round() as usize];
+        serde_json::json!({
+            "positions": n,
+            "top1Agreement": self.agree as f64 / n as f64,
+            "meanKl": self.kls.iter().sum::<f64>() / n as f64,
+            "medianKl": q(0.5),
+            "p99Kl": q(0.99),
+            "maxKl": sorted[n - 1],
+        })
+    }
 }
 
 fn argmax(v: &[f64]) -> usize {
@@ -60,7 +95,14 @@ fn sample(logp: &[f64], temperature: f64, rng: &mut Rng) -> u32 {
 fn step(model: &dyn LanguageModel, ids: &[u32], caches: &mut [Box<dyn lm::cache::Cache>]) -> Vec<f64> {
     let input = Array::from_slice(ids, &[1, ids.len() as i32]).expect("ids");
     let logits = model.forward(&input, caches, true).expect("forward");
-    log_softmax(&logits)
+    log_softmax(&logits_f32(&logits))
+}
+
+/// Every position's log-probabilities for `ids` run as one prompt.
+fn prefill(model: &dyn LanguageModel, ids: &[u32]) -> Vec<Vec<f64>> {
+    let input = Array::from_slice(ids, &[1, ids.len() as i32]).expect("ids");
+    let logits = logits_f32(&model.forward(&input, &mut model.new_caches(), false).expect("forward"));
+    logits.chunks_exact(logits.len() / ids.len()).map(log_softmax).collect()
 }
 
 fn main() {
@@ -71,37 +113,29 @@ fn main() {
     let (exact, fast) = (load(Precision::Exact), load(Precision::Fast));
     let tok = Tokenizer::from_model_dir(&dir).expect("tokenizer");
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let (mut n, mut agree, mut kls) = (0usize, 0usize, Vec::new());
+    let (mut decode, mut prompts) = (Stats::default(), Stats::default());
     for prompt in PROMPTS {
         let msg = serde_json::json!({ "role": "user", "content": prompt });
         let text = tok.apply_chat_template(&[msg], true, None, None).expect("template");
-        let ids = tok.encode_prompt(&text).expect("encode");
+        let mut ids = tok.encode_prompt(&text).expect("encode");
         let (mut ce, mut cf) = (exact.new_caches(), fast.new_caches());
         let (mut pe, mut pf) = (step(exact.as_ref(), &ids, &mut ce), step(fast.as_ref(), &ids, &mut cf));
         for _ in 0..per_prompt {
-            n += 1;
-            agree += (argmax(&pe) == argmax(&pf)) as usize;
-            kls.push(pe.iter().zip(&pf).map(|(&a, &b)| a.exp() * (a - b)).sum::<f64>().max(0.0));
+            decode.push(&pe, &pf);
             let next = sample(&pe, 0.8, &mut rng);
+            ids.push(next);
             pe = step(exact.as_ref(), &[next], &mut ce);
             pf = step(fast.as_ref(), &[next], &mut cf);
         }
+        // The prompt and its text as one prompt, every position compared.
+        for (e, f) in prefill(exact.as_ref(), &ids).iter().zip(&prefill(fast.as_ref(), &ids)) {
+            prompts.push(e, f);
+        }
     }
-    let mean = kls.iter().sum::<f64>() / n as f64;
-    let mut sorted = kls.clone();
-    sorted.sort_by(f64::total_cmp);
-    let q = |p: f64| sorted[((n - 1) as f64 * p).round() as usize];
-    println!(
-        "{}",
-        serde_json::json!({
-            "positions": n,
-            "top1Agreement": agree as f64 / n as f64,
-            "meanKl": mean,
-            "medianKl": q(0.5),
-            "p99Kl": q(0.99),
-            "maxKl": sorted[n - 1],
-            // The two kernels the comparison is between (the others run alike on both sides).
-            "kernels": mlx::info::cpu_kernels().into_iter().filter(|(k, _)| k.starts_with("qmm")).collect::<std::collections::BTreeMap<_, _>>(),
-        })
-    );
+    let mut out = decode.json();
+    out["prefill"] = prompts.json();
+    // The two kernels the comparison is between (the others run alike on both sides).
+    out["kernels"] =
+        serde_json::json!(mlx::info::cpu_kernels().into_iter().filter(|(k, _)| k.starts_with("qmm")).collect::<std::collections::BTreeMap<_, _>>());
+    println!("{out}");
 }

@@ -172,6 +172,25 @@ fn fast_precision_on_bfloat16_is_closer_to_float32_than_exact() {
     assert!(fast < exact / 2.0, "mean error from float32: fast {fast}, exact {exact}");
 }
 
+/// `Precision::Fast` takes a prompt's rows too (more than a row tile of 8):
+/// each row of a 20-row call has the bits of that row's own call (batch
+/// invariance), and they are not exact mode's (the int8 kernel ran).
+#[test]
+fn fast_precision_on_a_prompt_gives_each_row_its_own_bits() {
+    let (m, k, n) = (20, 128, 40);
+    let x = normal(&[m, k], 1.0, 30);
+    let (wq, s, b) = affine(&normal(&[n, k], 0.05, 31), 64, 4).unwrap();
+    let fast = |x: &Array| quantized_matmul(x, &wq, &s, Some(&b), true, 64, 4, Mode::Affine, Precision::Fast).unwrap();
+    let all = fast(&x);
+    for r in 0..m {
+        let row = x.slice_axis(0, r, r + 1).unwrap();
+        assert_same_bits(&all.slice_axis(0, r, r + 1).unwrap(), &fast(&row), &format!("row {r}"));
+    }
+    let exact = quantized_matmul(&x, &wq, &s, Some(&b), true, 64, 4, Mode::Affine, Precision::Exact).unwrap();
+    let (f, e) = (all.to_vec::<f32>().unwrap(), exact.to_vec::<f32>().unwrap());
+    assert!(f.iter().zip(&e).any(|(f, e)| f.to_bits() != e.to_bits()), "fast mode ran the exact kernel");
+}
+
 /// MLX's floating-point modes (uint8 scales, no biases) never reach our affine
 /// kernels: in either precision, float32 and bfloat16, one row and several,
 /// `quantized_matmul` is MLX's op bit for bit, and that op is `x @ dequantize(w).T`.

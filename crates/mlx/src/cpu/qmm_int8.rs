@@ -24,9 +24,8 @@ use crate::{Array, Dtype, Result};
 
 /// The kernel's result for `quantized_matmul(x, w, scales, biases, transpose =
 /// true, group_size, bits)` in fast precision, or `None` where it does not
-/// apply (another device, a batched `w`, other widths or group sizes, more
-/// than `MAX_ROWS` rows, the kernel switched off): the caller then runs the
-/// exact op.
+/// apply (another device, a batched `w`, other widths or group sizes, the
+/// kernel switched off): the caller then runs the exact op.
 pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Array, group_size: i32, bits: i32) -> Result<Option<Array>> {
     // MLX's result dtype: x's and the scales' promotion.
     let Some(out_dtype) = compute_dtype(x.dtype(), scales.dtype()) else {
@@ -45,8 +44,8 @@ pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Ar
     let (n, k) = (w.dim(0), x.dim(-1));
     let groups = k / group_size;
     let fits = |a: &Array| a.shape() == [n, groups];
-    // More rows: see `MAX_ROWS`. 4-bit weights are unpacked 64 at a time.
-    if k > 0 && (x.size() / k as usize > MAX_ROWS || (bits == 4 && k % UNIT as i32 != 0)) {
+    // 4-bit weights are unpacked 64 at a time.
+    if bits == 4 && k % UNIT as i32 != 0 {
         return Ok(None);
     }
     if n <= 0 || k <= 0 || k % group_size != 0 || w.dim(1) * (32 / bits) != k || !fits(scales) || !fits(biases) || n >= 1 << 24 || k >= 1 << 24
@@ -62,11 +61,17 @@ pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Ar
     Ok(Some(if out_dtype == Dtype::Float32 { y } else { y.astype(out_dtype)? }))
 }
 
-/// Above this many rows of `x` (prompts, large batches) the exact kernel is
-/// as fast: it dequantizes each group once for all rows, while here every row
-/// pays its own integer-to-float reduction per group
-/// (`npm run bench -- --sampling`, `benchmark/RESULTS-sampling.md`).
-const MAX_ROWS: usize = 8;
+/// Up to this many rows of `x` (decode, small batches) the vector paths unpack
+/// a tile's weights once for all rows and sum each row's products across the
+/// vector afterwards; more rows (prompts) take the prompt path
+/// (`x86::prompt_*`), which first lays the tile's weights out column per lane.
+/// Both give the portable path's bits, which treats each row alone, so a row's
+/// result does not depend on how many rows came with it (batch invariance: the
+/// last row of a prompt gets the decode step's bits).
+const ROWS: usize = 8;
+/// Rows of `x` the prompt path runs against every tile before the next rows
+/// (their quantized values stay in L2: 128 KiB at `k` = 1024).
+const CHUNK: usize = 64;
 
 /// Output columns per tile (one vector lane each).
 const TILE: usize = 8;
@@ -119,7 +124,6 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
         && matches!(group_size, 32 | 64 | 128)
         && k % group_size == 0
         && x.len() % k == 0
-        && x.len() / k <= MAX_ROWS
         && out.len() == x.len() / k * n
         && w.len() == n * k * bits / 32
         && scales.len() == n * (k / group_size)
@@ -132,8 +136,7 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
     let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) };
     let m = x.len() / k;
     let groups = k / group_size;
-    SCRATCH.with(|scratch| {
-        let (xq, xd, xsum) = &mut *scratch.borrow_mut();
+    let mut compute = |(xq, xd, xsum): &mut Scratch| {
         xq.resize(2 * m * k, 0);
         xd.resize(m * groups, 0.0);
         xsum.resize(m * groups, 0.0);
@@ -142,15 +145,25 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
         let out_ptr = OutPtr(out.as_mut_ptr());
         let isa = Isa::detect();
         par_ranges(n.div_ceil(TILE), m * n * k >= PARALLEL_MIN, |tiles| run_tiles(&p, tiles, out_ptr, isa));
-    });
+    };
+    if m <= ROWS {
+        SCRATCH.with(|scratch| compute(&mut scratch.borrow_mut()));
+    } else {
+        // A prompt's rows: allocated per call (cheap next to its work), so that a long prompt
+        // does not leave megabytes held by each thread.
+        compute(&mut Default::default());
+    }
 };
 
+/// The quantized rows of `x`, their scales and sums (`quantize_rows`).
+type Scratch = (Vec<i8>, Vec<f32>, Vec<f32>);
+
 thread_local! {
-    /// The quantized rows of `x` (`quantize_rows`), kept per thread from call
-    /// to call: a decode step makes about 200 of these calls, and allocating
-    /// them each time showed up as malloc lock contention with the thread
-    /// building the next graph.
-    static SCRATCH: std::cell::RefCell<(Vec<i8>, Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    /// The quantized rows of a decode step's or small batch's `x`, kept per
+    /// thread from call to call: a decode step makes about 200 of these
+    /// calls, and allocating them each time showed up as malloc lock
+    /// contention with the thread building the next graph.
+    static SCRATCH: std::cell::RefCell<Scratch> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
 /// Each row's groups as two 8-bit parts: with `d = max|x| / 127`,
@@ -245,7 +258,7 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::cpu::math::has_avx2;
-            if has_avx2() && is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
+            if has_avx2() && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
                 return Isa::Avx512Vnni;
             }
             if has_avx2() && is_x86_feature_detected!("avxvnni") {
@@ -270,7 +283,7 @@ impl Isa {
                 if is_x86_feature_detected!("avxvnni") {
                     v.push(Isa::AvxVnni);
                 }
-                if is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
+                if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
                     v.push(Isa::Avx512Vnni);
                 }
             }
@@ -284,6 +297,15 @@ fn run_tiles(p: &Problem, tiles: Range<usize>, out: OutPtr, isa: Isa) {
         Isa::Scalar => scalar_tiles(p, tiles, out),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::detect` (or the tests' `available`) chose it: the CPU has AVX2.
+        Isa::Avx2 if p.m > ROWS => unsafe { x86::prompt_avx2(p, tiles, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above: the CPU has AVX2 and AVX-VNNI.
+        Isa::AvxVnni if p.m > ROWS => unsafe { x86::prompt_avxvnni(p, tiles, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above: the CPU has AVX2, AVX-512 VNNI and AVX-512 VL.
+        Isa::Avx512Vnni if p.m > ROWS => unsafe { x86::prompt_avx512(p, tiles, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above: the CPU has AVX2.
         Isa::Avx2 => unsafe { x86::tiles_avx2(p, tiles, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above: the CPU has AVX2 and AVX-VNNI.
@@ -330,7 +352,7 @@ mod x86 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
-    use super::{OutPtr, Problem, BLOCK, MAX_ROWS, TILE, UNIT};
+    use super::{OutPtr, Problem, BLOCK, CHUNK, ROWS, TILE, UNIT};
 
     /// `acc` plus the dot products of 4-byte runs of `w` (u8) and `x` (i8),
     /// per i32 lane, with AVX2 only: `vpmaddubsw` + `vpmaddwd` for 2- and
@@ -345,6 +367,21 @@ mod x86 {
         let lo = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(w)), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(x)));
         let hi = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(w)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(x)));
         _mm256_add_epi32(acc, _mm256_add_epi32(lo, hi))
+    }
+
+    /// As `dot_avx2`, with each i32 lane `c` the sum over bytes `4c..4c + 4`
+    /// only (the prompt path keeps a column per lane); `dot_avx2` is already
+    /// that for 2- and 4-bit weights, and 8-bit ones are split into their even
+    /// and odd bytes.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn dot_lanes_avx2(acc: __m256i, w: __m256i, x: __m256i, bits: usize) -> __m256i {
+        if bits < 8 {
+            return dot_avx2(acc, w, x, bits);
+        }
+        let (we, wo) = (_mm256_and_si256(w, _mm256_set1_epi16(0x00FF)), _mm256_srli_epi16::<8>(w));
+        let (xe, xo) = (_mm256_srai_epi16::<8>(_mm256_slli_epi16::<8>(x)), _mm256_srai_epi16::<8>(x));
+        _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(we, xe), _mm256_madd_epi16(wo, xo)))
     }
 
     /// As `dot_avx2`, in one `vpdpbusd` (AVX-VNNI).
@@ -399,6 +436,56 @@ mod x86 {
         [_mm256_permute2x128_si256::<0x20>(a, b), _mm256_permute2x128_si256::<0x31>(a, b)]
     }
 
+    /// The 8 x 8 transpose of eight vectors as 32-bit elements: element `j`
+    /// of vector `c` becomes element `c` of vector `j`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn transpose(v: [__m256i; TILE]) -> [__m256i; TILE] {
+        let t: [__m256i; TILE] = std::array::from_fn(|i| {
+            let (a, b) = (v[i / 2 * 2], v[i / 2 * 2 + 1]);
+            if i % 2 == 0 {
+                _mm256_unpacklo_epi32(a, b)
+            } else {
+                _mm256_unpackhi_epi32(a, b)
+            }
+        });
+        // u[4h + e]: elements e and e + 4 of columns 4h..4h + 4.
+        let u: [__m256i; TILE] = std::array::from_fn(|i| {
+            let (h, e) = (i / 4, i % 4);
+            let (a, b) = (t[4 * h + e / 2], t[4 * h + 2 + e / 2]);
+            if e % 2 == 0 {
+                _mm256_unpacklo_epi64(a, b)
+            } else {
+                _mm256_unpackhi_epi64(a, b)
+            }
+        });
+        std::array::from_fn(
+            |j| if j < 4 { _mm256_permute2x128_si256::<0x20>(u[j], u[4 + j]) } else { _mm256_permute2x128_si256::<0x31>(u[j - 4], u[j]) },
+        )
+    }
+
+    /// The prompt path's order of a row's 4-byte elements (of the quantized
+    /// `x`, in `super::position` order): by group, so that a group's products
+    /// are summed apart from the next group's (4-bit groups of 32 share their
+    /// units). Returns each element's slot and, per slot, the element's byte
+    /// offset in the row.
+    fn element_order(k: usize, gs: usize, bits: usize) -> (Vec<usize>, Vec<usize>) {
+        let order = super::positions(bits);
+        let mut index_at = [0usize; UNIT];
+        for (i, &at) in order.iter().enumerate() {
+            index_at[at] = i;
+        }
+        // The 4 bytes of an element lie in one group for every width.
+        let group = |e: usize| (e * 4 / UNIT * UNIT + index_at[e * 4 % UNIT]) / gs;
+        let mut by_group: Vec<usize> = (0..k / 4).collect();
+        by_group.sort_by_key(|&e| (group(e), e));
+        let mut slots = vec![0; k / 4];
+        for (slot, &e) in by_group.iter().enumerate() {
+            slots[e] = slot;
+        }
+        (slots, by_group.iter().map(|e| e * 4).collect())
+    }
+
     /// Adds one group's integer sums `isum` (eight columns) to a row's float
     /// sums, in the portable path's order.
     #[target_feature(enable = "avx2")]
@@ -426,7 +513,7 @@ mod x86 {
                 let per_col = step / BLOCK;
                 // Cache lines in a tile's rows.
                 let lines = (TILE * rw * 4).div_ceil(64);
-                let mut acc = [_mm256_setzero_ps(); MAX_ROWS];
+                let mut acc = [_mm256_setzero_ps(); ROWS];
                 let acc = &mut acc[..p.m];
                 // The tile's unpacked step: [column][vector].
                 let mut wb = [_mm256_setzero_si256(); TILE * 4];
@@ -515,9 +602,189 @@ mod x86 {
             }
         };
     }
+
+    /// The prompt path, once per instruction set on 256-bit vectors (AVX-512
+    /// has its own, `prompt_avx512`).
+    macro_rules! prompt {
+        ($prompt:ident, $features:literal, $lane_dot:ident) => {
+            /// The prompt path (more than `ROWS` rows): per `CHUNK` rows and
+            /// tile, the tile's weights are unpacked once into `element_order`'s
+            /// slots, each vector holding one 4-byte element of each of the
+            /// eight columns (a column per lane); each row then multiplies
+            /// them by its own element broadcast, so that the integer sums
+            /// come out a column per lane, with no sum across the vector.
+            /// Rows go four at a time (eight independent integer sums).
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $prompt(p: &Problem, tiles: Range<usize>, out: OutPtr) {
+                #[target_feature(enable = $features)]
+                #[inline]
+                unsafe fn rows<const R: usize>(p: &Problem, m0: usize, n0: usize, wt: &[__m256i], sb: &[[__m256; 2]], offs: &[usize], out: OutPtr) {
+                    let (groups, per_group) = (p.groups(), p.group_size / 4);
+                    let xh: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 0).as_ptr());
+                    let xl: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 1).as_ptr());
+                    let bcast = |x: *const i8, o: usize| _mm256_set1_epi32(x.add(o).cast::<i32>().read_unaligned());
+                    let mut acc = [_mm256_setzero_ps(); R];
+                    for (g, &[scale, bias]) in sb.iter().enumerate() {
+                        let (mut hi, mut lo) = ([_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R]);
+                        for v in g * per_group..(g + 1) * per_group {
+                            let (w, o) = (*wt.get_unchecked(v), *offs.get_unchecked(v));
+                            for r in 0..R {
+                                hi[r] = $lane_dot(hi[r], w, bcast(xh[r], o), p.bits);
+                                lo[r] = $lane_dot(lo[r], w, bcast(xl[r], o), p.bits);
+                            }
+                        }
+                        for r in 0..R {
+                            let isum = _mm256_add_epi32(_mm256_slli_epi32::<8>(hi[r]), lo[r]);
+                            let at = (m0 + r) * groups + g;
+                            add_group(&mut acc[r], isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
+                        }
+                    }
+                    for (r, a) in acc.iter().enumerate() {
+                        let mut lanes = [0f32; TILE];
+                        _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+                        for (c, &v) in lanes.iter().enumerate() {
+                            if n0 + c < p.n {
+                                *out.0.add((m0 + r) * p.n + n0 + c) = v;
+                            }
+                        }
+                    }
+                }
+
+                let (rw, groups) = (p.row_words(), p.groups());
+                let (slots, offs) = element_order(p.k, p.group_size, p.bits);
+                let mut wt = vec![_mm256_setzero_si256(); p.k / 4];
+                let mut sb = vec![[_mm256_setzero_ps(); 2]; groups];
+                for r0 in (0..p.m).step_by(CHUNK) {
+                    let end = (r0 + CHUNK).min(p.m);
+                    for tile in tiles.clone() {
+                        let n0 = tile * TILE;
+                        let rows_w: [*const u32; TILE] = std::array::from_fn(|c| p.w.as_ptr().add((n0 + c).min(p.n - 1) * rw));
+                        for b in 0..p.k / BLOCK {
+                            let v: [__m256i; TILE] = std::array::from_fn(|c| match p.bits {
+                                4 => unpack_unit4(rows_w[c], b / 2)[b % 2],
+                                bits => unpack_block(rows_w[c], bits, b),
+                            });
+                            for (j, t) in transpose(v).into_iter().enumerate() {
+                                *wt.get_unchecked_mut(slots[b * TILE + j]) = t;
+                            }
+                        }
+                        let offs_g: [i32; TILE] = std::array::from_fn(|c| ((n0 + c).min(p.n - 1) * groups) as i32);
+                        let g_off = _mm256_loadu_si256(offs_g.as_ptr().cast());
+                        for (g, v) in sb.iter_mut().enumerate() {
+                            *v = [
+                                _mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off),
+                                _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off),
+                            ];
+                        }
+                        let mut m = r0;
+                        while m < end {
+                            if end - m >= 4 {
+                                rows::<4>(p, m, n0, &wt, &sb, &offs, out);
+                                m += 4;
+                            } else {
+                                rows::<1>(p, m, n0, &wt, &sb, &offs, out);
+                                m += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    /// The prompt path on AVX-512 VNNI: as `prompt_*` above, with a row's two
+    /// parts in one 512-bit vector: lane `2c` sums column `c`'s products with
+    /// `hi`, lane `2c + 1` with `lo` (each weight element in both lanes, and the
+    /// row's `hi` and `lo` elements side by side, broadcast as one 8-byte
+    /// value), so that one `vpdpbusd` and one load do what two of each do on
+    /// 256 bits. Eight rows at a time.
+    #[target_feature(enable = "avx2,avx512f,avx512vnni,avx512vl")]
+    pub(super) unsafe fn prompt_avx512(p: &Problem, tiles: Range<usize>, out: OutPtr) {
+        /// Rows `m0..m0 + R` of the chunk's interleaved `x` (`xi`, from row `c0`).
+        #[target_feature(enable = "avx2,avx512f,avx512vnni,avx512vl")]
+        #[inline]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn rows<const R: usize>(p: &Problem, m0: usize, c0: usize, n0: usize, wt: &[__m512i], sb: &[[__m256; 2]], xi: &[u64], out: OutPtr) {
+            let (groups, per_group, per_row) = (p.groups(), p.group_size / 4, p.k / 4);
+            let mut acc = [_mm256_setzero_ps(); R];
+            for (g, &[scale, bias]) in sb.iter().enumerate() {
+                let mut s = [_mm512_setzero_si512(); R];
+                for v in g * per_group..(g + 1) * per_group {
+                    let w = *wt.get_unchecked(v);
+                    for (r, sr) in s.iter_mut().enumerate() {
+                        let x = *xi.get_unchecked((m0 - c0 + r) * per_row + v);
+                        *sr = _mm512_dpbusd_epi32(*sr, w, _mm512_set1_epi64(x as i64));
+                    }
+                }
+                for (r, (a, sr)) in acc.iter_mut().zip(&s).enumerate() {
+                    // Lane 2c: 256 * hi + lo (lane 2c + 1 shifted down), then the even lanes.
+                    let isum = _mm512_cvtepi64_epi32(_mm512_add_epi32(_mm512_slli_epi32::<8>(*sr), _mm512_srli_epi64::<32>(*sr)));
+                    let at = (m0 + r) * groups + g;
+                    add_group(a, isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
+                }
+            }
+            for (r, a) in acc.iter().enumerate() {
+                let mut lanes = [0f32; TILE];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+                for (c, &v) in lanes.iter().enumerate() {
+                    if n0 + c < p.n {
+                        *out.0.add((m0 + r) * p.n + n0 + c) = v;
+                    }
+                }
+            }
+        }
+
+        let (rw, groups, per_row) = (p.row_words(), p.groups(), p.k / 4);
+        let (slots, offs) = element_order(p.k, p.group_size, p.bits);
+        let twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+        let mut wt = vec![_mm512_setzero_si512(); per_row];
+        let mut sb = vec![[_mm256_setzero_ps(); 2]; groups];
+        let mut xi = vec![0u64; CHUNK * per_row];
+        for r0 in (0..p.m).step_by(CHUNK) {
+            let end = (r0 + CHUNK).min(p.m);
+            for m in r0..end {
+                let (h, l) = (p.xq(m, 0).as_ptr(), p.xq(m, 1).as_ptr());
+                for (v, &o) in offs.iter().enumerate() {
+                    let (h, l) = (h.add(o).cast::<u32>().read_unaligned(), l.add(o).cast::<u32>().read_unaligned());
+                    *xi.get_unchecked_mut((m - r0) * per_row + v) = h as u64 | (l as u64) << 32;
+                }
+            }
+            for tile in tiles.clone() {
+                let n0 = tile * TILE;
+                let rows_w: [*const u32; TILE] = std::array::from_fn(|c| p.w.as_ptr().add((n0 + c).min(p.n - 1) * rw));
+                for b in 0..p.k / BLOCK {
+                    let v: [__m256i; TILE] = std::array::from_fn(|c| match p.bits {
+                        4 => unpack_unit4(rows_w[c], b / 2)[b % 2],
+                        bits => unpack_block(rows_w[c], bits, b),
+                    });
+                    for (j, t) in transpose(v).into_iter().enumerate() {
+                        *wt.get_unchecked_mut(slots[b * TILE + j]) = _mm512_permutexvar_epi32(twice, _mm512_castsi256_si512(t));
+                    }
+                }
+                let offs_g: [i32; TILE] = std::array::from_fn(|c| ((n0 + c).min(p.n - 1) * groups) as i32);
+                let g_off = _mm256_loadu_si256(offs_g.as_ptr().cast());
+                for (g, v) in sb.iter_mut().enumerate() {
+                    *v = [_mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off), _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off)];
+                }
+                let mut m = r0;
+                while m < end {
+                    if end - m >= 8 {
+                        rows::<8>(p, m, r0, n0, &wt, &sb, &xi, out);
+                        m += 8;
+                    } else {
+                        rows::<1>(p, m, r0, n0, &wt, &sb, &xi, out);
+                        m += 1;
+                    }
+                }
+            }
+        }
+    }
+
     tiles!(tiles_avx2, "avx2", dot_avx2);
     tiles!(tiles_avxvnni, "avx2,avxvnni", dot_avxvnni);
     tiles!(tiles_avx512vnni, "avx2,avx512vnni,avx512vl", dot_avx512vnni);
+    prompt!(prompt_avx2, "avx2", dot_lanes_avx2);
+    prompt!(prompt_avxvnni, "avx2,avxvnni", dot_avxvnni);
 }
 
 #[cfg(test)]
@@ -604,6 +871,36 @@ mod tests {
             assert!(worst(&rounded) <= 2e-6, "case {i}: {} from MLX on the rounded x", worst(&rounded));
             // About 15-bit activations: here up to 0.0035% of the largest output.
             assert!(worst(&exact) <= 1e-4, "case {i}: {} from MLX's exact result", worst(&exact));
+        }
+    }
+
+    /// Prompts: any number of rows, each with the bits it gets alone (the
+    /// portable path on that one row), on every path; a row with a NaN or an
+    /// infinity is NaN and leaves its row tile's other rows alone.
+    #[test]
+    fn a_rows_result_does_not_depend_on_the_rows_with_it() {
+        // Row counts around and across row tiles (a partial tile after a full one, whole tiles,
+        // SmolLM2's benchmark prompt), with each width.
+        let cases = [(9, 128, 20, 64, 4), (17, 96, 12, 32, 8), (64, 128, 9, 128, 2), (380, 64, 17, 32, 4)];
+        for (i, &(m, k, n, gs, bits)) in cases.iter().enumerate() {
+            let Data { mut x, w, s, b, .. } = problem_data(m, k, n, gs, bits, 20 + i as u64);
+            let (m, k, n, gs, bits) = (m as usize, k as usize, n as usize, gs as usize, bits as usize);
+            // Row 10 of the second tile (where there is one) gets a NaN, the last row an infinity.
+            let bad = [10.min(m - 2), m - 1];
+            x[bad[0] * k + 3] = f32::NAN;
+            x[bad[1] * k + k / 2] = f32::INFINITY;
+            let alone: Vec<f32> = x.chunks_exact(k).flat_map(|row| run(Isa::Scalar, row, &w, &s, &b, (1, k, n, gs, bits))).collect();
+            for isa in Isa::available() {
+                let got = run(isa, &x, &w, &s, &b, (m, k, n, gs, bits));
+                for (r, (g, a)) in got.chunks_exact(n).zip(alone.chunks_exact(n)).enumerate() {
+                    if bad.contains(&r) {
+                        assert!(g.iter().chain(a).all(|v| v.is_nan()), "case {i}, {isa:?}: row {r} of {m} is not NaN");
+                    } else {
+                        let same = g.iter().zip(a).all(|(g, a)| g.is_finite() && g.to_bits() == a.to_bits());
+                        assert!(same, "case {i}, {isa:?}: row {r} of {m} differs from that row alone");
+                    }
+                }
+            }
         }
     }
 
