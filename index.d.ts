@@ -217,9 +217,16 @@ export interface GenerationChunk {
 }
 
 export interface PromptCacheOptions {
-  /** A rotating cache of this many positions (MLX-LM's RotatingKVCache, 4 kept at the start). */
+  /**
+   * A rotating cache of this many positions (MLX-LM's RotatingKVCache, 4 kept at the start).
+   * Ignored by models that make their own caches (sliding-window, convolution or recurrent
+   * layers), as in MLX-LM.
+   */
   maxKvSize?: number;
-  /** Quantize keys and values to 2, 3, 4, 5, 6 or 8 bits (MLX-LM's QuantizedKVCache). */
+  /**
+   * Quantize keys and values to 2, 3, 4, 5, 6 or 8 bits (MLX-LM's QuantizedKVCache).
+   * INVALID_ARGUMENT on a model with sliding-window layers (MLX-LM cannot quantize their caches).
+   */
   kvBits?: number;
   /** 32, 64 (default) or 128; must divide the model's head size. */
   kvGroupSize?: number;

@@ -44,6 +44,32 @@ const CHAT2 = [
   { role: 'user', content: 'Another, please.' },
 ];
 
+const QUANTIZED = ['qwen3-moe-bf16-q8', 'phi3-bf16-q8', 'gpt-oss-bf16-q8', 'smollm3-bf16-q8', 'smollm3-bf16-q4', 'ministral3-bf16-q8',
+  'ministral3-bf16-q4', 'lfm2-bf16-q8', 'qwen3_5-bf16-q8', 'qwen3_5-moe-bf16-q8', 'gemma4-q8', 'gemma4-moe-bf16-q8'];
+
+// The prompt-cache kinds (createPromptCache's options, MLX-LM's generate_step(max_kv_size=,
+// kv_bits=, kv_group_size=, quantized_kv_start=)), per family: a two-turn conversation on one
+// cache, the second turn continuing the first's tokens (EXT after them).
+// - maxKvSize 16: past it during the first turn. Qwen3-MoE, Phi-3 and SmolLM3 get MLX-LM's
+//   RotatingKVCache(16, keep 4) on every layer; the families whose MLX-LM model makes its own
+//   caches (make_cache: sliding-window, convolution and recurrent layers) keep them, as
+//   make_prompt_cache ignores max_kv_size for them.
+// - kvBits 4 from position 8, groups of 32: on the fixtures with 32-wide heads (MLX quantizes in
+//   groups of 32 at least along the head), each KVCache layer becomes a QuantizedKVCache; LFM2's
+//   and Qwen3.5's convolution and recurrent layers stay as they are (no to_quantized).
+// - kvBits on a model with sliding-window layers: MLX-LM raises (RotatingKVCache has no quantized
+//   form), so createPromptCache refuses it.
+const EXT = [11, 847, 2000, 3000, 4000];
+const ROTATING = { maxKvSize: 16 };
+const QUANTIZED_KV = { kvBits: 4, kvGroupSize: 32, quantizedKvStart: 8 };
+const CACHE_KINDS = [
+  ...['gemma3-f32', 'qwen3-moe-f32', 'phi3-f32', 'gpt-oss-f32', 'smollm3-f32', 'ministral3-f32', 'lfm2-f32', 'qwen3_5-f32', 'qwen3_5-moe-f32',
+    'gemma4-f32', 'gemma4-moe-f32'].map((m) => ({ m, cache: ROTATING })),
+  ...['qwen3-moe-h32', 'phi3-h32', 'smollm3-h32', 'lfm2-h32', 'qwen3_5-h32'].map((m) => ({ m, cache: QUANTIZED_KV })),
+];
+const NO_QUANTIZED_KV = ['gemma3-f32', 'gpt-oss-f32', 'ministral3-f32', 'gemma4-f32'];
+const cacheTurns = [{ input: STR, options: { maxTokens: 16 } }, { extend: EXT, options: { maxTokens: 12 } }];
+
 const cases = [];
 for (const m of ['gemma3-f32', 'gemma3-bf16-q4', 'gemma3-q8']) {
   cases.push({ m, label: 'greedy, prompt shorter than the window', input: SHORT, options: { maxTokens: 24 } });
@@ -122,6 +148,12 @@ for (const m of ['gemma4-moe-f32', 'gemma4-moe-bf16-q4']) {
   cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 14 } });
 }
 cases.push({ m: 'gemma4-f32', label: 'greedy, prompt longer than one prefill step', input: LONG, options: { maxTokens: 16 } });
+// 8 bits for every family (convert -q --q-bits 8, bfloat16 elsewhere; the families' quant
+// predicates keep their choices), and 4 bits for the two above without it.
+for (const m of QUANTIZED) {
+  cases.push({ m, label: 'greedy, prompt past the window', input: STR, options: { maxTokens: 24 } });
+  cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 15 } });
+}
 cases.push({ m: 'gemma4-vlm', label: 'greedy, chat (text model of a gemma4 checkpoint)', input: CHAT, options: { maxTokens: 24 } });
 
 // The fixtures carry other families' tokenizers (Gemma 3's, Qwen3's) and so their templates:
@@ -189,6 +221,7 @@ let cached;
 let cachedLfm2;
 let cachedQwen35;
 let cachedGemma4;
+let kindRefs;
 test.before(async () => {
   const f = fixtures();
   const dir = (name) => f.fixtures[name].path;
@@ -230,12 +263,15 @@ test.before(async () => {
       cache: {},
       turns: [{ input: CHAT, options: { maxTokens: 12 } }, { extend: STR, options: { maxTokens: 12 } }],
     },
+    ...CACHE_KINDS.map((k) => ({ mode: 'cached', model: dir(k.m), cache: k.cache, turns: cacheTurns })),
+    ...NO_QUANTIZED_KV.map((m) => ({ mode: 'cached', model: dir(m), cache: { kvBits: 8, kvGroupSize: 32, quantizedKvStart: 0 }, turns: cacheTurns })),
   ]);
   for (const t of TEMPLATED) {
     t.refs = all.splice(0, t.conversations.length);
     if (t.rejected) t.rejectedRef = all.shift();
     if (t.variantOf === undefined && t.via === undefined) t.chatRef = all.shift();
   }
+  kindRefs = all.splice(all.length - CACHE_KINDS.length - NO_QUANTIZED_KV.length);
   refs = all.slice(0, cases.length);
   templates = all.slice(cases.length, cases.length + 2);
   cached = all[cases.length + 2];
@@ -285,6 +321,39 @@ for (let i = 0; i < cases.length; i++) {
     assertSameGeneration(got, refs[i], `${c.m} ${c.label}`);
   });
 }
+
+CACHE_KINDS.forEach(({ m, cache: options }, i) => {
+  const kind = options.maxKvSize ? `maxKvSize ${options.maxKvSize}` : `kvBits ${options.kvBits} from position ${options.quantizedKvStart}`;
+  test(`${m}: a conversation on a cache with ${kind} equals MLX-LM's generate_step with the same arguments`, async () => {
+    const ref = kindRefs[i];
+    assert.ok(!ref.error, ref.error);
+    const lm = await model(m);
+    const cache = lm.createPromptCache(options);
+    const first = await lm.generate(STR, { ...cacheTurns[0].options, promptCache: cache });
+    assert.deepEqual(first.tokens, ref.turns[0].tokens, `${m} ${kind}: first turn`);
+    assert.deepEqual(cache.tokens, ref.turns[1].input.slice(0, -EXT.length));
+    const second = await lm.generate([...cache.tokens, ...EXT], { ...cacheTurns[1].options, promptCache: cache });
+    assert.deepEqual(second.tokens, ref.turns[1].tokens, `${m} ${kind}: second turn`);
+    assert.equal(second.cachedTokens, ref.turns[1].cachedTokens);
+    assert.ok(new Set([...first.tokens, ...second.tokens]).size >= 6, `${m} ${kind}: degenerate reference`);
+    if (options.kvBits) assert.ok(ref.classes.includes('QuantizedKVCache'), ref.classes.join());
+    cache.dispose();
+  });
+});
+
+test('kvBits on a model with sliding-window layers is INVALID_ARGUMENT, where MLX-LM raises', async () => {
+  NO_QUANTIZED_KV.forEach((m, i) => {
+    const ref = kindRefs[CACHE_KINDS.length + i];
+    assert.equal(ref.errorType, 'NotImplementedError', `${m}: ${ref.error}`);
+    assert.match(ref.error, /RotatingKVCache Quantization NYI/);
+  });
+  for (const m of NO_QUANTIZED_KV) {
+    const x = await model(m);
+    expectThrow(() => x.createPromptCache({ kvBits: 8, kvGroupSize: 32, quantizedKvStart: 0 }), 'INVALID_ARGUMENT', /sliding-window layers/, m);
+    // MLX-LM's default start (5000) too: it would raise there.
+    expectThrow(() => x.createPromptCache({ kvBits: 4 }), 'INVALID_ARGUMENT', /sliding-window layers/, m);
+  }
+});
 
 test('gemma3: the model reports its family', async () => {
   const info = (await model('gemma3-f32')).info;

@@ -123,7 +123,7 @@ const LONG_OPTIONS = [
 // sampled case each (top-p/min-p or top-k/XTC/penalties, alternating; top-p sorts the
 // whole vocabulary every step, which is slow on a CPU on both sides).
 const OTHERS = ['llama-f32', 'qwen2-f32', 'qwen3-bf16', 'qwen3-q4', 'qwen3-q8', 'qwen3-q4-mixed', 'qwen3-sharded', 'mistral-f32', 'llama-linear',
-  'llama-dynamic', 'qwen3-f16', 'qwen3-bf16-q4', 'qwen3-bf16-q6'];
+  'llama-dynamic', 'qwen3-f16', 'qwen3-bf16-q4', 'qwen3-bf16-q6', 'qwen3-nvfp4', 'qwen3-mxfp8'];
 OTHERS.forEach((name, i) => {
   const seed = 31 + i;
   add('greedy, string', name, STR, { maxTokens: 32 });

@@ -190,6 +190,31 @@ test('tools reach the chat template (the prompt counts them)', async () => {
   assert.equal(r2.usage.prompt_tokens, m.encode(text, { addSpecialTokens: false }).length);
 });
 
+// mlx_lm.server passes chat_template_kwargs to apply_chat_template as keyword arguments: here
+// enable_thinking through its option, every other key as a template variable.
+test('chat_template_kwargs reach the chat template (enable_thinking as its option, the rest as variables)', async () => {
+  const m = await model(M);
+  const count = (o) => m.encode(m.applyChatTemplate(CHAT, { addGenerationPrompt: true, ...o }), { addSpecialTokens: false }).length;
+  const r = await srv.client.chat.completions.create({ model: M, messages: CHAT, max_tokens: 2, chat_template_kwargs: { enable_thinking: false } });
+  // Qwen3's template adds an empty <think></think> block when thinking is off.
+  assert.equal(r.usage.prompt_tokens, count({ enableThinking: false }));
+  assert.notEqual(count({ enableThinking: false }), count({}));
+  const seen = [];
+  const wrapped = scripted(m, ['ok']);
+  wrapped.applyChatTemplate = (messages, o) => {
+    seen.push(o);
+    return m.applyChatTemplate(messages, o);
+  };
+  const { client, base } = await start({ model: wrapped, modelId: 'k' });
+  const kwargs = { enable_thinking: true, reasoning_effort: 'high', custom: { list: [1, 2] } };
+  await client.chat.completions.create({ model: 'k', messages: CHAT, chat_template_kwargs: kwargs });
+  assert.deepEqual(seen.at(-1), { addGenerationPrompt: true, tools: undefined, enableThinking: true, variables: { reasoning_effort: 'high', custom: { list: [1, 2] } } });
+  const bad = (k) => raw(base, 'POST', '/v1/chat/completions', { messages: CHAT, chat_template_kwargs: k });
+  for (const k of ['high', [1], { enable_thinking: 'yes' }, { tools: [] }, { add_generation_prompt: false }]) {
+    assert.equal(assertOpenAIError(await bad(k), 400).param, 'chat_template_kwargs', JSON.stringify(k));
+  }
+});
+
 // A model whose replies are scripted (the fixtures' random weights never call a tool):
 // the HTTP side of tool calls and reasoning, through the official client.
 function scripted(base, replies) {

@@ -290,6 +290,20 @@ QWEN3_5_MOE = dict(QWEN3_5_TEXT, model_type="qwen3_5_moe", architectures=["Qwen3
                    shared_expert_intermediate_size=64, norm_topk_prob=True, tie_word_embeddings=True,
                    eos_token_id=IM_END, torch_dtype="float32", transformers_version="4.57.0")
 
+# Heads 32 wide: MLX quantizes keys and values in groups of 32 at least along the head, so the
+# quantized prompt caches (kvBits) of the families whose MLX-LM caches take them (every layer a
+# KVCache, or KVCache layers beside ArraysCache ones) run on these. Phi-3 and LFM2 derive the head
+# size (hidden / heads): two query heads over one KV head; Phi-3's 24 rotated features take 12
+# LongRoPE factors.
+QWEN3_MOE_H32 = dict(QWEN3_MOE, head_dim=32)
+PHI3_H32 = dict(PHI3, num_attention_heads=2, num_key_value_heads=1,
+                rope_scaling={"type": "longrope", "long_factor": [1.0 + 0.25 * i for i in range(12)],
+                              "short_factor": [1.0 + 0.05 * i for i in range(12)]})
+SMOLLM3_H32 = dict(SMOLLM3, head_dim=32)
+LFM2_H32 = dict(LFM2, num_attention_heads=2, num_key_value_heads=1)
+QWEN3_5_H32 = dict(QWEN3_5, text_config=dict(QWEN3_5_TEXT, head_dim=32, rope_parameters=dict(
+    QWEN3_5_TEXT["rope_parameters"], mrope_section=[2, 1, 1])))
+
 DEMO = dict(
     QWEN3,
     hidden_size=256,
@@ -318,6 +332,11 @@ RANDOM_FIXTURES = [
     ("lfm2-f32", LFM2, 15),
     ("qwen3_5-f32", QWEN3_5, 16),
     ("qwen3_5-moe-f32", QWEN3_5_MOE, 17),
+    ("qwen3-moe-h32", QWEN3_MOE_H32, 18),
+    ("phi3-h32", PHI3_H32, 19),
+    ("smollm3-h32", SMOLLM3_H32, 20),
+    ("lfm2-h32", LFM2_H32, 21),
+    ("qwen3_5-h32", QWEN3_5_H32, 22),
 ]
 # (name, config, first seed, tokenizer): families with their own tokenizer.
 FAMILY_FIXTURES = [
@@ -815,6 +834,11 @@ def main():
         ("gemma4-bf16-q4", lambda: make_quantized(out, "gemma4-bf16-q4", out / "gemma4-f32", gemma_dir, 4, dtype="bfloat16")),
         ("gemma4-moe-bf16-q4", lambda: make_quantized(out, "gemma4-moe-bf16-q4", out / "gemma4-moe-f32", gemma_dir, 4,
                                                       dtype="bfloat16")),
+        # convert -q --q-bits 8: float32 elsewhere for the dense model (in bfloat16 this fixture's
+        # greedy output repeats 6 tokens), bfloat16 for the MoE one, as MLX-community's.
+        ("gemma4-q8", lambda: make_quantized(out, "gemma4-q8", out / "gemma4-f32", gemma_dir, 8)),
+        ("gemma4-moe-bf16-q8", lambda: make_quantized(out, "gemma4-moe-bf16-q8", out / "gemma4-moe-f32", gemma_dir, 8,
+                                                      dtype="bfloat16")),
     ]:
         t = time.perf_counter()
         make()
@@ -863,6 +887,19 @@ def main():
         ("qwen3-bf16-q4", lambda: make_quantized(out, "qwen3-bf16-q4", out / "qwen3-bf16", tok_dir, 4)),
         # 6 bits (also published by MLX-community) run re-packed at 8 bits on the CPU.
         ("qwen3-bf16-q6", lambda: make_quantized(out, "qwen3-bf16-q6", out / "qwen3-bf16", tok_dir, 6)),
+        # MLX's other floating-point modes (`convert -q --q-mode nvfp4 / mxfp8`: groups of 16 with
+        # 8-bit float scales, groups of 32 with power-of-two scales), every layer.
+        ("qwen3-nvfp4", lambda: make_quantized(out, "qwen3-nvfp4", out / "qwen3-bf16", tok_dir, None, mode="nvfp4")),
+        ("qwen3-mxfp8", lambda: make_quantized(out, "qwen3-mxfp8", out / "qwen3-bf16", tok_dir, None, mode="mxfp8")),
+        # 8 bits for every family (4 bits above; GPT-OSS's MXFP4 too), and 4 bits for the two left.
+        *[(name, (lambda name=name, src=src, bits=bits: make_quantized(out, name, out / src, tok_dir, bits,
+                                                                        dtype="bfloat16")))
+          for name, src, bits in [
+              ("qwen3-moe-bf16-q8", "qwen3-moe-f32", 8), ("phi3-bf16-q8", "phi3-f32", 8),
+              ("gpt-oss-bf16-q8", "gpt-oss-f32", 8), ("smollm3-bf16-q8", "smollm3-f32", 8),
+              ("smollm3-bf16-q4", "smollm3-f32", 4), ("ministral3-bf16-q8", "ministral3-f32", 8),
+              ("ministral3-bf16-q4", "ministral3-f32", 4), ("lfm2-bf16-q8", "lfm2-f32", 8),
+              ("qwen3_5-bf16-q8", "qwen3_5-f32", 8), ("qwen3_5-moe-bf16-q8", "qwen3_5-moe-f32", 8)]],
     ]
     for name, make in derived:
         t = time.perf_counter()

@@ -119,19 +119,32 @@ async function generate(ctx, req, res, input, ids, options, onChunk) {
   }
 }
 
+// chat_template_kwargs reach the template as mlx_lm.server passes them to apply_chat_template:
+// every key as a template variable, enable_thinking through its own option (also accepted at the
+// top level, as vLLM and others send it).
+function templateKwargs(body) {
+  const kwargs = body.chat_template_kwargs ?? {};
+  if (typeof kwargs !== 'object' || Array.isArray(kwargs)) throw badRequest("'chat_template_kwargs' must be an object", 'chat_template_kwargs');
+  const { enable_thinking: thinking, ...variables } = kwargs;
+  // apply_chat_template's own parameters (passing one again is a TypeError in transformers).
+  const reserved = Object.keys(variables).find((k) => ['messages', 'tools', 'documents', 'add_generation_prompt'].includes(k));
+  if (reserved) throw badRequest(`'chat_template_kwargs' cannot set '${reserved}'`, 'chat_template_kwargs');
+  const enableThinking = thinking ?? body.enable_thinking;
+  if (enableThinking !== undefined && typeof enableThinking !== 'boolean') throw badRequest("'enable_thinking' must be a boolean", 'chat_template_kwargs');
+  return { enableThinking, variables: Object.keys(variables).length ? variables : undefined };
+}
+
 async function chatCompletions(ctx, body, req, res) {
   const messages = chatMessages(body.messages);
   if (body.tools !== undefined && body.tools !== null && !Array.isArray(body.tools)) throw badRequest("'tools' must be an array", 'tools');
   const tools = body.tool_choice === 'none' || !body.tools || body.tools.length === 0 ? undefined : body.tools;
-  const kwargs = body.chat_template_kwargs ?? {};
-  const enableThinking = kwargs.enable_thinking ?? body.enable_thinking;
-  if (enableThinking !== undefined && typeof enableThinking !== 'boolean') throw badRequest("'enable_thinking' must be a boolean", 'chat_template_kwargs');
+  const { enableThinking, variables } = templateKwargs(body);
   const options = { ...generateOptions(body), ...logprobOptions(body, true) };
   const stream = body.stream === true;
   const usageChunk = stream && includeUsage(body);
   let prompt;
   try {
-    prompt = ctx.model.applyChatTemplate(messages, { addGenerationPrompt: true, tools, enableThinking });
+    prompt = ctx.model.applyChatTemplate(messages, { addGenerationPrompt: true, tools, enableThinking, variables });
   } catch (e) {
     throw badRequest(`the chat template could not render these messages: ${e.message}`, 'messages');
   }

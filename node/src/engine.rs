@@ -65,7 +65,8 @@ pub struct Loaded {
     pub vocab_size: i32,
     pub dtype: Dtype,
     pub quantization: Option<lm::config::Quantization>,
-    pub head_dim: i32,
+    /// What a prompt cache's options must fit (checked when one is created).
+    pub cache_fit: lm::prompt_cache::CacheFit,
     pub context_length: i32,
     /// `(rank, size)` in the tensor-parallel group, if the model is split.
     pub shard: Option<(i32, i32)>,
@@ -421,7 +422,7 @@ fn load_model(
         vocab_size: c.vocab_size,
         dtype: model.dtype(),
         quantization: model.quantization(),
-        head_dim: c.head_dim,
+        cache_fit: lm::prompt_cache::CacheFit::of(model.as_ref()),
         context_length: c.max_position_embeddings,
         shard: options.shard.as_ref().map(|s| (s.rank, s.size)),
     };

@@ -92,8 +92,8 @@ pub struct NativeModel {
     engine: Engine,
     tokenizer: Arc<Tokenizer>,
     info: (String, i32, i32, Dtype, Option<lm::config::Quantization>),
-    /// Attention head size (a quantized prompt cache's group must divide it).
-    head_dim: i32,
+    /// What a prompt cache's options must fit (kvBits: no sliding-window layers, head sizes).
+    cache_fit: lm::prompt_cache::CacheFit,
     context_length: i32,
     distributed: Option<DistributedInfo>,
 }
@@ -219,7 +219,7 @@ async fn load(
     Ok(NativeModel {
         engine,
         info: (loaded.model_type, loaded.num_layers, loaded.vocab_size, loaded.dtype, loaded.quantization),
-        head_dim: loaded.head_dim,
+        cache_fit: loaded.cache_fit,
         context_length: loaded.context_length,
         distributed: loaded.shard.zip(names).map(|((rank, size), (backend, strategy, leader))| DistributedInfo {
             rank,
@@ -387,15 +387,7 @@ impl NativeModel {
         }
         let opts = options::cache_options(&options)?;
         // Checked here too (lm checks it when it makes the cache) so the call itself fails.
-        if opts.kv_bits.is_some() && self.head_dim % opts.kv_group_size != 0 {
-            return Err(js_error(
-                Code::InvalidArgument,
-                format!(
-                    "kvGroupSize {} does not divide this model's head size {} (MLX quantizes keys and values in groups along it)",
-                    opts.kv_group_size, self.head_dim
-                ),
-            ));
-        }
+        self.cache_fit.check(&opts).map_err(lm_error)?;
         Ok(NativePromptCache { slot: CacheSlot::new(self.engine.id, opts, self.engine.handle()) })
     }
 

@@ -33,6 +33,43 @@ impl Shape {
     }
 }
 
+/// What a model's caches must fit to take a prompt cache's options: its layer kinds and head
+/// sizes. Taken at load, so that a binding can check the options at once, before the cache is
+/// made where the model lives.
+#[derive(Debug, Clone)]
+pub struct CacheFit {
+    heads: Vec<(i32, i32)>,
+    layout: Option<Vec<LayerKind>>,
+}
+
+impl CacheFit {
+    pub fn of(model: &dyn LanguageModel) -> CacheFit {
+        CacheFit { heads: model.cache_heads(), layout: model.cache_layout() }
+    }
+
+    /// The options as MLX-LM would take them on this model (`INVALID_ARGUMENT` where it raises).
+    pub fn check(&self, options: &CacheOptions) -> Result<()> {
+        options.validate().map_err(LmError::InvalidArgument)?;
+        if options.kv_bits.is_none() {
+            return Ok(());
+        }
+        // MLX-LM's RotatingKVCache.to_quantized raises NotImplementedError (once the layer holds
+        // quantized_kv_start positions): a model with sliding-window layers cannot take kvBits.
+        if self.layout.iter().flatten().any(|k| matches!(k, LayerKind::Window(_))) {
+            return Err(LmError::InvalidArgument(
+                "kvBits: this model's sliding-window layers keep rotating caches, which MLX-LM cannot quantize".into(),
+            ));
+        }
+        if let Some(&(_, dim)) = self.heads.iter().find(|(_, d)| d % options.kv_group_size != 0) {
+            return Err(LmError::InvalidArgument(format!(
+                "kvGroupSize {} does not divide this model's head size {dim} (MLX quantizes keys and values in groups along it)",
+                options.kv_group_size
+            )));
+        }
+        Ok(())
+    }
+}
+
 pub struct PromptCache {
     layers: LayerCaches,
     /// The ids of the positions held after the first `unknown`.
@@ -51,15 +88,9 @@ pub struct PromptCache {
 impl PromptCache {
     /// An empty cache for `model`, kept by the caller between requests.
     pub fn new(model: &dyn LanguageModel, options: CacheOptions) -> Result<PromptCache> {
-        options.validate().map_err(LmError::InvalidArgument)?;
-        let shape = Shape::of(model);
-        if let Some(&(_, dim)) = shape.heads.iter().find(|(_, d)| options.kv_bits.is_some() && d % options.kv_group_size != 0) {
-            return Err(LmError::InvalidArgument(format!(
-                "kvGroupSize {} does not divide this model's head size {dim} (MLX quantizes keys and values in groups along it)",
-                options.kv_group_size
-            )));
-        }
+        CacheFit::of(model).check(&options)?;
         let layout = model.cache_layout();
+        let shape = Shape::of(model);
         let layers = make_model_caches(layout.as_deref(), shape.layers(), &options);
         Ok(PromptCache { layers, tokens: Vec::new(), unknown: 0, options, shape, kept: true, layout })
     }
