@@ -1,0 +1,88 @@
+'use strict';
+// Chatterbox Turbo against mlx-audio 0.6.2's chatterbox_turbo, run by the fixture script
+// (scripts/fixtures_tts_turbo.py: one seeded ChatterboxTurboTTS.generate call on a shrunk
+// random-weight Turbo): the same loadTTS detects the model, seeded speech tokens identical,
+// audio within 1e-3; stream() (piece by piece for Turbo) gives the same; bad input and
+// broken folders reject with their codes.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { loadTTS } = require('..');
+const { ensureTurboFixture } = require('../scripts/fixtures-tts');
+const { readSafetensors, maxAbsDiff } = require('./safetensors');
+const { expectReject } = require('./helpers');
+
+const AUDIO_TOLERANCE = 1e-3;
+const SPEECH_VOCAB = 6561;
+let folder;
+let model;
+const tmpDirs = [];
+
+// mlx-audio's generate() keyword arguments as our options. Its max_tokens counts the
+// tokens sampled after the first; our maxTokens counts them all.
+function optionsOf(meta) {
+  const o = meta.options;
+  return { temperature: o.temperature, topP: o.top_p, repetitionPenalty: o.repetition_penalty, maxTokens: o.max_tokens + 1, seed: meta.seed };
+}
+
+function refCase(name) {
+  const dir = path.join(folder, 'ref');
+  return { meta: JSON.parse(fs.readFileSync(path.join(dir, `${name}.json`), 'utf8')), arrays: readSafetensors(path.join(dir, `${name}.safetensors`)) };
+}
+
+test.before(async () => {
+  folder = ensureTurboFixture();
+  model = await loadTTS(folder);
+});
+test.after(async () => {
+  if (model) await model.dispose();
+  for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
+});
+
+test('Turbo sampled: speech tokens identical to mlx-audio, audio within 1e-3', async () => {
+  const { meta, arrays } = refCase('sampled');
+  const audio = await model.synthesize(meta.text, optionsOf(meta));
+  assert.deepEqual(audio.speechTokens, meta.speech_tokens.filter((t) => t < SPEECH_VOCAB), 'speech tokens');
+  assert.equal(audio.promptTokens, 1 + 375 + meta.text_tokens.length + 1, 'promptTokens: speaker, clip, text, start');
+  assert.equal(audio.sampleRate, 24000);
+  const ref = arrays.wav.data;
+  assert.equal(audio.audio.length, ref.length, 'sample count');
+  const diff = maxAbsDiff(audio.audio, ref);
+  assert.ok(diff < AUDIO_TOLERANCE, `max abs audio difference ${diff}`);
+});
+
+test('Turbo stream(): piece by piece, the same tokens and audio as synthesize()', async () => {
+  const { meta } = refCase('sampled');
+  const opts = { ...optionsOf(meta), maxTokens: 24 };
+  const whole = await model.synthesize(meta.text, opts);
+  const chunks = [];
+  const s = model.stream(meta.text, opts);
+  for await (const c of s) chunks.push(...c.audio);
+  const summary = await s.result;
+  assert.deepEqual(summary.speechTokens, whole.speechTokens);
+  assert.equal(chunks.length, whole.audio.length);
+  assert.ok(maxAbsDiff(Float32Array.from(chunks), whole.audio) === 0, 'same audio');
+});
+
+test('Turbo is English only: language rejects; a broken Turbo folder rejects with its code', async () => {
+  await expectReject(() => model.synthesize('Bonjour.', { language: 'fr' }), 'INVALID_ARGUMENT', /language/);
+  const variant = (omit, extra = {}) => {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-turbo-'));
+    tmpDirs.push(d);
+    for (const f of fs.readdirSync(folder)) {
+      if (f === 'ref' || f === omit || f in extra) continue;
+      fs.symlinkSync(path.join(folder, f), path.join(d, f));
+    }
+    for (const [f, content] of Object.entries(extra)) fs.writeFileSync(path.join(d, f), content);
+    return d;
+  };
+  await expectReject(() => loadTTS(variant('model.safetensors')), 'MODEL_NOT_FOUND', /model\*?\.safetensors/);
+  await expectReject(() => loadTTS(variant('tokenizer.json')), 'MODEL_NOT_FOUND', /tokenizer\.json/);
+  const config = JSON.parse(fs.readFileSync(path.join(folder, 'config.json'), 'utf8'));
+  const badGpt2 = { ...config, t3_config: { ...config.t3_config, gpt2_config: { n_layer: 'two' } } };
+  await expectReject(() => loadTTS(variant(null, { 'config.json': JSON.stringify(badGpt2) })), 'INVALID_WEIGHTS', /gpt2_config\.n_layer/);
+  const deeper = { ...config, t3_config: { ...config.t3_config, gpt2_config: { ...config.t3_config.gpt2_config, n_layer: 3 } } };
+  await expectReject(() => loadTTS(variant(null, { 'config.json': JSON.stringify(deeper) })), 'INVALID_WEIGHTS', /t3\.tfmr\.h\.2/);
+});
