@@ -147,7 +147,11 @@ def build_model(config: dict) -> ChatterboxTurboTTS:
 def turbo_weights(model: ChatterboxTurboTTS, seed: int) -> dict:
     """Seeded values by fixtures_tts.random_weights' roles, then the stop row and HiFT's F0."""
     params = {k: v for k, v in tree_flatten(model.parameters()) if k not in COMPUTED}
-    out = {k: np.array(v) for k, v in random_weights(params, seed, steer=False).items()}
+    weights = random_weights(params, seed, steer=False)
+    # Only the shaped tensors go through numpy (the full-size model is ~3 GB).
+    shaped = ["t3.tfmr.wpe.weight", "t3.speech_head.weight", "s3gen.mel2wav.f0_predictor.classifier.bias"]
+    shaped += ["s3gen.mel2wav.conv_post.conv.bias", "s3gen.mel2wav.conv_post.conv.weight"]
+    out = {k: np.array(weights[k]) for k in shaped}
     stop = T3Config.turbo().stop_speech_token
     wpe = out["t3.tfmr.wpe.weight"]
     wpe[STOP_POSITION] *= STOP_POSITION_BOOST
@@ -156,7 +160,8 @@ def turbo_weights(model: ChatterboxTurboTTS, seed: int) -> dict:
     post = out["s3gen.mel2wav.conv_post.conv.bias"]
     post[: post.shape[0] // 2] += HIFT_LOG_MAG_BIAS
     out["s3gen.mel2wav.conv_post.conv.weight"] *= np.float32(0.5)
-    return {k: mx.array(v) for k, v in out.items()}
+    weights.update({k: mx.array(v) for k, v in out.items()})
+    return weights
 
 
 def tokenizer_files(out: Path):
