@@ -2,8 +2,8 @@
 // Chatterbox Turbo against mlx-audio 0.6.2's chatterbox_turbo, run by the fixture script
 // (scripts/fixtures_tts_turbo.py: one seeded ChatterboxTurboTTS.generate call on a shrunk
 // random-weight Turbo): the same loadTTS detects the model, seeded speech tokens identical,
-// audio within 1e-3; stream() (piece by piece for Turbo) gives the same; bad input and
-// broken folders reject with their codes.
+// audio within 1e-3; stream() (piece by piece for Turbo) gives the same; bad input, voice
+// cloning (not ported yet) and broken folders reject with their codes.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -64,6 +64,37 @@ test('Turbo stream(): piece by piece, the same tokens and audio as synthesize()'
   assert.deepEqual(summary.speechTokens, whole.speechTokens);
   assert.equal(chunks.length, whole.audio.length);
   assert.ok(maxAbsDiff(Float32Array.from(chunks), whole.audio) === 0, 'same audio');
+});
+
+// A mono 16-bit PCM WAV of `n` samples at 24 kHz.
+function wavBytes(n) {
+  const b = Buffer.alloc(44 + 2 * n);
+  b.write('RIFF', 0);
+  b.writeUInt32LE(36 + 2 * n, 4);
+  b.write('WAVEfmt ', 8);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20);
+  b.writeUInt16LE(1, 22);
+  b.writeUInt32LE(24000, 24);
+  b.writeUInt32LE(48000, 28);
+  b.writeUInt16LE(2, 32);
+  b.writeUInt16LE(16, 34);
+  b.write('data', 36);
+  b.writeUInt32LE(2 * n, 40);
+  for (let i = 0; i < n; i++) b.writeInt16LE(Math.round(8000 * Math.sin(i / 10)), 44 + 2 * i);
+  return b;
+}
+
+test('Turbo voice cloning is not supported yet: createVoice and a WAV voice reject with UNSUPPORTED_MODEL', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-turbo-wav-'));
+  tmpDirs.push(dir);
+  const wav = path.join(dir, 'clip.wav');
+  fs.writeFileSync(wav, wavBytes(6 * 24000));
+  await expectReject(() => model.createVoice(wav), 'UNSUPPORTED_MODEL', /Turbo/);
+  await expectReject(() => model.synthesize('Hi.', { voice: wav, maxTokens: 4, seed: 0 }), 'UNSUPPORTED_MODEL', /Turbo/);
+  // The built-in voice still speaks.
+  const audio = await model.synthesize('Hi.', { maxTokens: 4, seed: 0 });
+  assert.ok(audio.audio.length > 0);
 });
 
 test('Turbo is English only: language rejects; a broken Turbo folder rejects with its code', async () => {

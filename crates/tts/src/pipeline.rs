@@ -150,7 +150,7 @@ impl Chatterbox {
         // unread (MLX reads a tensor when it is first evaluated).
         w.discard(|k| k.starts_with("ve.") || k.starts_with("s3gen.speaker_encoder."));
         w.finish()?;
-        let source = CloneSource { dir: dir.to_path_buf(), tokenizer: s3_tokenizer, prompt_len: t3_cfg.speech_cond_prompt_len };
+        let source = CloneSource { dir: dir.to_path_buf(), tokenizer: s3_tokenizer, prompt_len: t3_cfg.speech_cond_prompt_len, turbo };
         let voices = Voices::new(dir, source)?;
         Ok(Chatterbox {
             tokenizer,
