@@ -97,8 +97,10 @@ test('Turbo voice cloning is not supported yet: createVoice and a WAV voice reje
   assert.ok(audio.audio.length > 0);
 });
 
-test('Turbo is English only: language rejects; a broken Turbo folder rejects with its code', async () => {
+test('Turbo is English only: language rejects; too many maxTokens for its positions reject; a broken Turbo folder rejects with its code', async () => {
   await expectReject(() => model.synthesize('Bonjour.', { language: 'fr' }), 'INVALID_ARGUMENT', /language/);
+  // The fixture's GPT-2 holds 1024 positions: a ~390-position prompt leaves room for fewer tokens.
+  await expectReject(() => model.synthesize('Hello world.', { maxTokens: 700, seed: 0 }), 'INVALID_ARGUMENT', /maxTokens 700 need \d+ positions/);
   const variant = (omit, extra = {}) => {
     const d = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-turbo-'));
     tmpDirs.push(d);

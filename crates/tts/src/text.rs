@@ -161,6 +161,16 @@ fn cut_long(sentence: &str, max_chars: usize) -> Vec<String> {
 mod tests {
     use super::*;
 
+    // Expected strings from mlx-audio 0.6.2's chatterbox_turbo.punc_norm on the same inputs.
+    #[test]
+    fn turbo_punc_norm_is_mlx_audio_s() {
+        assert_eq!(punc_norm_turbo("hello   world"), "Hello world.");
+        assert_eq!(punc_norm_turbo("Wait: what\u{2026} yes \u{2014} no"), "Wait, what,  yes - no.");
+        assert_eq!(punc_norm_turbo("a ; b - c..."), "A ; b - c...");
+        assert_eq!(punc_norm_turbo(""), "You need to add some text for me to talk.");
+        assert_eq!(punc_norm_turbo("done!  "), "Done!");
+    }
+
     #[test]
     fn short_text_is_one_piece() {
         assert_eq!(split_pieces("  Hello there. How are you?  ", 300), vec!["Hello there. How are you?"]);

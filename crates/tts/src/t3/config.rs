@@ -182,3 +182,21 @@ impl T3Config {
         self.max_speech_tokens as i32 + 4
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn turbo_defaults_are_t3_config_turbo_s() {
+        let c = T3Config::turbo_from_json(&Value::Null).unwrap();
+        assert_eq!((c.text_tokens_dict_size, c.speech_tokens_dict_size, c.speech_cond_prompt_len), (50276, 6563, 375));
+        assert!(!c.use_perceiver_resampler && !c.emotion_adv && c.gpt2.is_some());
+        assert_eq!(c.hidden_size(), 1024);
+        let e = T3Config::turbo_from_json(&json!({"use_perceiver_resampler": true})).err().unwrap();
+        assert_eq!(e.code(), "UNSUPPORTED_MODEL");
+        let e = T3Config::turbo_from_json(&json!({"llama_config_name": "Llama_520M"})).err().unwrap();
+        assert_eq!(e.code(), "UNSUPPORTED_MODEL");
+    }
+}

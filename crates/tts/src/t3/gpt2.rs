@@ -151,3 +151,26 @@ impl Gpt2Stack {
         self.ln_f.forward(&h)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn gpt2_config_defaults_overrides_and_errors() {
+        assert_eq!(Gpt2Config::from_json(None).unwrap(), Gpt2Config::default());
+        let c = Gpt2Config::from_json(Some(&json!({"n_layer": 2, "n_positions": 1024, "vocab_size": 8}))).unwrap();
+        assert_eq!((c.n_layer, c.n_positions, c.n_embd), (2, 1024, 1024));
+        for (bad, what) in [
+            (json!([1]), "must be an object"),
+            (json!({"n_layer": 0}), "n_layer must be a positive integer"),
+            (json!({"layer_norm_epsilon": -1}), "layer_norm_epsilon must be a positive number"),
+            (json!({"n_head": 3}), "must be a multiple of n_head"),
+        ] {
+            let e = Gpt2Config::from_json(Some(&bad)).err().unwrap();
+            assert_eq!(e.code(), "INVALID_WEIGHTS");
+            assert!(e.message().contains(what), "{}", e.message());
+        }
+    }
+}

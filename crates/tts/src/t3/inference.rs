@@ -157,6 +157,17 @@ impl T3 {
         opts.validate(self.cfg.max_speech_tokens)?;
         let guided = opts.guided() && !self.turbo();
         let prompt = self.prompt_embeddings(cond, text, opts.exaggeration, guided)?;
+        if let Some(positions) = self.positions() {
+            // GPT-2's positions hold the prompt and every token fed back (all but the last).
+            let need = prompt.dim(1) as usize + opts.max_tokens - 1;
+            if need > positions as usize {
+                return Err(TtsError::InvalidArgument(format!(
+                    "the prompt ({} positions) and maxTokens {} need {need} positions, Turbo's T3 holds {positions}: lower maxTokens or split the text",
+                    prompt.dim(1),
+                    opts.max_tokens
+                )));
+            }
+        }
         Ok(T3Steps { t3: self, caches: self.new_caches(), prompt: Some(prompt), cfg_weight: guided.then_some(opts.cfg_weight), position: 1 })
     }
 

@@ -99,6 +99,14 @@ impl T3 {
         self.cfg.gpt2.is_some()
     }
 
+    /// The positions a GPT-2 backbone holds (prompt and speech); None for the Llama one.
+    pub(super) fn positions(&self) -> Option<i32> {
+        match &self.stack {
+            Backbone::Llama(_) => None,
+            Backbone::Gpt2(s) => Some(s.positions()),
+        }
+    }
+
     pub(super) fn new_caches(&self) -> LayerCaches {
         match &self.stack {
             Backbone::Llama(s) => s.new_caches(),
