@@ -11,7 +11,9 @@
 // fixtures-stop152, written by scripts/fixtures_tts.py --stop-at 152) and a full-size
 // Chatterbox with random weights (.cache/bench-models/chatterbox-full, written by
 // scripts/fixtures_tts.py --full), so the speech is noise but the work per token is the
-// real model's.
+// real model's; and a full-size Chatterbox Turbo likewise (.cache/bench-models/
+// chatterbox-turbo-full, scripts/fixtures_tts_turbo.py --full), timed against mlx-audio's
+// chatterbox_turbo.
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -27,6 +29,7 @@ const RESULTS = path.join(__dirname, 'RESULTS.md');
 const RAW_DIR = path.join(ROOT, '.cache', 'bench-results');
 const BENCH_MODELS = path.join(ROOT, '.cache', 'bench-models');
 const FIXTURES_SCRIPT = path.join(ROOT, 'scripts', 'fixtures_tts.py');
+const TURBO_SCRIPT = path.join(ROOT, 'scripts', 'fixtures_tts_turbo.py');
 const SECTION = '## Speech (Chatterbox)';
 const VOICE_SECTION = '## Speech: first chunk of a cloned voice';
 
@@ -55,13 +58,25 @@ const PLAN = {
   full: { models: ['chatterbox-full'], folder: 'chatterbox-full', text: FULL_TEXT, maxTokens: 100, rounds: 2, stopAt: 40 },
   // Ours only (tts-voices.js): the built-in voice and two cloned ones, on the tests' fixture.
   voices: { models: [], text: FIXTURE_TEXT, maxTokens: 200, rounds: 3 },
+  // Turbo's random T3 stops at GPT-2 position 430 (scripts/fixtures_tts_turbo.py), about
+  // 43 speech tokens after FULL_TEXT's prompt; maxTokens bounds it where it does not.
+  // Turbo's own defaults (mlx-audio's generate): it has no guidance, emotion or min-p.
+  turbo: {
+    models: ['chatterbox-turbo-full'],
+    folder: 'chatterbox-turbo-full',
+    text: FULL_TEXT,
+    maxTokens: 100,
+    rounds: 2,
+    stopAt: null,
+    options: { temperature: 0.8, repetitionPenalty: 1.2, topP: 0.95 },
+  },
 };
 const FULL_BUDGET_S = 15 * 60;
 
 const USAGE = `usage: npm run bench:tts -- [options]
   --quick            smoke run: the tests' fixtures only, 1 round (about 2 minutes)
-  --only WHAT        fixtures | long (the fixtures stopping at ${PLAN.long.stopAt}) | full | voices (first chunk
-                     of cloned voices; its own section of RESULTS.md)
+  --only WHAT        fixtures | long (the fixtures stopping at ${PLAN.long.stopAt}) | full | turbo (full-size Turbo)
+                     | voices (first chunk of cloned voices; its own section of RESULTS.md)
   --rounds N         timed rounds per fixture model, both lengths (default ${PLAN.fixtures.rounds}; --quick: 1)
   --full-rounds N    timed rounds for the full-size model, however long they take (default:
                      ${PLAN.full.rounds}, fewer if they would end after ${FULL_BUDGET_S / 60} minutes of full-size work)
@@ -107,12 +122,15 @@ const sameTokens = (a, b) => a.length === b.length && a.every((t, i) => t === b[
 
 // ---------------------------------------------------------------- model folders
 
-// A folder of .cache/bench-models written by scripts/fixtures_tts.py `args` (the output
-// folder last), rewritten whenever that script (or the venv) changes.
-function ensureBenchModels(folder, args, what, python, env) {
+// A folder of .cache/bench-models written by `script` (scripts/fixtures_tts.py or
+// fixtures_tts_turbo.py) `args` (the output folder last), rewritten whenever that script
+// (or the venv) changes.
+function ensureBenchModels(folder, args, what, python, env, script = FIXTURES_SCRIPT) {
   const { withLock, VENV_SPEC } = require('../scripts/venv');
   const dir = path.join(BENCH_MODELS, folder);
-  const stamp = crypto.createHash('sha256').update(fs.readFileSync(FIXTURES_SCRIPT)).update(VENV_SPEC).update(args.join(' ')).digest('hex');
+  const h = crypto.createHash('sha256');
+  for (const f of new Set([FIXTURES_SCRIPT, script])) h.update(fs.readFileSync(f));
+  const stamp = h.update(VENV_SPEC).update(args.join(' ')).digest('hex');
   const stampFile = path.join(dir, '.stamp');
   const fresh = () => {
     try {
@@ -128,8 +146,8 @@ function ensureBenchModels(folder, args, what, python, env) {
     const tmp = `${dir}.partial`;
     fs.rmSync(tmp, { recursive: true, force: true });
     log(`writing ${what} to ${path.relative(ROOT, dir)}`);
-    const r = spawnSync(python, [FIXTURES_SCRIPT, ...args, tmp], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
-    if (r.status !== 0) throw new Error(`scripts/fixtures_tts.py ${args.join(' ')} failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''})`);
+    const r = spawnSync(python, [script, ...args, tmp], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
+    if (r.status !== 0) throw new Error(`${path.relative(ROOT, script)} ${args.join(' ')} failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''})`);
     fs.writeFileSync(path.join(tmp, '.stamp'), stamp);
     fs.rmSync(dir, { recursive: true, force: true });
     fs.renameSync(tmp, dir);
@@ -199,7 +217,7 @@ async function loadOurs(dir) {
 // part of S3Gen per chunk, so its total is not synthesize()'s). Full size (streamOnce): the
 // stream() run is made once, after the rounds, to keep each round to two runs of minutes.
 async function benchModel(name, dir, plan, { rounds, budgetS, streamOnce }, worker, entry) {
-  const options = { ...OPTIONS, maxTokens: plan.maxTokens, seed: SEED };
+  const options = { ...(plan.options ?? OPTIONS), maxTokens: plan.maxTokens, seed: SEED };
   // The smallest first chunk stream() allows: the least time to first audio.
   const options5 = { ...options, firstChunkTokens: FIRST_CHUNK_MIN };
   log(`${name}: loading (${path.relative(ROOT, dir)})`);
@@ -406,6 +424,9 @@ function renderSection(report) {
       `the same fixtures built to stop at speech position ${PLAN.long.stopAt} instead of ${PLAN.fixtures.stopAt} (the "stop ${PLAN.long.stopAt}" rows, \`.cache/bench-models/${PLAN.long.folder}\`, \`scripts/fixtures_tts.py --stop-at ${PLAN.long.stopAt}\`); ` +
       'and `.cache/bench-models/chatterbox-full`, the real architecture in float32 with seeded random weights ' +
       '(`scripts/fixtures_tts.py --full`: T3 30 layers, full S3Gen with 10 Euler steps, HiFT 512 channels, a 250-token (10 s) S3Gen voice prompt). ' +
+      '`chatterbox-turbo-full`: Chatterbox Turbo likewise (`scripts/fixtures_tts_turbo.py --full`: GPT-2 medium T3 of 24 layers with a 375-token reference clip, ' +
+      'the meanflow S3Gen with 2 Euler steps, full HiFT, a 250-token S3Gen voice prompt), against mlx-audio\'s `ChatterboxTurboTTS.generate` ' +
+      '(its `max_tokens` = maxTokens - 1; options temperature 0.8, repetitionPenalty 1.2, topP 0.95, top-k 1000: Turbo\'s defaults; our Turbo `stream()` is per piece of text). ' +
       'The random speech head is built to emit the stop token at one speech position, so T3 ends there on every model: ' +
       `${PLAN.fixtures.stopAt} for the tests' fixtures and the full size, 1.4 s of audio, where a real voice says the fixtures' text in about 6 s ` +
       `(92 characters at 15 a second, 25 speech tokens a second): the stop ${PLAN.long.stopAt} rows come close (the random head also samples special ids, ` +
@@ -443,7 +464,7 @@ function renderSection(report) {
     if (s.ours && !s.ours.chunksStable) notes.push(`${m.name}: our stream gave a different number of chunks between rounds.`);
     if (s.theirs.t3Tokens >= m.maxTokens) notes.push(`${m.name}: mlx-audio's T3 ran to maxTokens (${m.maxTokens}) without stopping.`);
     // T3's ids: start-speech, one per position up to stopAt, then the stop token.
-    if (s.theirs.t3Tokens < m.stopAt + 2) notes.push(`${m.name}: T3 stopped after ${s.theirs.t3Tokens - 2} tokens, before the position it is built to stop at (${m.stopAt}).`);
+    if (m.stopAt !== null && s.theirs.t3Tokens < m.stopAt + 2) notes.push(`${m.name}: T3 stopped after ${s.theirs.t3Tokens - 2} tokens, before the position it is built to stop at (${m.stopAt}).`);
   }
   if (notes.length) parts.push('', '### Anomalies', '', ...notes.map((n) => `- ${n}`));
   parts.push('');
@@ -485,7 +506,7 @@ function writeSection(file, section, heading = SECTION) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const groups = args.quick ? ['fixtures'] : args.only ? [args.only] : ['fixtures', 'long', 'full', 'voices'];
+  const groups = args.quick ? ['fixtures'] : args.only ? [args.only] : ['fixtures', 'long', 'full', 'turbo', 'voices'];
   const started = Date.now();
   const loadBefore = loadavg();
   if (os.loadavg()[0] > os.cpus().length * 0.5) {
@@ -509,6 +530,11 @@ async function main() {
     const p = PLAN.full;
     const dir = ensureBenchModels(p.folder, ['--full'], 'the full-size random-weight Chatterbox (~2.6 GB)', python, env);
     targets.push({ name: 'chatterbox-full', dir, plan: p, run: { rounds: args.fullRounds ?? p.rounds, budgetS: args.fullRounds ? null : FULL_BUDGET_S, streamOnce: true } });
+  }
+  if (groups.includes('turbo')) {
+    const p = PLAN.turbo;
+    const dir = ensureBenchModels(p.folder, ['--full'], 'the full-size random-weight Chatterbox Turbo (~3 GB)', python, env, TURBO_SCRIPT);
+    targets.push({ name: 'chatterbox-turbo-full', dir, plan: p, run: { rounds: args.fullRounds ?? p.rounds, budgetS: args.fullRounds ? null : FULL_BUDGET_S, streamOnce: true } });
   }
 
   const { mlxInfo } = require('..');

@@ -4,6 +4,8 @@
 // mlx-audio reference dumps (<fixture>/ref/) written by __test__/ref/chatterbox_ref.py; and the
 // Chatterbox Multilingual ones (chatterbox-mtl, -mtl-v3) with theirs from __test__/ref/chatterbox_mtl_ref.py.
 // Regenerated only when either script or the reference package spec changes.
+// Chatterbox Turbo's fixture (chatterbox-turbo, with its reference) lives apart, under
+// .cache/fixtures-tts-turbo, written by scripts/fixtures_tts_turbo.py (ensureTurboFixture).
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -18,6 +20,8 @@ const MTL_REF_SCRIPT = path.join(ROOT, '__test__', 'ref', 'chatterbox_mtl_ref.py
 const FIXTURES = ['chatterbox', 'chatterbox-f16', 'chatterbox-bf16', 'chatterbox-q4', 'chatterbox-q6', 'chatterbox-q8'];
 const MTL_FIXTURES = ['chatterbox-mtl', 'chatterbox-mtl-v3'];
 const STAMP_NAME = '.stamp';
+const TURBO_DIR = path.join(ROOT, '.cache', 'fixtures-tts-turbo');
+const TURBO_SCRIPT = path.join(__dirname, 'fixtures_tts_turbo.py');
 
 function log(msg) {
   process.stderr.write(`[fixtures-tts] ${msg}\n`);
@@ -94,7 +98,39 @@ function ensureTtsFixtures() {
   return TTS_FIXTURES_DIR;
 }
 
-module.exports = { ensureTtsFixtures, TTS_FIXTURES_DIR };
+// The Turbo fixture folder (.cache/fixtures-tts-turbo/chatterbox-turbo), written with its
+// reference when missing or stale (its script, the Chatterbox one it builds on, the venv).
+function ensureTurboFixture() {
+  const { python, env } = ensureVenv();
+  const h = crypto.createHash('sha256');
+  for (const f of [MODEL_SCRIPT, TURBO_SCRIPT]) h.update(fs.readFileSync(f));
+  h.update(VENV_SPEC);
+  const stamp = h.digest('hex');
+  const folder = path.join(TURBO_DIR, 'chatterbox-turbo');
+  const fresh = () => {
+    try {
+      return fs.readFileSync(path.join(TURBO_DIR, STAMP_NAME), 'utf8') === stamp && fs.existsSync(path.join(folder, 'ref', 'meta.json'));
+    } catch {
+      return false;
+    }
+  };
+  if (fresh()) return folder;
+  withLock(`${TURBO_DIR}.lock`, 'Turbo fixture generation', () => {
+    if (fresh()) return;
+    const tmp = `${TURBO_DIR}.partial`;
+    fs.rmSync(tmp, { recursive: true, force: true });
+    log(`writing the Chatterbox Turbo fixture to ${path.relative(ROOT, TURBO_DIR)}`);
+    const t0 = Date.now();
+    runPython(python, env, TURBO_SCRIPT, [tmp]);
+    fs.writeFileSync(path.join(tmp, STAMP_NAME), stamp);
+    fs.rmSync(TURBO_DIR, { recursive: true, force: true });
+    fs.renameSync(tmp, TURBO_DIR);
+    log(`Turbo fixture ready in ${((Date.now() - t0) / 1000).toFixed(1)} s (${mib(folderSize(folder))})`);
+  });
+  return folder;
+}
+
+module.exports = { ensureTtsFixtures, ensureTurboFixture, TTS_FIXTURES_DIR };
 
 if (require.main === module) {
   try {

@@ -254,7 +254,7 @@ def _gain(name):
     return 1.0
 
 
-def random_weights(params: dict, seed: int, stop_position: int = STOP_POSITION) -> dict:
+def random_weights(params: dict, seed: int, stop_position: int = STOP_POSITION, steer: bool = True) -> dict:
     """Seeded values for every parameter, by role:
     - 1-d `weight` (LayerNorm / RMSNorm / BatchNorm gains): 1 + 0.1 N(0, 1)
     - biases and BatchNorm running means: 0.05 N(0, 1); running variances: U(0.5, 1.5)
@@ -263,7 +263,9 @@ def random_weights(params: dict, seed: int, stop_position: int = STOP_POSITION) 
     - every other matrix or kernel: N(0, 1) * gain / sqrt(fan_in) (fan_in = all dims but the
       first, the MLX layout of Linear, Conv1d and ConvTranspose1d), gain 1 unless _gain says
       otherwise.
-    Names are visited in sorted order so that the values depend on nothing but the seed."""
+    Names are visited in sorted order so that the values depend on nothing but the seed.
+    `steer`: shape the stop row and HiFT's F0 as the module docstring says (Chatterbox's names;
+    fixtures_tts_turbo.py does its own)."""
     rng = np.random.default_rng(seed)
     out = {}
     for name in sorted(params):
@@ -298,6 +300,8 @@ def random_weights(params: dict, seed: int, stop_position: int = STOP_POSITION) 
             fan_in = int(np.prod(shape[1:]))
             value = normal(_gain(name) / np.sqrt(fan_in))
         out[name] = value
+    if not steer:
+        return {k: mx.array(v) for k, v in out.items()}
 
     # Stop row of the speech head along one position embedding (see module docstring).
     stop = T3Config().stop_speech_token

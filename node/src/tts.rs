@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::mpsc as tmpsc;
 use tts::pipeline::{Chatterbox, SynthesisOptions, SynthesisSummary, Voice, VoiceRef, SAMPLE_RATE};
 use tts::streaming::StreamSchedule;
+use tts::t3::T3Options;
 use tts::voice::clone::ClipSource;
 use tts::voice::{read_wav, Clip};
 
@@ -92,6 +93,8 @@ pub struct NativeTts {
     worker: Worker<Chatterbox>,
     max_tokens: usize,
     multilingual: bool,
+    /// The model's sampling defaults (Turbo's differ).
+    defaults: T3Options,
 }
 
 #[napi]
@@ -102,12 +105,12 @@ pub async fn load_tts_native(path: String, prompt_cache: bool, s3_tokenizer: Opt
     let (worker, reply) = Worker::start(move || {
         let mut model = Chatterbox::load(&PathBuf::from(&path), tokenizer)?;
         model.keep_prompt_cache(prompt_cache);
-        let about = (model.max_tokens(), model.multilingual());
+        let about = (model.max_tokens(), model.multilingual(), model.default_options());
         Ok((model, about))
     });
-    let (max_tokens, multilingual) =
+    let (max_tokens, multilingual, defaults) =
         reply.await.map_err(|_| plain(js_error(Code::MlxError, "the engine thread stopped while loading")))?.map_err(|e| plain(lm_error(e)))?;
-    Ok(NativeTts { life: Lifecycle::new("the speech model"), worker, max_tokens, multilingual })
+    Ok(NativeTts { life: Lifecycle::new("the speech model"), worker, max_tokens, multilingual, defaults })
 }
 
 /// A `voice` option names a file that is there, checked before the job is
@@ -197,7 +200,7 @@ impl NativeTts {
         if text.trim().is_empty() {
             return Err(js_error(Code::InvalidArgument, "text is empty: there is nothing to say"));
         }
-        let (opts, schedule) = tts_options::parse(&options, self.max_tokens, self.multilingual)?;
+        let (opts, schedule) = tts_options::parse(&options, self.max_tokens, self.multilingual, &self.defaults)?;
         check_voice(opts.voice.as_ref())?;
         self.queue(Work::Speak { text, opts, stream: stream.then_some(schedule) })
     }

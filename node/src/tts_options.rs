@@ -27,16 +27,14 @@ const KNOWN: &[&str] = &[
 ];
 
 /// Converts the JS values; `tts` checks them. `max_tokens`: the model's longest speech-token sequence;
-/// `multilingual`: whether it takes languages other than English. The schedule is
+/// `multilingual`: whether it takes languages other than English; `t`: the model's defaults. The schedule is
 /// `stream()`'s chunk sizes (`synthesize()` validates and ignores them, so one
 /// options object serves both).
-pub fn parse(value: &Value, max_tokens: usize, multilingual: bool) -> R<(SynthesisOptions, StreamSchedule)> {
+pub fn parse(value: &Value, max_tokens: usize, multilingual: bool, t: &T3Options) -> R<(SynthesisOptions, StreamSchedule)> {
     let map = &options_object(value, KNOWN)?;
     let o = Opts(map);
-    let d = SynthesisOptions::default();
     let f = |v: Option<f64>, d: f32| v.map(|x| x as f32).unwrap_or(d);
     let voice = voice_of(map)?;
-    let t = &d.t3;
     let synthesis = SynthesisOptions {
         t3: T3Options {
             temperature: f(o.number("temperature")?, t.temperature),

@@ -1,6 +1,7 @@
-//! Chatterbox `config.json`: mlx-audio's layout (`model_type: "chatterbox"`,
-//! `t3_config`, optional `s3gen_config` and `quantization`). Each part reads
-//! its own section; this only checks the file and the model type.
+//! Chatterbox `config.json`: mlx-audio's layout (`model_type: "chatterbox"`, or
+//! `"chatterbox_turbo"` for Chatterbox Turbo, `t3_config`, optional
+//! `s3gen_config` and `quantization`). Each part reads its own section; this
+//! only checks the file and the model type.
 use std::path::Path;
 
 use serde_json::Value;
@@ -27,16 +28,22 @@ impl ChatterboxConfig {
             return Err(TtsError::InvalidWeights(format!("{}: expected a JSON object", path.display())));
         }
         match raw.get("model_type").and_then(Value::as_str) {
-            Some("chatterbox") => {}
+            Some("chatterbox" | "chatterbox_turbo") => {}
             other => {
                 return Err(TtsError::UnsupportedModel(format!(
-                    "{}: model_type {} is not a supported speech model (supported: chatterbox)",
+                    "{}: model_type {} is not a supported speech model (supported: chatterbox, chatterbox_turbo)",
                     path.display(),
                     other.map(|s| format!("\"{s}\"")).unwrap_or_else(|| "is missing and".into())
                 )))
             }
         }
         Ok(ChatterboxConfig { raw })
+    }
+
+    /// Chatterbox Turbo (mlx-audio's `chatterbox_turbo`, which its loader picks by this
+    /// model type): GPT-2 T3, GPT-2 tokenizer, meanflow S3Gen.
+    pub fn turbo(&self) -> bool {
+        self.raw.get("model_type").and_then(Value::as_str) == Some("chatterbox_turbo")
     }
 
     /// `multilingual` (Python truthiness, as mlx-audio's `bool(...)`) or `vocab_size` 2454.
@@ -66,6 +73,9 @@ impl ChatterboxConfig {
     /// one. Multilingual, as in mlx-audio: `multilingual: true`, `vocab_size`
     /// 2454, `t3_model` "v2" or "v3", or a T3 text vocabulary of 2454.
     pub fn multilingual(&self) -> Option<Preprocessing> {
+        if self.turbo() {
+            return None;
+        }
         let t3_model = self.t3_model();
         let t3_vocab = self.section("t3_config").get("text_tokens_dict_size").and_then(Value::as_u64);
         let multilingual = self.declared_multilingual() || matches!(t3_model.as_str(), "v2" | "v3") || t3_vocab == Some(MTL_TEXT_VOCAB);

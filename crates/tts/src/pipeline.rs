@@ -117,19 +117,31 @@ pub struct Chatterbox {
     prompt_cache: Mutex<Option<(VoiceKey, Option<Arc<PromptCache>>)>>,
     /// Whether streaming makes and keeps that cache.
     use_prompt_cache: bool,
+    /// Chatterbox Turbo: GPT-2 T3, meanflow S3Gen (see `piece_whole`).
+    turbo: bool,
 }
+
+/// S3Gen's silence token, which Turbo appends to a piece's speech tokens (mlx-audio:
+/// three `S3GEN_SIL` in `generate`).
+const TURBO_SILENCE: [u32; 3] = [4299; 3];
 
 impl Chatterbox {
     /// `s3_tokenizer`: the S3 tokenizer's weights for voice cloning, or why there are none
     /// (`CloneSource::tokenizer`).
     pub fn load(dir: &Path, s3_tokenizer: std::result::Result<PathBuf, String>) -> Result<Chatterbox> {
         let config = ChatterboxConfig::from_dir(dir)?;
-        let t3_cfg = T3Config::from_json(&config.t3_section())?;
+        let turbo = config.turbo();
         let source = dir.join("config.json").display().to_string();
-        let flow_cfg = S3GenConfig::from_config(&config.raw, &source)?;
-        let hift_cfg = HiftConfig::from_config_json(&config.raw)?;
+        let (t3_cfg, flow_cfg) = match turbo {
+            true => (T3Config::turbo_from_json(config.section("t3_config"))?, S3GenConfig::turbo_from_config(&config.raw, &source)?),
+            false => (T3Config::from_json(&config.t3_section())?, S3GenConfig::from_config(&config.raw, &source)?),
+        };
+        let hift_cfg = HiftConfig { turbo, ..HiftConfig::from_config_json(&config.raw)? };
         let tokenizer = TextTokenizer::for_model(dir, &config)?;
         let mut w = Weights::load(dir, None, config.quantization())?;
+        if turbo {
+            crate::s3gen::turbo_names::rename(&mut w)?;
+        }
         let t3 = T3::load(&mut w, &t3_cfg)?;
         let flow = S3GenFlow::load(&mut w, &flow_cfg)?;
         let hift = Hift::load(&mut w, &hift_cfg)?;
@@ -138,7 +150,7 @@ impl Chatterbox {
         // unread (MLX reads a tensor when it is first evaluated).
         w.discard(|k| k.starts_with("ve.") || k.starts_with("s3gen.speaker_encoder."));
         w.finish()?;
-        let source = CloneSource { dir: dir.to_path_buf(), tokenizer: s3_tokenizer, prompt_len: t3_cfg.speech_cond_prompt_len };
+        let source = CloneSource { dir: dir.to_path_buf(), tokenizer: s3_tokenizer, prompt_len: t3_cfg.speech_cond_prompt_len, turbo };
         let voices = Voices::new(dir, source)?;
         Ok(Chatterbox {
             tokenizer,
@@ -152,7 +164,22 @@ impl Chatterbox {
             max_speech_tokens: t3_cfg.max_speech_tokens,
             prompt_cache: Mutex::new(None),
             use_prompt_cache: true,
+            turbo,
         })
+    }
+
+    /// Whether this is Chatterbox Turbo.
+    pub fn turbo(&self) -> bool {
+        self.turbo
+    }
+
+    /// The sampling options a call starts from: mlx-audio's `generate` defaults for this model.
+    pub fn default_options(&self) -> T3Options {
+        if self.turbo {
+            T3Options::turbo()
+        } else {
+            T3Options::default()
+        }
     }
 
     /// The most speech tokens T3 can produce for one piece (its position table's size).
@@ -165,11 +192,15 @@ impl Chatterbox {
         self.tokenizer.multilingual()
     }
 
-    /// Text token ids for one piece in `language`: normalised, tokenised, wrapped in start/stop.
+    /// Text token ids for one piece in `language`: normalised, tokenised, wrapped in
+    /// start/stop (but for Turbo, whose T3 takes the GPT-2 ids as they are).
     pub fn text_tokens(&self, piece: &str, language: Option<&str>) -> Result<Vec<u32>> {
         let ids = self.tokenizer.text_ids(piece, language)?;
         if let Some(bad) = ids.iter().find(|&&t| t >= self.text_vocab) {
             return Err(TtsError::InvalidWeights(format!("tokenizer.json produced id {bad}, outside T3's text vocabulary ({})", self.text_vocab)));
+        }
+        if self.turbo {
+            return Ok(ids);
         }
         let mut out = Vec::with_capacity(ids.len() + 2);
         out.push(self.start_text);
@@ -210,6 +241,8 @@ impl Chatterbox {
         for piece in split_pieces(text, MAX_PIECE_CHARS) {
             let tokens = self.text_tokens(&piece, opts.language.as_deref())?;
             let done = match stream {
+                // Turbo streams piece by piece (see docs/speech.md).
+                Some(_) if self.turbo => self.piece_whole(voice, &tokens, t3_opts, &mut keys, keep_going, on_audio, &mut summary)?,
                 Some(schedule) => {
                     let (cache, used) = match self.prompt_cache(voice, VoiceKey::of(opts.voice.as_ref()), keep_going) {
                         Err(TtsError::Aborted(_)) => {
@@ -276,7 +309,7 @@ impl Chatterbox {
     /// flow over the prompt alone, about what a whole render costs. Stopped
     /// (`keep_going`), it keeps nothing and is `ABORTED`.
     fn prompt_cache(&self, voice: &Voice, key: VoiceKey, keep_going: &dyn Fn() -> bool) -> Result<(Option<Arc<PromptCache>>, CacheUse)> {
-        if !self.use_prompt_cache {
+        if !self.use_prompt_cache || self.turbo {
             return Ok((None, CacheUse::None));
         }
         let used = |cache: &Option<Arc<PromptCache>>, how| (cache.clone(), if cache.is_some() { how } else { CacheUse::None });
@@ -323,7 +356,10 @@ impl Chatterbox {
         if speech.is_empty() {
             return Ok(true);
         }
-        let mel = self.flow.mel(&speech, &voice.gen, true)?;
+        let mel = match self.turbo {
+            true => self.flow.mel_meanflow(&[&speech[..], &TURBO_SILENCE].concat(), &voice.gen, keys)?,
+            false => self.flow.mel(&speech, &voice.gen, true)?,
+        };
         let (wav, _source) = self.hift.inference(&mel, None, keys)?;
         let wav = hift::fade_in(&wav)?;
         let samples: Vec<f32> = wav.flatten()?.to_vec::<f32>()?;

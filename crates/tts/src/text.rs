@@ -8,11 +8,6 @@
 /// original's multilingual model uses too. `capitalize`: upper-case a lowercase
 /// first character (all but the case-preserving multilingual v3 do).
 pub fn punc_norm(text: &str, capitalize: bool) -> String {
-    if text.is_empty() {
-        return "You need to add some text for me to talk.".to_string();
-    }
-    let mut t = if capitalize { capitalize_first(text) } else { text.to_string() };
-    t = t.split(is_py_whitespace).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ");
     const REPLACE: [(&str, &str); 12] = [
         ("...", ", "),
         ("\u{2026}", ", "),
@@ -27,15 +22,44 @@ pub fn punc_norm(text: &str, capitalize: bool) -> String {
         ("\u{2018}", "'"),
         ("\u{2019}", "'"),
     ];
-    for (from, to) in REPLACE {
+    const ENDERS: [char; 10] = ['.', '!', '?', '-', ',', '\u{3001}', '\u{FF0C}', '\u{3002}', '\u{FF1F}', '\u{FF01}'];
+    normalize(text, capitalize, &REPLACE, &ENDERS)
+}
+
+/// Chatterbox Turbo's `punc_norm` (mlx-audio's `chatterbox_turbo.punc_norm`): fewer
+/// replacements (no `...`, ` - ` or `;`) and no CJK sentence enders; curly quotes become
+/// straight ones, as in [`punc_norm`].
+pub fn punc_norm_turbo(text: &str) -> String {
+    const REPLACE: [(&str, &str); 9] = [
+        ("\u{2026}", ", "),
+        (":", ","),
+        ("\u{2014}", "-"),
+        ("\u{2013}", "-"),
+        (" ,", ","),
+        ("\u{201C}", "\""),
+        ("\u{201D}", "\""),
+        ("\u{2018}", "'"),
+        ("\u{2019}", "'"),
+    ];
+    normalize(text, true, &REPLACE, &['.', '!', '?', '-', ','])
+}
+
+/// The steps both `punc_norm`s share: capitalise, collapse whitespace, replace, end with a
+/// sentence ender.
+fn normalize(text: &str, capitalize: bool, replace: &[(&str, &str)], enders: &[char]) -> String {
+    if text.is_empty() {
+        return "You need to add some text for me to talk.".to_string();
+    }
+    let mut t = if capitalize { capitalize_first(text) } else { text.to_string() };
+    t = t.split(is_py_whitespace).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ");
+    for (from, to) in replace {
         if t.contains(from) {
             t = t.replace(from, to);
         }
     }
     let t = t.trim_end_matches(' ');
-    const ENDERS: [char; 10] = ['.', '!', '?', '-', ',', '\u{3001}', '\u{FF0C}', '\u{3002}', '\u{FF1F}', '\u{FF01}'];
     let mut out = t.to_string();
-    if !t.ends_with(ENDERS) {
+    if !t.ends_with(enders) {
         out.push('.');
     }
     out
@@ -136,6 +160,16 @@ fn cut_long(sentence: &str, max_chars: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Expected strings from mlx-audio 0.6.2's chatterbox_turbo.punc_norm on the same inputs.
+    #[test]
+    fn turbo_punc_norm_is_mlx_audio_s() {
+        assert_eq!(punc_norm_turbo("hello   world"), "Hello world.");
+        assert_eq!(punc_norm_turbo("Wait: what\u{2026} yes \u{2014} no"), "Wait, what,  yes - no.");
+        assert_eq!(punc_norm_turbo("a ; b - c..."), "A ; b - c...");
+        assert_eq!(punc_norm_turbo(""), "You need to add some text for me to talk.");
+        assert_eq!(punc_norm_turbo("done!  "), "Done!");
+    }
 
     #[test]
     fn short_text_is_one_piece() {

@@ -1,11 +1,12 @@
 //! Chatterbox's text tokenizer: a Hugging Face `tokenizer.json` whose
 //! vocabulary spells spaces as `[SPACE]` and has `[START]` / `[STOP]`. The
 //! multilingual checkpoints' one also has the `[xx]` language tags, and their
-//! text is prepared per language first (`text_mtl`).
+//! text is prepared per language first (`text_mtl`). Turbo's is GPT-2's
+//! byte-level BPE, fed the text as it is (after Turbo's `punc_norm`).
 use std::path::Path;
 
 use crate::config::ChatterboxConfig;
-use crate::text::punc_norm;
+use crate::text::{punc_norm, punc_norm_turbo};
 use crate::text_mtl::{check_language, MtlText, Preprocessing};
 use crate::{Result, TtsError};
 
@@ -13,6 +14,8 @@ pub struct TextTokenizer {
     hf: tokenizers::Tokenizer,
     /// The multilingual preparation; `None` for the English checkpoint.
     mtl: Option<MtlText>,
+    /// Turbo's GPT-2 tokenizer: no `[SPACE]` spelling, no `[START]`/`[STOP]`.
+    turbo: bool,
 }
 
 const SPACE: &str = "[SPACE]";
@@ -21,6 +24,9 @@ impl TextTokenizer {
     /// The tokenizer of the model folder `dir` (its `tokenizer.json`), English or
     /// multilingual as its config.json says.
     pub fn for_model(dir: &Path, config: &ChatterboxConfig) -> Result<TextTokenizer> {
+        if config.turbo() {
+            return Ok(TextTokenizer { hf: read_hf(&dir.join("tokenizer.json"))?, mtl: None, turbo: true });
+        }
         let mut tokenizer = Self::from_file(&dir.join("tokenizer.json"))?;
         if let Some(preprocessing) = config.multilingual() {
             tokenizer.mtl = Some(MtlText::load(dir, preprocessing)?);
@@ -30,15 +36,13 @@ impl TextTokenizer {
 
     /// An English tokenizer from a `tokenizer.json`.
     pub fn from_file(path: &Path) -> Result<TextTokenizer> {
-        let bytes = std::fs::read(path).map_err(|e| TtsError::ModelNotFound(format!("cannot read {}: {e}", path.display())))?;
-        let hf = tokenizers::Tokenizer::from_bytes(&bytes)
-            .map_err(|e| TtsError::InvalidWeights(format!("{}: not a valid tokenizer: {e}", path.display())))?;
+        let hf = read_hf(path)?;
         for required in ["[START]", "[STOP]"] {
             if hf.token_to_id(required).is_none() {
                 return Err(TtsError::InvalidWeights(format!("{}: the vocabulary has no {required} token", path.display())));
             }
         }
-        Ok(TextTokenizer { hf, mtl: None })
+        Ok(TextTokenizer { hf, mtl: None, turbo: false })
     }
 
     pub fn multilingual(&self) -> bool {
@@ -49,6 +53,11 @@ impl TextTokenizer {
     /// start/stop tokens: mlx-audio's `Model._tokenize_text`.
     pub fn text_ids(&self, text: &str, language: Option<&str>) -> Result<Vec<u32>> {
         let language = check_language(language, self.multilingual())?;
+        if self.turbo {
+            let text = punc_norm_turbo(text);
+            let enc = self.hf.encode(text.as_str(), true).map_err(|e| TtsError::InvalidArgument(format!("cannot tokenize the text: {e}")))?;
+            return Ok(enc.get_ids().to_vec());
+        }
         match &self.mtl {
             None => self.encode(&punc_norm(text, true)),
             Some(mtl) => {
@@ -69,4 +78,9 @@ impl TextTokenizer {
     pub fn vocab_size(&self) -> usize {
         self.hf.get_vocab_size(true)
     }
+}
+
+fn read_hf(path: &Path) -> Result<tokenizers::Tokenizer> {
+    let bytes = std::fs::read(path).map_err(|e| TtsError::ModelNotFound(format!("cannot read {}: {e}", path.display())))?;
+    tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| TtsError::InvalidWeights(format!("{}: not a valid tokenizer: {e}", path.display())))
 }

@@ -91,6 +91,9 @@ pub struct CloneSource {
     /// with that (MODEL_NOT_FOUND), and a model without it still speaks its other voices.
     pub tokenizer: std::result::Result<PathBuf, String>,
     pub prompt_len: usize,
+    /// Chatterbox Turbo, whose cloning (mlx-audio's Turbo `prepare_conditionals`) is not
+    /// ported yet: every clone is UNSUPPORTED_MODEL.
+    pub turbo: bool,
 }
 
 pub struct Voices {
@@ -203,6 +206,12 @@ impl Voices {
             return Ok(c.clone());
         }
         let s = &self.source;
+        if s.turbo {
+            return Err(TtsError::UnsupportedModel(
+                "voice cloning (createVoice, a WAV voice) is not supported for Chatterbox Turbo yet: use its built-in voice or a conds.safetensors"
+                    .into(),
+            ));
+        }
         let tokenizer = s.tokenizer.as_ref().map_err(|why| TtsError::ModelNotFound(why.clone()))?;
         let cloner = Arc::new(VoiceCloner::load(&s.dir, tokenizer, s.prompt_len)?);
         *slot = Some(cloner.clone());

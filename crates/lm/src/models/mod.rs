@@ -1,6 +1,6 @@
 //! Model families, found by `model_type` in `registry`. Qwen3, Llama (and
 //! Mistral) and Qwen2 share one decoder.
-mod attention;
+pub mod attention;
 mod decoder;
 mod family_config;
 mod gated_delta;

@@ -29,6 +29,11 @@ pub struct HiftConfig {
     pub source_resblock_dilations: Vec<Vec<i32>>,
     pub lrelu_slope: f32,
     pub audio_limit: f32,
+    /// mlx-audio's Turbo vocoder, a port of its own: an STFT of the source without
+    /// centre padding (so fewer frames, each stage cut to the shorter of the upsampled mel
+    /// and the source), a zero (not reflected) sample before the last stage, and the
+    /// harmonics' random phases drawn for the overtones only.
+    pub turbo: bool,
 }
 
 impl Default for HiftConfig {
@@ -52,6 +57,7 @@ impl Default for HiftConfig {
             source_resblock_dilations: vec![vec![1, 3, 5]; 3],
             lrelu_slope: 0.1,
             audio_limit: 0.99,
+            turbo: false,
         }
     }
 }

@@ -104,23 +104,37 @@ impl Hift {
     pub fn decode(&self, mel: &Array, source: &Array) -> Result<Array> {
         self.check_mel(mel)?;
         let slope = self.cfg.lrelu_slope;
-        let s_stft = self.stft.forward(&source.squeeze(&[1])?)?;
+        let turbo = self.cfg.turbo;
+        let s_stft = match turbo {
+            true => self.stft.forward_uncentered(&source.squeeze(&[1])?)?,
+            false => self.stft.forward(&source.squeeze(&[1])?)?,
+        };
         let mut x = self.conv_pre.forward(&mel.swapaxes(1, 2)?)?;
         let last = self.stages.len() - 1;
         for (i, st) in self.stages.iter().enumerate() {
             x = st.up.forward(&leaky_relu(&x, slope)?)?;
             if i == last {
                 // Reflection pad of one sample on the left: the STFT has one more
-                // frame than samples / hop.
-                x = Array::concatenate(&[&x.slice_axis(1, 1, 2)?, &x], 1)?;
+                // frame than samples / hop. Turbo's pads a zero.
+                let first = match turbo {
+                    true => Array::zeros(&[x.dim(0), 1, x.dim(2)], x.dtype())?,
+                    false => x.slice_axis(1, 1, 2)?,
+                };
+                x = Array::concatenate(&[&first, &x], 1)?;
             }
-            let si = st.source_block.forward(&st.source_down.forward(&s_stft)?)?;
+            let mut si = st.source_block.forward(&st.source_down.forward(&s_stft)?)?;
+            if turbo {
+                let n = x.dim(1).min(si.dim(1));
+                x = x.slice_axis(1, 0, n)?;
+                si = si.slice_axis(1, 0, n)?;
+            }
             x = x.add(&si)?;
             let outs = st.blocks.iter().map(|b| b.forward(&x)).collect::<mlx::Result<Vec<_>>>()?;
             let refs: Vec<&Array> = outs.iter().collect();
             x = Array::stack(&refs, 0)?.mean(&[0], false)?;
         }
-        let spec = self.conv_post.forward(&leaky_relu(&x, slope)?)?;
+        // Turbo's vocoder uses leaky_relu's default slope (0.01) here.
+        let spec = self.conv_post.forward(&leaky_relu(&x, if turbo { 0.01 } else { slope })?)?;
         let wav = self.stft.inverse(&spec)?;
         let limit = self.cfg.audio_limit as f64;
         Ok(wav.clip(Some(&wav.scalar_like(-limit)?), Some(&wav.scalar_like(limit)?))?)

@@ -20,6 +20,8 @@ pub struct SourceModule {
     noise_std: f64,
     voiced_threshold: f64,
     upsample: i32,
+    /// Turbo's `SineGen` (see `HiftConfig::turbo`).
+    turbo: bool,
 }
 
 impl SourceModule {
@@ -33,6 +35,7 @@ impl SourceModule {
             noise_std: cfg.nsf_sigma as f64,
             voiced_threshold: cfg.nsf_voiced_threshold as f64,
             upsample: cfg.samples_per_frame(),
+            turbo: cfg.turbo,
         })
     }
 
@@ -53,12 +56,21 @@ impl SourceModule {
         let mult = Array::from_slice(&mult, &[1, h, 1])?;
         // Per-sample phase increments in cycles, [B, H, T]; wrapped cumulative phase.
         let steps = f0.multiply(&mult)?.divide_scalar(self.sampling_rate)?;
-        let theta = steps.cumsum(-1, false, true)?.remainder_scalar(1.0)?.multiply_scalar(2.0 * PI)?;
+        let cycles = steps.cumsum(-1, false, true)?;
+        let theta = match self.turbo {
+            true => cycles.multiply_scalar(2.0 * PI)?.remainder_scalar(2.0 * PI)?,
+            false => cycles.remainder_scalar(1.0)?.multiply_scalar(2.0 * PI)?,
+        };
 
         // Random initial phase per harmonic, none for the fundamental.
-        let phase = random::uniform(-PI, PI, &[b, h, 1], Dtype::Float32, Some(&keys.next()?))?;
-        let not_fundamental = Array::arange(0.0, h as f64, 1.0, Dtype::Int32)?.reshape(&[1, h, 1])?.greater_scalar(0.0)?;
-        let phase = Array::where_(&not_fundamental, &phase, &phase.scalar_like(0.0)?)?;
+        let phase = if self.turbo {
+            let overtones = random::uniform(-PI, PI, &[b, h - 1, 1], Dtype::Float32, Some(&keys.next()?))?;
+            Array::concatenate(&[&Array::zeros(&[b, 1, 1], Dtype::Float32)?, &overtones], 1)?
+        } else {
+            let phase = random::uniform(-PI, PI, &[b, h, 1], Dtype::Float32, Some(&keys.next()?))?;
+            let not_fundamental = Array::arange(0.0, h as f64, 1.0, Dtype::Int32)?.reshape(&[1, h, 1])?.greater_scalar(0.0)?;
+            Array::where_(&not_fundamental, &phase, &phase.scalar_like(0.0)?)?
+        };
         let sines = mlx::cpu::math::sin(&theta.add(&phase)?)?.multiply_scalar(self.sine_amp)?;
 
         let uv = f0.greater_scalar(self.voiced_threshold)?.astype(Dtype::Float32)?;

@@ -71,6 +71,12 @@ impl Stft {
     /// Inverse of `forward` from log-magnitude and phase logits `[B, frames,
     /// 2 * bins]` (conv_post's output): magnitude `exp` clipped at 100, phase
     /// `sin` of the logits, as HiFT does. Returns `[B, (frames - 1) * hop]`.
+    /// The frames of `x` `[B, T]` without centre padding (mlx-audio's Turbo `_stft`):
+    /// `(T - n_fft) / hop + 1` of them, `[B, frames, n_fft + 2]`.
+    pub fn forward_uncentered(&self, x: &Array) -> mlx::Result<Array> {
+        signal::conv1d(&x.expand_dims(&[2])?, &self.analysis, self.hop, 0, 1, 1)
+    }
+
     pub fn inverse(&self, spec: &Array) -> mlx::Result<Array> {
         let bins = self.n_fft / 2 + 1;
         let frames = spec.dim(1);

@@ -16,11 +16,21 @@ pub struct S3GenConfig {
     pub decoder_num_mid_blocks: i32,
     /// Euler steps of the flow-matching solver.
     pub n_timesteps: i32,
+    /// Turbo's distilled flow (mlx-audio's `meanflow`): its estimator also takes the
+    /// step's end time, and the solver runs plain Euler steps from fresh noise, no guidance.
+    pub meanflow: bool,
 }
 
 impl Default for S3GenConfig {
     fn default() -> Self {
-        S3GenConfig { encoder_num_blocks: 6, encoder_num_up_blocks: 4, decoder_n_blocks: 4, decoder_num_mid_blocks: 12, n_timesteps: 10 }
+        S3GenConfig {
+            encoder_num_blocks: 6,
+            encoder_num_up_blocks: 4,
+            decoder_n_blocks: 4,
+            decoder_num_mid_blocks: 12,
+            n_timesteps: 10,
+            meanflow: false,
+        }
     }
 }
 
@@ -28,7 +38,16 @@ impl S3GenConfig {
     /// Reads `s3gen_config` from the whole config.json (absent keys keep the
     /// real model's values). `source` names the file in error messages.
     pub fn from_config(root: &Value, source: &str) -> Result<S3GenConfig> {
-        let mut cfg = S3GenConfig::default();
+        Self::read(root, source, S3GenConfig::default())
+    }
+
+    /// Turbo's: the meanflow flow with mlx-audio's 2 steps (`n_cfm_timesteps=2`).
+    pub fn turbo_from_config(root: &Value, source: &str) -> Result<S3GenConfig> {
+        Self::read(root, source, S3GenConfig { n_timesteps: 2, meanflow: true, ..S3GenConfig::default() })
+    }
+
+    fn read(root: &Value, source: &str, defaults: S3GenConfig) -> Result<S3GenConfig> {
+        let mut cfg = defaults;
         let Some(section) = root.get("s3gen_config") else {
             return Ok(cfg);
         };

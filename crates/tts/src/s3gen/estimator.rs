@@ -263,6 +263,8 @@ impl Stage {
 pub struct Estimator {
     time_in: Linear,
     time_out: Linear,
+    /// Meanflow (Turbo): mixes the embeddings of the step's start and end times.
+    time_mixer: Option<Linear>,
     down: Stage,
     /// With a single channel level the "downsample" is a causal conv at full rate.
     down_conv: CausalConv,
@@ -275,10 +277,15 @@ pub struct Estimator {
 
 impl Estimator {
     /// `prefix` is the estimator's (`s3gen.flow.decoder.estimator`).
-    pub fn load(w: &mut Weights, prefix: &str, n_blocks: i32, num_mid_blocks: i32) -> Result<Self> {
+    /// `meanflow`: with Turbo's `time_embed_mixer`.
+    pub fn load(w: &mut Weights, prefix: &str, n_blocks: i32, num_mid_blocks: i32, meanflow: bool) -> Result<Self> {
         Ok(Estimator {
             time_in: linear(w, &format!("{prefix}.time_mlp.linear_1"), IN_CHANNELS, TIME_EMBED_DIMS, true)?,
             time_out: linear(w, &format!("{prefix}.time_mlp.linear_2"), TIME_EMBED_DIMS, TIME_EMBED_DIMS, true)?,
+            time_mixer: match meanflow {
+                true => Some(linear(w, &format!("{prefix}.time_embed_mixer"), 2 * TIME_EMBED_DIMS, TIME_EMBED_DIMS, false)?),
+                false => None,
+            },
             down: Stage::load(w, &format!("{prefix}.down_blocks_0"), IN_CHANNELS, n_blocks)?,
             down_conv: CausalConv::load(w, &format!("{prefix}.down_blocks_0.downsample.conv"), CHANNELS, CHANNELS)?,
             mid: (0..num_mid_blocks).map(|i| Stage::load(w, &format!("{prefix}.mid_blocks_{i}"), CHANNELS, n_blocks)).collect::<Result<Vec<_>>>()?,
@@ -292,10 +299,15 @@ impl Estimator {
     /// The velocity at time `t` `(B,)` for the state `x`, given `mu`, the
     /// speaker embedding `spks` `(B, 80)` and the prompt mel `cond`; `x`, `mu`
     /// and `cond` are `(B, T, 80)`; returns `(B, T, 80)`. `prefix`: see the
-    /// module notes.
-    pub fn forward(&self, x: &Array, mu: &Array, t: &Array, spks: &Array, cond: &Array, prefix: Prefix) -> mlx::Result<Array> {
+    /// module notes. `r`: the step's end time, for a meanflow estimator.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(&self, x: &Array, mu: &Array, t: &Array, r: Option<&Array>, spks: &Array, cond: &Array, prefix: Prefix) -> mlx::Result<Array> {
         let p = &mut PrefixCursor::new(prefix);
-        let time_emb = self.time_out.forward(&silu(&self.time_in.forward(&timestep_embedding(t)?)?)?)?;
+        let embed = |t: &Array| self.time_out.forward(&silu(&self.time_in.forward(&timestep_embedding(t)?)?)?);
+        let mut time_emb = embed(t)?;
+        if let (Some(mixer), Some(r)) = (&self.time_mixer, r) {
+            time_emb = mixer.forward(&Array::concatenate(&[&time_emb, &embed(r)?], -1)?)?;
+        }
 
         let (b, frames) = (x.dim(0), x.dim(1));
         let spks = spks.expand_dims(&[1])?.broadcast_to(&[b, frames, spks.dim(1)])?;

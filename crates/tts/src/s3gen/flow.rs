@@ -2,6 +2,8 @@
 //! `CausalConditionalCFM`): the encoder turns prompt + new tokens into `mu`, and
 //! an Euler solver with classifier-free guidance integrates the estimator's
 //! vector field from fixed noise, conditioned on the prompt mel and speaker.
+//! Turbo's meanflow flow instead takes plain Euler steps (2) from fresh noise
+//! drawn from the caller's keys, without guidance (`mel_meanflow`).
 use lm::weights::Weights;
 use mlx::nn::{Embedding, Linear};
 use mlx::random::{normal, KeySequence};
@@ -64,8 +66,10 @@ pub struct S3GenFlow {
     /// The solver's starting point, `(1, MAX_FRAMES, 80)` channels-last: the
     /// first draw after `mx.random.seed(0)`, which mlx-audio makes when it builds
     /// the model. A constant of the model, not part of any request's randomness.
-    noise: Array,
+    /// None for the meanflow flow, which draws its noise per call.
+    noise: Option<Array>,
     n_timesteps: i32,
+    meanflow: bool,
 }
 
 impl S3GenFlow {
@@ -77,24 +81,29 @@ impl S3GenFlow {
         let speaker_proj = linear(w, &format!("{p}.spk_embed_affine_layer"), XVECTOR_DIM, MEL_BINS, true)?;
         let encoder = UpsampleEncoder::load(w, &format!("{p}.encoder"), cfg.encoder_num_blocks, cfg.encoder_num_up_blocks)?;
         let encoder_proj = linear(w, &format!("{p}.encoder_proj"), ENCODER_DIMS, MEL_BINS, true)?;
-        let estimator = Estimator::load(w, &format!("{p}.decoder.estimator"), cfg.decoder_n_blocks, cfg.decoder_num_mid_blocks)?;
+        let estimator = Estimator::load(w, &format!("{p}.decoder.estimator"), cfg.decoder_n_blocks, cfg.decoder_num_mid_blocks, cfg.meanflow)?;
 
         // mlx-audio regenerates these at construction; a checkpoint that carries
         // them anyway (a dump of all parameters) would override the noise on
         // load, and holds the very same position table.
         let noise_name = format!("{p}.decoder.rand_noise");
-        let noise = if w.contains(&noise_name) {
-            w.take(&noise_name, &[1, MEL_BINS, MAX_FRAMES])?
+        let noise = if cfg.meanflow {
+            None
         } else {
-            let key = KeySequence::new(0)?.next()?;
-            normal(&[1, MEL_BINS, MAX_FRAMES], Dtype::Float32, 0.0, 1.0, Some(&key))?
+            let noise = if w.contains(&noise_name) {
+                w.take(&noise_name, &[1, MEL_BINS, MAX_FRAMES])?
+            } else {
+                let key = KeySequence::new(0)?.next()?;
+                normal(&[1, MEL_BINS, MAX_FRAMES], Dtype::Float32, 0.0, 1.0, Some(&key))?
+            };
+            let noise = noise.swapaxes(1, 2)?.contiguous()?;
+            noise.eval()?;
+            Some(noise)
         };
-        let noise = noise.swapaxes(1, 2)?.contiguous()?;
-        noise.eval()?;
         let tables = [format!("{p}.encoder.embed.pos_enc.pe"), format!("{p}.encoder.up_embed.pos_enc.pe")];
         w.discard(|k| tables.iter().any(|t| t == k));
 
-        Ok(S3GenFlow { token_embedding, speaker_proj, encoder, encoder_proj, estimator, noise, n_timesteps: cfg.n_timesteps })
+        Ok(S3GenFlow { token_embedding, speaker_proj, encoder, encoder_proj, estimator, noise, n_timesteps: cfg.n_timesteps, meanflow: cfg.meanflow })
     }
 
     /// Mel frames `mel` returns for `tokens` new tokens, when the voice's prompt
@@ -118,10 +127,43 @@ impl S3GenFlow {
     /// [`Self::mel`] without the evaluation, for callers that chain more work
     /// (the vocoder) onto the same graph.
     pub fn mel_graph(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool) -> Result<Array> {
-        let (noise, mu, spks, cond) = self.inputs(speech_tokens, conds, finalize)?;
+        let (mu, spks, cond) = self.inputs(speech_tokens, conds, finalize)?;
+        let noise = self.fixed_noise()?.slice_axis(1, 0, mu.dim(1))?;
         let prompt_frames = conds.prompt_feat.dim(1);
         let mel = self.solve(noise, &mu, &spks, &cond, Plan::Whole)?;
         Ok(mel.slice_axis(1, prompt_frames, mel.dim(1))?.swapaxes(1, 2)?)
+    }
+
+    /// Turbo's mel `(1, 80, 2 N)` for all of a piece's `speech_tokens` (mlx-audio's
+    /// `S3Token2Mel.__call__` with `meanflow`, finalized), evaluated. Its noise comes from
+    /// `keys` as mlx-audio draws it: first the new frames' `(1, 80, 2 N)`, then one over
+    /// the whole sequence, whose first (prompt) frames lead.
+    pub fn mel_meanflow(&self, speech_tokens: &[u32], conds: &GenConds, keys: &mut KeySequence) -> Result<Array> {
+        if !self.meanflow {
+            return Err(TtsError::InvalidArgument("this flow is not a meanflow one".into()));
+        }
+        let (mu, spks, cond) = self.inputs(speech_tokens, conds, true)?;
+        let (frames, new) = (mu.dim(1), 2 * speech_tokens.len() as i32);
+        let noised = normal(&[1, MEL_BINS, new], Dtype::Float32, 0.0, 1.0, Some(&keys.next()?))?;
+        let z = normal(&[1, MEL_BINS, frames], Dtype::Float32, 0.0, 1.0, Some(&keys.next()?))?;
+        let mut x = Array::concatenate(&[&z.slice_axis(2, 0, frames - new)?, &noised], 2)?.swapaxes(1, 2)?;
+        // mx.linspace(0, 1, n + 1): i * (1 / n) in float32.
+        let n = self.n_timesteps;
+        let span = Array::arange(0.0, (n + 1) as f64, 1.0, Dtype::Float32)?.multiply_scalar(1.0 / n as f64)?;
+        for i in 0..n {
+            let (t, r) = (span.slice_axis(0, i, i + 1)?, span.slice_axis(0, i + 1, i + 2)?);
+            let v = self.estimator.forward(&x, &mu, &t, Some(&r), &spks, &cond, Prefix::None)?;
+            x = x.add(&r.subtract(&t)?.multiply(&v)?)?;
+        }
+        let prompt_frames = conds.prompt_feat.dim(1);
+        let mel = x.slice_axis(1, prompt_frames, x.dim(1))?.swapaxes(1, 2)?;
+        mel.eval()?;
+        Ok(mel)
+    }
+
+    /// The fixed noise (`(1, MAX_FRAMES, 80)`); the meanflow flow has none.
+    fn fixed_noise(&self) -> Result<&Array> {
+        self.noise.as_ref().ok_or_else(|| TtsError::InvalidArgument("the meanflow flow draws its noise per call (mel_meanflow)".into()))
     }
 
     /// [`Self::mel`] continuing the voice prompt recorded in `cache` (made by
@@ -145,7 +187,7 @@ impl S3GenFlow {
         let h = self.encoder.forward_after(&embedded, &cache.encoder)?;
         let mu = self.encoder_proj.forward_rows(&h.slice_axis(1, 0, frames)?)?;
         let cond = Array::zeros(&[1, frames, MEL_BINS], mu.dtype())?;
-        let noise = self.noise.slice_axis(1, p, p + frames)?;
+        let noise = self.fixed_noise()?.slice_axis(1, p, p + frames)?;
         let mel = self.solve(noise, &mu, &spks, &cond, Plan::Extend(cache))?;
         let mel = mel.swapaxes(1, 2)?;
         mel.eval()?;
@@ -174,7 +216,7 @@ impl S3GenFlow {
         let mu = self.encoder_proj.forward(&h)?;
         let cond = conds.prompt_feat.slice_axis(1, 0, frames)?.astype(mu.dtype())?;
         let mut steps = Vec::new();
-        self.solve(self.noise.slice_axis(1, 0, frames)?, &mu, &spks, &cond, Plan::Record(&mut steps, keep_going))?;
+        self.solve(self.fixed_noise()?.slice_axis(1, 0, frames)?, &mu, &spks, &cond, Plan::Record(&mut steps, keep_going))?;
         mlx::eval(&encoder.arrays())?;
         Ok(Some(PromptCache { encoder, steps, frames }))
     }
@@ -207,8 +249,8 @@ impl S3GenFlow {
     }
 
     /// The solver's inputs over prompt + new frames, `(1, frames, 80)` each but
-    /// the speaker `(1, 80)`: starting noise, `mu`, speaker, prompt mel then zeros.
-    fn inputs(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool) -> Result<(Array, Array, Array, Array)> {
+    /// the speaker `(1, 80)`: `mu`, speaker, prompt mel then zeros.
+    fn inputs(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool) -> Result<(Array, Array, Array)> {
         let prompt_frames = conds.prompt_feat.dim(1);
         let frames = frame_count(conds.prompt_tokens.len() + speech_tokens.len(), finalize);
         if frames <= prompt_frames as i64 {
@@ -223,7 +265,7 @@ impl S3GenFlow {
         let prompt_feat = conds.prompt_feat.astype(mu.dtype())?;
         let tail = Array::zeros(&[1, frames - prompt_frames, MEL_BINS], mu.dtype())?;
         let cond = Array::concatenate(&[&prompt_feat, &tail], 1)?;
-        Ok((self.noise.slice_axis(1, 0, frames)?, mu, spks, cond))
+        Ok((mu, spks, cond))
     }
 
     /// Euler steps on a cosine schedule `t = 1 - cos(pi/2 s)`, `s` uniform in
@@ -253,7 +295,8 @@ impl S3GenFlow {
                 }
                 Plan::Extend(cache) => Prefix::Extend(&cache.steps[step as usize - 1]),
             };
-            let v = self.estimator.forward(&Array::concatenate(&[&x, &x], 0)?, &mu2, &Array::concatenate(&[&t, &t], 0)?, &spks2, &cond2, prefix)?;
+            let v =
+                self.estimator.forward(&Array::concatenate(&[&x, &x], 0)?, &mu2, &Array::concatenate(&[&t, &t], 0)?, None, &spks2, &cond2, prefix)?;
             let v_cond = v.slice_axis(0, 0, 1)?;
             let v_uncond = v.slice_axis(0, 1, 2)?;
             let v = v_cond.multiply_scalar(1.0 + CFG_RATE)?.subtract(&v_uncond.multiply_scalar(CFG_RATE)?)?;

@@ -17,6 +17,7 @@ mod encoder;
 mod estimator;
 mod flow;
 mod rel_attention;
+pub mod turbo_names;
 
 pub use conds::GenConds;
 pub use config::S3GenConfig;

@@ -8,6 +8,7 @@ use lm::sampling::{LogitsProcessors, Sampler, SamplingOptions};
 use mlx::random::KeySequence;
 use mlx::{Array, Result as MlxResult};
 
+use super::turbo_sampler::TurboSampler;
 use super::{T3Cond, T3};
 use crate::{Result, TtsError};
 
@@ -63,7 +64,17 @@ impl T3Options {
     fn guided(&self) -> bool {
         self.cfg_weight > 0.0
     }
+
+    /// mlx-audio's `ChatterboxTurboTTS.generate` defaults (its `max_tokens` of 800 counts
+    /// the tokens after the first, so 801 here). Turbo ignores `cfg_weight`, `exaggeration`
+    /// and `min_p`, as mlx-audio does.
+    pub fn turbo() -> T3Options {
+        T3Options { top_p: 0.95, max_tokens: 801, ..T3Options::default() }
+    }
 }
+
+/// Turbo's top-k (mlx-audio's `generate` default; not an option here).
+const TURBO_TOP_K: usize = 1000;
 
 /// The f64 a user most likely typed for `v`: its shortest decimal form.
 /// Options reach us as f32, while mlx-audio computes `1 - top_p` on the
@@ -144,14 +155,20 @@ impl LogitsSource for T3Steps<'_> {
 impl T3 {
     fn steps(&self, cond: &T3Cond, text: &[u32], opts: &T3Options) -> Result<T3Steps<'_>> {
         opts.validate(self.cfg.max_speech_tokens)?;
-        let prompt = self.prompt_embeddings(cond, text, opts.exaggeration, opts.guided())?;
-        Ok(T3Steps {
-            t3: self,
-            caches: self.stack.new_caches(),
-            prompt: Some(prompt),
-            cfg_weight: opts.guided().then_some(opts.cfg_weight),
-            position: 1,
-        })
+        let guided = opts.guided() && !self.turbo();
+        let prompt = self.prompt_embeddings(cond, text, opts.exaggeration, guided)?;
+        if let Some(positions) = self.positions() {
+            // GPT-2's positions hold the prompt and every token fed back (all but the last).
+            let need = prompt.dim(1) as usize + opts.max_tokens - 1;
+            if need > positions as usize {
+                return Err(TtsError::InvalidArgument(format!(
+                    "the prompt ({} positions) and maxTokens {} need {need} positions, Turbo's T3 holds {positions}: lower maxTokens or split the text",
+                    prompt.dim(1),
+                    opts.max_tokens
+                )));
+            }
+        }
+        Ok(T3Steps { t3: self, caches: self.new_caches(), prompt: Some(prompt), cfg_weight: guided.then_some(opts.cfg_weight), position: 1 })
     }
 
     /// The guided logits `[1, vocab]` for the first speech token, before any
@@ -184,29 +201,39 @@ impl T3 {
         if opts.max_tokens == 0 {
             return Ok((out, GenerationStats { prompt_tokens, ..GenerationStats::default() }));
         }
+        let turbo = self.turbo();
         let sampling = SamplingOptions {
             temperature: opts.temperature,
-            min_p: opts.min_p,
+            min_p: if turbo { 0.0 } else { opts.min_p },
             repetition_penalty: Some(opts.repetition_penalty),
             // Every token generated so far counts, as mlx-audio sets it.
             repetition_context_size: opts.max_tokens.min(i32::MAX as usize) as i32,
             ..SamplingOptions::default()
         };
         let top_p_on = !sampling.is_greedy() && opts.top_p > 0.0 && opts.top_p < 1.0;
-        let sampler = T3Sampler {
-            top_p_floor: top_p_on.then(|| 1.0 - typed(opts.top_p)),
-            // MLX's own (compiled) ops, not lm's CPU kernels: over a vocabulary
-            // of 8,194 the kernels gained nothing measurable (40 fixture tokens,
-            // 294-300 ms either way). The heap corruption at exit once blamed on
-            // them was dispose() racing the process's exit (f88e041); 26 runs
-            // of the speech tests with the kernels on were clean since.
-            inner: Sampler::with_kernels(&sampling, false)?,
+        let chatterbox_sampler;
+        let turbo_sampler;
+        let sampler: &dyn TokenSampler = if turbo {
+            turbo_sampler = TurboSampler { temperature: opts.temperature, top_k: TURBO_TOP_K, top_p: opts.top_p };
+            &turbo_sampler
+        } else {
+            chatterbox_sampler = T3Sampler {
+                top_p_floor: top_p_on.then(|| 1.0 - typed(opts.top_p)),
+                // MLX's own (compiled) ops, not lm's CPU kernels: over a vocabulary
+                // of 8,194 the kernels gained nothing measurable (40 fixture tokens,
+                // 294-300 ms either way). The heap corruption at exit once blamed on
+                // them was dispose() racing the process's exit (f88e041); 26 runs
+                // of the speech tests with the kernels on were clean since.
+                inner: Sampler::with_kernels(&sampling, false)?,
+            };
+            &chatterbox_sampler
         };
         let processors = LogitsProcessors::new(&sampling)?;
         let decoding = Decoding {
             processors: &processors,
-            sampler: &sampler,
-            history: Some(Array::from_slice(&[start], &[1])?),
+            sampler,
+            // Turbo's penalty covers the sampled tokens only (not the start token).
+            history: if turbo { None } else { Some(Array::from_slice(&[start], &[1])?) },
             normalize: false,
             max_tokens: opts.max_tokens,
             logprobs: None,

@@ -5,11 +5,14 @@
 mod cond;
 mod cond_enc;
 mod config;
+mod gpt2;
 mod inference;
 mod model;
 mod perceiver;
+mod turbo_sampler;
 
 pub use cond::T3Cond;
 pub use config::T3Config;
+pub use gpt2::Gpt2Config;
 pub use inference::T3Options;
 pub use model::T3;

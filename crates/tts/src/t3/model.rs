@@ -1,15 +1,19 @@
 //! T3's weights and its pieces of the forward pass: the prompt embeddings
 //! (conditioning, text, start-of-speech), speech-token embeddings with their
 //! learned positions, and the speech head on the Llama stack's hidden states.
+//! Turbo's T3 is the same around a GPT-2 stack, which adds positions itself:
+//! no T3 position tables, the raw reference clip as conditioning, one
+//! start-of-speech token, a speech head with a bias.
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use lm::cache::Cache;
+use lm::cache::{Cache, LayerCaches};
 use lm::models::DecoderStack;
 use lm::weights::Weights;
 use mlx::nn::{Embedding, Linear};
 use mlx::{Array, Dtype};
 
 use super::cond_enc::CondEncoder;
+use super::gpt2::Gpt2Stack;
 use super::{T3Cond, T3Config};
 use crate::{Result, TtsError};
 
@@ -20,13 +24,27 @@ pub struct T3 {
     pub(super) cfg: T3Config,
     /// Tells this model's cached results apart from another's (`T3Cond::clip`).
     id: u64,
-    pub(super) stack: DecoderStack,
+    stack: Backbone,
     cond_enc: CondEncoder,
     text_emb: Embedding,
     speech_emb: Embedding,
-    text_pos_emb: Embedding,
-    speech_pos_emb: Embedding,
+    /// The learned text and speech position tables (none in Turbo).
+    pos_emb: Option<(Embedding, Embedding)>,
     speech_head: Linear,
+}
+
+enum Backbone {
+    Llama(DecoderStack),
+    Gpt2(Gpt2Stack),
+}
+
+impl Backbone {
+    fn forward(&self, h: Array, caches: &mut [Box<dyn Cache>], last_only: bool) -> mlx::Result<Array> {
+        match self {
+            Backbone::Llama(s) => s.forward(h, caches, last_only),
+            Backbone::Gpt2(s) => s.forward(h, caches, last_only),
+        }
+    }
 }
 
 fn ids(values: &[u32]) -> mlx::Result<Array> {
@@ -52,20 +70,48 @@ impl T3 {
                 || (k.starts_with("t3.tfmr.") && k.contains("self_attn.rotary_emb.inv_freq"))
         });
         let dims = cfg.hidden_size();
-        let stack = DecoderStack::load(w, &format!("{p}.tfmr.model"), &cfg.llama)?;
+        let stack = match &cfg.gpt2 {
+            Some(g) => Backbone::Gpt2(Gpt2Stack::load(w, &format!("{p}.tfmr"), g)?),
+            None => Backbone::Llama(DecoderStack::load(w, &format!("{p}.tfmr.model"), &cfg.llama)?),
+        };
         let cond_enc = CondEncoder::load(w, &format!("{p}.cond_enc"), cfg)?;
         let text_emb = w.embedding(&format!("{p}.text_emb"), cfg.text_tokens_dict_size as i32, dims)?;
         let speech_emb = w.embedding(&format!("{p}.speech_emb"), cfg.speech_tokens_dict_size as i32, dims)?;
-        let text_pos_emb = w.embedding(&format!("{p}.text_pos_emb.emb"), cfg.text_positions(), dims)?;
-        let speech_pos_emb = w.embedding(&format!("{p}.speech_pos_emb.emb"), cfg.speech_positions(), dims)?;
-        let speech_head = w.linear(&format!("{p}.speech_head"), dims, cfg.speech_tokens_dict_size as i32, false)?;
+        let pos_emb = match cfg.gpt2 {
+            Some(_) => None,
+            None => Some((
+                w.embedding(&format!("{p}.text_pos_emb.emb"), cfg.text_positions(), dims)?,
+                w.embedding(&format!("{p}.speech_pos_emb.emb"), cfg.speech_positions(), dims)?,
+            )),
+        };
+        let speech_head = w.linear(&format!("{p}.speech_head"), dims, cfg.speech_tokens_dict_size as i32, cfg.gpt2.is_some())?;
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        Ok(T3 { cfg: cfg.clone(), id, stack, cond_enc, text_emb, speech_emb, text_pos_emb, speech_pos_emb, speech_head })
+        Ok(T3 { cfg: cfg.clone(), id, stack, cond_enc, text_emb, speech_emb, pos_emb, speech_head })
     }
 
     pub fn config(&self) -> &T3Config {
         &self.cfg
+    }
+
+    /// Whether this is Turbo's T3 (GPT-2 backbone, mlx-audio's `inference_turbo`).
+    pub fn turbo(&self) -> bool {
+        self.cfg.gpt2.is_some()
+    }
+
+    /// The positions a GPT-2 backbone holds (prompt and speech); None for the Llama one.
+    pub(super) fn positions(&self) -> Option<i32> {
+        match &self.stack {
+            Backbone::Llama(_) => None,
+            Backbone::Gpt2(s) => Some(s.positions()),
+        }
+    }
+
+    pub(super) fn new_caches(&self) -> LayerCaches {
+        match &self.stack {
+            Backbone::Llama(s) => s.new_caches(),
+            Backbone::Gpt2(s) => s.new_caches(),
+        }
     }
 
     /// The conditioning positions `[1, L, dims]` for `cond` with emotion
@@ -101,12 +147,17 @@ impl T3 {
                 "voice: t3.cond_prompt_speech_tokens holds id {bad}, outside the speech vocabulary ({vocab})"
             )));
         }
-        let max = self.cfg.speech_positions() as usize;
+        let max = match &self.stack {
+            Backbone::Llama(_) => self.cfg.speech_positions(),
+            Backbone::Gpt2(s) => s.positions(),
+        } as usize;
         if tokens.len() > max {
             return Err(TtsError::InvalidArgument(format!("voice: t3.cond_prompt_speech_tokens has {} tokens, at most {max} fit", tokens.len())));
         }
-        let emb = self.speech_emb.forward(&ids(tokens)?)?;
-        let emb = emb.add(&self.speech_pos_emb.forward(&positions(tokens.len())?)?)?;
+        let mut emb = self.speech_emb.forward(&ids(tokens)?)?;
+        if let Some((_, speech_pos)) = &self.pos_emb {
+            emb = emb.add(&speech_pos.forward(&positions(tokens.len())?)?)?;
+        }
         let clip = self.cond_enc.clip(&emb)?;
         clip.eval()?;
         *cached = Some((self.id, clip.clone()));
@@ -135,12 +186,17 @@ impl T3 {
         let b = if cfg { 2 } else { 1 };
         let cond_emb = self.cond_embeddings(cond, exaggeration)?;
         let mut text_emb = self.text_emb.forward(&ids(text)?)?;
+        let Some((text_pos, speech_pos)) = &self.pos_emb else {
+            // Turbo (`T3.prepare_input_embeds`): [cond | text | start], no guidance.
+            let start = self.speech_emb.forward(&ids(&[self.cfg.start_speech_token])?)?;
+            return Ok(Array::concatenate(&[&cond_emb, &text_emb, &start], 1)?);
+        };
         if cfg {
             text_emb = Array::concatenate(&[&text_emb, &Array::zeros(&text_emb.shape(), text_emb.dtype())?], 0)?;
         }
-        let text_emb = text_emb.add(&self.text_pos_emb.forward(&positions(text.len())?)?)?;
+        let text_emb = text_emb.add(&text_pos.forward(&positions(text.len())?)?)?;
         let start = ids(&[self.cfg.start_speech_token])?;
-        let start_emb = self.speech_emb.forward(&start)?.add(&self.speech_pos_emb.forward(&positions(1)?)?)?;
+        let start_emb = self.speech_emb.forward(&start)?.add(&speech_pos.forward(&positions(1)?)?)?;
         let bos = self.speech_embedding(&start, 0)?;
         let widen = |a: &Array| -> mlx::Result<Array> {
             let s = a.shape();
@@ -152,8 +208,11 @@ impl T3 {
     /// `[1, 1, dims]`: the embedding of speech token `token` (any int array of
     /// one element) at speech position `pos`.
     pub(super) fn speech_embedding(&self, token: &Array, pos: i32) -> mlx::Result<Array> {
-        let p = Array::from_slice(&[pos], &[1, 1])?;
-        self.speech_emb.forward(&token.reshape(&[1, 1])?)?.add(&self.speech_pos_emb.forward(&p)?)
+        let e = self.speech_emb.forward(&token.reshape(&[1, 1])?)?;
+        match &self.pos_emb {
+            Some((_, speech_pos)) => e.add(&speech_pos.forward(&Array::from_slice(&[pos], &[1, 1])?)?),
+            None => Ok(e),
+        }
     }
 
     /// Runs `embeds` through the stack; returns the speech logits `[B, vocab]`

@@ -1,0 +1,121 @@
+'use strict';
+// Chatterbox Turbo against mlx-audio 0.6.2's chatterbox_turbo, run by the fixture script
+// (scripts/fixtures_tts_turbo.py: one seeded ChatterboxTurboTTS.generate call on a shrunk
+// random-weight Turbo): the same loadTTS detects the model, seeded speech tokens identical,
+// audio within 1e-3; stream() (piece by piece for Turbo) gives the same; bad input, voice
+// cloning (not ported yet) and broken folders reject with their codes.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { loadTTS } = require('..');
+const { ensureTurboFixture } = require('../scripts/fixtures-tts');
+const { readSafetensors, maxAbsDiff } = require('./safetensors');
+const { expectReject } = require('./helpers');
+
+const AUDIO_TOLERANCE = 1e-3;
+const SPEECH_VOCAB = 6561;
+let folder;
+let model;
+const tmpDirs = [];
+
+// mlx-audio's generate() keyword arguments as our options. Its max_tokens counts the
+// tokens sampled after the first; our maxTokens counts them all.
+function optionsOf(meta) {
+  const o = meta.options;
+  return { temperature: o.temperature, topP: o.top_p, repetitionPenalty: o.repetition_penalty, maxTokens: o.max_tokens + 1, seed: meta.seed };
+}
+
+function refCase(name) {
+  const dir = path.join(folder, 'ref');
+  return { meta: JSON.parse(fs.readFileSync(path.join(dir, `${name}.json`), 'utf8')), arrays: readSafetensors(path.join(dir, `${name}.safetensors`)) };
+}
+
+test.before(async () => {
+  folder = ensureTurboFixture();
+  model = await loadTTS(folder);
+});
+test.after(async () => {
+  if (model) await model.dispose();
+  for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
+});
+
+test('Turbo sampled: speech tokens identical to mlx-audio, audio within 1e-3', async () => {
+  const { meta, arrays } = refCase('sampled');
+  const audio = await model.synthesize(meta.text, optionsOf(meta));
+  assert.deepEqual(audio.speechTokens, meta.speech_tokens.filter((t) => t < SPEECH_VOCAB), 'speech tokens');
+  assert.equal(audio.promptTokens, 1 + 375 + meta.text_tokens.length + 1, 'promptTokens: speaker, clip, text, start');
+  assert.equal(audio.sampleRate, 24000);
+  const ref = arrays.wav.data;
+  assert.equal(audio.audio.length, ref.length, 'sample count');
+  const diff = maxAbsDiff(audio.audio, ref);
+  assert.ok(diff < AUDIO_TOLERANCE, `max abs audio difference ${diff}`);
+});
+
+test('Turbo stream(): piece by piece, the same tokens and audio as synthesize()', async () => {
+  const { meta } = refCase('sampled');
+  const opts = { ...optionsOf(meta), maxTokens: 24 };
+  const whole = await model.synthesize(meta.text, opts);
+  const chunks = [];
+  const s = model.stream(meta.text, opts);
+  for await (const c of s) chunks.push(...c.audio);
+  const summary = await s.result;
+  assert.deepEqual(summary.speechTokens, whole.speechTokens);
+  assert.equal(chunks.length, whole.audio.length);
+  assert.ok(maxAbsDiff(Float32Array.from(chunks), whole.audio) === 0, 'same audio');
+});
+
+// A mono 16-bit PCM WAV of `n` samples at 24 kHz.
+function wavBytes(n) {
+  const b = Buffer.alloc(44 + 2 * n);
+  b.write('RIFF', 0);
+  b.writeUInt32LE(36 + 2 * n, 4);
+  b.write('WAVEfmt ', 8);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20);
+  b.writeUInt16LE(1, 22);
+  b.writeUInt32LE(24000, 24);
+  b.writeUInt32LE(48000, 28);
+  b.writeUInt16LE(2, 32);
+  b.writeUInt16LE(16, 34);
+  b.write('data', 36);
+  b.writeUInt32LE(2 * n, 40);
+  for (let i = 0; i < n; i++) b.writeInt16LE(Math.round(8000 * Math.sin(i / 10)), 44 + 2 * i);
+  return b;
+}
+
+test('Turbo voice cloning is not supported yet: createVoice and a WAV voice reject with UNSUPPORTED_MODEL', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-turbo-wav-'));
+  tmpDirs.push(dir);
+  const wav = path.join(dir, 'clip.wav');
+  fs.writeFileSync(wav, wavBytes(6 * 24000));
+  await expectReject(() => model.createVoice(wav), 'UNSUPPORTED_MODEL', /Turbo/);
+  await expectReject(() => model.synthesize('Hi.', { voice: wav, maxTokens: 4, seed: 0 }), 'UNSUPPORTED_MODEL', /Turbo/);
+  // The built-in voice still speaks.
+  const audio = await model.synthesize('Hi.', { maxTokens: 4, seed: 0 });
+  assert.ok(audio.audio.length > 0);
+});
+
+test('Turbo is English only: language rejects; too many maxTokens for its positions reject; a broken Turbo folder rejects with its code', async () => {
+  await expectReject(() => model.synthesize('Bonjour.', { language: 'fr' }), 'INVALID_ARGUMENT', /language/);
+  // The fixture's GPT-2 holds 1024 positions: a ~390-position prompt leaves room for fewer tokens.
+  await expectReject(() => model.synthesize('Hello world.', { maxTokens: 700, seed: 0 }), 'INVALID_ARGUMENT', /maxTokens 700 need \d+ positions/);
+  const variant = (omit, extra = {}) => {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-turbo-'));
+    tmpDirs.push(d);
+    for (const f of fs.readdirSync(folder)) {
+      if (f === 'ref' || f === omit || f in extra) continue;
+      fs.symlinkSync(path.join(folder, f), path.join(d, f));
+    }
+    for (const [f, content] of Object.entries(extra)) fs.writeFileSync(path.join(d, f), content);
+    return d;
+  };
+  await expectReject(() => loadTTS(variant('model.safetensors')), 'MODEL_NOT_FOUND', /model\*?\.safetensors/);
+  await expectReject(() => loadTTS(variant('tokenizer.json')), 'MODEL_NOT_FOUND', /tokenizer\.json/);
+  const config = JSON.parse(fs.readFileSync(path.join(folder, 'config.json'), 'utf8'));
+  const badGpt2 = { ...config, t3_config: { ...config.t3_config, gpt2_config: { n_layer: 'two' } } };
+  await expectReject(() => loadTTS(variant(null, { 'config.json': JSON.stringify(badGpt2) })), 'INVALID_WEIGHTS', /gpt2_config\.n_layer/);
+  const deeper = { ...config, t3_config: { ...config.t3_config, gpt2_config: { ...config.t3_config.gpt2_config, n_layer: 3 } } };
+  await expectReject(() => loadTTS(variant(null, { 'config.json': JSON.stringify(deeper) })), 'INVALID_WEIGHTS', /t3\.tfmr\.h\.2/);
+});
