@@ -8,7 +8,7 @@
 //   (__test__/families.test.js), Gemma 4's and GPT-OSS's own chat templates among them (fetched
 //   once from PyPI by scripts/chat-templates.js);
 // - `npm run test:speech`: Chatterbox against mlx-audio (__test__/tts*.test.js: the models,
-//   their options and errors, Multilingual) and voice cloning (__test__/voice.test.js, with the
+//   their options and errors, Multilingual, Turbo) and voice cloning (__test__/voice.test.js, with the
 //   voice fixtures only it reads). The speech parts of the CLI, the server and the package
 //   stay in `npm test`.
 // `node scripts/test-suite.js NAME` runs the suite's files after the setup it needs.
@@ -29,6 +29,7 @@ const SUITES = {
     setup: () => {
       require('./deps').ensureSox();
       require('./fixtures-tts').ensureTtsFixtures();
+      require('./fixtures-tts').ensureTurboFixture();
       require('./fixtures-voice').ensureVoiceFixtures();
     },
   },
