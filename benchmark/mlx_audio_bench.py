@@ -131,6 +131,11 @@ def cmd_synthesize(req):
         del model.t3.inference
         del model.s3gen.flow.inference
     tokens = seen["tokens"].reshape(-1).tolist() if "tokens" in seen else []
+    return timed_result(model, result, seen, t0, seconds, tokens)
+
+
+def timed_result(model, result, seen, t0, seconds, tokens):
+    """The answer of cmd_synthesize: the times and what the wrappers saw pass by."""
     return {
         "seconds": seconds,
         "t3Seconds": seen["t3_end"] - t0,
@@ -177,15 +182,7 @@ def synthesize_turbo(model, text, kwargs, seed):
         type(model.s3gen).__call__ = s3_call
     # S3Gen's input ends with the three silence tokens generate appends.
     tokens = seen["tokens"].reshape(-1).tolist()[:-3] if "tokens" in seen else []
-    return {
-        "seconds": seconds,
-        "t3Seconds": seen["t3_end"] - t0,
-        "samples": int(result.audio.shape[0]),
-        "sampleRate": model.sample_rate,
-        "speechTokens": tokens,
-        "t3Tokens": seen["t3_tokens"],
-        "peakMemory": mx.get_peak_memory(),
-    }
+    return timed_result(model, result, seen, t0, seconds, tokens)
 
 
 COMMANDS = {"info": cmd_info, "load": cmd_load, "synthesize": cmd_synthesize}

@@ -496,6 +496,50 @@ mod x86 {
         *acc = _mm256_add_ps(*acc, _mm256_mul_ps(bias, _mm256_set1_ps(xsum)));
     }
 
+    /// A prompt tile's weights, column per lane: block `b`'s eight 4-byte
+    /// elements of each of the tile's columns (`rows_w`), transposed so that
+    /// vector `j` holds element `j` of every column.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn tile_block(p: &Problem, rows_w: &[*const u32; TILE], b: usize) -> [__m256i; TILE] {
+        transpose(std::array::from_fn(|c| match p.bits {
+            4 => unpack_unit4(rows_w[c], b / 2)[b % 2],
+            bits => unpack_block(rows_w[c], bits, b),
+        }))
+    }
+
+    /// The weight rows of the tile starting at column `n0` (the last column
+    /// repeated past `n`), and each group's scales and biases of those columns
+    /// into `sb`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn tile_columns(p: &Problem, n0: usize, sb: &mut [[__m256; 2]]) -> [*const u32; TILE] {
+        let (rw, groups) = (p.row_words(), p.groups());
+        let col = |c: usize| (n0 + c).min(p.n - 1);
+        let offs_g: [i32; TILE] = std::array::from_fn(|c| (col(c) * groups) as i32);
+        let g_off = _mm256_loadu_si256(offs_g.as_ptr().cast());
+        for (g, v) in sb.iter_mut().enumerate() {
+            *v = [_mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off), _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off)];
+        }
+        std::array::from_fn(|c| p.w.as_ptr().add(col(c) * rw))
+    }
+
+    /// Rows `m0..` of a prompt tile's float sums into `out`, the columns
+    /// that exist.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn store_rows(p: &Problem, m0: usize, n0: usize, acc: &[__m256], out: OutPtr) {
+        for (r, a) in acc.iter().enumerate() {
+            let mut lanes = [0f32; TILE];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+            for (c, &v) in lanes.iter().enumerate() {
+                if n0 + c < p.n {
+                    *out.0.add((m0 + r) * p.n + n0 + c) = v;
+                }
+            }
+        }
+    }
+
     /// The per-tile loop, once per instruction set (a target feature cannot
     /// be a generic parameter): tiles of eight output columns. The weights go
     /// a step at a time, a group or (4 bits, groups of 32) two groups: the
@@ -639,18 +683,10 @@ mod x86 {
                             add_group(&mut acc[r], isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
                         }
                     }
-                    for (r, a) in acc.iter().enumerate() {
-                        let mut lanes = [0f32; TILE];
-                        _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
-                        for (c, &v) in lanes.iter().enumerate() {
-                            if n0 + c < p.n {
-                                *out.0.add((m0 + r) * p.n + n0 + c) = v;
-                            }
-                        }
-                    }
+                    store_rows(p, m0, n0, &acc, out);
                 }
 
-                let (rw, groups) = (p.row_words(), p.groups());
+                let groups = p.groups();
                 let (slots, offs) = element_order(p.k, p.group_size, p.bits);
                 let mut wt = vec![_mm256_setzero_si256(); p.k / 4];
                 let mut sb = vec![[_mm256_setzero_ps(); 2]; groups];
@@ -658,23 +694,11 @@ mod x86 {
                     let end = (r0 + CHUNK).min(p.m);
                     for tile in tiles.clone() {
                         let n0 = tile * TILE;
-                        let rows_w: [*const u32; TILE] = std::array::from_fn(|c| p.w.as_ptr().add((n0 + c).min(p.n - 1) * rw));
+                        let rows_w = tile_columns(p, n0, &mut sb);
                         for b in 0..p.k / BLOCK {
-                            let v: [__m256i; TILE] = std::array::from_fn(|c| match p.bits {
-                                4 => unpack_unit4(rows_w[c], b / 2)[b % 2],
-                                bits => unpack_block(rows_w[c], bits, b),
-                            });
-                            for (j, t) in transpose(v).into_iter().enumerate() {
+                            for (j, t) in tile_block(p, &rows_w, b).into_iter().enumerate() {
                                 *wt.get_unchecked_mut(slots[b * TILE + j]) = t;
                             }
-                        }
-                        let offs_g: [i32; TILE] = std::array::from_fn(|c| ((n0 + c).min(p.n - 1) * groups) as i32);
-                        let g_off = _mm256_loadu_si256(offs_g.as_ptr().cast());
-                        for (g, v) in sb.iter_mut().enumerate() {
-                            *v = [
-                                _mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off),
-                                _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off),
-                            ];
                         }
                         let mut m = r0;
                         while m < end {
@@ -723,18 +747,10 @@ mod x86 {
                     add_group(a, isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
                 }
             }
-            for (r, a) in acc.iter().enumerate() {
-                let mut lanes = [0f32; TILE];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
-                for (c, &v) in lanes.iter().enumerate() {
-                    if n0 + c < p.n {
-                        *out.0.add((m0 + r) * p.n + n0 + c) = v;
-                    }
-                }
-            }
+            store_rows(p, m0, n0, &acc, out);
         }
 
-        let (rw, groups, per_row) = (p.row_words(), p.groups(), p.k / 4);
+        let (groups, per_row) = (p.groups(), p.k / 4);
         let (slots, offs) = element_order(p.k, p.group_size, p.bits);
         let twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
         let mut wt = vec![_mm512_setzero_si512(); per_row];
@@ -751,20 +767,11 @@ mod x86 {
             }
             for tile in tiles.clone() {
                 let n0 = tile * TILE;
-                let rows_w: [*const u32; TILE] = std::array::from_fn(|c| p.w.as_ptr().add((n0 + c).min(p.n - 1) * rw));
+                let rows_w = tile_columns(p, n0, &mut sb);
                 for b in 0..p.k / BLOCK {
-                    let v: [__m256i; TILE] = std::array::from_fn(|c| match p.bits {
-                        4 => unpack_unit4(rows_w[c], b / 2)[b % 2],
-                        bits => unpack_block(rows_w[c], bits, b),
-                    });
-                    for (j, t) in transpose(v).into_iter().enumerate() {
+                    for (j, t) in tile_block(p, &rows_w, b).into_iter().enumerate() {
                         *wt.get_unchecked_mut(slots[b * TILE + j]) = _mm512_permutexvar_epi32(twice, _mm512_castsi256_si512(t));
                     }
-                }
-                let offs_g: [i32; TILE] = std::array::from_fn(|c| ((n0 + c).min(p.n - 1) * groups) as i32);
-                let g_off = _mm256_loadu_si256(offs_g.as_ptr().cast());
-                for (g, v) in sb.iter_mut().enumerate() {
-                    *v = [_mm256_i32gather_ps::<4>(p.scales.as_ptr().add(g), g_off), _mm256_i32gather_ps::<4>(p.biases.as_ptr().add(g), g_off)];
                 }
                 let mut m = r0;
                 while m < end {
