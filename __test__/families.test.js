@@ -28,7 +28,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { loadModel } = require('..');
 const { runReference } = require('./ref/ref');
-const { fixtures, model, disposeModels, assertSameGeneration, copyFixture, expectReject, expectThrow, venvPython } = require('./helpers');
+const { fixtures, model, disposeModels, assertSameGeneration, copyFixture, fixturePath, expectReject, expectThrow, venvPython } = require('./helpers');
 const { ensureChatTemplates } = require('../scripts/chat-templates');
 const tc = require('./template-cases');
 
@@ -353,6 +353,26 @@ test('kvBits on a model with sliding-window layers is INVALID_ARGUMENT, where ML
     // MLX-LM's default start (5000) too: it would raise there.
     expectThrow(() => x.createPromptCache({ kvBits: 4 }), 'INVALID_ARGUMENT', /sliding-window layers/, m);
   }
+});
+
+test("float experts in bfloat16 on the CPU are UNSUPPORTED_MODEL at load, where MLX-LM fails at the first token", async () => {
+  // MLX's own CPU gather_mm, as MLX-LM's SwitchGLU calls it.
+  const theirs = venvPython(
+    [
+      'import mlx.core as mx',
+      'a, b = mx.zeros((2, 1, 8), mx.bfloat16), mx.zeros((3, 8, 8), mx.bfloat16)',
+      'try:',
+      '    mx.eval(mx.gather_mm(a, b, rhs_indices=mx.array([0, 2])))',
+      '    print("ran")',
+      'except Exception as e:',
+      '    print(e)',
+    ].join('\n'),
+  );
+  assert.match(theirs, /only supports float32/);
+  await expectReject(() => loadModel(fixturePath('qwen3-moe-f32'), { dtype: 'bfloat16' }), 'UNSUPPORTED_MODEL', /switch_mlp\.gate_proj: Bfloat16 experts do not run on MLX's CPU backend .*dtype 'float32'/);
+  // Quantized experts (gather_qmm) in a bfloat16 model run.
+  const q = await model('qwen3-moe-q4');
+  assert.equal((await q.generate(STR, { maxTokens: 2 })).tokens.length, 2);
 });
 
 test('gemma3: the model reports its family', async () => {

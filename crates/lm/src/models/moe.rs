@@ -8,10 +8,10 @@ use std::sync::Arc;
 use mlx::distributed::Group;
 use mlx::nn::{self, Linear};
 use mlx::quant::{gather_mm, gather_qmm};
-use mlx::{Array, Result as MlxResult};
+use mlx::{Array, Dtype, Result as MlxResult};
 
 use super::decoder::FeedForward;
-use crate::error::Result;
+use crate::error::{LmError, Result};
 use crate::parallel::Split;
 use crate::weights::Weights;
 
@@ -70,7 +70,20 @@ impl SwitchLinear {
 impl SwitchWeights {
     fn load(w: &mut Weights, prefix: &str, experts: i32, in_dims: i32, out_dims: i32, axis: Option<i32>) -> Result<SwitchWeights> {
         match w.quant_params(prefix, in_dims)? {
-            None => Ok(SwitchWeights::Dense { weight: w.take_split(&format!("{prefix}.weight"), &[experts, out_dims, in_dims], axis)? }),
+            None => {
+                let weight = w.take_split(&format!("{prefix}.weight"), &[experts, out_dims, in_dims], axis)?;
+                // MLX's CPU `gather_mm` runs float32 only (MLX-LM fails there at the first
+                // token with "[GatherMM::eval] Currently only supports float32"): said at
+                // load, with what does run.
+                if weight.dtype() != Dtype::Float32 && mlx::cpu::kernel::cpu_default() {
+                    return Err(LmError::UnsupportedModel(format!(
+                        "{prefix}: {:?} experts do not run on MLX's CPU backend (its gather_mm takes float32 only); \
+                         load with dtype 'float32', or use a quantized conversion",
+                        weight.dtype()
+                    )));
+                }
+                Ok(SwitchWeights::Dense { weight })
+            }
             // `quant_params` checked that the inputs fit the groups and the width.
             Some(q) => {
                 let (weight, scales, biases) = w.take_packed(prefix, &[experts], out_dims, in_dims, &q, axis)?;
