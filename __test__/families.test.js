@@ -46,6 +46,7 @@ const CHAT2 = [
 
 const QUANTIZED = ['qwen3-moe-bf16-q8', 'phi3-bf16-q8', 'gpt-oss-bf16-q8', 'smollm3-bf16-q8', 'smollm3-bf16-q4', 'ministral3-bf16-q8',
   'ministral3-bf16-q4', 'lfm2-bf16-q8', 'qwen3_5-bf16-q8', 'qwen3_5-moe-bf16-q8', 'gemma4-q8', 'gemma4-moe-bf16-q8'];
+const BF16 = ['gemma3-bf16', 'phi3-bf16', 'smollm3-bf16', 'ministral3-bf16', 'lfm2-bf16', 'qwen3_5-bf16'];
 
 // The prompt-cache kinds (createPromptCache's options, MLX-LM's generate_step(max_kv_size=,
 // kv_bits=, kv_group_size=, quantized_kv_start=)), per family: a two-turn conversation on one
@@ -155,6 +156,12 @@ for (const m of QUANTIZED) {
   cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 15 } });
 }
 cases.push({ m: 'gemma4-vlm', label: 'greedy, chat (text model of a gemma4 checkpoint)', input: CHAT, options: { maxTokens: 24 } });
+// bfloat16 through and through (convert --dtype bfloat16) for the dense families; Gemma 4 in
+// bfloat16 repeats a handful of tokens on these random weights, so it is left to its 4-bit fixture.
+for (const m of BF16) {
+  cases.push({ m, label: 'greedy, prompt past the window', input: STR, options: { maxTokens: 24 } });
+  cases.push({ m, label: 'seeded, chat', input: CHAT2, options: { maxTokens: 24, temperature: 0.9, topP: 0.9, seed: 16 } });
+}
 
 // The fixtures carry other families' tokenizers (Gemma 3's, Qwen3's) and so their templates:
 // these are fixture folders with the family's own template (llama.cpp's copies, from

@@ -707,20 +707,11 @@ def make_gemma4_vlm(out, tok_dir):
     write_common(dst, config, tok_dir, GEMMA3_EOS)
 
 
-def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None, mode="affine", group_size=64):
+def make_converted(out, name, src, tok_dir, **convert_args):
+    """`src` as `mlx_lm.convert(**convert_args)` writes it (quantized, or cast by `dtype=`)."""
     dst = out / name
     with contextlib.redirect_stdout(sys.stderr):
-        mlx_lm.convert(
-            str(src),
-            str(dst),
-            quantize=True,
-            q_bits=bits,
-            # The floating-point modes have one group size each (convert's default for the mode).
-            q_group_size=group_size if mode == "affine" else None,
-            q_mode=mode,
-            quant_predicate=predicate,
-            dtype=dtype,
-        )
+        mlx_lm.convert(str(src), str(dst), **convert_args)
     # convert re-saves the tokenizer with transformers (which moves the chat template
     # into chat_template.jinja) and adds a model card: put back the original files so
     # every fixture has the same two tokenizer files.
@@ -729,6 +720,19 @@ def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None, mo
         if f.name not in keep and not f.name.endswith(".safetensors"):
             f.unlink()
     copy_tokenizer(tok_dir, dst)
+
+
+def make_quantized(out, name, src, tok_dir, bits, predicate=None, dtype=None, mode="affine", group_size=64):
+    make_converted(
+        out, name, src, tok_dir,
+        quantize=True,
+        q_bits=bits,
+        # The floating-point modes have one group size each (convert's default for the mode).
+        q_group_size=group_size if mode == "affine" else None,
+        q_mode=mode,
+        quant_predicate=predicate,
+        dtype=dtype,
+    )
 
 
 def make_gpt_oss_hf_mxfp4(out, tok_dir):
@@ -828,6 +832,8 @@ def main():
         ("gemma3-vlm", lambda: make_gemma3_vlm(out, gemma_dir)),
         ("gemma3-bf16-q4", lambda: make_quantized(out, "gemma3-bf16-q4", out / "gemma3-f32", gemma_dir, 4, dtype="bfloat16")),
         ("gemma3-q8", lambda: make_quantized(out, "gemma3-q8", out / "gemma3-f32", gemma_dir, 8)),
+        # bfloat16 through and through (`convert --dtype bfloat16`), as MLX-community's bf16 models.
+        ("gemma3-bf16", lambda: make_converted(out, "gemma3-bf16", out / "gemma3-f32", gemma_dir, dtype="bfloat16")),
         ("gemma4-vlm", lambda: make_gemma4_vlm(out, gemma_dir)),
         # convert -q with Gemma 4's quant_predicate: the routers 8-bit, the rest 4-bit where the
         # input width allows.
@@ -900,6 +906,10 @@ def main():
               ("smollm3-bf16-q4", "smollm3-f32", 4), ("ministral3-bf16-q8", "ministral3-f32", 8),
               ("ministral3-bf16-q4", "ministral3-f32", 4), ("lfm2-bf16-q8", "lfm2-f32", 8),
               ("qwen3_5-bf16-q8", "qwen3_5-f32", 8), ("qwen3_5-moe-bf16-q8", "qwen3_5-moe-f32", 8)]],
+        # bfloat16 through and through (`convert --dtype bfloat16`) for the dense families (MLX's
+        # CPU gather_mm takes float32 only, so float MoE experts cannot run in bfloat16 there).
+        *[(f"{fam}-bf16", (lambda fam=fam: make_converted(out, f"{fam}-bf16", out / f"{fam}-f32", tok_dir, dtype="bfloat16")))
+          for fam in ["phi3", "smollm3", "ministral3", "lfm2", "qwen3_5"]],
     ]
     for name, make in derived:
         t = time.perf_counter()

@@ -28,6 +28,8 @@ function main() {
   const { env } = require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
   require('./fixtures-tts').ensureTtsFixtures();
+  // The speech crate's cargo tests read them too (S3 tokenizer, CAMPPlus).
+  require('./fixtures-voice').ensureVoiceFixtures();
   require('./fixtures-gguf').ensureGgufFixtures();
   log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   // Release profile: shares the dependency builds with the addon.
