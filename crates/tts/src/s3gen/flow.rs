@@ -134,19 +134,22 @@ impl S3GenFlow {
         Ok(mel.slice_axis(1, prompt_frames, mel.dim(1))?.swapaxes(1, 2)?)
     }
 
-    /// Turbo's mel `(1, 80, 2 N)` for all of a piece's `speech_tokens` (mlx-audio's
-    /// `S3Token2Mel.__call__` with `meanflow`, finalized), evaluated. Its noise comes from
-    /// `keys` as mlx-audio draws it: first the new frames' `(1, 80, 2 N)`, then one over
-    /// the whole sequence, whose first (prompt) frames lead.
-    pub fn mel_meanflow(&self, speech_tokens: &[u32], conds: &GenConds, keys: &mut KeySequence) -> Result<Array> {
+    /// Turbo's mel `(1, 80, 2 N)` for `speech_tokens` (N of them; mlx-audio's
+    /// `S3Token2Mel.__call__` with `meanflow`), evaluated. Without `finalize` the last
+    /// `PRE_LOOKAHEAD` tokens only look ahead, as in [`Self::mel`]: `2 (N - 3)` frames.
+    /// Its noise comes from `keys` as mlx-audio draws it: first `(1, 80, 2 N)`, then one over
+    /// the whole sequence, whose first frames lead the first draw (the prompt's when
+    /// finalized; unfinalized, 6 frames fewer, as mlx-audio's stream chunks have it).
+    pub fn mel_meanflow(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool, keys: &mut KeySequence) -> Result<Array> {
         if !self.meanflow {
             return Err(TtsError::InvalidArgument("this flow is not a meanflow one".into()));
         }
-        let (mu, spks, cond) = self.inputs(speech_tokens, conds, true)?;
+        let (mu, spks, cond) = self.inputs(speech_tokens, conds, finalize)?;
         let (frames, new) = (mu.dim(1), 2 * speech_tokens.len() as i32);
         let noised = normal(&[1, MEL_BINS, new], Dtype::Float32, 0.0, 1.0, Some(&keys.next()?))?;
         let z = normal(&[1, MEL_BINS, frames], Dtype::Float32, 0.0, 1.0, Some(&keys.next()?))?;
-        let mut x = Array::concatenate(&[&z.slice_axis(2, 0, frames - new)?, &noised], 2)?.swapaxes(1, 2)?;
+        let lead = (frames - new).max(0);
+        let mut x = Array::concatenate(&[&z.slice_axis(2, 0, lead)?, &noised.slice_axis(2, 0, frames - lead)?], 2)?.swapaxes(1, 2)?;
         // mx.linspace(0, 1, n + 1): i * (1 / n) in float32.
         let n = self.n_timesteps;
         let span = Array::arange(0.0, (n + 1) as f64, 1.0, Dtype::Float32)?.multiply_scalar(1.0 / n as f64)?;
@@ -159,6 +162,11 @@ impl S3GenFlow {
         let mel = x.slice_axis(1, prompt_frames, x.dim(1))?.swapaxes(1, 2)?;
         mel.eval()?;
         Ok(mel)
+    }
+
+    /// Whether this is Turbo's meanflow flow (`mel_meanflow`), which has no fixed noise.
+    pub fn meanflow(&self) -> bool {
+        self.meanflow
     }
 
     /// The fixed noise (`(1, MAX_FRAMES, 80)`); the meanflow flow has none.
