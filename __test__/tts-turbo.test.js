@@ -54,39 +54,48 @@ test('Turbo sampled: speech tokens identical to mlx-audio, audio within 1e-3', a
   assert.ok(diff < AUDIO_TOLERANCE, `max abs audio difference ${diff}`);
 });
 
-// Turbo's stream() is Chatterbox's chunked one (see speech-stream.js): the flow's noise
-// and the vocoder's excitation are drawn afresh per chunk, so the audio is synthesize()'s
-// in tokens, length and loudness contour, not sample for sample.
-test('Turbo stream(): chunks while T3 runs, synthesize()\'s tokens and length, its loudness contour; a break stops T3', async () => {
+// Turbo's stream() is Chatterbox's chunked one (see speech-stream.js), its prompt cache
+// included: the flow's noise and the vocoder's excitation are drawn afresh per chunk, so the
+// audio is synthesize()'s in tokens, length and loudness contour, not sample for sample.
+test('Turbo stream(): chunks while T3 runs, synthesize()\'s tokens and length, its loudness contour, with and without the prompt cache; a break stops T3', async () => {
   const { meta } = refCase('sampled');
   // 36 tokens: still a middle chunk, for less work than the fixture's 61.
   const opts = { ...optionsOf(meta), maxTokens: 36 };
   const whole = await model.synthesize(meta.text, opts);
   const n = whole.speechTokens.length;
-  const chunks = [];
-  const s = model.stream(meta.text, opts);
-  for await (const c of s) chunks.push(c.audio);
-  const r = await s.result;
-  assert.deepEqual(r.speechTokens, whole.speechTokens);
-  assert.equal(r.generationTokens, whole.generationTokens);
-  assert.equal(r.aborted, false);
-  // The default schedule: 10 tokens, then 20, then the rest.
-  assert.equal(chunks.length, expectedChunks(n, 10, 50));
-  assert.ok(chunks.length >= 3, `${chunks.length} chunks`);
-  // As Chatterbox's: the first chunk's frames less the 8 held back for the cross-fade, a
-  // middle one its tokens' frames, though Turbo's vocoder gives 60 samples fewer a call.
-  assert.equal(chunks[0].length, (2 * 10 - 8) * 480);
-  assert.equal(chunks[1].length, 2 * 20 * 480);
-  const joined = Float32Array.from(chunks.flatMap((c) => Array.from(c)));
-  assert.equal(joined.length, whole.audio.length);
-  assert.ok(joined.every(Number.isFinite));
-  const db = envelopeDb(joined, whole.audio);
-  assert.ok(db < ENVELOPE_DB, `20 ms loudness differs by ${db.toFixed(2)} dB on average`);
+  const uncached = await loadTTS(folder, { promptCache: false });
+  try {
+    for (const [m, cache] of [[model, 'made'], [uncached, 'none']]) {
+      const chunks = [];
+      const s = m.stream(meta.text, opts);
+      for await (const c of s) chunks.push(c.audio);
+      const r = await s.result;
+      assert.deepEqual(r.speechTokens, whole.speechTokens);
+      assert.equal(r.generationTokens, whole.generationTokens);
+      assert.equal(r.aborted, false);
+      assert.equal(r.promptCache, cache);
+      // The default schedule: 10 tokens, then 20, then the rest.
+      assert.equal(chunks.length, expectedChunks(n, 10, 50));
+      assert.ok(chunks.length >= 3, `${chunks.length} chunks`);
+      // As Chatterbox's: the first chunk's frames less the 8 held back for the cross-fade, a
+      // middle one its tokens' frames, though Turbo's vocoder gives 60 samples fewer a call.
+      assert.equal(chunks[0].length, (2 * 10 - 8) * 480);
+      assert.equal(chunks[1].length, 2 * 20 * 480);
+      const joined = Float32Array.from(chunks.flatMap((c) => Array.from(c)));
+      assert.equal(joined.length, whole.audio.length);
+      assert.ok(joined.every(Number.isFinite));
+      const db = envelopeDb(joined, whole.audio);
+      assert.ok(db < ENVELOPE_DB, `cache ${cache}: 20 ms loudness differs by ${db.toFixed(2)} dB on average`);
+    }
+  } finally {
+    await uncached.dispose();
+  }
   // Left after the first chunk: T3 stops there, the piece's tokens are not reported.
   const left = model.stream(meta.text, opts);
   for await (const c of left) break; // eslint-disable-line no-unused-vars
   const partial = await left.result;
   assert.equal(partial.aborted, true);
+  assert.equal(partial.promptCache, 'kept');
   assert.deepEqual(partial.speechTokens, []);
   assert.ok(partial.generationTokens < whole.generationTokens, `${partial.generationTokens} of ${whole.generationTokens} tokens sampled`);
 });

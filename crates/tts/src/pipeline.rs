@@ -307,7 +307,7 @@ impl Chatterbox {
     /// flow over the prompt alone, about what a whole render costs. Stopped
     /// (`keep_going`), it keeps nothing and is `ABORTED`.
     fn prompt_cache(&self, voice: &Voice, key: VoiceKey, keep_going: &dyn Fn() -> bool) -> Result<(Option<Arc<PromptCache>>, CacheUse)> {
-        if !self.use_prompt_cache || self.turbo {
+        if !self.use_prompt_cache {
             return Ok((None, CacheUse::None));
         }
         let used = |cache: &Option<Arc<PromptCache>>, how| (cache.clone(), if cache.is_some() { how } else { CacheUse::None });

@@ -112,8 +112,8 @@ impl<'a> ChunkVocoder<'a> {
         }
         let from = self.done.saturating_sub(self.schedule.context);
         let mel = match self.cache {
-            Some(cache) => self.flow.mel_after_prompt(&tokens[from..], self.conds, last, cache)?,
-            // Turbo: fresh noise per chunk, from the chunks' own keys (no prompt cache).
+            // Turbo's flow draws fresh noise per chunk, from the chunks' own keys.
+            Some(cache) => self.flow.mel_after_prompt(&tokens[from..], self.conds, last, cache, &mut self.keys)?,
             None if self.flow.meanflow() => self.flow.mel_meanflow(&tokens[from..], self.conds, last, &mut self.keys)?,
             None => self.flow.mel(&tokens[from..], self.conds, last)?,
         };
