@@ -28,6 +28,8 @@ function main() {
   const { env } = require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
   require('./fixtures-tts').ensureTtsFixtures();
+  // The Rust tests read it too (crates/tts/tests/turbo_stream.rs), not only the speech suite.
+  require('./fixtures-tts').ensureTurboFixture();
   require('./fixtures-gguf').ensureGgufFixtures();
   log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   // Release profile: shares the dependency builds with the addon.
