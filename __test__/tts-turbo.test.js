@@ -2,7 +2,7 @@
 // Chatterbox Turbo against mlx-audio 0.6.2's chatterbox_turbo, run by the fixture script
 // (scripts/fixtures_tts_turbo.py: one seeded ChatterboxTurboTTS.generate call on a shrunk
 // random-weight Turbo): the same loadTTS detects the model, seeded speech tokens identical,
-// audio within 1e-3; stream() (piece by piece for Turbo) gives the same; bad input, voice
+// audio within 1e-3; stream() in chunks, checked against synthesize(); bad input, voice
 // cloning (not ported yet) and broken folders reject with their codes.
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -13,6 +13,7 @@ const { loadTTS } = require('..');
 const { ensureTurboFixture } = require('../scripts/fixtures-tts');
 const { readSafetensors, maxAbsDiff } = require('./safetensors');
 const { expectReject } = require('./helpers');
+const { ENVELOPE_DB, envelopeDb, expectedChunks } = require('./speech-stream');
 
 const AUDIO_TOLERANCE = 1e-3;
 const SPEECH_VOCAB = 6561;
@@ -53,17 +54,50 @@ test('Turbo sampled: speech tokens identical to mlx-audio, audio within 1e-3', a
   assert.ok(diff < AUDIO_TOLERANCE, `max abs audio difference ${diff}`);
 });
 
-test('Turbo stream(): piece by piece, the same tokens and audio as synthesize()', async () => {
+// Turbo's stream() is Chatterbox's chunked one (see speech-stream.js), its prompt cache
+// included: the flow's noise and the vocoder's excitation are drawn afresh per chunk, so the
+// audio is synthesize()'s in tokens, length and loudness contour, not sample for sample.
+test('Turbo stream(): chunks while T3 runs, synthesize()\'s tokens and length, its loudness contour, with and without the prompt cache; a break stops T3', async () => {
   const { meta } = refCase('sampled');
-  const opts = { ...optionsOf(meta), maxTokens: 24 };
+  // 36 tokens: still a middle chunk, for less work than the fixture's 61.
+  const opts = { ...optionsOf(meta), maxTokens: 36 };
   const whole = await model.synthesize(meta.text, opts);
-  const chunks = [];
-  const s = model.stream(meta.text, opts);
-  for await (const c of s) chunks.push(...c.audio);
-  const summary = await s.result;
-  assert.deepEqual(summary.speechTokens, whole.speechTokens);
-  assert.equal(chunks.length, whole.audio.length);
-  assert.ok(maxAbsDiff(Float32Array.from(chunks), whole.audio) === 0, 'same audio');
+  const n = whole.speechTokens.length;
+  const uncached = await loadTTS(folder, { promptCache: false });
+  try {
+    for (const [m, cache] of [[model, 'made'], [uncached, 'none']]) {
+      const chunks = [];
+      const s = m.stream(meta.text, opts);
+      for await (const c of s) chunks.push(c.audio);
+      const r = await s.result;
+      assert.deepEqual(r.speechTokens, whole.speechTokens);
+      assert.equal(r.generationTokens, whole.generationTokens);
+      assert.equal(r.aborted, false);
+      assert.equal(r.promptCache, cache);
+      // The default schedule: 10 tokens, then 20, then the rest.
+      assert.equal(chunks.length, expectedChunks(n, 10, 50));
+      assert.ok(chunks.length >= 3, `${chunks.length} chunks`);
+      // As Chatterbox's: the first chunk's frames less the 8 held back for the cross-fade, a
+      // middle one its tokens' frames, though Turbo's vocoder gives 60 samples fewer a call.
+      assert.equal(chunks[0].length, (2 * 10 - 8) * 480);
+      assert.equal(chunks[1].length, 2 * 20 * 480);
+      const joined = Float32Array.from(chunks.flatMap((c) => Array.from(c)));
+      assert.equal(joined.length, whole.audio.length);
+      assert.ok(joined.every(Number.isFinite));
+      const db = envelopeDb(joined, whole.audio);
+      assert.ok(db < ENVELOPE_DB, `cache ${cache}: 20 ms loudness differs by ${db.toFixed(2)} dB on average`);
+    }
+  } finally {
+    await uncached.dispose();
+  }
+  // Left after the first chunk: T3 stops there, the piece's tokens are not reported.
+  const left = model.stream(meta.text, opts);
+  for await (const c of left) break; // eslint-disable-line no-unused-vars
+  const partial = await left.result;
+  assert.equal(partial.aborted, true);
+  assert.equal(partial.promptCache, 'kept');
+  assert.deepEqual(partial.speechTokens, []);
+  assert.ok(partial.generationTokens < whole.generationTokens, `${partial.generationTokens} of ${whole.generationTokens} tokens sampled`);
 });
 
 // A mono 16-bit PCM WAV of `n` samples at 24 kHz.

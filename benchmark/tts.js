@@ -426,7 +426,7 @@ function renderSection(report) {
       '(`scripts/fixtures_tts.py --full`: T3 30 layers, full S3Gen with 10 Euler steps, HiFT 512 channels, a 250-token (10 s) S3Gen voice prompt). ' +
       '`chatterbox-turbo-full`: Chatterbox Turbo likewise (`scripts/fixtures_tts_turbo.py --full`: GPT-2 medium T3 of 24 layers with a 375-token reference clip, ' +
       'the meanflow S3Gen with 2 Euler steps, full HiFT, a 250-token S3Gen voice prompt), against mlx-audio\'s `ChatterboxTurboTTS.generate` ' +
-      '(its `max_tokens` = maxTokens - 1; options temperature 0.8, repetitionPenalty 1.2, topP 0.95, top-k 1000: Turbo\'s defaults; our Turbo `stream()` is per piece of text). ' +
+      '(its `max_tokens` = maxTokens - 1; options temperature 0.8, repetitionPenalty 1.2, topP 0.95, top-k 1000: Turbo\'s defaults; our Turbo `stream()` streams in chunks as Chatterbox\'s does, without a prompt cache). ' +
       'The random speech head is built to emit the stop token at one speech position, so T3 ends there on every model: ' +
       `${PLAN.fixtures.stopAt} for the tests' fixtures and the full size, 1.4 s of audio, where a real voice says the fixtures' text in about 6 s ` +
       `(92 characters at 15 a second, 25 speech tokens a second): the stop ${PLAN.long.stopAt} rows come close (the random head also samples special ids, ` +

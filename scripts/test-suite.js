@@ -8,9 +8,9 @@
 //   (__test__/families.test.js), Gemma 4's and GPT-OSS's own chat templates among them (fetched
 //   once from PyPI by scripts/chat-templates.js);
 // - `npm run test:speech`: Chatterbox against mlx-audio (__test__/tts*.test.js: the models,
-//   their options and errors, Multilingual, Turbo) and voice cloning (__test__/voice.test.js),
-//   with the Turbo fixture only they read. The speech parts of the CLI, the server and the
-//   package, and the speech crate's cargo tests, stay in `npm test`.
+//   their options and errors, Multilingual, Turbo) and voice cloning (__test__/voice.test.js).
+//   The speech parts of the CLI, the server and the package, and the speech crate's cargo
+//   tests (with the fixtures they read), stay in `npm test`.
 // `node scripts/test-suite.js NAME` runs the suite's files after the setup it needs.
 const fs = require('node:fs');
 const path = require('node:path');

@@ -28,8 +28,10 @@ function main() {
   const { env } = require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
   require('./fixtures-tts').ensureTtsFixtures();
-  // The speech crate's cargo tests read them too (S3 tokenizer, CAMPPlus).
+  // The speech crate's cargo tests read these too (S3 tokenizer, CAMPPlus, Turbo's streaming),
+  // not only the speech suite.
   require('./fixtures-voice').ensureVoiceFixtures();
+  require('./fixtures-tts').ensureTurboFixture();
   require('./fixtures-gguf').ensureGgufFixtures();
   log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   // Release profile: shares the dependency builds with the addon.

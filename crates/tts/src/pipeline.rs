@@ -241,8 +241,6 @@ impl Chatterbox {
         for piece in split_pieces(text, MAX_PIECE_CHARS) {
             let tokens = self.text_tokens(&piece, opts.language.as_deref())?;
             let done = match stream {
-                // Turbo streams piece by piece (see docs/speech.md).
-                Some(_) if self.turbo => self.piece_whole(voice, &tokens, t3_opts, &mut keys, keep_going, on_audio, &mut summary)?,
                 Some(schedule) => {
                     let (cache, used) = match self.prompt_cache(voice, VoiceKey::of(opts.voice.as_ref()), keep_going) {
                         Err(TtsError::Aborted(_)) => {
@@ -309,7 +307,7 @@ impl Chatterbox {
     /// flow over the prompt alone, about what a whole render costs. Stopped
     /// (`keep_going`), it keeps nothing and is `ABORTED`.
     fn prompt_cache(&self, voice: &Voice, key: VoiceKey, keep_going: &dyn Fn() -> bool) -> Result<(Option<Arc<PromptCache>>, CacheUse)> {
-        if !self.use_prompt_cache || self.turbo {
+        if !self.use_prompt_cache {
             return Ok((None, CacheUse::None));
         }
         let used = |cache: &Option<Arc<PromptCache>>, how| (cache.clone(), if cache.is_some() { how } else { CacheUse::None });
@@ -357,7 +355,7 @@ impl Chatterbox {
             return Ok(true);
         }
         let mel = match self.turbo {
-            true => self.flow.mel_meanflow(&[&speech[..], &TURBO_SILENCE].concat(), &voice.gen, keys)?,
+            true => self.flow.mel_meanflow(&[&speech[..], &TURBO_SILENCE].concat(), &voice.gen, true, keys)?,
             false => self.flow.mel(&speech, &voice.gen, true)?,
         };
         let (wav, _source) = self.hift.inference(&mel, None, keys)?;
@@ -369,8 +367,9 @@ impl Chatterbox {
     }
 
     /// One piece with audio handed out while T3 still runs (see `streaming`).
-    /// The vocoder's random draws come from a second sequence (seed + 1), as
-    /// chunks draw at other sizes than a whole-piece render anyway.
+    /// The vocoder's random draws (and Turbo's flow noise) come from a second
+    /// sequence (seed + 1), as chunks draw at other sizes than a whole-piece
+    /// render anyway.
     #[allow(clippy::too_many_arguments)]
     fn piece_streamed(
         &self,
@@ -434,7 +433,11 @@ impl Chatterbox {
         if stopped {
             return Ok(false);
         }
-        let samples = vocoder.chunk(&speech, true)?;
+        // Turbo's last chunk ends in its silence tokens, as its whole render does.
+        let samples = match self.turbo && !speech.is_empty() {
+            true => vocoder.chunk(&[&speech[..], &TURBO_SILENCE].concat(), true)?,
+            false => vocoder.chunk(&speech, true)?,
+        };
         summary.speech_tokens.extend_from_slice(&speech);
         Ok(emit(samples, summary) && keep_going())
     }

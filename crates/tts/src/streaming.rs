@@ -112,7 +112,9 @@ impl<'a> ChunkVocoder<'a> {
         }
         let from = self.done.saturating_sub(self.schedule.context);
         let mel = match self.cache {
-            Some(cache) => self.flow.mel_after_prompt(&tokens[from..], self.conds, last, cache)?,
+            // Turbo's flow draws fresh noise per chunk, from the chunks' own keys.
+            Some(cache) => self.flow.mel_after_prompt(&tokens[from..], self.conds, last, cache, &mut self.keys)?,
+            None if self.flow.meanflow() => self.flow.mel_meanflow(&tokens[from..], self.conds, last, &mut self.keys)?,
             None => self.flow.mel(&tokens[from..], self.conds, last)?,
         };
         // A cloned voice's prompt mel may hold one frame more than two per prompt token
@@ -141,19 +143,23 @@ impl<'a> ChunkVocoder<'a> {
         }
         self.want = (self.want * 2).min(self.schedule.chunk);
         self.done = end;
-        let n = audio.dim(1);
+        let (n, frames) = (audio.dim(1), mel.dim(2));
         let keep = OVERLAP_FRAMES * SAMPLES_PER_FRAME;
-        if last || n <= keep || mel.dim(2) <= OVERLAP_FRAMES {
+        // Turbo's vocoder ends short of its frames' samples (60 fewer per call: each stage
+        // is cut to its source's uncentred STFT). The next chunk's audio starts at the
+        // overlap frames' first sample all the same, so the audio both chunks hold is the
+        // overlap's samples less that shortfall: that much is held back and cross-faded.
+        let keep_audio = keep - (frames * SAMPLES_PER_FRAME - n);
+        if last || keep_audio <= 0 || n <= keep_audio || frames <= OVERLAP_FRAMES {
             self.overlap = None;
             return Ok(audio.flatten()?.to_vec::<f32>()?);
         }
-        let frames = mel.dim(2);
         self.overlap = Some(Overlap {
             mel: mel.slice_axis(2, frames - OVERLAP_FRAMES, frames)?,
             source: source.slice_axis(2, source.dim(2) - keep, source.dim(2))?,
-            audio: audio.slice_axis(1, n - keep, n)?,
+            audio: audio.slice_axis(1, n - keep_audio, n)?,
         });
-        Ok(audio.slice_axis(1, 0, n - keep)?.flatten()?.to_vec::<f32>()?)
+        Ok(audio.slice_axis(1, 0, n - keep_audio)?.flatten()?.to_vec::<f32>()?)
     }
 
     /// At the end with nothing new: the held-back overlap audio, as it is.

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use lm::weights::Weights;
+use mlx::random::KeySequence;
 use mlx::Array;
 use tts::s3gen::{GenConds, S3GenConfig, S3GenFlow};
 
@@ -79,13 +80,18 @@ fn flow_matches_mlx_audio() {
     }
 }
 
+/// `mel_after_prompt`'s keys: Chatterbox's guided flow draws nothing from them.
+fn keys() -> KeySequence {
+    KeySequence::new(0).unwrap()
+}
+
 /// Streamed chunks continue a recorded voice prompt (`prompt_cache`,
 /// `mel_after_prompt`): that must equal mlx-audio's flow with the estimator's
 /// attention cut so that prompt frames see only prompt frames (`mel_prefix`);
 /// and making the cache stops between solver steps when asked to.
 fn check_after_prompt(flow: &S3GenFlow, conds: &GenConds, ids: &[u32], r: &std::collections::HashMap<String, Array>, name: &str) {
     let cache = flow.prompt_cache(conds, &|| true).unwrap().expect("the fixture voice has two mel frames per prompt token");
-    let mel = flow.mel_after_prompt(ids, conds, true, &cache).unwrap();
+    let mel = flow.mel_after_prompt(ids, conds, true, &cache, &mut keys()).unwrap();
     let diff = max_abs_diff(&mel, &r["mel_prefix"]);
     println!("{name}: prompt cache {} B, max |diff| {diff:e}", cache.bytes());
     assert!(diff < TOLERANCE, "{name}: mel after the prompt cache differs from mlx-audio's by {diff}");
@@ -174,9 +180,9 @@ fn prompt_cache_needs_two_prompt_tokens() {
     assert!(flow.prompt_cache(&first(1), &|| true).unwrap().is_none());
     let two = first(2);
     let cache = flow.prompt_cache(&two, &|| true).unwrap().expect("two prompt tokens make a cache");
-    let mel = flow.mel_after_prompt(&[5, 7, 9, 11], &two, false, &cache).unwrap();
+    let mel = flow.mel_after_prompt(&[5, 7, 9, 11], &two, false, &cache, &mut keys()).unwrap();
     assert_eq!(mel.dim(2) as usize, S3GenFlow::frames_for(4, false));
-    let err = flow.mel_after_prompt(&[5, 7, 9], &two, false, &cache).expect_err("no frames must be an error");
+    let err = flow.mel_after_prompt(&[5, 7, 9], &two, false, &cache, &mut keys()).expect_err("no frames must be an error");
     assert_eq!(err.code(), "INVALID_ARGUMENT", "{err}");
 }
 
@@ -200,8 +206,8 @@ fn an_odd_prompt_mel_caches_its_tokens_frames() {
     let even_cache = flow.prompt_cache(&even, &|| true).unwrap().expect("an even voice makes a cache");
     let odd_cache = flow.prompt_cache(&odd, &|| true).unwrap().expect("an odd voice makes a cache");
     let ids = [5, 7, 9, 11, 13, 15];
-    let want = flow.mel_after_prompt(&ids, &even, true, &even_cache).unwrap();
-    let got = flow.mel_after_prompt(&ids, &odd, true, &odd_cache).unwrap();
+    let want = flow.mel_after_prompt(&ids, &even, true, &even_cache, &mut keys()).unwrap();
+    let got = flow.mel_after_prompt(&ids, &odd, true, &odd_cache, &mut keys()).unwrap();
     assert_eq!(got.shape(), want.shape());
     assert_eq!(max_abs_diff(&got, &want), 0.0);
     // Fewer frames than the tokens': no cache.

@@ -57,6 +57,33 @@ enum Plan<'a> {
     Extend(&'a PromptCache),
 }
 
+impl Plan<'_> {
+    /// The estimator's prefix at solver step `step` (from 1).
+    fn prefix(&mut self, step: i32) -> Prefix<'_> {
+        match self {
+            Plan::Whole => Prefix::None,
+            Plan::Record(steps, _) => {
+                steps.push(PrefixRecord::default());
+                Prefix::Record(steps.last_mut().expect("just pushed"))
+            }
+            Plan::Extend(cache) => Prefix::Extend(&cache.steps[step as usize - 1]),
+        }
+    }
+
+    /// After step `step` of `n`: a recording evaluates the solver's `state` with the
+    /// step's record (so that it holds buffers, not graphs), then asks whether to go on.
+    fn after_step(&self, state: &[&Array], step: i32, n: i32) -> Result<()> {
+        if let Plan::Record(steps, keep_going) = self {
+            let record = steps.last().expect("pushed this step");
+            mlx::eval(&[state, &record.arrays()].concat())?;
+            if !keep_going() {
+                return Err(TtsError::Aborted(format!("stopped while recording the voice prompt (step {step} of {n})")));
+            }
+        }
+        Ok(())
+    }
+}
+
 pub struct S3GenFlow {
     token_embedding: Embedding,
     speaker_proj: Linear,
@@ -134,31 +161,32 @@ impl S3GenFlow {
         Ok(mel.slice_axis(1, prompt_frames, mel.dim(1))?.swapaxes(1, 2)?)
     }
 
-    /// Turbo's mel `(1, 80, 2 N)` for all of a piece's `speech_tokens` (mlx-audio's
-    /// `S3Token2Mel.__call__` with `meanflow`, finalized), evaluated. Its noise comes from
-    /// `keys` as mlx-audio draws it: first the new frames' `(1, 80, 2 N)`, then one over
-    /// the whole sequence, whose first (prompt) frames lead.
-    pub fn mel_meanflow(&self, speech_tokens: &[u32], conds: &GenConds, keys: &mut KeySequence) -> Result<Array> {
+    /// Turbo's mel `(1, 80, 2 N)` for `speech_tokens` (N of them; mlx-audio's
+    /// `S3Token2Mel.__call__` with `meanflow`), evaluated. Without `finalize` the last
+    /// `PRE_LOOKAHEAD` tokens only look ahead, as in [`Self::mel`]: `2 (N - 3)` frames.
+    /// Its noise comes from `keys` as mlx-audio draws it: first `(1, 80, 2 N)`, then one over
+    /// the whole sequence, whose first frames lead the first draw (the prompt's when
+    /// finalized; unfinalized, 6 frames fewer, as mlx-audio's stream chunks have it).
+    pub fn mel_meanflow(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool, keys: &mut KeySequence) -> Result<Array> {
         if !self.meanflow {
             return Err(TtsError::InvalidArgument("this flow is not a meanflow one".into()));
         }
-        let (mu, spks, cond) = self.inputs(speech_tokens, conds, true)?;
+        let (mu, spks, cond) = self.inputs(speech_tokens, conds, finalize)?;
         let (frames, new) = (mu.dim(1), 2 * speech_tokens.len() as i32);
         let noised = normal(&[1, MEL_BINS, new], Dtype::Float32, 0.0, 1.0, Some(&keys.next()?))?;
         let z = normal(&[1, MEL_BINS, frames], Dtype::Float32, 0.0, 1.0, Some(&keys.next()?))?;
-        let mut x = Array::concatenate(&[&z.slice_axis(2, 0, frames - new)?, &noised], 2)?.swapaxes(1, 2)?;
-        // mx.linspace(0, 1, n + 1): i * (1 / n) in float32.
-        let n = self.n_timesteps;
-        let span = Array::arange(0.0, (n + 1) as f64, 1.0, Dtype::Float32)?.multiply_scalar(1.0 / n as f64)?;
-        for i in 0..n {
-            let (t, r) = (span.slice_axis(0, i, i + 1)?, span.slice_axis(0, i + 1, i + 2)?);
-            let v = self.estimator.forward(&x, &mu, &t, Some(&r), &spks, &cond, Prefix::None)?;
-            x = x.add(&r.subtract(&t)?.multiply(&v)?)?;
-        }
+        let lead = (frames - new).max(0);
+        let x = Array::concatenate(&[&z.slice_axis(2, 0, lead)?, &noised.slice_axis(2, 0, frames - lead)?], 2)?.swapaxes(1, 2)?;
+        let x = self.solve_meanflow(x, &mu, &spks, &cond, Plan::Whole)?;
         let prompt_frames = conds.prompt_feat.dim(1);
         let mel = x.slice_axis(1, prompt_frames, x.dim(1))?.swapaxes(1, 2)?;
         mel.eval()?;
         Ok(mel)
+    }
+
+    /// Whether this is Turbo's meanflow flow (`mel_meanflow`), which has no fixed noise.
+    pub fn meanflow(&self) -> bool {
+        self.meanflow
     }
 
     /// The fixed noise (`(1, MAX_FRAMES, 80)`); the meanflow flow has none.
@@ -171,7 +199,15 @@ impl S3GenFlow {
     /// frames only, which attend to the prompt's but not the other way round.
     /// Its frames are the tokens' own, two each, whatever extra frame the
     /// voice's prompt mel holds.
-    pub fn mel_after_prompt(&self, speech_tokens: &[u32], conds: &GenConds, finalize: bool, cache: &PromptCache) -> Result<Array> {
+    /// `keys`: the meanflow flow's noise for these frames (the guided flow's is fixed).
+    pub fn mel_after_prompt(
+        &self,
+        speech_tokens: &[u32],
+        conds: &GenConds,
+        finalize: bool,
+        cache: &PromptCache,
+        keys: &mut KeySequence,
+    ) -> Result<Array> {
         let p = cache.frames;
         let own = conds.prompt_tokens.len() as i32 * UPSAMPLE;
         if p != own {
@@ -187,8 +223,8 @@ impl S3GenFlow {
         let h = self.encoder.forward_after(&embedded, &cache.encoder)?;
         let mu = self.encoder_proj.forward_rows(&h.slice_axis(1, 0, frames)?)?;
         let cond = Array::zeros(&[1, frames, MEL_BINS], mu.dtype())?;
-        let noise = self.fixed_noise()?.slice_axis(1, p, p + frames)?;
-        let mel = self.solve(noise, &mu, &spks, &cond, Plan::Extend(cache))?;
+        let noise = self.start_noise(p, frames, keys)?;
+        let mel = self.solve_any(noise, &mu, &spks, &cond, Plan::Extend(cache))?;
         let mel = mel.swapaxes(1, 2)?;
         mel.eval()?;
         Ok(mel)
@@ -216,7 +252,10 @@ impl S3GenFlow {
         let mu = self.encoder_proj.forward(&h)?;
         let cond = conds.prompt_feat.slice_axis(1, 0, frames)?.astype(mu.dtype())?;
         let mut steps = Vec::new();
-        self.solve(self.fixed_noise()?.slice_axis(1, 0, frames)?, &mu, &spks, &cond, Plan::Record(&mut steps, keep_going))?;
+        // The meanflow flow's prompt noise is drawn once, a constant of the cache, as the
+        // guided flow's fixed noise is of the model (whole renders draw it per call).
+        let noise = self.start_noise(0, frames, &mut KeySequence::new(0)?)?;
+        self.solve_any(noise, &mu, &spks, &cond, Plan::Record(&mut steps, keep_going))?;
         mlx::eval(&encoder.arrays())?;
         Ok(Some(PromptCache { encoder, steps, frames }))
     }
@@ -287,14 +326,7 @@ impl S3GenFlow {
         let mut t = at(0)?;
         let mut dt = at(1)?.subtract(&at(0)?)?;
         for step in 1..=n {
-            let prefix = match &mut plan {
-                Plan::Whole => Prefix::None,
-                Plan::Record(steps, _) => {
-                    steps.push(PrefixRecord::default());
-                    Prefix::Record(steps.last_mut().expect("just pushed"))
-                }
-                Plan::Extend(cache) => Prefix::Extend(&cache.steps[step as usize - 1]),
-            };
+            let prefix = plan.prefix(step);
             let v =
                 self.estimator.forward(&Array::concatenate(&[&x, &x], 0)?, &mu2, &Array::concatenate(&[&t, &t], 0)?, None, &spks2, &cond2, prefix)?;
             let v_cond = v.slice_axis(0, 0, 1)?;
@@ -305,15 +337,41 @@ impl S3GenFlow {
             if step < n {
                 dt = at(step + 1)?.subtract(&t)?;
             }
-            if let Plan::Record(steps, keep_going) = &plan {
-                let record = steps.last().expect("pushed this step");
-                mlx::eval(&[&[&x, &t, &dt][..], &record.arrays()].concat())?;
-                if !keep_going() {
-                    return Err(TtsError::Aborted(format!("stopped while recording the voice prompt (step {step} of {n})")));
-                }
-            }
+            plan.after_step(&[&x, &t, &dt], step, n)?;
         }
         Ok(x)
+    }
+
+    /// Turbo's solver: plain Euler steps from `x` over `mx.linspace(0, 1, n + 1)`
+    /// (`i * (1 / n)` in float32), each velocity taking the step's end time too.
+    fn solve_meanflow(&self, mut x: Array, mu: &Array, spks: &Array, cond: &Array, mut plan: Plan) -> Result<Array> {
+        let n = self.n_timesteps;
+        let span = Array::arange(0.0, (n + 1) as f64, 1.0, Dtype::Float32)?.multiply_scalar(1.0 / n as f64)?;
+        for step in 1..=n {
+            let (t, r) = (span.slice_axis(0, step - 1, step)?, span.slice_axis(0, step, step + 1)?);
+            let v = self.estimator.forward(&x, mu, &t, Some(&r), spks, cond, plan.prefix(step))?;
+            x = x.add(&r.subtract(&t)?.multiply(&v)?)?;
+            plan.after_step(&[&x], step, n)?;
+        }
+        Ok(x)
+    }
+
+    /// The solver of this flow: guided (`solve`) or meanflow (`solve_meanflow`).
+    fn solve_any(&self, x: Array, mu: &Array, spks: &Array, cond: &Array, plan: Plan) -> Result<Array> {
+        match self.meanflow {
+            true => self.solve_meanflow(x, mu, spks, cond, plan),
+            false => self.solve(x, mu, spks, cond, plan),
+        }
+    }
+
+    /// The solver's starting point for `frames` frames from frame `from` on: the fixed
+    /// noise, or for the meanflow flow a fresh draw from `keys` (`(1, 80, frames)`, as
+    /// mlx-audio draws it), `(1, frames, 80)`.
+    fn start_noise(&self, from: i32, frames: i32, keys: &mut KeySequence) -> Result<Array> {
+        match self.meanflow {
+            true => Ok(normal(&[1, MEL_BINS, frames], Dtype::Float32, 0.0, 1.0, Some(&keys.next()?))?.swapaxes(1, 2)?),
+            false => Ok(self.fixed_noise()?.slice_axis(1, from, from + frames)?),
+        }
     }
 }
 
