@@ -103,15 +103,8 @@ def cmd_synthesize(req):
     # Observe T3's end and S3Gen's input through instance attributes (removed afterwards);
     # the wrappers only read what passes by.
     seen = {}
-    t3_inference = model.t3.inference
+    t3_timed = t3_timer(model.t3.inference, seen)
     flow_inference = model.s3gen.flow.inference
-
-    def t3_timed(*args, **kw):
-        out = t3_inference(*args, **kw)
-        mx.eval(out)
-        seen["t3_end"] = time.perf_counter()
-        seen["t3_tokens"] = out.shape[1]
-        return out
 
     def flow_seen(*args, **kw):
         seen["tokens"] = kw["token"]
@@ -134,6 +127,17 @@ def cmd_synthesize(req):
     return timed_result(model, result, seen, t0, seconds, tokens)
 
 
+def t3_timer(inference, seen):
+    """T3's `inference` wrapped to note in `seen` when it ended and how many tokens it made."""
+    def timed(*args, **kw):
+        out = inference(*args, **kw)
+        mx.eval(out)
+        seen["t3_end"] = time.perf_counter()
+        seen["t3_tokens"] = out.shape[1]
+        return out
+    return timed
+
+
 def timed_result(model, result, seen, t0, seconds, tokens):
     """The answer of cmd_synthesize: the times and what the wrappers saw pass by."""
     return {
@@ -153,15 +157,8 @@ def synthesize_turbo(model, text, kwargs, seed):
     if "max_new_tokens" in kwargs:
         kwargs["max_tokens"] = kwargs.pop("max_new_tokens") - 1
     seen = {}
-    t3_inference = model.t3.inference_turbo
+    t3_timed = t3_timer(model.t3.inference_turbo, seen)
     s3_call = type(model.s3gen).__call__
-
-    def t3_timed(*args, **kw):
-        out = t3_inference(*args, **kw)
-        mx.eval(out)
-        seen["t3_end"] = time.perf_counter()
-        seen["t3_tokens"] = out.shape[1]
-        return out
 
     def s3_seen(self, speech_tokens, *args, **kw):
         seen["tokens"] = speech_tokens
