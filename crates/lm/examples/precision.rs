@@ -9,8 +9,9 @@
 //! (`prefill` in the output).
 //!
 //! `cargo run --release -p lm --example precision -- MODEL_DIR [TOKENS_PER_PROMPT]`
-//! prints one JSON object; `benchmark/precision.js` runs it and writes
-//! `benchmark/RESULTS-precision.md`.
+//! prints one JSON object; `npm run bench:llama` (`--quality-only` for this
+//! alone) runs it and writes its "Fast precision quality" section of
+//! `benchmark/RESULTS-llama.md`.
 use std::path::PathBuf;
 
 use lm::models::{load_with_progress, LanguageModel, LoadOptions, Precision};

@@ -15,7 +15,7 @@
 //! run in one fixed order with no fused multiply-add in every code path, so
 //! the result has the same bits on every CPU (each path is checked against
 //! the portable one in the tests below). Quality against the exact kernel on
-//! a trained model is measured by `benchmark/precision.js`.
+//! a trained model is measured by `npm run bench:llama -- --quality-only`.
 use std::ops::Range;
 
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
