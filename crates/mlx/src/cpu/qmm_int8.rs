@@ -70,7 +70,9 @@ pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Ar
 /// last row of a prompt gets the decode step's bits).
 const ROWS: usize = 8;
 /// Rows of `x` the prompt path runs against every tile before the next rows
-/// (their quantized values stay in L2: 128 KiB at `k` = 1024).
+/// (their quantized values stay in L2: 128 KiB at `k` = 1024). Only the x86
+/// prompt paths use it.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const CHUNK: usize = 64;
 
 /// Output columns per tile (one vector lane each).
