@@ -9,18 +9,19 @@
 //   once from PyPI by scripts/chat-templates.js);
 // - `npm run test:speech`: Chatterbox against mlx-audio (__test__/tts*.test.js: the models,
 //   their options and errors, Multilingual, Turbo) and voice cloning (__test__/voice.test.js).
-//   The speech parts of the CLI, the server and the package, and the speech crate's cargo
-//   tests (with the fixtures they read), stay in `npm test`.
+//   It also runs the speech crate's cargo tests (`cargo test -p tts`: S3Gen, HiFT, T3, the
+//   voice front ends, Turbo's streaming), which read the same fixtures. The speech parts of
+//   the CLI, the server and the package stay in `npm test`.
 // `node scripts/test-suite.js NAME` runs the suite's files after the setup it needs.
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ROOT, log, TEST_LIMITS } = require('./mlx');
+const { ROOT, log, cargoEnv, TEST_LIMITS } = require('./mlx');
 
 const SPEECH = (f) => /^tts.*\.test\.js$/.test(f) || f === 'voice.test.js';
 
-// name -> the test files (in __test__) it runs, and its setup beyond the addon, the venv and
-// the text fixtures.
+// name -> the test files (in __test__) it runs, its setup beyond the addon, the venv and the
+// text fixtures, and the crates whose cargo tests it runs (`npm test` leaves those out).
 const SUITES = {
   distributed: { files: (f) => f === 'distributed.test.js', setup: () => {} },
   families: { files: (f) => f === 'families.test.js', setup: () => require('./chat-templates').ensureChatTemplates() },
@@ -32,6 +33,7 @@ const SUITES = {
       require('./fixtures-tts').ensureTurboFixture();
       require('./fixtures-voice').ensureVoiceFixtures();
     },
+    crates: ['tts'],
   },
 };
 
@@ -49,9 +51,17 @@ function main() {
   }
   const t0 = Date.now();
   require('./build').build({ quiet: true });
-  require('./venv').ensureVenv();
+  const { env } = require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
   suite.setup();
+  for (const crate of suite.crates || []) {
+    const cargo = { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' };
+    const r = spawnSync('cargo', ['test', '--release', '-p', crate], { cwd: ROOT, stdio: 'inherit', env: cargo });
+    if (r.status !== 0) {
+      console.error(`[mlx-node] cargo test -p ${crate} failed`);
+      process.exit(1);
+    }
+  }
   const files = fs
     .readdirSync(path.join(ROOT, '__test__'))
     .filter((f) => f.endsWith('.test.js') && suite.files(f))
@@ -69,4 +79,7 @@ function main() {
 
 if (require.main === module) main();
 
-module.exports = { separate };
+// The crates `npm test` leaves to these suites (`cargo test --workspace --exclude ...`).
+const SEPARATE_CRATES = Object.values(SUITES).flatMap((s) => s.crates || []);
+
+module.exports = { separate, SEPARATE_CRATES };

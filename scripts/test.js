@@ -18,7 +18,7 @@ function run(cmd, args, opts = {}) {
 
 // Suites with a command of their own (CI runs them after this one), to keep this one well
 // inside CI's time on 2 cores: scripts/test-suite.js.
-const { separate } = require('./test-suite');
+const { separate, SEPARATE_CRATES } = require('./test-suite');
 
 function main() {
   const t0 = Date.now();
@@ -27,15 +27,15 @@ function main() {
   require('./build').build();
   const { env } = require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
+  // The server and CLI tests speak with the Chatterbox fixture and clone its voices.
   require('./fixtures-tts').ensureTtsFixtures();
-  // The speech crate's cargo tests read these too (S3 tokenizer, CAMPPlus, Turbo's streaming),
-  // not only the speech suite.
   require('./fixtures-voice').ensureVoiceFixtures();
-  require('./fixtures-tts').ensureTurboFixture();
   require('./fixtures-gguf').ensureGgufFixtures();
   log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
-  // Release profile: shares the dependency builds with the addon.
-  run('cargo', ['test', '--release', '--workspace'], { env: { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' } });
+  // Release profile: shares the dependency builds with the addon. The speech crate's tests
+  // run in `npm run test:speech` (scripts/test-suite.js).
+  const exclude = SEPARATE_CRATES.flatMap((c) => ['--exclude', c]);
+  run('cargo', ['test', '--release', '--workspace', ...exclude], { env: { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' } });
   const files = fs
     .readdirSync(path.join(ROOT, '__test__'))
     .filter((f) => f.endsWith('.test.js') && !separate(f))
