@@ -12,7 +12,7 @@ const path = require('node:path');
 const { loadTTS } = require('..');
 const { ensureTurboFixture } = require('../scripts/fixtures-tts');
 const { readSafetensors, maxAbsDiff } = require('./safetensors');
-const { expectReject } = require('./helpers');
+const { expectReject, venvPython } = require('./helpers');
 const { ENVELOPE_DB, envelopeDb, expectedChunks } = require('./speech-stream');
 
 const AUDIO_TOLERANCE = 1e-3;
@@ -129,6 +129,58 @@ test('Turbo voice cloning is not supported yet: createVoice and a WAV voice reje
   // The built-in voice still speaks.
   const audio = await model.synthesize('Hi.', { maxTokens: 4, seed: 0 });
   assert.ok(audio.audio.length > 0);
+});
+
+// Resemble publishes Turbo's tokenizer as GPT-2's vocab.json, merges.txt and added tokens, no
+// tokenizer.json. The fixture's tokenizer written that way: transformers' AutoTokenizer (what
+// mlx-audio loads) gives the same ids for it as for the tokenizer.json, and so must we: the
+// same prompt length and the same seeded audio; a vocab.json without merges.txt is refused.
+test('Turbo with GPT-2\'s vocab.json and merges.txt instead of tokenizer.json: AutoTokenizer\'s ids, the same audio', async () => {
+  const text = 'Hello world, this is a test.<|endoftext|> Again!';
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-turbo-gpt2-'));
+  tmpDirs.push(d);
+  for (const f of fs.readdirSync(folder)) {
+    if (!['ref', 'tokenizer.json', 'tokenizer_config.json'].includes(f)) fs.symlinkSync(path.join(folder, f), path.join(d, f));
+  }
+  const out = venvPython(
+    `
+import json, sys
+from pathlib import Path
+src, dst, text = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+model = json.loads((src / "tokenizer.json").read_text())["model"]
+vocab = model["vocab"]
+eot = vocab["<|endoftext|>"]
+(dst / "vocab.json").write_text(json.dumps(vocab))
+merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+(dst / "merges.txt").write_text("#version: 0.2\\n" + "\\n".join(merges) + "\\n")
+(dst / "added_tokens.json").write_text(json.dumps({"<|endoftext|>": eot}))
+config = {"tokenizer_class": "GPT2Tokenizer", "add_prefix_space": False, "add_bos_token": False,
+          "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>", "model_max_length": 1024,
+          "added_tokens_decoder": {str(eot): {"content": "<|endoftext|>", "special": True, "lstrip": False, "rstrip": False, "normalized": False, "single_word": False}}}
+(dst / "tokenizer_config.json").write_text(json.dumps(config))
+from transformers import AutoTokenizer
+a = AutoTokenizer.from_pretrained(str(src))(text)["input_ids"]
+b = AutoTokenizer.from_pretrained(str(dst))(text)["input_ids"]
+print(json.dumps({"json": a, "gpt2": b, "eot": eot}))
+`,
+    [folder, d, text],
+  );
+  const ids = JSON.parse(out.trim().split('\n').pop());
+  assert.deepEqual(ids.gpt2, ids.json, 'AutoTokenizer: the same ids from both layouts');
+  assert.ok(ids.gpt2.includes(ids.eot), 'the added token is matched whole');
+  const gpt2 = await loadTTS(d);
+  try {
+    const opts = { maxTokens: 12, seed: 7 };
+    const [a, b] = [await model.synthesize(text, opts), await gpt2.synthesize(text, opts)];
+    assert.equal(b.promptTokens, 1 + 375 + ids.gpt2.length + 1, 'promptTokens: speaker, clip, AutoTokenizer\'s text ids, start');
+    assert.equal(a.promptTokens, b.promptTokens);
+    assert.deepEqual(b.speechTokens, a.speechTokens);
+    assert.equal(maxAbsDiff(a.audio, b.audio), 0);
+  } finally {
+    await gpt2.dispose();
+  }
+  fs.rmSync(path.join(d, 'merges.txt'));
+  await expectReject(() => loadTTS(d), 'MODEL_NOT_FOUND', /merges\.txt/);
 });
 
 test('Turbo is English only: language rejects; too many maxTokens for its positions reject; a broken Turbo folder rejects with its code', async () => {
