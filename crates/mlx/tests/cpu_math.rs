@@ -1,6 +1,6 @@
 //! `mlx::cpu::math` must equal MLX's own CPU `exp` bit for bit: the top-p
 //! kernel's probabilities (and so MLX-LM parity) rest on it.
-use mlx::cpu::math::{cpu_exp, cpu_sin, gelu, logsumexp_last, sin, softmax_last_kernel};
+use mlx::cpu::math::{cpu_exp, cpu_sin, gelu, logsumexp_last, sin, softmax_last_kernel, swiglu};
 use mlx::{Array, Dtype};
 
 fn check(xs: &[f32]) {
@@ -134,6 +134,47 @@ fn gelu_equals_mlx_ops_bit_for_bit() {
     for ((x, a), b) in xs.iter().zip(&ours).zip(&theirs) {
         assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()), "gelu({x:e}) = {b:e} by MLX's ops, {a:e} here");
     }
+}
+
+/// The SwiGLU kernel against MLX's compiled `silu(gate) * up` (what MLX-LM
+/// runs), bit for bit: a dense sweep where the sigmoid bends, every exponent,
+/// the special values, on one thread and past the split over the cores.
+#[test]
+fn swiglu_equals_mlx_compiled_bit_for_bit() {
+    let mut gate: Vec<f32> = Vec::new();
+    let mut v = -20.0f32;
+    while v < 20.0 {
+        gate.push(v);
+        v += 1.0 / 1024.0;
+    }
+    for exp_bits in 0u32..256 {
+        for m in (0u32..(1 << 23)).step_by(1 << 13) {
+            for sign in [0u32, 1] {
+                gate.push(f32::from_bits(sign << 31 | exp_bits << 23 | m | (m >> 11)));
+            }
+        }
+    }
+    gate.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN, f32::MAX, 88.5, -88.5, 87.9, -87.9]);
+    let up: Vec<f32> = (0..gate.len()).map(|i| ((i * 7919) % 2001) as f32 / 250.0 - 4.0).collect();
+    for n in [1536, gate.len()] {
+        let g = Array::from_slice(&gate[..n], &[1, n as i32]).unwrap();
+        let u = Array::from_slice(&up[..n], &[1, n as i32]).unwrap();
+        let theirs: Vec<f32> = mlx::nn::swiglu_mlx(&g, &u).unwrap().to_vec().unwrap();
+        let ours: Vec<f32> = swiglu(&g, &u).unwrap().expect("the kernel takes float32 inputs of one shape").to_vec().unwrap();
+        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "swiglu({:e}, {:e}) = {b:e} compiled by MLX, {a:e} here",
+                gate[i],
+                up[i]
+            );
+        }
+    }
+    // Other dtypes and mismatched shapes are left to MLX.
+    let h = Array::from_slice(&gate[..8], &[8]).unwrap().astype(Dtype::Bfloat16).unwrap();
+    assert!(swiglu(&h, &h).unwrap().is_none());
+    let a = Array::from_slice(&gate[..8], &[8]).unwrap();
+    assert!(swiglu(&a, &Array::from_slice(&up[..4], &[4]).unwrap()).unwrap().is_none());
 }
 
 #[test]

@@ -89,7 +89,7 @@ pub enum Kernel {
     Rows,
     /// `attention_cpu`: float32 attention on the CPU stream.
     Attention,
-    /// `cpu::math`: softmax, GELU and sin with MLX's bits.
+    /// `cpu::math`: softmax, GELU, sin and SwiGLU with MLX's bits.
     Math,
     /// `lm::sampling`: top-p, min-p, top-k and the categorical draw.
     Sampling,

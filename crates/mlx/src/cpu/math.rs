@@ -365,6 +365,59 @@ fn gelu_body(data: &mut [f32], _unit: usize) {
     }
 }
 
+/// MLX-LM's `swiglu` (`silu(gate) * up`, compiled) with the bits of MLX's
+/// compiled CPU kernel for it, for float32 inputs of one shape on the CPU
+/// backend: per element `y = 1 / (1 + exp(|g|))`, the sigmoid `g < 0 ? y : 1 - y`
+/// (MLX's `Sigmoid`), then `(g * sigmoid) * up`. The compiled kernel runs MLX's
+/// scalar `exp` with a libm `fmaf` call per polynomial step; here the loop is
+/// vectorized and split over the cores. `None` where it does not apply (the
+/// caller then runs MLX's compiled function).
+pub fn swiglu(gate: &Array, up: &Array) -> Result<Option<Array>> {
+    let f32s = gate.dtype() == Dtype::Float32 && up.dtype() == Dtype::Float32;
+    if !f32s || gate.shape() != up.shape() || !crate::cpu::kernel::Kernel::Math.enabled() {
+        return Ok(None);
+    }
+    cpu_kernel_f32_in_place("SwiGlu", SWIGLU, &[], gate, &[up]).map(Some)
+}
+
+/// In place: `out` holds the gate, `inputs[0]` is `up`.
+const SWIGLU: KernelF32 = |_, inputs, out| {
+    let up = inputs.first().copied().unwrap_or(&[]);
+    if up.len() != out.len() {
+        out.fill(f32::NAN);
+        return;
+    }
+    // About as much work per element as GELU's: split from a quarter of the usual size.
+    let min_len = PARALLEL_MIN / 4;
+    let threads = if out.len() < min_len { 1 } else { rayon::current_num_threads() };
+    if threads <= 1 {
+        return swiglu_all(out, up);
+    }
+    let per = out.len().div_ceil(threads);
+    rayon::in_place_scope(|s| {
+        let mut parts = out.chunks_mut(per).zip(up.chunks(per));
+        let first = parts.next();
+        for (o, u) in parts {
+            s.spawn(move |_| swiglu_all(o, u));
+        }
+        if let Some((o, u)) = first {
+            swiglu_all(o, u);
+        }
+    });
+};
+
+avx2_fma_dispatch!(fn swiglu_all(gate: &mut [f32], up: &[f32]) => swiglu_body);
+
+#[inline(always)]
+fn swiglu_body(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        let y = 1.0 / (1.0 + cpu_exp(x.abs()));
+        let sigmoid = if x < 0.0 { y } else { 1.0 - y };
+        *g = (x * sigmoid) * u;
+    }
+}
+
 /// MLX's CPU `erf` for float32, step for step (`backend/cpu/simd/math.h`).
 #[inline(always)]
 pub fn cpu_erf(v: f32) -> f32 {

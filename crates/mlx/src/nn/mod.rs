@@ -15,6 +15,15 @@ use crate::{Array, Compiled, Result};
 /// compiles it: one fused pass with no `sigmoid(gate)` or `silu(gate)` buffer,
 /// which is a prompt-sized tensor per MLP during prefill (peak memory).
 pub fn swiglu(gate: &Array, up: &Array) -> Result<Array> {
+    // The same bits as a vectorized CPU kernel where it applies.
+    if let Some(out) = crate::cpu::math::swiglu(gate, up)? {
+        return Ok(out);
+    }
+    swiglu_mlx(gate, up)
+}
+
+/// MLX's compiled `swiglu` on any device (what the CPU kernel is checked against).
+pub fn swiglu_mlx(gate: &Array, up: &Array) -> Result<Array> {
     thread_local! {
         // One trace per thread: a `Compiled` is not shared between threads.
         static SWIGLU: std::result::Result<Compiled, crate::Error> =
