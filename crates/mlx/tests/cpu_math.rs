@@ -106,14 +106,14 @@ fn softmax_equals_mlx_bit_for_bit() {
     }
 }
 
-#[test]
-fn gelu_equals_mlx_ops_bit_for_bit() {
-    // Dense over where GELU bends, then one of 2^10 mantissa patterns over every exponent.
+/// `-limit..limit` in steps of `step` (where an activation bends), then one of
+/// 2^10 mantissa patterns over every exponent, both signs.
+fn bend_and_exponents(limit: f32, step: f32) -> Vec<f32> {
     let mut xs: Vec<f32> = Vec::new();
-    let mut v = -12.0f32;
-    while v < 12.0 {
+    let mut v = -limit;
+    while v < limit {
         xs.push(v);
-        v += 1.0 / 2048.0;
+        v += step;
     }
     for exp_bits in 0u32..256 {
         for m in (0u32..(1 << 23)).step_by(1 << 13) {
@@ -122,6 +122,13 @@ fn gelu_equals_mlx_ops_bit_for_bit() {
             }
         }
     }
+    xs
+}
+
+#[test]
+fn gelu_equals_mlx_ops_bit_for_bit() {
+    // Dense over where GELU bends, then one of 2^10 mantissa patterns over every exponent.
+    let mut xs = bend_and_exponents(12.0, 1.0 / 2048.0);
     xs.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN, f32::MAX]);
     // Past the threshold where the kernel runs on several threads.
     while xs.len() < 1 << 17 || xs.len() % 2 == 1 {
@@ -141,19 +148,7 @@ fn gelu_equals_mlx_ops_bit_for_bit() {
 /// the special values, on one thread and past the split over the cores.
 #[test]
 fn swiglu_equals_mlx_compiled_bit_for_bit() {
-    let mut gate: Vec<f32> = Vec::new();
-    let mut v = -20.0f32;
-    while v < 20.0 {
-        gate.push(v);
-        v += 1.0 / 1024.0;
-    }
-    for exp_bits in 0u32..256 {
-        for m in (0u32..(1 << 23)).step_by(1 << 13) {
-            for sign in [0u32, 1] {
-                gate.push(f32::from_bits(sign << 31 | exp_bits << 23 | m | (m >> 11)));
-            }
-        }
-    }
+    let mut gate = bend_and_exponents(20.0, 1.0 / 1024.0);
     gate.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN, f32::MAX, 88.5, -88.5, 87.9, -87.9]);
     let up: Vec<f32> = (0..gate.len()).map(|i| ((i * 7919) % 2001) as f32 / 250.0 - 4.0).collect();
     for n in [1536, gate.len()] {
