@@ -42,10 +42,14 @@ test.after(async () => {
   for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
 });
 
-test('Turbo sampled: speech tokens identical to mlx-audio, audio within 1e-3', async () => {
+test('Turbo sampled: speech tokens identical to mlx-audio up to T3\'s own stop, audio within 1e-3', async () => {
   const { meta, arrays } = refCase('sampled');
   const audio = await model.synthesize(meta.text, optionsOf(meta));
   assert.deepEqual(audio.speechTokens, meta.speech_tokens.filter((t) => t < SPEECH_VOCAB), 'speech tokens');
+  // The fixture's stop row (fixtures_tts_turbo.py) makes T3 end by itself short of maxTokens,
+  // in mlx-audio (whose tokens leave the stop out) and here (its stop counted as sampled).
+  assert.ok(meta.speech_tokens.length < meta.options.max_tokens, `mlx-audio's T3 stopped by itself: ${meta.speech_tokens.length} tokens`);
+  assert.equal(audio.generationTokens, meta.speech_tokens.length + 1, 'the stop token sampled after the speech tokens');
   assert.equal(audio.promptTokens, 1 + 375 + meta.text_tokens.length + 1, 'promptTokens: speaker, clip, text, start');
   assert.equal(audio.sampleRate, 24000);
   const ref = arrays.wav.data;
@@ -59,7 +63,7 @@ test('Turbo sampled: speech tokens identical to mlx-audio, audio within 1e-3', a
 // audio is synthesize()'s in tokens, length and loudness contour, not sample for sample.
 test('Turbo stream(): chunks while T3 runs, synthesize()\'s tokens and length, its loudness contour, with and without the prompt cache; a break stops T3', async () => {
   const { meta } = refCase('sampled');
-  // 36 tokens: still a middle chunk, for less work than the fixture's 61.
+  // 36 tokens: still a middle chunk, for less work than the fixture's 49 (stop included).
   const opts = { ...optionsOf(meta), maxTokens: 36 };
   const whole = await model.synthesize(meta.text, opts);
   const n = whole.speechTokens.length;

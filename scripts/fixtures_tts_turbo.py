@@ -25,7 +25,10 @@ Everything else is the real Turbo: GPT-2 hidden 1024 with 16 heads, speech vocab
 a 375-token reference clip in the voice, the meanflow flow estimator (time_embed_mixer), 2
 Euler steps. The tokenizer is a small byte-level BPE (GPT-2's kind) learned from the English
 fixtures' corpus. Weights: fixtures_tts.random_weights' roles; the stop row of the speech
-head points along GPT-2 position STOP_POSITION (so T3 ends by itself at that position), HiFT's
+head points along GPT-2 position STOP_POSITION, TURBO_STOP_GAIN long, with a stop bias of
+TURBO_STOP_BIAS (after two random GPT-2 layers the position shows only weakly: the stop logit
+peaks near that position, and the bias keeps it out of reach elsewhere, so the sampled case's
+T3 ends by itself, on both sides, before its max_tokens), HiFT's
 F0 is put in the voiced range.
 
 ref/clone_<clip>.*: voice cloning (`clone_references`): for two clips written as
@@ -86,6 +89,11 @@ GPT2_SHRINK = {"n_layer": 2, "n_positions": 1024, "vocab_size": 8}
 TEXT_VOCAB = 384
 # Absolute GPT-2 position (speaker 1 + clip 375 + text + speech) at which T3 emits stop.
 STOP_POSITION = 430
+# The stop row's length (fixtures_tts.STOP_GAIN times 3) and the stop token's bias: with the
+# sampled case's draws the stop logit reaches about 3 * 9.9 - 13 = 16.6 at speech token 49
+# (the others' best: 12.4) and at most 7 before (module docstring).
+TURBO_STOP_GAIN = 3 * STOP_GAIN
+TURBO_STOP_BIAS = -13.0
 PROMPT_TOKENS = 375
 # Computed at construction by mlx-audio, never in a checkpoint (its from_local's list).
 COMPUTED = {"s3gen.encoder.embed.pos_enc.pe", "s3gen.encoder.up_embed.pos_enc.pe", "s3gen.mel2wav.stft_window", "s3gen.trim_fade"}
@@ -155,18 +163,23 @@ def build_model(config: dict) -> ChatterboxTurboTTS:
     return model
 
 
-def turbo_weights(model: ChatterboxTurboTTS, seed: int) -> dict:
-    """Seeded values by fixtures_tts.random_weights' roles, then the stop row and HiFT's F0."""
+def turbo_weights(model: ChatterboxTurboTTS, seed: int, stop_shaped: bool = True) -> dict:
+    """Seeded values by fixtures_tts.random_weights' roles, then the stop row and HiFT's F0.
+    `stop_shaped` false (the full-size benchmark model): the stop row STOP_GAIN long and no stop
+    bias, as that model has always had them."""
     params = {k: v for k, v in tree_flatten(model.parameters()) if k not in COMPUTED}
     weights = random_weights(params, seed, steer=False)
     # Only the shaped tensors go through numpy (the full-size model is ~3 GB).
-    shaped = ["t3.tfmr.wpe.weight", "t3.speech_head.weight", "s3gen.mel2wav.f0_predictor.classifier.bias"]
+    shaped = ["t3.tfmr.wpe.weight", "t3.speech_head.weight", "t3.speech_head.bias", "s3gen.mel2wav.f0_predictor.classifier.bias"]
     shaped += ["s3gen.mel2wav.conv_post.conv.bias", "s3gen.mel2wav.conv_post.conv.weight"]
     out = {k: np.array(weights[k]) for k in shaped}
     stop = T3Config.turbo().stop_speech_token
     wpe = out["t3.tfmr.wpe.weight"]
     wpe[STOP_POSITION] *= STOP_POSITION_BOOST
-    out["t3.speech_head.weight"][stop] = wpe[STOP_POSITION] / np.linalg.norm(wpe[STOP_POSITION]) * np.float32(STOP_GAIN)
+    gain = TURBO_STOP_GAIN if stop_shaped else STOP_GAIN
+    out["t3.speech_head.weight"][stop] = wpe[STOP_POSITION] / np.linalg.norm(wpe[STOP_POSITION]) * np.float32(gain)
+    if stop_shaped:
+        out["t3.speech_head.bias"][stop] = TURBO_STOP_BIAS
     out["s3gen.mel2wav.f0_predictor.classifier.bias"][:] = F0_BIAS
     post = out["s3gen.mel2wav.conv_post.conv.bias"]
     post[: post.shape[0] // 2] += HIFT_LOG_MAG_BIAS
@@ -205,11 +218,11 @@ def turbo_conds(seed: int, prompt_tokens: int) -> dict:
     return conds
 
 
-def write_folder(out: Path, config: dict, prompt_tokens: int = 20) -> ChatterboxTurboTTS:
+def write_folder(out: Path, config: dict, prompt_tokens: int = 20, stop_shaped: bool = True) -> ChatterboxTurboTTS:
     out.mkdir(parents=True)
     mx.random.seed(SEED)
     model = build_model(config)
-    weights = turbo_weights(model, SEED)
+    weights = turbo_weights(model, SEED, stop_shaped)
     model.load_weights(list(weights.items()))
     mx.eval(model.parameters())
     model.eval()
@@ -348,7 +361,7 @@ def write_full(out_dir: str):
     fixture's, with the real 50276-row text table (ids past it are simply never used)."""
     t0 = time.time()
     folder = Path(out_dir)
-    write_folder(folder, full_config(), prompt_tokens=250)
+    write_folder(folder, full_config(), prompt_tokens=250, stop_shaped=False)
     print(f"  {folder.name} written in {time.time() - t0:.1f} s", file=sys.stderr)
 
 
