@@ -420,7 +420,8 @@ export class Voice {
 }
 
 export interface CreateVoiceOptions {
-  /** The voice's stored emotion exaggeration (default 0.5; a call's `exaggeration` still applies). */
+  /** The voice's stored emotion exaggeration (default 0.5; a call's `exaggeration` still applies;
+   *  Turbo has no emotion input and ignores it). */
   exaggeration?: number;
   signal?: AbortSignal;
 }
@@ -502,6 +503,8 @@ export class TextToSpeech {
    * Clones a voice from a reference clip, as mlx-audio's `prepare_conditionals`: a WAV file
    * (8/16/24/32-bit PCM or float, any rate, mono or stereo) or mono samples at a rate. S3Gen is
    * conditioned on the first 10 s, T3's prompt on the first 6 s; 5-10 s of clean speech is best.
+   * Chatterbox Turbo clones as its own `prepare_conditionals`: a clip longer than 5 s
+   * (else INVALID_AUDIO), loudness normalised to -27 LUFS, T3's prompt from the first 15 s.
    * Nothing is written to disk unless `Voice.save()` is called.
    */
   createVoice(audio: string | { samples: Float32Array; sampleRate: number }, options?: CreateVoiceOptions): Promise<Voice>;

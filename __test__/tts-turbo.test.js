@@ -2,15 +2,15 @@
 // Chatterbox Turbo against mlx-audio 0.6.2's chatterbox_turbo, run by the fixture script
 // (scripts/fixtures_tts_turbo.py: one seeded ChatterboxTurboTTS.generate call on a shrunk
 // random-weight Turbo): the same loadTTS detects the model, seeded speech tokens identical,
-// audio within 1e-3; stream() in chunks, checked against synthesize(); bad input, voice
-// cloning (not ported yet) and broken folders reject with their codes.
+// audio within 1e-3; stream() in chunks, checked against synthesize(); voice cloning against
+// mlx-audio's Turbo prepare_conditionals; bad input and broken folders reject with their codes.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { loadTTS } = require('..');
-const { ensureTurboFixture } = require('../scripts/fixtures-tts');
+const { ensureTurboFixture, turboTokenizerDir } = require('../scripts/fixtures-tts');
 const { readSafetensors, maxAbsDiff } = require('./safetensors');
 const { expectReject, venvPython } = require('./helpers');
 const { ENVELOPE_DB, envelopeDb, expectedChunks } = require('./speech-stream');
@@ -35,17 +35,21 @@ function refCase(name) {
 
 test.before(async () => {
   folder = ensureTurboFixture();
-  model = await loadTTS(folder);
+  model = await loadTTS(folder, { s3Tokenizer: turboTokenizerDir() });
 });
 test.after(async () => {
   if (model) await model.dispose();
   for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
 });
 
-test('Turbo sampled: speech tokens identical to mlx-audio, audio within 1e-3', async () => {
+test('Turbo sampled: speech tokens identical to mlx-audio up to T3\'s own stop, audio within 1e-3', async () => {
   const { meta, arrays } = refCase('sampled');
   const audio = await model.synthesize(meta.text, optionsOf(meta));
   assert.deepEqual(audio.speechTokens, meta.speech_tokens.filter((t) => t < SPEECH_VOCAB), 'speech tokens');
+  // The fixture's stop row (fixtures_tts_turbo.py) makes T3 end by itself short of maxTokens,
+  // in mlx-audio (whose tokens leave the stop out) and here (its stop counted as sampled).
+  assert.ok(meta.speech_tokens.length < meta.options.max_tokens, `mlx-audio's T3 stopped by itself: ${meta.speech_tokens.length} tokens`);
+  assert.equal(audio.generationTokens, meta.speech_tokens.length + 1, 'the stop token sampled after the speech tokens');
   assert.equal(audio.promptTokens, 1 + 375 + meta.text_tokens.length + 1, 'promptTokens: speaker, clip, text, start');
   assert.equal(audio.sampleRate, 24000);
   const ref = arrays.wav.data;
@@ -59,7 +63,7 @@ test('Turbo sampled: speech tokens identical to mlx-audio, audio within 1e-3', a
 // audio is synthesize()'s in tokens, length and loudness contour, not sample for sample.
 test('Turbo stream(): chunks while T3 runs, synthesize()\'s tokens and length, its loudness contour, with and without the prompt cache; a break stops T3', async () => {
   const { meta } = refCase('sampled');
-  // 36 tokens: still a middle chunk, for less work than the fixture's 61.
+  // 36 tokens: still a middle chunk, for less work than the fixture's 49 (stop included).
   const opts = { ...optionsOf(meta), maxTokens: 36 };
   const whole = await model.synthesize(meta.text, opts);
   const n = whole.speechTokens.length;
@@ -100,8 +104,59 @@ test('Turbo stream(): chunks while T3 runs, synthesize()\'s tokens and length, i
   assert.ok(partial.generationTokens < whole.generationTokens, `${partial.generationTokens} of ${whole.generationTokens} tokens sampled`);
 });
 
-// A mono 16-bit PCM WAV of `n` samples at 24 kHz.
-function wavBytes(n) {
+// Voice cloning against mlx-audio's Turbo prepare_conditionals and a seeded generate with that
+// voice (scripts/fixtures_tts_turbo.py clone_references): a 7 s clip at 24 kHz and a 16 s one
+// at 44.1 kHz (past S3Gen's 10 s and T3's 15 s).
+const INT_KEYS = ['t3.cond_prompt_speech_tokens', 'gen.prompt_token', 'gen.prompt_token_len', 'gen.prompt_feat_len'];
+
+function cloneMeta() {
+  return JSON.parse(fs.readFileSync(path.join(folder, 'ref', 'clone.json'), 'utf8'));
+}
+
+function clipSamples(name) {
+  return readSafetensors(path.join(folder, 'ref', `clip_${name}.safetensors`)).mono.data;
+}
+
+// The seeded speech mlx-audio's generate gave with a clip's voice: tokens identical, audio within 1e-3.
+function assertSpeaksAsReference(audio, name, meta) {
+  const { meta: ref, arrays } = refCase(`clone_${name}_speech`);
+  assert.deepEqual(audio.speechTokens, ref.speech_tokens.filter((t) => t < SPEECH_VOCAB), `${name}: speech tokens`);
+  assert.equal(audio.promptTokens, 1 + meta.shapes['t3.cond_prompt_speech_tokens'][1] + ref.text_tokens.length + 1, `${name}: promptTokens`);
+  assert.equal(audio.audio.length, arrays.wav.data.length, `${name}: sample count`);
+  const diff = maxAbsDiff(audio.audio, arrays.wav.data);
+  assert.ok(diff < AUDIO_TOLERANCE, `${name}: max abs audio difference ${diff}`);
+}
+
+test('Turbo createVoice (7 s at 24 kHz): every tensor as mlx-audio\'s Turbo prepare_conditionals, saved as its conds.safetensors; it speaks as its generate', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-turbo-voice-'));
+  tmpDirs.push(dir);
+  const [name, meta] = Object.entries(cloneMeta().clips)[0];
+  const voice = await model.createVoice({ samples: clipSamples(name), sampleRate: meta.rate });
+  const file = path.join(dir, 'voice.safetensors');
+  await voice.save(file);
+  const ours = readSafetensors(file);
+  const ref = readSafetensors(path.join(folder, 'ref', `clone_${name}.safetensors`));
+  // What mlx-audio's Turbo reads back as a voice: no t3.emotion_adv.
+  assert.deepEqual(Object.keys(ours).sort(), Object.keys(ref).sort(), 'tensor names');
+  for (const [key, r] of Object.entries(ref)) {
+    assert.deepEqual(ours[key].shape, r.shape, `${key} shape`);
+    if (INT_KEYS.includes(key)) assert.deepEqual(Array.from(ours[key].data), Array.from(r.data), key);
+    else assert.ok(maxAbsDiff(ours[key].data, r.data) <= AUDIO_TOLERANCE, `${key} differs by ${maxAbsDiff(ours[key].data, r.data)}`);
+  }
+  const { meta: speech } = refCase(`clone_${name}_speech`);
+  assertSpeaksAsReference(await model.synthesize(speech.text, { ...optionsOf(speech), voice }), name, meta);
+  voice.dispose();
+});
+
+test('Turbo speaks with a WAV path (16 s at 44.1 kHz, past its 10 s and 15 s cuts) as mlx-audio\'s generate does', async () => {
+  const [name, meta] = Object.entries(cloneMeta().clips)[1];
+  const { meta: speech } = refCase(`clone_${name}_speech`);
+  const voice = path.join(folder, 'ref', `${name}.wav`);
+  assertSpeaksAsReference(await model.synthesize(speech.text, { ...optionsOf(speech), voice }), name, meta);
+});
+
+// A mono 16-bit PCM WAV of `n` samples at 24 kHz (`silent`: every sample 0).
+function wavBytes(n, silent = false) {
   const b = Buffer.alloc(44 + 2 * n);
   b.write('RIFF', 0);
   b.writeUInt32LE(36 + 2 * n, 4);
@@ -115,17 +170,22 @@ function wavBytes(n) {
   b.writeUInt16LE(16, 34);
   b.write('data', 36);
   b.writeUInt32LE(2 * n, 40);
-  for (let i = 0; i < n; i++) b.writeInt16LE(Math.round(8000 * Math.sin(i / 10)), 44 + 2 * i);
+  for (let i = 0; i < n; i++) b.writeInt16LE(silent ? 0 : Math.round(8000 * Math.sin(i / 10)), 44 + 2 * i);
   return b;
 }
 
-test('Turbo voice cloning is not supported yet: createVoice and a WAV voice reject with UNSUPPORTED_MODEL', async () => {
+test('Turbo cloning refuses a clip of 5 s or less (mlx-audio asserts more) and silence with INVALID_AUDIO', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-turbo-wav-'));
   tmpDirs.push(dir);
-  const wav = path.join(dir, 'clip.wav');
-  fs.writeFileSync(wav, wavBytes(6 * 24000));
-  await expectReject(() => model.createVoice(wav), 'UNSUPPORTED_MODEL', /Turbo/);
-  await expectReject(() => model.synthesize('Hi.', { voice: wav, maxTokens: 4, seed: 0 }), 'UNSUPPORTED_MODEL', /Turbo/);
+  const short = path.join(dir, 'short.wav');
+  fs.writeFileSync(short, wavBytes(3 * 24000));
+  await expectReject(() => model.createVoice(short), 'INVALID_AUDIO', /3\.00 s long; a Chatterbox Turbo voice needs a clip longer than 5 s/);
+  await expectReject(() => model.synthesize('Hi.', { voice: short, maxTokens: 4, seed: 0 }), 'INVALID_AUDIO', /longer than 5 s/);
+  const samples = Float32Array.from({ length: 5 * 16000 }, (_, i) => 0.3 * Math.sin(i / 7));
+  await expectReject(() => model.createVoice({ samples, sampleRate: 16000 }), 'INVALID_AUDIO', /5\.00 s long/);
+  const silent = path.join(dir, 'silent.wav');
+  fs.writeFileSync(silent, wavBytes(6 * 24000, true));
+  await expectReject(() => model.createVoice(silent), 'INVALID_AUDIO', /silent/);
   // The built-in voice still speaks.
   const audio = await model.synthesize('Hi.', { maxTokens: 4, seed: 0 });
   assert.ok(audio.audio.length > 0);

@@ -22,6 +22,8 @@ const MTL_FIXTURES = ['chatterbox-mtl', 'chatterbox-mtl-v3'];
 const STAMP_NAME = '.stamp';
 const TURBO_DIR = path.join(ROOT, '.cache', 'fixtures-tts-turbo');
 const TURBO_SCRIPT = path.join(__dirname, 'fixtures_tts_turbo.py');
+// The Turbo fixture's voice-cloning references take their clips and S3 tokenizer from it.
+const VOICE_SCRIPT = path.join(__dirname, 'fixtures_voice.py');
 
 function log(msg) {
   process.stderr.write(`[fixtures-tts] ${msg}\n`);
@@ -99,11 +101,12 @@ function ensureTtsFixtures() {
 }
 
 // The Turbo fixture folder (.cache/fixtures-tts-turbo/chatterbox-turbo), written with its
-// reference when missing or stale (its script, the Chatterbox one it builds on, the venv).
+// reference when missing or stale (its script, the Chatterbox and voice ones it builds on, the
+// venv). Its S3 tokenizer (for voice cloning) is a Hugging Face cache beside it (turboTokenizerDir).
 function ensureTurboFixture() {
   const { python, env } = ensureVenv();
   const h = crypto.createHash('sha256');
-  for (const f of [MODEL_SCRIPT, TURBO_SCRIPT]) h.update(fs.readFileSync(f));
+  for (const f of [MODEL_SCRIPT, TURBO_SCRIPT, VOICE_SCRIPT]) h.update(fs.readFileSync(f));
   h.update(VENV_SPEC);
   const stamp = h.digest('hex');
   const folder = path.join(TURBO_DIR, 'chatterbox-turbo');
@@ -130,7 +133,13 @@ function ensureTurboFixture() {
   return folder;
 }
 
-module.exports = { ensureTtsFixtures, ensureTurboFixture, TTS_FIXTURES_DIR };
+// The seeded S3 tokenizer's folder in the Turbo fixture's Hugging Face cache (loadTTS's s3Tokenizer).
+function turboTokenizerDir() {
+  const { tokenizer_commit: commit } = JSON.parse(fs.readFileSync(path.join(TURBO_DIR, 'chatterbox-turbo', 'ref', 'clone.json'), 'utf8'));
+  return path.join(TURBO_DIR, 'hub', 'models--mlx-community--S3TokenizerV2', 'snapshots', commit);
+}
+
+module.exports = { ensureTtsFixtures, ensureTurboFixture, turboTokenizerDir, TTS_FIXTURES_DIR };
 
 if (require.main === module) {
   try {

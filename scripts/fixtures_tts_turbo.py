@@ -25,8 +25,22 @@ Everything else is the real Turbo: GPT-2 hidden 1024 with 16 heads, speech vocab
 a 375-token reference clip in the voice, the meanflow flow estimator (time_embed_mixer), 2
 Euler steps. The tokenizer is a small byte-level BPE (GPT-2's kind) learned from the English
 fixtures' corpus. Weights: fixtures_tts.random_weights' roles; the stop row of the speech
-head points along GPT-2 position STOP_POSITION (so T3 ends by itself at that position), HiFT's
+head points along GPT-2 position STOP_POSITION, TURBO_STOP_GAIN long, with a stop bias of
+TURBO_STOP_BIAS (after two random GPT-2 layers the position shows only weakly: the stop logit
+peaks near that position, and the bias keeps it out of reach elsewhere, so the sampled case's
+T3 ends by itself, on both sides, before its max_tokens), HiFT's
 F0 is put in the voiced range.
+
+ref/clone_<clip>.*: voice cloning (`clone_references`): for two clips written as
+fixtures_voice.py writes its own (7 s at 24 kHz in 16 bits; 16 s at 44.1 kHz in float, past
+S3Gen's 10 s and T3's 15 s), what ChatterboxTurboTTS.prepare_conditionals(samples, rate) makes
+(`clone_<clip>.safetensors`: the tensors a Turbo conds.safetensors holds), then one seeded
+generate with that voice (`clone_<clip>_speech.*`, as the sampled case below). `clip_<clip>`
+holds the samples (`mono`, as our WAV reader gives them) and the clip at 24 kHz before loudness
+normalisation (`wav24`); clone.json the clips, mlx_audio.dsp.integrated_loudness of each
+`wav24`, and that of `wav24` times QUIET_GAIN (-inf: every block under the -70 LUFS gate, which
+norm_loudness then leaves as it is). The S3 tokenizer is fixtures_voice.py's seeded one, saved
+under ../hub as the Hugging Face cache holds it.
 
 ref/sampled.{json,safetensors}: one ChatterboxTurboTTS.generate call after
 mx.random.seed(SEED) (every draw in mlx-audio's order: T3's categorical draws, the meanflow
@@ -75,6 +89,11 @@ GPT2_SHRINK = {"n_layer": 2, "n_positions": 1024, "vocab_size": 8}
 TEXT_VOCAB = 384
 # Absolute GPT-2 position (speaker 1 + clip 375 + text + speech) at which T3 emits stop.
 STOP_POSITION = 430
+# The stop row's length (fixtures_tts.STOP_GAIN times 3) and the stop token's bias: with the
+# sampled case's draws the stop logit reaches about 3 * 9.9 - 13 = 16.6 at speech token 49
+# (the others' best: 12.4) and at most 7 before (module docstring).
+TURBO_STOP_GAIN = 3 * STOP_GAIN
+TURBO_STOP_BIAS = -13.0
 PROMPT_TOKENS = 375
 # Computed at construction by mlx-audio, never in a checkpoint (its from_local's list).
 COMPUTED = {"s3gen.encoder.embed.pos_enc.pe", "s3gen.encoder.up_embed.pos_enc.pe", "s3gen.mel2wav.stft_window", "s3gen.trim_fade"}
@@ -144,18 +163,23 @@ def build_model(config: dict) -> ChatterboxTurboTTS:
     return model
 
 
-def turbo_weights(model: ChatterboxTurboTTS, seed: int) -> dict:
-    """Seeded values by fixtures_tts.random_weights' roles, then the stop row and HiFT's F0."""
+def turbo_weights(model: ChatterboxTurboTTS, seed: int, stop_shaped: bool = True) -> dict:
+    """Seeded values by fixtures_tts.random_weights' roles, then the stop row and HiFT's F0.
+    `stop_shaped` false (the full-size benchmark model): the stop row STOP_GAIN long and no stop
+    bias, as that model has always had them."""
     params = {k: v for k, v in tree_flatten(model.parameters()) if k not in COMPUTED}
     weights = random_weights(params, seed, steer=False)
     # Only the shaped tensors go through numpy (the full-size model is ~3 GB).
-    shaped = ["t3.tfmr.wpe.weight", "t3.speech_head.weight", "s3gen.mel2wav.f0_predictor.classifier.bias"]
+    shaped = ["t3.tfmr.wpe.weight", "t3.speech_head.weight", "t3.speech_head.bias", "s3gen.mel2wav.f0_predictor.classifier.bias"]
     shaped += ["s3gen.mel2wav.conv_post.conv.bias", "s3gen.mel2wav.conv_post.conv.weight"]
     out = {k: np.array(weights[k]) for k in shaped}
     stop = T3Config.turbo().stop_speech_token
     wpe = out["t3.tfmr.wpe.weight"]
     wpe[STOP_POSITION] *= STOP_POSITION_BOOST
-    out["t3.speech_head.weight"][stop] = wpe[STOP_POSITION] / np.linalg.norm(wpe[STOP_POSITION]) * np.float32(STOP_GAIN)
+    gain = TURBO_STOP_GAIN if stop_shaped else STOP_GAIN
+    out["t3.speech_head.weight"][stop] = wpe[STOP_POSITION] / np.linalg.norm(wpe[STOP_POSITION]) * np.float32(gain)
+    if stop_shaped:
+        out["t3.speech_head.bias"][stop] = TURBO_STOP_BIAS
     out["s3gen.mel2wav.f0_predictor.classifier.bias"][:] = F0_BIAS
     post = out["s3gen.mel2wav.conv_post.conv.bias"]
     post[: post.shape[0] // 2] += HIFT_LOG_MAG_BIAS
@@ -194,11 +218,11 @@ def turbo_conds(seed: int, prompt_tokens: int) -> dict:
     return conds
 
 
-def write_folder(out: Path, config: dict, prompt_tokens: int = 20) -> ChatterboxTurboTTS:
+def write_folder(out: Path, config: dict, prompt_tokens: int = 20, stop_shaped: bool = True) -> ChatterboxTurboTTS:
     out.mkdir(parents=True)
     mx.random.seed(SEED)
     model = build_model(config)
-    weights = turbo_weights(model, SEED)
+    weights = turbo_weights(model, SEED, stop_shaped)
     model.load_weights(list(weights.items()))
     mx.eval(model.parameters())
     model.eval()
@@ -281,10 +305,54 @@ def main(out_dir: str):
     ref.mkdir()
     for case in CASES:
         run_case(model, case, ref)
+    clone_references(model, folder.parent / "hub", ref)
     from importlib.metadata import version
 
     (ref / "meta.json").write_text(json.dumps({"mlx": version("mlx"), "mlx-audio": version("mlx-audio")}) + "\n")
     print(f"  turbo fixture written in {time.time() - t0:.1f} s", file=sys.stderr)
+
+
+# name, rate, seconds, channels, format, bits (fixtures_voice.CLIPS' layout)
+CLONE_CLIPS = [("pcm16_24k_mono", 24000, 7.0, 1, "int", 16), ("float32_44k_mono", 44100, 16.0, 1, "float", 32)]
+CLONE_TEXT = "Hello there, this is a cloned voice."
+CLONE_OPTIONS = dict(CASES[0]["options"], max_tokens=30)
+QUIET_GAIN = 1e-5
+
+
+def clone_references(model: ChatterboxTurboTTS, hub: Path, ref: Path):
+    """The voice-cloning references (module docstring)."""
+    from fixtures_voice import S3TOK_COMMIT, quantize, synth, wav_bytes, write_s3_tokenizer
+
+    from mlx_audio.dsp import integrated_loudness
+    from mlx_audio.utils import resample_audio
+
+    model._s3tokenizer = write_s3_tokenizer(hub)
+    meta = {"tokenizer_commit": S3TOK_COMMIT, "quiet_gain": QUIET_GAIN, "clips": {}}
+    for i, (name, rate, seconds, channels, fmt, bits) in enumerate(CLONE_CLIPS):
+        stored, mono = quantize(synth(rate, seconds, channels, 200 + i), fmt, bits)
+        (ref / f"{name}.wav").write_bytes(wav_bytes(stored, rate, fmt, bits))
+        # prepare_conditionals' first steps, to check the loudness measure on its own.
+        wav24 = np.asarray(resample_audio(mono, rate, 24000), dtype=np.float32) if rate != 24000 else mono
+        loudness = integrated_loudness(wav24, 24000)
+        quiet = wav24 * np.float32(QUIET_GAIN)
+        assert integrated_loudness(quiet, 24000) == -np.inf, "the quiet clip passes the -70 LUFS gate"
+        assert model.norm_loudness(quiet, 24000) is quiet, "norm_loudness changed a clip of -inf loudness"
+        mx.save_safetensors(str(ref / f"clip_{name}.safetensors"), {"mono": mx.array(mono), "wav24": mx.array(wav24)})
+
+        model.prepare_conditionals(mono, sample_rate=rate)
+        t3 = model._conds.t3
+        assert t3.emotion_adv is None, "Turbo's T3 takes no emotion input"
+        tensors = {"t3.speaker_emb": t3.speaker_emb, "t3.cond_prompt_speech_tokens": t3.cond_prompt_speech_tokens}
+        tensors.update({f"gen.{k}": v for k, v in model._conds.gen.items()})
+        mx.save_safetensors(str(ref / f"clone_{name}.safetensors"), tensors)
+        meta["clips"][name] = {"rate": rate, "seconds": seconds, "samples": int(mono.size), "loudness": loudness,
+                               "shapes": {k: list(v.shape) for k, v in tensors.items()},
+                               "dtypes": {k: str(v.dtype) for k, v in tensors.items()}}
+        print(f"  clone {name}: {loudness:.2f} LUFS, {tensors['gen.prompt_token'].shape[1]} S3Gen tokens, "
+              f"{tensors['t3.cond_prompt_speech_tokens'].shape[1]} T3 tokens", file=sys.stderr)
+        # generate(ref_audio=...) would make the same conditionals again: generate with them.
+        run_case(model, {"name": f"clone_{name}_speech", "text": CLONE_TEXT, "seed": 11 + i, "options": CLONE_OPTIONS}, ref)
+    (ref / "clone.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
 def write_full(out_dir: str):
@@ -293,7 +361,7 @@ def write_full(out_dir: str):
     fixture's, with the real 50276-row text table (ids past it are simply never used)."""
     t0 = time.time()
     folder = Path(out_dir)
-    write_folder(folder, full_config(), prompt_tokens=250)
+    write_folder(folder, full_config(), prompt_tokens=250, stop_shaped=False)
     print(f"  {folder.name} written in {time.time() - t0:.1f} s", file=sys.stderr)
 
 

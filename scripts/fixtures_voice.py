@@ -180,7 +180,10 @@ S3TOK_COMMIT = "5f0c0e6b3a1d2c4e8f9a7b6c5d4e3f2a1b0c9d8e"
 S3TOK_PROJECT_SCALE = 4.0
 
 
-def s3_tokenizer_references(out, names):
+def write_s3_tokenizer(hub):
+    """The seeded S3TokenizerV2 saved under `hub` as the Hugging Face cache holds
+    mlx-community/S3TokenizerV2, and loaded back from that file as mlx-audio's post_load_hook
+    loads it (also the Turbo fixture's, scripts/fixtures_tts_turbo.py)."""
     from mlx.utils import tree_flatten
     from mlx_audio.tts.models.chatterbox.s3tokenizer import ModelConfig, S3TokenizerV2
 
@@ -193,19 +196,22 @@ def s3_tokenizer_references(out, names):
     pd = model.quantizer.fsq_codebook.project_down
     pd.weight = pd.weight * S3TOK_PROJECT_SCALE
     weights = dict(tree_flatten(model.parameters()))
-    repo = out / "hub" / S3TOK_REPO_FOLDER
+    repo = hub / S3TOK_REPO_FOLDER
     snapshot = repo / "snapshots" / S3TOK_COMMIT
     snapshot.mkdir(parents=True)
     mx.save_safetensors(str(snapshot / "model.safetensors"), weights, metadata={"format": "mlx"})
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(S3TOK_COMMIT)
 
-    # Loaded back as mlx-audio's post_load_hook loads the repo's file.
     tok = build()
     loaded = mx.load(str(snapshot / "model.safetensors"))
     tok.load_weights(list(tok.sanitize(loaded).items()), strict=False)
     mx.eval(tok.parameters())
+    return tok
 
+
+def s3_tokenizer_references(out, names):
+    tok = write_s3_tokenizer(out / "hub")
     refs, every = {}, []
     for name in names:
         dump = mx.load(str(out / f"{name}.safetensors"))

@@ -13,7 +13,7 @@ use mlx::Array;
 use crate::s3gen::GenConds;
 use crate::t3::T3Cond;
 use crate::voice::clone::{ClipSource, VoiceCloner};
-use crate::voice::{read_wav, Clip};
+use crate::voice::{read_wav, Clip, Flavor};
 use crate::{Result, TtsError};
 
 /// A voice: the conditioning T3 and S3Gen read (a `conds.safetensors`).
@@ -91,8 +91,7 @@ pub struct CloneSource {
     /// with that (MODEL_NOT_FOUND), and a model without it still speaks its other voices.
     pub tokenizer: std::result::Result<PathBuf, String>,
     pub prompt_len: usize,
-    /// Chatterbox Turbo, whose cloning (mlx-audio's Turbo `prepare_conditionals`) is not
-    /// ported yet: every clone is UNSUPPORTED_MODEL.
+    /// Chatterbox Turbo, which clones as its own `prepare_conditionals` does (`Flavor::Turbo`).
     pub turbo: bool,
 }
 
@@ -206,14 +205,9 @@ impl Voices {
             return Ok(c.clone());
         }
         let s = &self.source;
-        if s.turbo {
-            return Err(TtsError::UnsupportedModel(
-                "voice cloning (createVoice, a WAV voice) is not supported for Chatterbox Turbo yet: use its built-in voice or a conds.safetensors"
-                    .into(),
-            ));
-        }
         let tokenizer = s.tokenizer.as_ref().map_err(|why| TtsError::ModelNotFound(why.clone()))?;
-        let cloner = Arc::new(VoiceCloner::load(&s.dir, tokenizer, s.prompt_len)?);
+        let flavor = if s.turbo { Flavor::Turbo } else { Flavor::Chatterbox };
+        let cloner = Arc::new(VoiceCloner::load(&s.dir, tokenizer, s.prompt_len, flavor)?);
         *slot = Some(cloner.clone());
         Ok(cloner)
     }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use lm::weights::Weights;
 use mlx::Array;
-use tts::voice::{read_wav, CamPlus, ReferenceSignals, SpeakerEncoders};
+use tts::voice::{read_wav, CamPlus, Flavor, ReferenceSignals, SpeakerEncoders};
 use tts::TtsError;
 
 mod common;
@@ -64,7 +64,7 @@ fn torch_tensors() -> HashMap<String, Array> {
 
 fn load(t: HashMap<String, Array>) -> CamPlus {
     let mut w = weights(t);
-    let model = CamPlus::load(&mut w, PREFIX).unwrap();
+    let model = CamPlus::load(&mut w, PREFIX, Flavor::Chatterbox).unwrap();
     w.finish().unwrap();
     model
 }
@@ -80,7 +80,7 @@ fn xvector_matches_mlx_audio() {
     let want = load_ref(&dir.join("campplus.safetensors"));
     println!("BLAS: {}", mlx::info::blas_name().unwrap());
     // As a voice loads it: from the model folder, beside the voice encoder.
-    let model = SpeakerEncoders::load(&model_dir()).unwrap().campplus;
+    let model = SpeakerEncoders::load(&model_dir(), Flavor::Chatterbox).unwrap().campplus;
     let torch = load(torch_tensors());
     let mut worst = 0f32;
     for (i, name) in meta.as_object().unwrap().keys().enumerate() {
@@ -105,7 +105,7 @@ fn xvector_matches_mlx_audio() {
 }
 
 fn invalid_weights(t: HashMap<String, Array>, expect: &[&str]) {
-    match CamPlus::load(&mut weights(t), PREFIX) {
+    match CamPlus::load(&mut weights(t), PREFIX, Flavor::Chatterbox) {
         Err(e @ TtsError::InvalidWeights(_)) => {
             assert_eq!(e.code(), "INVALID_WEIGHTS");
             for part in expect {
@@ -162,9 +162,9 @@ fn speaker_encoders_load_from_every_fixture_folder() {
     for folder in ["chatterbox-f16", "chatterbox-bf16", "chatterbox-q4"] {
         let dir = common::cache_dir().join("fixtures-tts").join(folder);
         require(&dir);
-        SpeakerEncoders::load(&dir).unwrap_or_else(|e| panic!("{folder}: {e:?}"));
+        SpeakerEncoders::load(&dir, Flavor::Chatterbox).unwrap_or_else(|e| panic!("{folder}: {e:?}"));
     }
-    match SpeakerEncoders::load(&common::cache_dir().join("fixtures-tts/no-such-model")) {
+    match SpeakerEncoders::load(&common::cache_dir().join("fixtures-tts/no-such-model"), Flavor::Chatterbox) {
         Err(e) => assert_eq!(e.code(), "MODEL_NOT_FOUND", "{e:?}"),
         Ok(_) => panic!("a missing folder loaded"),
     }

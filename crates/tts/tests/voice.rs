@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use mlx::Array;
-use tts::voice::{encoder, mel, read_wav, resample, Clip, ReferenceSignals, VoiceEncoder};
+use tts::voice::{encoder, mel, read_wav, resample, Clip, Flavor, ReferenceSignals, VoiceEncoder};
 use tts::TtsError;
 
 mod common;
@@ -44,7 +44,7 @@ fn ve_weights(torch_names: bool) -> lm::weights::Weights {
 
 fn load_encoder(torch_names: bool) -> VoiceEncoder {
     let mut w = ve_weights(torch_names);
-    let ve = VoiceEncoder::load(&mut w, "ve.").unwrap();
+    let ve = VoiceEncoder::load(&mut w, "ve.", Flavor::Chatterbox).unwrap();
     w.finish().unwrap();
     ve
 }
@@ -87,8 +87,8 @@ fn front_end_matches_mlx_audio() {
             max_abs_diff(&mel::s3_tokenizer_log_mel(s.wav16()).unwrap(), get(&r, "mel128_t3")),
             max_abs_diff(&mel::s3gen_mel(&s.wav24).unwrap(), get(&r, "mel80")),
             max_abs_diff(&mel::voice_encoder_mel(trimmed).unwrap().transpose(&[1, 0]).unwrap(), get(&r, "mel40")),
-            max_abs_diff(&mel::kaldi_fbank(&s.wav16_from_24).unwrap(), get(&r, "fbank")),
-            max_abs_diff(&mel::campplus_features(&s.wav16_from_24).unwrap(), get(&r, "xvector_features")),
+            max_abs_diff(&mel::kaldi_fbank(&s.wav16_from_24, Flavor::Chatterbox).unwrap(), get(&r, "fbank")),
+            max_abs_diff(&mel::campplus_features(&s.wav16_from_24, Flavor::Chatterbox).unwrap(), get(&r, "xvector_features")),
         ];
         let embed = ve.embed(&s.wav16_full).unwrap();
         let e = max_abs_diff(&embed, get(&r, "ve_embed"));

@@ -3,17 +3,25 @@
 //! convolutions wrapped in `.conv`), where its Chatterbox has them under `s3gen.flow` with
 //! its own names (`down_blocks_0.transformer_0.attn.query_proj`). The arrays are the same
 //! (checked against both models' parameter trees); this renames a Turbo checkpoint's onto
-//! the names the flow and the vocoder load. The speaker encoder's keep theirs.
+//! the names the flow and the vocoder load. Turbo's speaker encoders, used only for voice
+//! cloning, have their own module names too (CAMPPlus's `shortcut_conv`, `tdnn.bn`, `out_bn`
+//! for Chatterbox's `shortcut.0`, `tdnn.nonlinear.0`, `out_nonlinear.0`; the voice encoder's
+//! `ve.lstm1` for `ve.lstm.layers.0`): renamed onto Chatterbox's as well.
 use lm::weights::Weights;
 
 use crate::Result;
 
-/// Renames every `s3gen.*` tensor of a Turbo checkpoint (see the module notes).
+/// Renames every `s3gen.*` and `ve.*` tensor of a Turbo checkpoint (see the module notes).
 pub fn rename(w: &mut Weights) -> Result<()> {
     for name in w.names() {
-        let Some(rest) = name.strip_prefix("s3gen.") else { continue };
-        let Some(new) = chatterbox_name(rest) else { continue };
-        let new = format!("s3gen.{new}");
+        let new = if let Some(rest) = name.strip_prefix("s3gen.") {
+            chatterbox_name(rest).map(|n| format!("s3gen.{n}"))
+        } else if let Some(rest) = name.strip_prefix("ve.") {
+            voice_encoder_name(rest).map(|n| format!("ve.{n}"))
+        } else {
+            None
+        };
+        let Some(new) = new else { continue };
         if new != name {
             w.rewrite(&name, |a| Ok(vec![(new, a.clone())]))?;
         }
@@ -25,7 +33,7 @@ pub fn rename(w: &mut Weights) -> Result<()> {
 fn chatterbox_name(rest: &str) -> Option<String> {
     let seg: Vec<&str> = rest.split('.').collect();
     match seg[0] {
-        "speaker_encoder" => None,
+        "speaker_encoder" => Some(format!("speaker_encoder.{}", campplus_name(&seg[1..]))),
         // HiFT: `conv_pre.conv.weight` -> `conv_pre.weight`.
         "mel2wav" => {
             let n = seg.len();
@@ -37,6 +45,35 @@ fn chatterbox_name(rest: &str) -> Option<String> {
         }
         _ => Some(format!("flow.{}", flow_name(&seg))),
     }
+}
+
+/// Turbo's CAMPPlus names (its modules hold `bn`, `bn1`, `bn2`, `out_bn`, `shortcut_conv`,
+/// `shortcut_bn` where Chatterbox's hold `nonlinear.0`, `nonlinear1.0`, `nonlinear2.0`,
+/// `out_nonlinear.0`, `shortcut.0`, `shortcut.1`). PyTorch's names (`xvector.*`, which
+/// `CamPlus::load` reads as they are) pass unchanged.
+fn campplus_name(seg: &[&str]) -> String {
+    let head = seg.first() == Some(&"head");
+    let renamed: Vec<&str> = seg
+        .iter()
+        .map(|&s| match s {
+            "shortcut_conv" if head => "shortcut.0",
+            "shortcut_bn" if head => "shortcut.1",
+            "bn" if !head => "nonlinear.0",
+            "bn1" if !head => "nonlinear1.0",
+            "bn2" if !head => "nonlinear2.0",
+            "out_bn" => "out_nonlinear.0",
+            other => other,
+        })
+        .collect();
+    renamed.join(".")
+}
+
+/// Turbo's voice encoder names: `lstm1.Wx` is `lstm.layers.0.Wx` (three separate LSTMs where
+/// Chatterbox's has a stack); None: kept.
+fn voice_encoder_name(rest: &str) -> Option<String> {
+    let (layer, leaf) = rest.split_once('.')?;
+    let n: usize = layer.strip_prefix("lstm")?.parse().ok()?;
+    (1..=3).contains(&n).then(|| format!("lstm.layers.{}.{leaf}", n - 1))
 }
 
 fn flow_name(seg: &[&str]) -> String {
@@ -109,7 +146,7 @@ fn flow_name(seg: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::chatterbox_name;
+    use super::{chatterbox_name, voice_encoder_name};
 
     // Pairs from the two mlx-audio models' parameter trees.
     #[test]
@@ -148,6 +185,34 @@ mod tests {
             assert_eq!(chatterbox_name(turbo).as_deref(), Some(chatterbox), "{turbo}");
         }
         assert_eq!(chatterbox_name("mel2wav.m_source.l_linear.weight"), None);
-        assert_eq!(chatterbox_name("speaker_encoder.head.conv1.weight"), None);
+    }
+
+    // Pairs from the two mlx-audio models' CAMPPlus and voice encoder parameter trees.
+    #[test]
+    fn turbo_speaker_encoder_names_map_onto_chatterbox_names() {
+        for (turbo, chatterbox) in [
+            ("speaker_encoder.head.conv1.weight", "speaker_encoder.head.conv1.weight"),
+            ("speaker_encoder.head.bn1.running_var", "speaker_encoder.head.bn1.running_var"),
+            ("speaker_encoder.head.layer1.0.shortcut_conv.weight", "speaker_encoder.head.layer1.0.shortcut.0.weight"),
+            ("speaker_encoder.head.layer2.0.shortcut_bn.bias", "speaker_encoder.head.layer2.0.shortcut.1.bias"),
+            ("speaker_encoder.tdnn.bn.running_mean", "speaker_encoder.tdnn.nonlinear.0.running_mean"),
+            ("speaker_encoder.blocks.1.layers.23.bn1.weight", "speaker_encoder.blocks.1.layers.23.nonlinear1.0.weight"),
+            ("speaker_encoder.blocks.0.layers.0.bn2.bias", "speaker_encoder.blocks.0.layers.0.nonlinear2.0.bias"),
+            ("speaker_encoder.blocks.2.layers.3.cam_layer.linear_local.weight", "speaker_encoder.blocks.2.layers.3.cam_layer.linear_local.weight"),
+            ("speaker_encoder.transits.2.bn.running_var", "speaker_encoder.transits.2.nonlinear.0.running_var"),
+            ("speaker_encoder.out_bn.weight", "speaker_encoder.out_nonlinear.0.weight"),
+            ("speaker_encoder.dense.bn.running_mean", "speaker_encoder.dense.nonlinear.0.running_mean"),
+            ("speaker_encoder.dense.linear.weight", "speaker_encoder.dense.linear.weight"),
+            (
+                "speaker_encoder.xvector.block1.tdnnd1.nonlinear1.batchnorm.weight",
+                "speaker_encoder.xvector.block1.tdnnd1.nonlinear1.batchnorm.weight",
+            ),
+        ] {
+            assert_eq!(chatterbox_name(turbo).as_deref(), Some(chatterbox), "{turbo}");
+        }
+        assert_eq!(voice_encoder_name("lstm1.Wx").as_deref(), Some("lstm.layers.0.Wx"));
+        assert_eq!(voice_encoder_name("lstm3.bias").as_deref(), Some("lstm.layers.2.bias"));
+        assert_eq!(voice_encoder_name("proj.weight"), None);
+        assert_eq!(voice_encoder_name("lstm.weight_ih_l0"), None);
     }
 }

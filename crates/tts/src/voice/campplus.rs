@@ -13,10 +13,15 @@
 //! `(x - mean) * rsqrt(var + 1e-5)`, then `weight * x + bias` where it has them. The ops follow
 //! mlx-audio's order and layouts (channels-first `[B, C, T]` between layers, swapped to
 //! channels-last around each conv and batch norm) so that the sums run as its do.
+//!
+//! Turbo's copy of the model (`chatterbox_turbo/models/s3gen/xvector.py`) is the same network
+//! but for two things (`Flavor::Turbo`): its filter bank is Kaldi's own (`mel::kaldi_fbank`),
+//! and its statistics pooling takes the plain standard deviation, with no variance floor.
 use lm::weights::Weights;
 use mlx::{signal, Array};
 
 use super::mel::campplus_features;
+use super::Flavor;
 use crate::layers::Conv1d;
 use crate::{Result, TtsError};
 
@@ -35,7 +40,7 @@ const BLOCKS: [(usize, i32, i32); 3] = [(12, 3, 1), (24, 3, 2), (16, 3, 2)];
 const SEG_LEN: i32 = 100;
 pub const EMBED_DIM: i32 = 192;
 const BN_EPS: f64 = 1e-5;
-/// The variance floor of the statistics pooling.
+/// The variance floor of Chatterbox's statistics pooling (Turbo's has none).
 const STATS_EPS: f64 = 1e-5;
 
 /// A module's tensor-name prefix in mlx-audio's names and in the PyTorch checkpoint's, which
@@ -313,6 +318,7 @@ pub struct CamPlus {
     out_bn: BatchNorm,
     dense: Conv1d,
     dense_bn: BatchNorm,
+    flavor: Flavor,
 }
 
 impl CamPlus {
@@ -320,8 +326,9 @@ impl CamPlus {
     /// mlx-audio's names (`blocks.0.layers.0.nonlinear1.0.weight`) or the PyTorch checkpoint's
     /// (`xvector.block1.tdnnd1.nonlinear1.batchnorm.weight`), conv kernels in MLX's layout or
     /// PyTorch's, as mlx-audio's `sanitize` accepts them; its dropped `num_batches_tracked`
-    /// counters are dropped here too.
-    pub fn load(w: &mut Weights, prefix: &str) -> Result<CamPlus> {
+    /// counters are dropped here too. Turbo's names are renamed onto these beforehand
+    /// (`s3gen::turbo_names`); `flavor` picks the computation.
+    pub fn load(w: &mut Weights, prefix: &str, flavor: Flavor) -> Result<CamPlus> {
         let p = prefix.to_string();
         w.discard(|k| k.starts_with(&p) && k.ends_with(".num_batches_tracked"));
         let xvector_prefix = format!("{prefix}xvector.");
@@ -362,6 +369,7 @@ impl CamPlus {
             out_bn,
             dense: l.pointwise(&dense.same("linear"), channels * 2, EMBED_DIM, false)?,
             dense_bn: l.batch_norm(&dense.join("nonlinear.0", "nonlinear.batchnorm"), EMBED_DIM, false)?,
+            flavor,
         })
     }
 
@@ -376,7 +384,11 @@ impl CamPlus {
         }
         let x = swap(&self.out_bn.relu(&swap(&x)?)?)?;
         let mean = x.mean(&[-1], false)?;
-        let std = x.var(&[-1], false, 0)?.add_scalar(STATS_EPS)?.sqrt()?;
+        let var = x.var(&[-1], false, 0)?;
+        let std = match self.flavor {
+            Flavor::Chatterbox => var.add_scalar(STATS_EPS)?.sqrt()?,
+            Flavor::Turbo => var.sqrt()?,
+        };
         let stats = Array::concatenate(&[&mean, &std], -1)?.expand_dims(&[1])?;
         Ok(self.dense_bn.forward(&self.dense.forward(&stats)?)?.squeeze(&[1])?)
     }
@@ -385,6 +397,6 @@ impl CamPlus {
     /// Kaldi filter bank less its mean over time, through the network: `[1, 192]`.
     /// `INVALID_AUDIO` for fewer samples than one 25 ms frame.
     pub fn embed(&self, wav16: &[f32]) -> Result<Array> {
-        self.forward(&campplus_features(wav16)?.expand_dims(&[0])?)
+        self.forward(&campplus_features(wav16, self.flavor)?.expand_dims(&[0])?)
     }
 }

@@ -2,11 +2,16 @@
 //! 3-layer LSTM over 1.6 s windows of a 40-bin mel, the last hidden state projected to 256,
 //! ReLU, L2-normalised; the windows' embeddings averaged and normalised again. T3 takes the
 //! result as its speaker embedding.
+//!
+//! Turbo's copy (`chatterbox_turbo/models/voice_encoder`) divides by the norm plus 1e-8 at both
+//! normalisations (`Flavor::Turbo`), and names its layers `lstm1`..`lstm3` (renamed onto
+//! these by `s3gen::turbo_names`).
 use lm::weights::Weights;
 use mlx::nn::Linear;
 use mlx::Array;
 
 use super::mel::voice_encoder_mel;
+use super::Flavor;
 use crate::{Result, TtsError};
 
 const N_MELS: i32 = 40;
@@ -20,6 +25,8 @@ const FRAME_STEP: usize = 77;
 const MIN_COVERAGE: f64 = 0.8;
 /// mlx-audio runs the partial windows through the LSTM 32 at a time.
 const BATCH: usize = 32;
+/// What Turbo's voice encoder adds to a norm before dividing by it.
+const TURBO_NORM_EPS: f64 = 1e-8;
 
 /// MLX's `nn.LSTM` (gates i, f, g, o; one bias, PyTorch's two summed).
 struct Lstm {
@@ -64,18 +71,17 @@ impl Lstm {
 pub struct VoiceEncoder {
     layers: Vec<Lstm>,
     proj: Linear,
-}
-
-fn l2_normalize(x: &Array, axis: i32) -> Result<Array> {
-    Ok(x.divide(&x.square()?.sum(&[axis], true)?.sqrt()?)?)
+    /// Added to the norm before an L2 normalisation divides by it (Turbo's 1e-8, else 0).
+    norm_eps: f64,
 }
 
 impl VoiceEncoder {
     /// From the `{prefix}*` tensors (`ve.` in a Chatterbox checkpoint), in MLX's names
     /// (`lstm.layers.N.Wx/Wh/bias`) or PyTorch's (`lstm.weight_ih_lN`, `weight_hh_lN`,
     /// `bias_ih_lN` + `bias_hh_lN`), which are renamed and summed as mlx-audio's `sanitize` does.
-    /// The unused `similarity_weight`/`similarity_bias` are dropped.
-    pub fn load(w: &mut Weights, prefix: &str) -> Result<VoiceEncoder> {
+    /// The unused `similarity_weight`/`similarity_bias` are dropped. `flavor` picks the
+    /// normalisation.
+    pub fn load(w: &mut Weights, prefix: &str, flavor: Flavor) -> Result<VoiceEncoder> {
         let mut layers = Vec::with_capacity(LAYERS);
         for l in 0..LAYERS {
             let torch = format!("{prefix}lstm.weight_ih_l{l}");
@@ -102,7 +108,14 @@ impl VoiceEncoder {
         };
         let p = prefix.to_string();
         w.discard(|k| k == format!("{p}similarity_weight") || k == format!("{p}similarity_bias"));
-        Ok(VoiceEncoder { layers, proj })
+        let norm_eps = if flavor == Flavor::Turbo { TURBO_NORM_EPS } else { 0.0 };
+        Ok(VoiceEncoder { layers, proj, norm_eps })
+    }
+
+    fn l2_normalize(&self, x: &Array, axis: i32) -> Result<Array> {
+        let norm = x.square()?.sum(&[axis], true)?.sqrt()?;
+        let norm = if self.norm_eps > 0.0 { norm.add_scalar(self.norm_eps)? } else { norm };
+        Ok(x.divide(&norm)?)
     }
 
     /// Embeddings of partial windows `[B, PARTIAL_FRAMES, 40]`: `[B, 256]`, each L2-normalised.
@@ -111,7 +124,7 @@ impl VoiceEncoder {
         for (i, layer) in self.layers.iter().enumerate() {
             x = layer.forward(&x, i + 1 < self.layers.len())?;
         }
-        l2_normalize(&self.proj.forward(&x)?.maximum_scalar(0.0)?, 1)
+        self.l2_normalize(&self.proj.forward(&x)?.maximum_scalar(0.0)?, 1)
     }
 
     /// `inference` of one utterance's mel `[frames, 40]` (overlap by rate 1.3, min coverage
@@ -137,7 +150,7 @@ impl VoiceEncoder {
             embeds.push(self.forward(&partials.slice_axis(0, start as i32, stop as i32)?)?);
         }
         let embeds = Array::concatenate(&embeds.iter().collect::<Vec<_>>(), 0)?;
-        l2_normalize(&embeds.mean(&[0], true)?, 1)
+        self.l2_normalize(&embeds.mean(&[0], true)?, 1)
     }
 
     /// The speaker embedding `prepare_conditionals` gives T3 from the whole 16 kHz clip:

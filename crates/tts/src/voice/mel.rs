@@ -5,9 +5,11 @@
 //! - the S3 tokenizer's 128-bin log-mel at 16 kHz (`s3tokenizer/utils.py`);
 //! - S3Gen's 80-bin log-mel at 24 kHz (`s3gen/mel.py`);
 //! - CAMPPlus's Kaldi-style 80-bin log filter bank at 16 kHz (`s3gen/xvector.py`'s
-//!   `kaldi_fbank`, HTK scale, Povey window), with the mean over time taken off.
+//!   `kaldi_fbank`, HTK scale, Povey window), with the mean over time taken off. Turbo's copy
+//!   (`extract_fbank_features`) builds Kaldi's own filter bank instead (`Flavor`).
 use mlx::{signal, Array, Dtype};
 
+use super::Flavor;
 use crate::{Result, TtsError};
 
 /// `hanning(size)` of mlx-audio's dsp: the symmetric window, in f64 then f32.
@@ -156,11 +158,41 @@ fn povey_window(size: usize) -> Result<Array> {
     Ok(half.scalar_like(0.5)?.subtract(&half)?.power_scalar(0.85)?)
 }
 
+/// Kaldi's mel filter bank as Turbo's `_get_mel_banks_kaldi` builds it, in f64: triangles
+/// linear in Kaldi's mel (`1127 ln(1 + f / 700)`) between `low` Hz and the Nyquist frequency,
+/// over the `n_fft / 2` bins below Nyquist, and a zero column for the Nyquist bin:
+/// `[n_mels, n_fft / 2 + 1]` in f32. (mlx-audio's `mel_filters`, Chatterbox's, draws its
+/// triangles linear in Hz.)
+fn kaldi_mel_banks(sample_rate: u32, n_fft: usize, n_mels: usize, low: f64) -> Result<Array> {
+    let mel = |f: f64| 1127.0 * (1.0 + f / 700.0).ln();
+    let bin_width = sample_rate as f64 / n_fft as f64;
+    let (mel_low, mel_high) = (mel(low), mel(0.5 * sample_rate as f64));
+    let delta = (mel_high - mel_low) / (n_mels + 1) as f64;
+    let cols = n_fft / 2 + 1;
+    let mut bank = vec![0f32; n_mels * cols];
+    for i in 0..n_mels {
+        let (left, center, right) = (mel_low + i as f64 * delta, mel_low + (i + 1) as f64 * delta, mel_low + (i + 2) as f64 * delta);
+        for j in 0..n_fft / 2 {
+            let m = mel(bin_width * j as f64);
+            let w = if m > left && m <= center {
+                (m - left) / (center - left)
+            } else if m > center && m < right {
+                (right - m) / (right - center)
+            } else {
+                0.0
+            };
+            bank[i * cols + j] = w as f32;
+        }
+    }
+    Ok(Array::from_slice(&bank, &[n_mels as i32, cols as i32])?)
+}
+
 /// `kaldi_fbank` of `s3gen/xvector.py` (CAMPPlus's input) of a 16 kHz signal: 25 ms frames every
 /// 10 ms (only whole ones), each with its mean removed, pre-emphasis 0.97, the Povey window, a
-/// 512-point power spectrum, 80 HTK mel bins from 20 Hz, natural log clamped at f32 epsilon:
-/// `[frames, 80]`.
-pub fn kaldi_fbank(wav16: &[f32]) -> Result<Array> {
+/// 512-point power spectrum, 80 mel bins from 20 Hz (Chatterbox: mlx-audio's HTK `mel_filters`;
+/// Turbo: Kaldi's own, `kaldi_mel_banks`), natural log clamped at f32 epsilon: `[frames, 80]`.
+/// (Turbo's reference computes in f64; this in f32, as Chatterbox's.)
+pub fn kaldi_fbank(wav16: &[f32], flavor: Flavor) -> Result<Array> {
     const WIN: i32 = 400;
     const N_FFT: i32 = 512;
     let frames = frames(wav16, WIN as usize, 160)?;
@@ -171,12 +203,15 @@ pub fn kaldi_fbank(wav16: &[f32]) -> Result<Array> {
     let zeros = Array::zeros(&[frames.dim(0), N_FFT - WIN], frames.dtype())?;
     let frames = Array::concatenate(&[&frames, &zeros], 1)?;
     let power = signal::rfft(&frames, N_FFT, -1)?.abs()?.power_scalar(2.0)?;
-    let bank = mel_filters(16000, N_FFT as usize, 80, 20.0, 8000.0, Scale::Htk)?;
+    let bank = match flavor {
+        Flavor::Chatterbox => mel_filters(16000, N_FFT as usize, 80, 20.0, 8000.0, Scale::Htk)?,
+        Flavor::Turbo => kaldi_mel_banks(16000, N_FFT as usize, 80, 20.0)?,
+    };
     Ok(power.matmul(&bank.transpose(&[1, 0])?)?.maximum_scalar(1.1920929e-07)?.log()?)
 }
 
 /// CAMPPlus's features (its `inference`): `kaldi_fbank` less its mean over time.
-pub fn campplus_features(wav16: &[f32]) -> Result<Array> {
-    let fbank = kaldi_fbank(wav16)?;
+pub fn campplus_features(wav16: &[f32], flavor: Flavor) -> Result<Array> {
+    let fbank = kaldi_fbank(wav16, flavor)?;
     Ok(fbank.subtract(&fbank.mean(&[0], true)?)?)
 }
