@@ -42,6 +42,10 @@ fn equals_mlx_op_bit_for_bit() {
         (&[1, 1024], 3000, 128, 8),
         (&[9, 64], 1, 64, 2),
         (&[64, 256], 130, 64, 4),
+        // A batch of six to eight rows (rows in lanes where the CPU has AVX-512).
+        (&[8, 256], 70, 64, 4),
+        (&[2, 3, 128], 40, 32, 2),
+        (&[7, 512], 33, 128, 4),
         // One row with groups smaller than eight words, taken several at a time.
         (&[1, 576], 70, 32, 4),
         (&[1, 256], 40, 32, 2),

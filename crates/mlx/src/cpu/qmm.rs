@@ -11,7 +11,9 @@
 //! still summing its own row in index order with the same roundings, so every
 //! output keeps MLX's value; each group's dequantized weights are computed
 //! once and used for every row of `x`, and the output columns are split over
-//! the cores.
+//! the cores. A batch of six to eight rows on a CPU with AVX-512 puts the rows
+//! in the lanes instead (`avx2::rows_in_lanes`), each lane still one output's
+//! sum in the same order.
 use std::ops::Range;
 
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
@@ -171,20 +173,52 @@ fn run_parallel(p: &Problem, out: &mut [f32]) {
 fn run_blocks(p: &Problem, blocks: Range<usize>, out: OutPtr) {
     #[cfg(target_arch = "x86_64")]
     if crate::cpu::math::has_avx2() {
-        // SAFETY: the CPU has AVX2, checked just above.
-        unsafe {
-            match (p.bits, p.bf16) {
-                (2, false) => avx2::blocks::<2, false>(p, blocks, out),
-                (4, false) => avx2::blocks::<4, false>(p, blocks, out),
-                (8, false) => avx2::blocks::<8, false>(p, blocks, out),
-                (2, true) => avx2::blocks::<2, true>(p, blocks, out),
-                (4, true) => avx2::blocks::<4, true>(p, blocks, out),
-                _ => avx2::blocks::<8, true>(p, blocks, out),
-            }
+        if rows_in_lanes(p) {
+            // SAFETY: `rows_in_lanes` checked AVX-512 F and VL (and AVX2 above).
+            unsafe { avx512_rows(p, blocks, out) };
+        } else {
+            // SAFETY: the CPU has AVX2, checked just above.
+            unsafe { avx2_blocks(p, blocks, out) };
         }
         return;
     }
     scalar_blocks(p, blocks, out);
+}
+
+/// Whether `avx2::rows_in_lanes` takes this call: six to eight float32 rows
+/// of 2- or 4-bit weights (a batch decoding together), on a CPU with AVX-512
+/// F and VL. With fewer rows the lanes it leaves empty cost more than it
+/// saves (`avx2::blocks` is faster up to five rows here); in bfloat16 the
+/// roundings make the multiply-adds the whole cost, and there it was no
+/// faster at eight rows.
+#[cfg(target_arch = "x86_64")]
+fn rows_in_lanes(p: &Problem) -> bool {
+    (6..=8).contains(&p.m) && !p.bf16 && matches!(p.bits, 2 | 4) && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl")
+}
+
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+unsafe fn avx2_blocks(p: &Problem, blocks: Range<usize>, out: OutPtr) {
+    match (p.bits, p.bf16) {
+        (2, false) => avx2::blocks::<2, false>(p, blocks, out),
+        (4, false) => avx2::blocks::<4, false>(p, blocks, out),
+        (8, false) => avx2::blocks::<8, false>(p, blocks, out),
+        (2, true) => avx2::blocks::<2, true>(p, blocks, out),
+        (4, true) => avx2::blocks::<4, true>(p, blocks, out),
+        _ => avx2::blocks::<8, true>(p, blocks, out),
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX2, AVX-512 F and AVX-512 VL; `p` must be float32
+/// with at most eight rows and 2- or 4-bit weights.
+#[cfg(target_arch = "x86_64")]
+unsafe fn avx512_rows(p: &Problem, blocks: Range<usize>, out: OutPtr) {
+    match p.bits {
+        2 => avx2::rows_in_lanes::<2>(p, blocks, out),
+        _ => avx2::rows_in_lanes::<4>(p, blocks, out),
+    }
 }
 
 /// MLX's loop as written, for CPUs without AVX2 (and the reference in tests).
@@ -465,6 +499,155 @@ pub(crate) mod avx2 {
         }
     }
 
+    /// Up to eight float32 rows of `x` (a batch decoding together), one row
+    /// per lane, for 2- and 4-bit weights on CPUs with AVX-512 (F and VL):
+    /// each lane of a column's sum adds that column's `x[k] * w[k]` for its
+    /// row, `k` in order, rounded as in `blocks`, so every output keeps MLX's
+    /// value. Unlike `blocks` (eight columns per lane), a weight is then one
+    /// broadcast for all the rows, and a group of a column dequantizes with
+    /// no transpose or gather: `scale * q + bias` for the 16 values of `q`
+    /// (`lut_table`), then per eight weights a shift and a table permute
+    /// (`lut8`). The work goes in jobs of eight columns by one group; a job's
+    /// weights are dequantized into one buffer while the previous job's, in
+    /// the other, are multiplied and added (`mac_set`), so that the permutes
+    /// and stores share the cycles of the multiply-adds, which bound it.
+    /// Lanes past `m` hold zeros and are not written; columns past `n` repeat
+    /// the last column and are not written.
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    pub(super) unsafe fn rows_in_lanes<const B: usize>(p: &Problem, blocks: Range<usize>, out: OutPtr) {
+        const SETS: usize = BLOCK / 8;
+        let (rw, groups, gs) = (p.row_words(), p.groups(), p.group_size);
+        let wpg = gs * B / 32;
+        // x transposed: xt[k] holds x[0..m][k].
+        let mut xt = vec![_mm256_setzero_ps(); p.k];
+        for (kk, v) in xt.iter_mut().enumerate() {
+            let mut lanes = [0f32; 8];
+            for (r, l) in lanes.iter_mut().enumerate().take(p.m) {
+                *l = *p.x.get_unchecked(r * p.k + kk);
+            }
+            *v = _mm256_loadu_ps(lanes.as_ptr());
+        }
+        let mut buf = vec![0f32; 2 * 8 * gs];
+        let mut acc = [_mm256_setzero_ps(); BLOCK];
+        for block in blocks {
+            let n0 = block * BLOCK;
+            acc.fill(_mm256_setzero_ps());
+            // Job i: group i / SETS of columns n0 + 8 * (i % SETS) + 0..8.
+            let job = |i: usize| {
+                let (g, set) = (i / SETS, i % SETS);
+                let mut j = Job { w: [std::ptr::null(); 8], scale: [0.0; 8], bias: [0.0; 8] };
+                for c in 0..8 {
+                    let row = (n0 + set * 8 + c).min(p.n - 1);
+                    let gi = row * groups + g;
+                    j.w[c] = p.w.as_ptr().add(row * rw + g * wpg);
+                    j.scale[c] = *p.scales.get_unchecked(gi);
+                    j.bias[c] = *p.biases.get_unchecked(gi);
+                    // As in `dequantize_group`; past the buffer's end it is harmless (it never faults).
+                    _mm_prefetch::<_MM_HINT_T0>(j.w[c].wrapping_add(PREFETCH_WORDS).cast());
+                }
+                j
+            };
+            let jobs = groups * SETS;
+            let first = job(0);
+            for c in 0..8 {
+                let (lo, hi) = lut_table::<B>(&first, c);
+                for j in 0..gs / 8 {
+                    _mm256_storeu_ps(buf.as_mut_ptr().add(c * gs + 8 * j), lut8::<B>(first.w[c], j, lo, hi));
+                }
+            }
+            for i in 0..jobs {
+                let (cur, next) = (buf.as_mut_ptr().add((i % 2) * 8 * gs), buf.as_mut_ptr().add(((i + 1) % 2) * 8 * gs));
+                let x = xt.as_ptr().add((i / SETS) * gs);
+                let a = acc.as_mut_ptr().add((i % SETS) * 8);
+                if i + 1 < jobs {
+                    mac_set::<B, true>(cur, x, gs, a, &job(i + 1), next);
+                } else {
+                    mac_set::<B, false>(cur, x, gs, a, &first, next);
+                }
+            }
+            for (c, a) in acc.iter().enumerate() {
+                let n = n0 + c;
+                if n >= p.n {
+                    break;
+                }
+                let mut lanes = [0f32; 8];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+                for (m, &v) in lanes.iter().enumerate().take(p.m) {
+                    *out.0.add(m * p.n + n) = v;
+                }
+            }
+        }
+    }
+
+    /// Eight columns' group of weights: where their words are, and their
+    /// scales and biases.
+    struct Job {
+        w: [*const u32; 8],
+        scale: [f32; 8],
+        bias: [f32; 8],
+    }
+
+    /// Eight columns' sums (rows in lanes) gain one dequantized group `wd`
+    /// (`[column][k]`): `acc[c] += x[k] * wd[c][k]`, `k` in order. With `NEXT`,
+    /// eight weights of `next` are dequantized into `dst` (the same layout)
+    /// per `k`: a job has `8 * gs` weights.
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    #[inline]
+    unsafe fn mac_set<const B: usize, const NEXT: bool>(wd: *const f32, x: *const __m256, gs: usize, acc: *mut __m256, next: &Job, dst: *mut f32) {
+        let mut a: [__m256; 8] = std::array::from_fn(|c| *acc.add(c));
+        let mut kk = 0;
+        for c in 0..8 {
+            let (lo, hi) = if NEXT { lut_table::<B>(next, c) } else { (_mm256_setzero_ps(), _mm256_setzero_ps()) };
+            for j in 0..gs / 8 {
+                if NEXT {
+                    _mm256_storeu_ps(dst.add(c * gs + 8 * j), lut8::<B>(next.w[c], j, lo, hi));
+                }
+                let xv = *x.add(kk);
+                for (c, s) in a.iter_mut().enumerate() {
+                    *s = mac::<false>(*s, xv, _mm256_broadcast_ss(&*wd.add(c * gs + kk)));
+                }
+                kk += 1;
+            }
+        }
+        for (c, s) in a.iter().enumerate() {
+            *acc.add(c) = *s;
+        }
+    }
+
+    /// Column `c` of a job: the values `scale * q + bias` can take, rounded
+    /// as `dequant` rounds them (float32), for `q` 0..8 and 8..16 (at 2 bits 0..4 twice:
+    /// `lut8`'s 8-entry permute reads three bits).
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    #[inline]
+    unsafe fn lut_table<const B: usize>(job: &Job, c: usize) -> (__m256, __m256) {
+        let (lo, hi) = if B == 4 {
+            (_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15))
+        } else {
+            let q = _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3);
+            (q, q)
+        };
+        let (scale, bias) = (_mm256_set1_ps(job.scale[c]), _mm256_set1_ps(job.bias[c]));
+        (dequant::<false>(scale, lo, bias), dequant::<false>(scale, hi, bias))
+    }
+
+    /// Weights `8j..8j + 8` of the group at `w`, dequantized: each lane takes
+    /// its word (broadcast), shifts its value down and looks it up in the
+    /// table (`vpermt2ps` reads four bits, `vpermps` three).
+    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    #[inline]
+    unsafe fn lut8<const B: usize>(w: *const u32, j: usize, lo: __m256, hi: __m256) -> __m256 {
+        if B == 4 {
+            let v = _mm256_set1_epi32(*w.add(j) as i32);
+            let q = _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+            _mm256_permutex2var_ps(lo, q, hi)
+        } else {
+            let v = _mm256_set1_epi32(*w.add(j / 2) as i32);
+            let shifts =
+                if j.is_multiple_of(2) { _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14) } else { _mm256_setr_epi32(16, 18, 20, 22, 24, 26, 28, 30) };
+            _mm256_permutevar8x32_ps(lo, _mm256_srlv_epi32(v, shifts))
+        }
+    }
+
     /// `R` rows of `x` against one dequantized group: each row's four tile
     /// sums gain `x[k] * w[k]`, `k` in order.
     #[target_feature(enable = "avx2")]
@@ -532,6 +715,54 @@ mod tests {
             let mut got = vec![0f32; want.len()];
             scalar_blocks(&p, 0..(n as usize).div_ceil(BLOCK), OutPtr(got.as_mut_ptr()));
             assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}");
+        }
+    }
+
+    /// A batch's rows (six to eight) give MLX's op's bits both on the AVX2
+    /// path (which CPUs without AVX-512 take) and, where this CPU has AVX-512,
+    /// on `rows_in_lanes`, whichever `run_blocks` would pick here.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn batch_rows_equal_mlx_op_on_both_x86_paths() {
+        if !crate::cpu::math::has_avx2() {
+            return;
+        }
+        let avx512 = is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl");
+        // Column counts off the 32-column block, every group size, 2 and 4 bits.
+        let cases = [(8, 256, 70, 64, 4), (6, 128, 33, 32, 4), (7, 256, 40, 128, 2), (8, 128, 64, 32, 2), (8, 256, 20, 128, 4)];
+        for (i, &(m, k, n, gs, bits)) in cases.iter().enumerate() {
+            let key = |s: u64| random::key(s).unwrap();
+            let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(20 + i as u64))).unwrap();
+            let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.1, Some(&key(70 + i as u64))).unwrap();
+            let (wq, s, b) = quantize(&w, gs, bits, Mode::Affine).unwrap();
+            let b = b.expect("affine quantization has biases");
+            let want = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap().to_vec::<f32>().unwrap();
+            let (xs, ws) = (x.to_vec::<f32>().unwrap(), wq.to_vec::<u32>().unwrap());
+            let (ss, bs) = (s.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+            let p = Problem {
+                x: &xs,
+                w: &ws,
+                scales: &ss,
+                biases: &bs,
+                m: m as usize,
+                n: n as usize,
+                k: k as usize,
+                group_size: gs as usize,
+                bits: bits as usize,
+                bf16: false,
+            };
+            assert!(!avx512 || rows_in_lanes(&p), "case {i}: rows_in_lanes should take it");
+            let blocks = 0..(n as usize).div_ceil(BLOCK);
+            let mut got = vec![0f32; want.len()];
+            // SAFETY: the CPU has AVX2, checked above.
+            unsafe { avx2_blocks(&p, blocks.clone(), OutPtr(got.as_mut_ptr())) };
+            assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}: AVX2");
+            if avx512 {
+                got.fill(f32::NAN);
+                // SAFETY: the CPU has AVX2 and AVX-512 F and VL; p is float32, 2 or 4 bits, at most 8 rows.
+                unsafe { avx512_rows(&p, blocks, OutPtr(got.as_mut_ptr())) };
+                assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}: AVX-512");
+            }
         }
     }
 }
