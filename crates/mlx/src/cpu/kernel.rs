@@ -150,8 +150,11 @@ impl Kernel {
 }
 
 /// A graph node computing `f(params, inputs) -> out` on the CPU stream. Inputs
-/// are cast to float32 and made contiguous first (no-ops when they already are),
-/// except uint32 ones (packed quantized weights), which `f` sees as their bits.
+/// are cast to float32 (a no-op when they already are), except uint32 ones
+/// (packed quantized weights), which `f` sees as their bits; a view that is not
+/// one row-contiguous block is copied into one by the node itself (no graph
+/// node of its own: one per input was a dispatch per input, for a copy that
+/// hardly ever happens).
 pub fn cpu_kernel_f32(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape: &[i32]) -> Result<Array> {
     build(name, f, params, inputs, out_shape, false)
 }
