@@ -69,6 +69,15 @@ pub trait Cache: Send {
     fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<Fetched>;
     /// Positions fed so far: the RoPE offset of the next one.
     fn offset(&self) -> i32;
+    /// Where the last `update_and_fetch`'s plain keys and values lie: the
+    /// cache's whole buffers `[B, heads, capacity, dim]` and how many leading
+    /// positions of them it fetched, so that a kernel reads them in place (a
+    /// slice of a buffer is not one block: read as one it would be copied,
+    /// the whole cache at every step). None where the fetch is not such a
+    /// prefix (quantized keys, layers without keys).
+    fn buffers(&self) -> Option<(&Array, &Array, i32)> {
+        None
+    }
     /// The mask for `n` new queries (MLX-LM: none for one, causal otherwise).
     fn mask(&self, n: i32) -> Result<CacheMask> {
         Ok(if n > 1 { CacheMask::Causal } else { CacheMask::None })
