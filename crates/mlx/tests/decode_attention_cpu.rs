@@ -123,3 +123,37 @@ fn switched_off_child() {
     let got = decode_attention(&q, &[CachedKv { keys: &k, values: &v, len: 4 }], 0.125).unwrap();
     println!("DECLINED {}", got.is_none() && !mlx::cpu::kernel::Kernel::DecodeAttention.enabled());
 }
+
+/// One batch (two caches, grouped heads) through the kernel: its output's bits.
+fn bits_of_one_batch() -> Vec<u32> {
+    let (k0, v0) = (buffer(1, 2, 37, 64, 64, 11), buffer(1, 2, 37, 64, 64, 12));
+    let (k1, v1) = (buffer(1, 2, 300, 300, 64, 13), buffer(1, 2, 300, 300, 64, 14));
+    let q = normal(&[2, 6, 1, 64], 15);
+    let kv = [CachedKv { keys: &k0, values: &v0, len: 37 }, CachedKv { keys: &k1, values: &v1, len: 300 }];
+    let out = decode_attention(&q, &kv, 0.125).unwrap().expect("the kernel applies");
+    out.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect()
+}
+
+/// The portable copy (a CPU without AVX2 and FMA: `MLX_NODE_CPU_FEATURES=baseline`,
+/// in a process of its own) gives this process's bits.
+#[test]
+fn the_portable_path_gives_the_same_bits() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["portable_child", "--exact", "--nocapture", "--ignored"])
+        .env("MLX_NODE_CPU_FEATURES", "baseline")
+        .env("MLX_NODE_DECODE_ATTENTION_KERNEL", "")
+        .env("MLX_NODE_CPU_KERNELS", "")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let line = text.lines().find_map(|l| l.find("BITS ").map(|i| &l[i + 5..])).unwrap_or_else(|| panic!("no bits: {text}"));
+    assert_eq!(line, format!("{:?}", bits_of_one_batch()));
+}
+
+#[test]
+#[ignore = "run as a child of the_portable_path_gives_the_same_bits"]
+fn portable_child() {
+    assert!(!mlx::cpu::math::has_avx2_fma(), "the child runs the portable copy");
+    println!("BITS {:?}", bits_of_one_batch());
+}

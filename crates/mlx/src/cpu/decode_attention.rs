@@ -184,33 +184,42 @@ fn group_body(p: &Problem, b: usize, g: usize, out: OutPtr) {
     // SAFETY: `out` holds `B * n_q * d` floats (checked by `Problem::new`),
     // and this unit alone writes its heads' `rep * d` of them.
     let out = unsafe { std::slice::from_raw_parts_mut(out.0.add(head0 * d), rep * d) };
-    SCRATCH.with(|s| {
-        let mut s = s.borrow_mut();
-        s.clear();
-        s.resize(rep * (d + len), 0.0);
-        let (qs, scores) = s.split_at_mut(rep * d);
-        // The queries times the scale, once.
-        for (dst, &x) in qs.iter_mut().zip(&p.q[head0 * d..(head0 + rep) * d]) {
-            *dst = x * p.scale;
+    // Taken out of its cell and put back after: the arithmetic must not run in a
+    // closure, which may not be inlined into the AVX2 copy (`avx2_fma_dispatch!`).
+    let mut s = SCRATCH.with(RefCell::take);
+    s.clear();
+    s.resize(rep * (d + len), 0.0);
+    let (qs, scores) = s.split_at_mut(rep * d);
+    // The queries times the scale, once.
+    for (dst, &x) in qs.iter_mut().zip(&p.q[head0 * d..(head0 + rep) * d]) {
+        *dst = x * p.scale;
+    }
+    // Four keys at a time: four independent sums, so the multiply-adds do not
+    // wait on each other (each score's own order is `dot`'s).
+    let quads = len / 4;
+    for (r, q) in qs.chunks_exact(d).enumerate() {
+        let row = &mut scores[r * len..(r + 1) * len];
+        for j in 0..quads {
+            let k = |i: usize| &keys[(4 * j + i) * d..(4 * j + i + 1) * d];
+            row[4 * j..4 * j + 4].copy_from_slice(&dot4(q, [k(0), k(1), k(2), k(3)]));
         }
-        for (j, key) in keys.chunks_exact(d).enumerate() {
-            for (r, q) in qs.chunks_exact(d).enumerate() {
-                scores[r * len + j] = dot(q, key);
+        for j in 4 * quads..len {
+            row[j] = dot(q, &keys[j * d..(j + 1) * d]);
+        }
+    }
+    for (weights, o) in scores.chunks_exact_mut(len).zip(out.chunks_exact_mut(d)) {
+        let inv = 1.0 / exp_in_place(weights);
+        o.fill(0.0);
+        for (&w, v) in weights.iter().zip(values.chunks_exact(d)) {
+            for (o, &v) in o.iter_mut().zip(v) {
+                *o = w.mul_add(v, *o);
             }
         }
-        for (weights, o) in scores.chunks_exact_mut(len).zip(out.chunks_exact_mut(d)) {
-            let inv = 1.0 / exp_in_place(weights);
-            o.fill(0.0);
-            for (&w, v) in weights.iter().zip(values.chunks_exact(d)) {
-                for (o, &v) in o.iter_mut().zip(v) {
-                    *o = w.mul_add(v, *o);
-                }
-            }
-            for o in o.iter_mut() {
-                *o *= inv;
-            }
+        for o in o.iter_mut() {
+            *o *= inv;
         }
-    });
+    }
+    SCRATCH.with(|cell| cell.replace(s));
 }
 
 /// Eight lanes of fused multiply-adds over `q` and `k` (a multiple of 8
@@ -226,6 +235,22 @@ fn dot(q: &[f32], k: &[f32]) -> f32 {
     lanes_sum(&acc)
 }
 
+/// `dot` of `q` with four keys at once.
+#[inline(always)]
+fn dot4(q: &[f32], k: [&[f32]; 4]) -> [f32; 4] {
+    let mut acc = [[0f32; 8]; 4];
+    for c in (0..q.len()).step_by(8) {
+        let q = &q[c..c + 8];
+        for (a, k) in acc.iter_mut().zip(k) {
+            let k = &k[c..c + 8];
+            for l in 0..8 {
+                a[l] = q[l].mul_add(k[l], a[l]);
+            }
+        }
+    }
+    acc.map(|a| lanes_sum(&a))
+}
+
 /// Eight lanes added in a fixed tree (as a vector's halves are added).
 #[inline(always)]
 fn lanes_sum(a: &[f32; 8]) -> f32 {
@@ -236,13 +261,22 @@ fn lanes_sum(a: &[f32; 8]) -> f32 {
 /// lanes of sums, then `lanes_sum`.
 #[inline(always)]
 fn exp_in_place(x: &mut [f32]) -> f32 {
-    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let mut max = f32::NEG_INFINITY;
+    for &v in x.iter() {
+        max = max.max(v);
+    }
     let mut lanes = [0f32; 8];
-    for chunk in x.chunks_mut(8) {
-        for (v, lane) in chunk.iter_mut().zip(lanes.iter_mut()) {
-            *v = cpu_exp(*v - max);
-            *lane += *v;
+    // Whole groups of eight apart, so that they vectorize.
+    let mut chunks = x.chunks_exact_mut(8);
+    for chunk in &mut chunks {
+        for l in 0..8 {
+            chunk[l] = cpu_exp(chunk[l] - max);
+            lanes[l] += chunk[l];
         }
+    }
+    for (v, lane) in chunks.into_remainder().iter_mut().zip(lanes.iter_mut()) {
+        *v = cpu_exp(*v - max);
+        *lane += *v;
     }
     lanes_sum(&lanes)
 }
