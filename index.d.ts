@@ -56,7 +56,7 @@ export interface MlxInfo {
    * Each custom CPU kernel and whether it runs in this process: switched on, on the CPU
    * backend, with the CPU features it needs. See docs/kernels.md for the switches.
    */
-  kernels: Record<'gemv' | 'qmm' | 'qmmInt8' | 'rows' | 'attention' | 'math' | 'sampling' | 'speech', boolean>;
+  kernels: Record<'gemv' | 'qmm' | 'qmmInt8' | 'rows' | 'attention' | 'decodeAttention' | 'math' | 'sampling' | 'speech', boolean>;
 }
 
 export function mlxInfo(): MlxInfo;

@@ -49,9 +49,9 @@ function childInfo(env) {
   return JSON.parse(r.stdout);
 }
 
-const KERNELS = ['attention', 'gemv', 'math', 'qmm', 'qmmInt8', 'rows', 'sampling', 'speech'];
-// Each kernel's off switch (docs/kernels.md).
-const SWITCH = (k) => (k === 'qmmInt8' ? 'MLX_NODE_QMM_INT8_KERNEL' : `MLX_NODE_${k.toUpperCase()}_KERNEL${['math', 'sampling', 'speech'].includes(k) ? 'S' : ''}`);
+const KERNELS = ['attention', 'decodeAttention', 'gemv', 'math', 'qmm', 'qmmInt8', 'rows', 'sampling', 'speech'];
+// Each kernel's off switch (docs/kernels.md): the name in upper snake case.
+const SWITCH = (k) => `MLX_NODE_${k.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}_KERNEL${['math', 'sampling', 'speech'].includes(k) ? 'S' : ''}`;
 
 test('mlxInfo lists every custom CPU kernel; MLX_NODE_CPU_KERNELS=0 and each switch turn them off', { skip: process.platform !== 'linux' }, () => {
   const clean = { MLX_NODE_CPU_KERNELS: '', OPENBLAS_CORETYPE: process.env.OPENBLAS_CORETYPE || '' };
@@ -59,7 +59,7 @@ test('mlxInfo lists every custom CPU kernel; MLX_NODE_CPU_KERNELS=0 and each swi
   const on = childInfo(clean);
   assert.deepEqual(Object.keys(on.kernels).sort(), KERNELS);
   // The kernels without CPU-feature or calibration conditions run wherever the backend is the CPU.
-  for (const k of ['math', 'qmm', 'qmmInt8', 'sampling', 'speech']) assert.equal(on.kernels[k], true, k);
+  for (const k of ['decodeAttention', 'math', 'qmm', 'qmmInt8', 'sampling', 'speech']) assert.equal(on.kernels[k], true, k);
   const off = childInfo({ ...clean, MLX_NODE_CPU_KERNELS: '0' });
   assert.deepEqual(Object.values(off.kernels), KERNELS.map(() => false));
   const noGemv = childInfo({ ...clean, MLX_NODE_GEMV_KERNEL: '0' });
@@ -68,6 +68,8 @@ test('mlxInfo lists every custom CPU kernel; MLX_NODE_CPU_KERNELS=0 and each swi
   assert.deepEqual(noSampling.kernels, { ...on.kernels, sampling: false });
   const noInt8 = childInfo({ ...clean, [SWITCH('qmmInt8')]: '0' });
   assert.deepEqual(noInt8.kernels, { ...on.kernels, qmmInt8: false });
+  const noDecode = childInfo({ ...clean, [SWITCH('decodeAttention')]: '0' });
+  assert.deepEqual(noDecode.kernels, { ...on.kernels, decodeAttention: false });
 });
 
 test('mlxInfo names the OpenBLAS core type; one without fused multiply-adds runs with the gemv kernel off', { skip: process.platform !== 'linux' || process.env.MLX_NODE_OPENBLAS === 'none' }, () => {
@@ -86,5 +88,5 @@ test('MLX_NODE_CPU_FEATURES=baseline runs as on a CPU without AVX2: the kernels 
   assert.equal(info.kernels.gemv, false);
   assert.equal(info.kernels.rows, false);
   // Their portable code (same bits) still runs.
-  for (const k of ['math', 'qmm', 'qmmInt8', 'sampling', 'speech']) assert.equal(info.kernels[k], true, k);
+  for (const k of ['decodeAttention', 'math', 'qmm', 'qmmInt8', 'sampling', 'speech']) assert.equal(info.kernels[k], true, k);
 });

@@ -10,7 +10,9 @@
 // the same model computed in float32. The kernel gives the same bits on every CPU path
 // (AVX-512 VNNI, AVX-VNNI, AVX2, portable), so these outcomes do not depend on the machine;
 // a child process on the portable path (MLX_NODE_CPU_FEATURES=baseline) must match this one
-// bit for bit, and with the kernel switched off fast mode is exact mode.
+// bit for bit, and with the kernel switched off fast mode is exact mode. Fast mode's decode
+// steps also run attention as one kernel (crates/mlx/src/cpu/decode_attention.rs, its own sums,
+// the same bits on every CPU path too); with both kernels off it is exact mode.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
@@ -41,7 +43,7 @@ function child(load, env = {}) {
     })().catch((e) => { console.error(e); process.exit(1); });`;
   const r = spawnSync(process.execPath, ['-e', script], {
     cwd: path.join(__dirname, '..'),
-    env: { ...process.env, MLX_NODE_CPU_KERNELS: '', MLX_NODE_QMM_INT8_KERNEL: '', MLX_NODE_CPU_FEATURES: '', ...env },
+    env: { ...process.env, MLX_NODE_CPU_KERNELS: '', MLX_NODE_QMM_INT8_KERNEL: '', MLX_NODE_DECODE_ATTENTION_KERNEL: '', MLX_NODE_CPU_FEATURES: '', ...env },
     encoding: 'utf8',
     timeout: 600_000,
   });
@@ -66,6 +68,7 @@ test('precision must be "exact" or "fast"', async () => {
 
 test('fast precision: the exact mode greedy tokens, log-probabilities within 1e-2', () => {
   assert.equal(fast.kernels.qmmInt8, true);
+  assert.equal(fast.kernels.decodeAttention, true);
   for (const name of FLOAT32) {
     assert.deepEqual(fast[name].tokens, exact[name].tokens, name);
     const worst = Math.max(...fast[name].logprobs.map((l, i) => Math.abs(l - exact[name].logprobs[i])));
@@ -92,8 +95,22 @@ test('fast precision gives the same bits on the portable path (a CPU without AVX
   for (const name of MODELS) assert.deepEqual(portable[name], fast[name], name);
 });
 
-test('with MLX_NODE_QMM_INT8_KERNEL=0, fast precision is exact mode', () => {
-  const off = child({ precision: 'fast' }, { MLX_NODE_QMM_INT8_KERNEL: '0' });
+test('fast precision\'s decode steps run attention as one kernel: not the bits of MLX\'s ops, the same tokens', () => {
+  const ops = child({ precision: 'fast' }, { MLX_NODE_DECODE_ATTENTION_KERNEL: '0' });
+  assert.equal(ops.kernels.decodeAttention, false);
+  // bfloat16 keys and values: the kernel declines (float32 only), MLX's ops run.
+  assert.deepEqual(fast['qwen3-bf16-q4'], ops['qwen3-bf16-q4']);
+  for (const name of FLOAT32) {
+    assert.deepEqual(fast[name].tokens, ops[name].tokens, name);
+    assert.notDeepEqual(fast[name].logprobs, ops[name].logprobs, `${name}: the kernel did not run`);
+    const worst = Math.max(...fast[name].logprobs.map((l, i) => Math.abs(l - ops[name].logprobs[i])));
+    assert.ok(worst < 1e-3, `${name}: log-probabilities differ by up to ${worst}`);
+  }
+});
+
+test('with MLX_NODE_QMM_INT8_KERNEL=0 and MLX_NODE_DECODE_ATTENTION_KERNEL=0, fast precision is exact mode', () => {
+  const off = child({ precision: 'fast' }, { MLX_NODE_QMM_INT8_KERNEL: '0', MLX_NODE_DECODE_ATTENTION_KERNEL: '0' });
   assert.equal(off.kernels.qmmInt8, false);
+  assert.equal(off.kernels.decodeAttention, false);
   for (const name of MODELS) assert.deepEqual(off[name], exact[name], name);
 });

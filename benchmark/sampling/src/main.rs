@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+mod attention;
 mod gemv;
 mod profile;
 mod qmm;
@@ -248,6 +249,9 @@ fn main() {
         let precision = if args.get(4).map(String::as_str) == Some("fast") { lm::models::Precision::Fast } else { lm::models::Precision::Exact };
         println!("MLX {} on {}, BLAS {}", mlx::info::version(), mlx::info::device().unwrap(), mlx::info::blas_name().unwrap());
         return profile::main(std::path::Path::new(dir), tokens, precision);
+    }
+    if args.get(1).map(String::as_str) == Some("--attention") {
+        return attention::main();
     }
     if args.get(1).map(String::as_str) == Some("--gemv") {
         gemv::main();

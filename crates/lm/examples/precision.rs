@@ -135,8 +135,10 @@ fn main() {
     }
     let mut out = decode.json();
     out["prefill"] = prompts.json();
-    // The two kernels the comparison is between (the others run alike on both sides).
+    // The kernels the comparison is between (the others run alike on both sides): the
+    // matmuls, and fast mode's decode attention.
+    let compared = |k: &str| k.starts_with("qmm") || k == "decodeAttention";
     out["kernels"] =
-        serde_json::json!(mlx::info::cpu_kernels().into_iter().filter(|(k, _)| k.starts_with("qmm")).collect::<std::collections::BTreeMap<_, _>>());
+        serde_json::json!(mlx::info::cpu_kernels().into_iter().filter(|(k, _)| compared(k)).collect::<std::collections::BTreeMap<_, _>>());
     println!("{out}");
 }

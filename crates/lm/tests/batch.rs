@@ -128,3 +128,40 @@ fn a_batch_with_late_joiners_gives_each_its_solo_answer_and_an_abort_ends_only_i
         }
     }
 }
+
+/// In `precision: 'fast'` a batch's decode steps run attention as one kernel
+/// for all rows (`cpu::decode_attention`, each row against its own cache and
+/// length): each sequence still gets its solo answer bit for bit.
+#[test]
+fn fast_precision_batches_give_each_its_solo_answer() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/fixtures");
+    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("index.json")).expect("run npm test first")).unwrap();
+    let dir = root.join(index["fixtures"]["qwen3-q4"]["path"].as_str().unwrap());
+    let load = lm::models::LoadOptions { precision: lm::models::Precision::Fast, ..Default::default() };
+    let model = lm::models::load_with_progress(&dir, &load, &mut |_| {}).unwrap();
+    let tok = Arc::new(Tokenizer::from_model_dir(&dir).unwrap());
+    let texts = ["Hello, my name is", "Once upon a time, in a land far away,", "1, 2, 3,"];
+    let opts = [options(12, 0.0, None, &[]), options(10, 0.8, Some(11), &[]), options(8, 0.0, None, &[])];
+    let prompts: Vec<Vec<u32>> = texts.iter().map(|t| tok.encode_prompt(t).unwrap()).collect();
+    let wants: Vec<TextOutcome> = prompts.iter().zip(&opts).map(|(p, o)| solo(model.as_ref(), &tok, p, o)).collect();
+    let mut s = Scheduler::new(tok.clone(), 4);
+    let mut slots = Vec::new();
+    for (p, o) in prompts.iter().zip(&opts) {
+        let (req, slot) = request(model.as_ref(), p.clone(), o.clone(), Arc::new(AtomicBool::new(false)));
+        s.admit(model.as_ref(), req);
+        slots.push(slot);
+        // Joining two steps apart: every row at its own length.
+        for _ in 0..2 {
+            s.tick(model.as_ref());
+        }
+    }
+    while !s.is_idle() {
+        s.tick(model.as_ref());
+    }
+    for (i, (slot, want)) in slots.iter().zip(&wants).enumerate() {
+        let (got, _) = slot.lock().unwrap().take().unwrap_or_else(|| panic!("request {i} never finished"));
+        same(&got, want, &format!("request {i}"));
+        let lp = |o: &TextOutcome| o.logprobs.as_ref().unwrap().iter().map(|l| l.logprob.to_bits()).collect::<Vec<_>>();
+        assert_eq!(lp(&got), lp(want), "request {i}: log-probabilities");
+    }
+}

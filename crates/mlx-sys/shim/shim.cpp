@@ -659,8 +659,28 @@ void mlxn_closure_free(mlxn_closure c) {
 
 namespace {
 
-// The primitive behind mlxn_cpu_kernel_f32. Its inputs are made float32 and
-// row-contiguous when the node is built, so eval only hands over pointers.
+// Copies a strided float32 or uint32 array (a transposed or broadcast view)
+// into `dst` in row order, element by element.
+void gather_rows(const uint32_t* src, const mx::Shape& shape, const mx::Strides& strides, uint32_t* dst) {
+  size_t n = 1;
+  for (auto s : shape) n *= s;
+  for (size_t i = 0; i < n; i++) {
+    size_t rest = i;
+    int64_t at = 0;
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; d--) {
+      at += static_cast<int64_t>(rest % shape[d]) * strides[d];
+      rest /= shape[d];
+    }
+    dst[i] = src[at];
+  }
+}
+
+// The primitive behind mlxn_cpu_kernel_f32. Its inputs are made float32 when
+// the node is built; an input that is not one row-contiguous block when it is
+// evaluated (a view: MLX knows only then) is copied into one by the node's own
+// task, so that the graph gets no `contiguous` node per input (a node of its own
+// each, dispatched on the stream, though it copies nothing for the usual
+// row-contiguous input: four per quantized matmul).
 // In place: the output starts as a copy of input 0, which is not handed to the
 // kernel; its buffer becomes the output's when MLX may donate it (as MLX's own
 // element-wise ops do), so the node needs no second buffer of that size.
@@ -672,36 +692,58 @@ class CpuKernelF32 : public mx::Primitive {
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
     for (auto& in : inputs) {
-      if ((in.dtype() != mx::float32 && in.dtype() != mx::uint32) || !in.flags().row_contiguous)
-        throw std::runtime_error(name_ + ": inputs must be row-contiguous float32 (or uint32)");
+      if (in.dtype() != mx::float32 && in.dtype() != mx::uint32)
+        throw std::runtime_error(name_ + ": inputs must be float32 (or uint32)");
     }
     auto& out = outputs[0];
+    // A strided input to copy into a row-contiguous buffer in the task first.
+    struct Gather {
+      const uint32_t* src;
+      mx::Shape shape;
+      mx::Strides strides;
+      uint32_t* dst;
+    };
+    std::vector<Gather> gathers;
+    // The task holds the input and output buffers (not the arrays: releasing
+    // graph nodes on the stream thread would race with the calling thread
+    // detaching the same graph), so they outlive it whatever the caller drops.
+    std::vector<std::shared_ptr<mx::array::Data>> keep;
+    auto gathered = [&](const mx::array& in, uint32_t* dst) {
+      gathers.push_back({in.data<uint32_t>(), in.shape(), in.strides(), dst});
+    };
     const float* copy_from = nullptr;
-    if (in_place_ && inputs[0].is_donatable() && inputs[0].nbytes() == out.nbytes()) {
+    if (in_place_ && inputs[0].flags().row_contiguous && inputs[0].is_donatable() && inputs[0].nbytes() == out.nbytes()) {
       out.copy_shared_buffer(inputs[0]);
     } else {
       out.set_data(mx::allocator::malloc(out.nbytes()));
-      if (in_place_) copy_from = inputs[0].data<float>();
+      if (in_place_ && inputs[0].flags().row_contiguous) copy_from = inputs[0].data<float>();
+      if (in_place_ && !inputs[0].flags().row_contiguous) gathered(inputs[0], out.data<uint32_t>());
     }
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& in : inputs) enc.set_input_array(in);
     enc.set_output_array(out);
-    // The task holds the input and output buffers (not the arrays: releasing
-    // graph nodes on the stream thread would race with the calling thread
-    // detaching the same graph), so they outlive it whatever the caller drops.
     std::vector<const float*> ptrs;
     std::vector<size_t> sizes;
-    std::vector<std::shared_ptr<mx::array::Data>> keep;
     for (size_t i = 0; i < inputs.size(); i++) {
       keep.push_back(inputs[i].data_shared_ptr());
       if (in_place_ && i == 0) continue;
+      const void* data = inputs[i].data<uint32_t>();
+      if (!inputs[i].flags().row_contiguous) {
+        mx::array copy(inputs[i].shape(), inputs[i].dtype(), nullptr, {});
+        copy.set_data(mx::allocator::malloc(copy.nbytes()));
+        gathered(inputs[i], copy.data<uint32_t>());
+        data = copy.data<uint32_t>();
+        keep.push_back(copy.data_shared_ptr());
+      }
       // A uint32 input (packed quantized weights) reaches the kernel as its bits.
-      ptrs.push_back(static_cast<const float*>(static_cast<const void*>(inputs[i].data<uint32_t>())));
+      ptrs.push_back(static_cast<const float*>(data));
       sizes.push_back(inputs[i].size());
     }
     keep.push_back(out.data_shared_ptr());
     enc.dispatch([fn = fn_, ctx = ctx_, params = params_, ptrs = std::move(ptrs), sizes = std::move(sizes),
-                  keep = std::move(keep), copy_from, out_ptr = out.data<float>(), out_size = out.size()]() {
+                  keep = std::move(keep), gathers = std::move(gathers), copy_from, out_ptr = out.data<float>(),
+                  out_size = out.size()]() {
+      for (auto& g : gathers) gather_rows(g.src, g.shape, g.strides, g.dst);
       if (copy_from) std::memcpy(out_ptr, copy_from, out_size * sizeof(float));
       fn(ctx, params.data(), params.size(), ptrs.data(), sizes.data(), ptrs.size(), out_ptr, out_size);
     });
@@ -740,9 +782,9 @@ int mlxn_cpu_kernel_f32(const char* name, mlxn_cpu_kernel_fn fn, const void* ctx
     if (s.device != mx::Device::cpu) throw std::invalid_argument("CPU kernels need the CPU device");
     std::vector<mx::array> ins;
     // uint32 inputs stay as they are (their bits reach the kernel: no cast, and no
-    // reinterpreting view node per call); any other dtype is cast to float32.
-    for (auto& a : unwrap_all(inputs, n_inputs))
-      ins.push_back(mx::contiguous(a.dtype() == mx::uint32 ? a : mx::astype(a, mx::float32)));
+    // reinterpreting view node per call); any other dtype is cast to float32 (a
+    // no-op for float32). Views are made row-contiguous by the node itself.
+    for (auto& a : unwrap_all(inputs, n_inputs)) ins.push_back(a.dtype() == mx::uint32 ? a : mx::astype(a, mx::float32));
     auto prim = std::make_shared<CpuKernelF32>(s, name ? name : "CpuKernelF32", fn, ctx,
                                                std::vector<float>(params, params + n_params), in_place != 0);
     *out = wrap(mx::array(shape_of(out_shape, out_ndim), mx::float32, std::move(prim), std::move(ins)));

@@ -250,15 +250,21 @@ fn rope_per_row_equals_each_row_alone() {
     }
 }
 
-/// Inputs that are views (a transpose, a broadcast) reach the kernels as
-/// row-major copies (the shim's `contiguous` node): the same values as MLX's ops.
+/// Inputs that are views (a transpose, a broadcast, a slice across rows) reach
+/// the kernels as row-major copies (made by the kernel's node), and a slice of
+/// whole rows in place: the same values as MLX's ops.
 #[test]
 fn strided_inputs_give_mlx_values() {
     use mlx::random;
     let key = random::key(5).unwrap();
     let base = random::normal(&[48, 64], Dtype::Float32, 0.0, 3.0, Some(&key)).unwrap();
     let row = random::normal(&[1, 64], Dtype::Float32, 0.0, 3.0, Some(&random::key(6).unwrap())).unwrap();
-    let views = [base.transpose(&[1, 0]).unwrap(), row.broadcast_to(&[48, 64]).unwrap(), base.slice_axis(1, 5, 37).unwrap()];
+    let views = [
+        base.transpose(&[1, 0]).unwrap(),
+        row.broadcast_to(&[48, 64]).unwrap(),
+        base.slice_axis(1, 5, 37).unwrap(),
+        base.slice_axis(0, 5, 37).unwrap(),
+    ];
     let bits = |a: Array| a.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     for (i, v) in views.iter().enumerate() {
         assert_eq!(bits(softmax_last_kernel(v).unwrap()), bits(v.softmax(&[-1], false).unwrap()), "softmax, view {i}");

@@ -33,6 +33,12 @@ impl Cache for KvCache {
         self.offset
     }
 
+    /// The positions `[..offset]` of the buffers.
+    fn buffers(&self) -> Option<(&Array, &Array, i32)> {
+        let (k, v) = (self.keys.as_ref()?, self.values.as_ref()?);
+        Some((k, v, self.offset.min(k.dim(2))))
+    }
+
     /// As MLX-LM's `KVCache.trim`: the positions stay allocated and are
     /// overwritten by the next update.
     fn trim(&mut self, n: i32) -> i32 {

@@ -69,6 +69,15 @@ pub trait Cache: Send {
     fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<Fetched>;
     /// Positions fed so far: the RoPE offset of the next one.
     fn offset(&self) -> i32;
+    /// Where the last `update_and_fetch`'s plain keys and values lie: the
+    /// cache's whole buffers `[B, heads, capacity, dim]` and how many leading
+    /// positions of them it fetched, so that a kernel reads them in place (a
+    /// slice of a buffer is not one block: read as one it would be copied,
+    /// the whole cache at every step). None where the fetch is not such a
+    /// prefix (quantized keys, layers without keys).
+    fn buffers(&self) -> Option<(&Array, &Array, i32)> {
+        None
+    }
     /// The mask for `n` new queries (MLX-LM: none for one, causal otherwise).
     fn mask(&self, n: i32) -> Result<CacheMask> {
         Ok(if n > 1 { CacheMask::Causal } else { CacheMask::None })
@@ -234,4 +243,37 @@ pub fn trim_all(caches: &mut [Box<dyn Cache>], n: i32) -> Option<i32> {
     }
     // Only the layers that hold positions: in a pipeline, the other processes' layers are empty here.
     Some(caches.iter_mut().filter(|c| c.offset() > 0).map(|c| c.trim(n)).min().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mlx::Dtype;
+
+    /// `buffers` after each update: its first `len` positions are exactly what
+    /// the update fetched (what the decode-attention kernel reads in place), for
+    /// a growing cache past its 256-position step and a rotating one before
+    /// and after it wraps (with kept positions, and after a multi-token update).
+    #[test]
+    fn buffers_hold_what_the_update_fetched() {
+        let caches: [Box<dyn Cache>; 3] = [Box::new(KvCache::default()), Box::new(RotatingKvCache::new(6, 2)), Box::new(RotatingKvCache::new(5, 0))];
+        for (i, mut cache) in caches.into_iter().enumerate() {
+            let mut pos = 0.0;
+            // A prompt of 3, single steps past the window, a prompt of 2, more steps; the
+            // growing cache also crosses its step of 256.
+            let steps: Vec<i32> = if i == 0 { [vec![3], vec![1; 260]].concat() } else { [vec![3], vec![1; 6], vec![2], vec![1; 4]].concat() };
+            for (s, &n) in steps.iter().enumerate() {
+                let kv =
+                    |off: f64| Array::arange(pos + off, pos + off + (2 * n * 8) as f64, 1.0, Dtype::Float32).unwrap().reshape(&[1, 2, n, 8]).unwrap();
+                let (k, v) = (kv(0.0), kv(0.5));
+                pos += (2 * n * 8) as f64;
+                let Fetched::Dense { keys, values } = cache.update_and_fetch(&k, &v).unwrap() else { panic!("dense") };
+                let (bk, bv, len) = cache.buffers().expect("buffers after an update");
+                let held = |b: &Array| b.slice_axis(2, 0, len).unwrap().to_vec::<f32>().unwrap();
+                assert_eq!(held(bk), keys.to_vec::<f32>().unwrap(), "cache {i}, step {s}: keys");
+                assert_eq!(held(bv), values.to_vec::<f32>().unwrap(), "cache {i}, step {s}: values");
+            }
+        }
+        assert!(QuantizedKvCache::new(64, 4).buffers().is_none());
+    }
 }

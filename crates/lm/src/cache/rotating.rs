@@ -134,6 +134,14 @@ impl Cache for RotatingKvCache {
         self.offset
     }
 
+    /// The ring as it lies, until it is full the positions `[..offset]`
+    /// (what either update fetches; attention without a mask does not
+    /// depend on the order of the keys).
+    fn buffers(&self) -> Option<(&Array, &Array, i32)> {
+        let (k, v) = (self.keys.as_ref()?, self.values.as_ref()?);
+        Some((k, v, self.offset.min(k.dim(2))))
+    }
+
     /// MLX-LM's `make_mask` without a model window: several queries that
     /// would see more than `max_size` keys get an explicit windowed mask.
     fn mask(&self, n: i32) -> Result<CacheMask> {

@@ -3,9 +3,10 @@
 //! projection), and attention over what a cache fetched: MLX's fused kernel
 //! for plain keys and values, MLX-LM's `quantized_scaled_dot_product_attention`
 //! for quantized ones.
+use mlx::cpu::decode_attention::{decode_attention, CachedKv};
 use mlx::fast::{scaled_dot_product_attention, scaled_dot_product_attention_sinks, AttentionMask};
 use mlx::nn::{Linear, RmsNorm, Rope};
-use mlx::quant::{quantized_matmul_mlx, Mode};
+use mlx::quant::{quantized_matmul_mlx, Mode, Precision};
 use mlx::{Array, Dtype, Result};
 
 use crate::cache::{causal_mask, Cache, CacheMask, Fetched, QuantizedArrays};
@@ -112,6 +113,24 @@ impl SelfAttention {
         Ok((q, k, v, gate))
     }
 
+    /// One new position per sequence (`q` `[B, heads, 1, dim]`, after RoPE and
+    /// any position scale) against the keys and values each cache just
+    /// fetched, read in its buffers, as one node (`mlx::cpu::decode_attention`):
+    /// `[B, 1, heads * dim]`. In `precision: 'fast'` only (taken from the
+    /// output projection: fast applies to quantized layers), as the kernel's
+    /// sums are not MLX's; None where it does not apply (sinks, quantized or
+    /// no buffers, shapes the kernel declines): the caller runs MLX's ops.
+    fn attend_in_place(&self, q: &Array, caches: &[&dyn Cache]) -> Result<Option<Array>> {
+        if self.o_proj.precision() != Precision::Fast || self.sinks.is_some() {
+            return Ok(None);
+        }
+        let Some(kv) = caches.iter().map(|c| c.buffers().map(|(keys, values, len)| CachedKv { keys, values, len })).collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        decode_attention(q, &kv, self.scale)
+    }
+
     /// `o_proj` of the heads' outputs `[B, L, heads * dim]`, gated where the family gates them.
     fn output(&self, o: &Array, gate: Option<Array>) -> Result<Array> {
         match gate {
@@ -171,6 +190,11 @@ impl SelfAttention {
         let mask = cache.mask(l)?;
         let fetched = cache.update_and_fetch(&k, &v)?;
         let kept = Attended { fetched: fetched.clone(), mask: mask.clone(), offset };
+        if l == 1 && matches!(mask, CacheMask::None) {
+            if let Some(o) = self.attend_in_place(&q, &[&*cache])? {
+                return Ok((self.output(&o, gate)?, kept));
+            }
+        }
         let o = attend(&q, fetched, self.scale, mask, self.sinks.as_ref())?;
         Ok((self.output(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?, gate)?, kept))
     }
@@ -204,6 +228,12 @@ impl SelfAttention {
             let r = row as i32;
             let mask = cache.mask(1)?;
             fetched.push((cache.update_and_fetch(&k.slice_axis(0, r, r + 1)?, &v.slice_axis(0, r, r + 1)?)?, mask));
+        }
+        if fetched.iter().all(|(_, mask)| matches!(mask, CacheMask::None)) && self.position_scale.is_none() {
+            let layer_caches: Vec<&dyn Cache> = caches.iter().map(|seq| seq[layer].as_ref()).collect();
+            if let Some(o) = self.attend_in_place(&q, &layer_caches)? {
+                return self.output(&o, gate);
+            }
         }
         let dense: Vec<(Array, Array)> = fetched
             .iter()

@@ -97,11 +97,22 @@ pub enum Kernel {
     Speech,
     /// `cpu::qmm_int8`: quantized matmul on 8-bit activations (`precision: 'fast'`).
     QmmInt8,
+    /// `cpu::decode_attention`: a decode step's attention as one node (`precision: 'fast'`).
+    DecodeAttention,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 8] =
-        [Kernel::Gemv, Kernel::Qmm, Kernel::Rows, Kernel::Attention, Kernel::Math, Kernel::Sampling, Kernel::Speech, Kernel::QmmInt8];
+    pub const ALL: [Kernel; 9] = [
+        Kernel::Gemv,
+        Kernel::Qmm,
+        Kernel::Rows,
+        Kernel::Attention,
+        Kernel::Math,
+        Kernel::Sampling,
+        Kernel::Speech,
+        Kernel::QmmInt8,
+        Kernel::DecodeAttention,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -113,6 +124,7 @@ impl Kernel {
             Kernel::Sampling => "sampling",
             Kernel::Speech => "speech",
             Kernel::QmmInt8 => "qmmInt8",
+            Kernel::DecodeAttention => "decodeAttention",
         }
     }
 
@@ -127,12 +139,13 @@ impl Kernel {
             Kernel::Sampling => "MLX_NODE_SAMPLING_KERNELS",
             Kernel::Speech => "MLX_NODE_SPEECH_KERNELS",
             Kernel::QmmInt8 => "MLX_NODE_QMM_INT8_KERNEL",
+            Kernel::DecodeAttention => "MLX_NODE_DECODE_ATTENTION_KERNEL",
         }
     }
 
     /// Whether neither its own switch nor `MLX_NODE_CPU_KERNELS` is `0`.
     pub fn switched_on(self) -> bool {
-        static ON: OnceLock<[bool; 8]> = OnceLock::new();
+        static ON: OnceLock<[bool; 9]> = OnceLock::new();
         let on = ON.get_or_init(|| {
             let off = |var: &str| std::env::var(var).is_ok_and(|v| v.trim() == "0");
             let all_off = off("MLX_NODE_CPU_KERNELS");
@@ -150,8 +163,11 @@ impl Kernel {
 }
 
 /// A graph node computing `f(params, inputs) -> out` on the CPU stream. Inputs
-/// are cast to float32 and made contiguous first (no-ops when they already are),
-/// except uint32 ones (packed quantized weights), which `f` sees as their bits.
+/// are cast to float32 (a no-op when they already are), except uint32 ones
+/// (packed quantized weights), which `f` sees as their bits; a view that is not
+/// one row-contiguous block is copied into one by the node itself (no graph
+/// node of its own: one per input was a dispatch per input, for a copy that
+/// hardly ever happens).
 pub fn cpu_kernel_f32(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape: &[i32]) -> Result<Array> {
     build(name, f, params, inputs, out_shape, false)
 }

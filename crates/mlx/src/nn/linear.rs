@@ -100,6 +100,17 @@ impl Linear {
         self.forward(x)
     }
 
+    /// The precision its matmul is computed in: the model's `precision` load
+    /// option for a quantized layer, `Exact` for a dense one (fast applies to
+    /// quantized layers only).
+    pub fn precision(&self) -> Precision {
+        match self {
+            Linear::Dense { .. } => Precision::Exact,
+            Linear::Quantized { q, .. } => q.precision,
+            Linear::ShardedToAll { part, .. } | Linear::Gathered { part, .. } => part.precision(),
+        }
+    }
+
     /// The weight as a dense matrix (dequantized if packed).
     pub fn dense_weight(&self) -> Result<Array> {
         match self {

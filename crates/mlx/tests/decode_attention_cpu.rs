@@ -1,0 +1,159 @@
+//! The decode-attention kernel (`cpu::decode_attention`) against MLX's own
+//! `scaled_dot_product_attention` on the positions each cache holds.
+use std::process::Command;
+
+use mlx::cpu::decode_attention::{decode_attention, CachedKv};
+use mlx::fast::{scaled_dot_product_attention_mlx, AttentionMask};
+use mlx::{random, Array, Dtype};
+
+fn normal(shape: &[i32], seed: u64) -> Array {
+    random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap()
+}
+
+/// A cache buffer `[rows, heads, capacity, d]`: `len` random positions, then
+/// NaN where a cache has not written yet (read by mistake, they would show).
+fn buffer(rows: i32, heads: i32, len: i32, capacity: i32, d: i32, seed: u64) -> Array {
+    let held = normal(&[rows, heads, len, d], seed);
+    if capacity == len {
+        return held;
+    }
+    let unwritten = Array::full(&[rows, heads, capacity - len, d], f64::NAN, Dtype::Float32).unwrap();
+    Array::concatenate(&[&held, &unwritten], 2).unwrap()
+}
+
+/// MLX's attention, batch row by batch row over each cache's held positions, as `[B, 1, n_q * d]`.
+fn reference(q: &Array, kv: &[CachedKv], scale: f32) -> Vec<f32> {
+    let mut out = Vec::new();
+    let mut b = 0;
+    for c in kv {
+        for r in 0..c.keys.dim(0) {
+            let held = |a: &Array| a.slice_axis(0, r, r + 1).unwrap().slice_axis(2, 0, c.len).unwrap();
+            let qb = q.slice_axis(0, b, b + 1).unwrap();
+            let o = scaled_dot_product_attention_mlx(&qb, &held(c.keys), &held(c.values), scale, AttentionMask::None).unwrap();
+            out.extend(o.to_vec::<f32>().unwrap());
+            b += 1;
+        }
+    }
+    out
+}
+
+fn has_kernel() -> bool {
+    mlx::cpu::kernel::Kernel::DecodeAttention.enabled()
+}
+
+#[test]
+fn decode_attention_equals_mlx() {
+    // (query heads per key head, head dimension): MHA, SmolLM2's 3, Qwen3-0.6B's 2 at 128, 8.
+    let cases: [(i32, i32); 6] = [(1, 64), (3, 64), (8, 64), (1, 128), (2, 128), (8, 128)];
+    let n_kv = 2;
+    for (i, &(ratio, d)) in cases.iter().enumerate() {
+        let n_q = n_kv * ratio;
+        let s = 100 * i as u64;
+        // A batch of three sequences, each its own cache and length (1, 17,
+        // 300), with unwritten room after them; then one cache of two rows of one length.
+        let lens = [(1, 1, 256), (1, 17, 256), (1, 300, 512), (2, 5, 5)];
+        let b: i32 = lens.iter().map(|l| l.0).sum();
+        let bufs: Vec<(Array, Array)> = lens
+            .iter()
+            .enumerate()
+            .map(|(j, &(rows, len, cap))| (buffer(rows, n_kv, len, cap, d, s + 2 * j as u64), buffer(rows, n_kv, len, cap, d, s + 2 * j as u64 + 1)))
+            .collect();
+        let kv: Vec<CachedKv> = bufs.iter().zip(&lens).map(|((k, v), l)| CachedKv { keys: k, values: v, len: l.1 }).collect();
+        let q = normal(&[b, n_q, 1, d], s + 99);
+        let scale = (d as f32).powf(-0.5);
+        let Some(got) = decode_attention(&q, &kv, scale).unwrap() else {
+            assert!(!has_kernel(), "case {i}: the kernel declined");
+            continue;
+        };
+        assert_eq!(got.shape(), vec![b, 1, n_q * d], "case {i}");
+        let (got, want) = (got.to_vec::<f32>().unwrap(), reference(&q, &kv, scale));
+        // Outputs are weighted means of order-one values; the sums' order is
+        // not OpenBLAS's, so the last bits differ.
+        let worst = want.iter().zip(&got).map(|(a, g)| (a - g).abs()).fold(0f32, f32::max);
+        assert!(worst <= 1e-5, "case {i} (ratio {ratio}, d {d}): off by {worst}");
+        assert!(got.iter().all(|g| g.is_finite()), "case {i}");
+    }
+}
+
+#[test]
+fn decode_attention_declines_what_it_does_not_fit() {
+    let (k, v) = (buffer(1, 2, 4, 8, 64, 1), buffer(1, 2, 4, 8, 64, 2));
+    let kv = |len| [CachedKv { keys: &k, values: &v, len }];
+    let q = normal(&[1, 4, 1, 64], 3);
+    assert_eq!(decode_attention(&q, &kv(4), 0.125).unwrap().is_some(), has_kernel());
+    // Two query positions (a prompt).
+    assert!(decode_attention(&normal(&[1, 4, 2, 64], 4), &kv(4), 0.125).unwrap().is_none());
+    // Query heads not a multiple of key heads.
+    assert!(decode_attention(&normal(&[1, 3, 1, 64], 5), &kv(4), 0.125).unwrap().is_none());
+    // No position, or more than the buffer holds.
+    assert!(decode_attention(&q, &kv(0), 0.125).unwrap().is_none());
+    assert!(decode_attention(&q, &kv(9), 0.125).unwrap().is_none());
+    // Batch rows that the caches do not add up to.
+    assert!(decode_attention(&normal(&[2, 4, 1, 64], 6), &kv(4), 0.125).unwrap().is_none());
+    // Not float32.
+    let half = q.astype(Dtype::Bfloat16).unwrap();
+    assert!(decode_attention(&half, &kv(4), 0.125).unwrap().is_none());
+    // Head dimension not a multiple of 8.
+    let (k12, v12) = (buffer(1, 2, 4, 4, 12, 7), buffer(1, 2, 4, 4, 12, 8));
+    let q12 = normal(&[1, 2, 1, 12], 9);
+    assert!(decode_attention(&q12, &[CachedKv { keys: &k12, values: &v12, len: 4 }], 0.5).unwrap().is_none());
+    // No caches.
+    assert!(decode_attention(&q, &[], 0.125).unwrap().is_none());
+}
+
+/// `MLX_NODE_DECODE_ATTENTION_KERNEL=0`: the kernel declines (the caller
+/// then runs MLX's ops), in a process of its own as the switch is read once.
+#[test]
+fn the_switch_turns_it_off() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["switched_off_child", "--exact", "--nocapture", "--ignored"])
+        .env("MLX_NODE_DECODE_ATTENTION_KERNEL", "0")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("DECLINED true"), "{text}");
+}
+
+#[test]
+#[ignore = "run as a child of the_switch_turns_it_off"]
+fn switched_off_child() {
+    let (k, v) = (buffer(1, 2, 4, 8, 64, 1), buffer(1, 2, 4, 8, 64, 2));
+    let q = normal(&[1, 4, 1, 64], 3);
+    let got = decode_attention(&q, &[CachedKv { keys: &k, values: &v, len: 4 }], 0.125).unwrap();
+    println!("DECLINED {}", got.is_none() && !mlx::cpu::kernel::Kernel::DecodeAttention.enabled());
+}
+
+/// One batch (two caches, grouped heads) through the kernel: its output's bits.
+fn bits_of_one_batch() -> Vec<u32> {
+    let (k0, v0) = (buffer(1, 2, 37, 64, 64, 11), buffer(1, 2, 37, 64, 64, 12));
+    let (k1, v1) = (buffer(1, 2, 300, 300, 64, 13), buffer(1, 2, 300, 300, 64, 14));
+    let q = normal(&[2, 6, 1, 64], 15);
+    let kv = [CachedKv { keys: &k0, values: &v0, len: 37 }, CachedKv { keys: &k1, values: &v1, len: 300 }];
+    let out = decode_attention(&q, &kv, 0.125).unwrap().expect("the kernel applies");
+    out.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect()
+}
+
+/// The portable copy (a CPU without AVX2 and FMA: `MLX_NODE_CPU_FEATURES=baseline`,
+/// in a process of its own) gives this process's bits.
+#[test]
+fn the_portable_path_gives_the_same_bits() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["portable_child", "--exact", "--nocapture", "--ignored"])
+        .env("MLX_NODE_CPU_FEATURES", "baseline")
+        .env("MLX_NODE_DECODE_ATTENTION_KERNEL", "")
+        .env("MLX_NODE_CPU_KERNELS", "")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let line = text.lines().find_map(|l| l.find("BITS ").map(|i| &l[i + 5..])).unwrap_or_else(|| panic!("no bits: {text}"));
+    assert_eq!(line, format!("{:?}", bits_of_one_batch()));
+}
+
+#[test]
+#[ignore = "run as a child of the_portable_path_gives_the_same_bits"]
+fn portable_child() {
+    assert!(!mlx::cpu::math::has_avx2_fma(), "the child runs the portable copy");
+    println!("BITS {:?}", bits_of_one_batch());
+}
