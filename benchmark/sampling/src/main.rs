@@ -244,11 +244,13 @@ fn main() {
     mlx::transforms::use_new_default_stream().unwrap();
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--profile") {
-        let dir = args.get(2).expect("usage: sampling-bench --profile <model dir> [tokens] [exact|fast]");
+        let dir = args.get(2).expect("usage: sampling-bench --profile <model dir> [tokens] [exact|fast] [greedy]");
         let tokens = args.get(3).and_then(|t| t.parse().ok()).unwrap_or(32);
         let precision = if args.get(4).map(String::as_str) == Some("fast") { lm::models::Precision::Fast } else { lm::models::Precision::Exact };
+        // `greedy`: only the greedy row with the CPU kernels (a quarter of the time, for repeated rounds).
+        let greedy_only = args.get(5).map(String::as_str) == Some("greedy");
         println!("MLX {} on {}, BLAS {}", mlx::info::version(), mlx::info::device().unwrap(), mlx::info::blas_name().unwrap());
-        return profile::main(std::path::Path::new(dir), tokens, precision);
+        return profile::main(std::path::Path::new(dir), tokens, precision, greedy_only);
     }
     if args.get(1).map(String::as_str) == Some("--attention") {
         return attention::main();

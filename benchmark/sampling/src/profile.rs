@@ -129,7 +129,8 @@ fn run(model: &dyn LanguageModel, o: &SamplingOptions, kernels: bool, tokens: us
     [t[0] / n, t[1] / n, t[2] / n, t[3] / n, t[4] / n, total / n, queue / n, wait / n]
 }
 
-pub fn main(dir: &Path, tokens: usize, precision: Precision) {
+/// `greedy_only`: the greedy row with the CPU kernels alone.
+pub fn main(dir: &Path, tokens: usize, precision: Precision, greedy_only: bool) {
     let options = LoadOptions { precision, ..Default::default() };
     let model = lm::models::load_with_progress(dir, &options, &mut |_| {}).unwrap();
     println!("\n### Decode step profile: {} ({tokens} tokens per row, ms per token, {precision:?} precision)\n", dir.display());
@@ -139,7 +140,7 @@ pub fn main(dir: &Path, tokens: usize, precision: Precision) {
     for (name, o) in [("greedy", SamplingOptions::default()), ("full sampling", full)] {
         // The kernels run on the CPU stream only; on a GPU there is one row per configuration.
         for kernels in [false, true] {
-            if kernels && !mlx::cpu::kernel::cpu_default() {
+            if (kernels && !mlx::cpu::kernel::cpu_default()) || (greedy_only && (name != "greedy" || !kernels)) {
                 continue;
             }
             // Warm-up: on a GPU the first use of each kernel compiles it (over 100 ms).

@@ -31,6 +31,13 @@ pub struct Weights {
     cuts: HashMap<String, Cut>,
 }
 
+/// `Weights::linear_fused` holds layers as one unless `MLX_NODE_FUSE_PROJECTIONS=0`
+/// (read once per process; a switch for measuring what fusing saves).
+fn fusion_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !std::env::var("MLX_NODE_FUSE_PROJECTIONS").is_ok_and(|v| v.trim() == "0"))
+}
+
 fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let index = dir.join("model.safetensors.index.json");
     let mut files: Vec<PathBuf> = if index.exists() {
@@ -355,6 +362,47 @@ impl Weights {
         self.linear_parts(prefix, in_dims, out_dims, bias, None)
     }
 
+    /// The layers `prefixes` (q/k/v, or gate/up), each `in_dims` wide in and
+    /// `out_dims` out, as ONE layer whose outputs are theirs side by side, or
+    /// `None`, nothing taken, where that is not known to keep their bits or
+    /// their split. Fused only when all are affine-quantized alike (one matmul
+    /// node instead of several, and in fast precision `x` quantized once), on
+    /// the CPU, where each output column is computed on its own
+    /// (`nn::Linear::concat_outputs`); never in a tensor-parallel group, which
+    /// splits each by heads; not with `MLX_NODE_FUSE_PROJECTIONS=0` (for
+    /// measuring). Only the concatenation is kept for `finish` to read, so
+    /// the parts are not held beside it.
+    pub fn linear_fused(&mut self, prefixes: &[String], in_dims: i32, out_dims: &[i32], bias: bool) -> Result<Option<nn::Linear>> {
+        if prefixes.len() < 2 || prefixes.len() != out_dims.len() || self.shard.is_some() || !fusion_on() || !mlx::cpu::kernel::cpu_default() {
+            return Ok(None);
+        }
+        let mut first = None;
+        for p in prefixes {
+            match self.quant_params(p, in_dims)? {
+                Some(q) if q.mode == Mode::Affine && first.is_none_or(|f| f == q) => first = Some(q),
+                _ => return Ok(None),
+            }
+        }
+        // Scales, biases and bias each of one dtype (they are cast alike), so they concatenate as they are.
+        let dtypes = |p: &String| ["scales", "biases", "bias"].map(|t| self.tensors.get(&format!("{p}.{t}")).map(Array::dtype));
+        if prefixes.iter().any(|p| dtypes(p) != dtypes(&prefixes[0])) {
+            return Ok(None);
+        }
+        let before = self.taken.len();
+        let mut parts = Vec::with_capacity(prefixes.len());
+        for (p, &out) in prefixes.iter().zip(out_dims) {
+            parts.push(self.linear(p, in_dims, out, bias)?);
+        }
+        // Checked above: the parts are quantized alike, so they concatenate.
+        let unfused = |why: String| LmError::InvalidWeights(format!("the layers {} could not be held as one: {why}", prefixes.join(", ")));
+        let fused = nn::Linear::concat_outputs(&parts).map_err(|e| unfused(e.message))?.ok_or_else(|| unfused("unlike".into()))?;
+        self.taken.truncate(before);
+        if let nn::Linear::Quantized { weight, scales, biases, bias, .. } = &fused {
+            self.taken.extend([Some(weight), Some(scales), biases.as_ref(), bias.as_ref()].into_iter().flatten().cloned());
+        }
+        Ok(Some(fused))
+    }
+
     /// `linear` of a layer that tensor parallelism splits (`split`): in a group,
     /// this process's slice of it, as MLX's `shard_linear` cuts it (`Inputs`:
     /// the partial outputs summed over the group, then the whole bias added).
@@ -618,6 +666,23 @@ mod tests {
         w.linear("proj", 64, 16, false).unwrap();
         let err = w.finish().unwrap_err();
         assert!(matches!(&err, LmError::InvalidWeights(m) if m.contains("proj.biases")), "{err:?}");
+    }
+
+    /// Layers held as one leave only their concatenation for `finish` to read, so the
+    /// parts are never held beside it (peak memory at load stays one group's worth).
+    #[test]
+    fn fused_layers_keep_only_the_concatenation() {
+        let mut t = HashMap::new();
+        packed(&mut t, "q", 16, 64, 32, 4, Mode::Affine);
+        packed(&mut t, "k", 8, 64, 32, 4, Mode::Affine);
+        t.insert("q.bias".into(), normal(&[16], 6));
+        t.insert("k.bias".into(), normal(&[8], 7));
+        let mut w = weights(t, None);
+        let fused = w.linear_fused(&["q".into(), "k".into()], 64, &[16, 8], true).unwrap();
+        assert!(matches!(&fused, Some(nn::Linear::Quantized { q, .. }) if (q.bits, q.group_size) == (4, 32)));
+        // Packed weights, scales, biases and the bias: 24 rows each.
+        assert_eq!(w.taken.iter().map(|a| a.dim(0)).collect::<Vec<_>>(), [24, 24, 24, 24]);
+        w.finish().unwrap();
     }
 
     #[test]

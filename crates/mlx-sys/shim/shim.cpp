@@ -659,19 +659,32 @@ void mlxn_closure_free(mlxn_closure c) {
 
 namespace {
 
-// Copies a strided float32 or uint32 array (a transposed or broadcast view)
-// into `dst` in row order, element by element.
+// Copies a strided float32 or uint32 array (a transposed, sliced or broadcast
+// view) into `dst` in row order, a run of the last axis at a time (one memcpy
+// when that axis is dense, as in a column slice of a matrix).
 void gather_rows(const uint32_t* src, const mx::Shape& shape, const mx::Strides& strides, uint32_t* dst) {
-  size_t n = 1;
-  for (auto s : shape) n *= s;
-  for (size_t i = 0; i < n; i++) {
-    size_t rest = i;
+  if (shape.empty()) {
+    dst[0] = src[0];
+    return;
+  }
+  const int last = static_cast<int>(shape.size()) - 1;
+  const size_t run = shape[last];
+  const int64_t step = strides[last];
+  size_t runs = 1;
+  for (int d = 0; d < last; d++) runs *= shape[d];
+  for (size_t r = 0; r < runs; r++) {
+    size_t rest = r;
     int64_t at = 0;
-    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; d--) {
+    for (int d = last - 1; d >= 0; d--) {
       at += static_cast<int64_t>(rest % shape[d]) * strides[d];
       rest /= shape[d];
     }
-    dst[i] = src[at];
+    uint32_t* out = dst + r * run;
+    if (step == 1) {
+      std::memcpy(out, src + at, run * sizeof(uint32_t));
+    } else {
+      for (size_t j = 0; j < run; j++) out[j] = src[at + static_cast<int64_t>(j) * step];
+    }
   }
 }
 

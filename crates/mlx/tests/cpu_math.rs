@@ -1,6 +1,6 @@
 //! `mlx::cpu::math` must equal MLX's own CPU `exp` bit for bit: the top-p
 //! kernel's probabilities (and so MLX-LM parity) rest on it.
-use mlx::cpu::math::{cpu_exp, cpu_sin, gelu, logsumexp_last, sin, softmax_last_kernel, swiglu};
+use mlx::cpu::math::{cpu_exp, cpu_sin, gelu, logsumexp_last, sin, softmax_last_kernel, swiglu, swiglu_halves};
 use mlx::{Array, Dtype};
 
 fn check(xs: &[f32]) {
@@ -165,6 +165,25 @@ fn swiglu_equals_mlx_compiled_bit_for_bit() {
             );
         }
     }
+    // Gate and up as the halves of one array (a fused gate/up layer's output), a few rows, on
+    // one thread and split over the cores.
+    for (rows, h) in [(1usize, 1536usize), (7, 4096)] {
+        let n = rows * 2 * h;
+        let y = Array::from_slice(&gate[..n], &[rows as i32, 2 * h as i32]).unwrap();
+        let halves = y.split_equal(2, -1).unwrap();
+        let theirs: Vec<f32> = mlx::nn::swiglu_mlx(&halves[0], &halves[1]).unwrap().to_vec().unwrap();
+        let ours: Vec<f32> = swiglu_halves(&y).unwrap().expect("float32 with an even last axis").to_vec().unwrap();
+        assert_eq!(ours.len(), rows * h);
+        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "halves, row {} column {}: {b:e} compiled by MLX, {a:e} here",
+                i / h,
+                i % h
+            );
+        }
+    }
+    assert!(swiglu_halves(&Array::from_slice(&gate[..9], &[1, 9]).unwrap()).unwrap().is_none(), "an odd last axis");
     // Other dtypes and mismatched shapes are left to MLX.
     let h = Array::from_slice(&gate[..8], &[8]).unwrap().astype(Dtype::Bfloat16).unwrap();
     assert!(swiglu(&h, &h).unwrap().is_none());

@@ -16,7 +16,9 @@ use crate::weights::Weights;
 /// One layer's attention. The RoPE is the caller's (families differ in how
 /// many they have: one for all layers, or local and global ones).
 /// The query, key and value projections: three layers, or one fused
-/// `qkv_proj` whose output is split (Phi-3), as the checkpoint holds them;
+/// `qkv_proj` whose output is split (Phi-3's checkpoint, or three quantized
+/// layers held as one at load, `Weights::linear_fused`: one matmul per step
+/// instead of three, with the same bits);
 /// `KeysAsValues`: the values are the keys' projection, taken before the key
 /// norm (Gemma 4's `attention_k_eq_v`); `QueriesOnly`: the layer attends over
 /// an earlier layer's keys and values (`forward_shared`, Gemma 4's KV-shared layers).
@@ -28,7 +30,8 @@ pub enum Projections {
 }
 
 impl Projections {
-    /// `{prefix}.qkv_proj` when the weights have it, else `q_proj`, `k_proj` and `v_proj`.
+    /// `{prefix}.qkv_proj` when the weights have it, else `q_proj`, `k_proj`
+    /// and `v_proj` (held as one where `Weights::linear_fused` can).
     pub fn load(w: &mut Weights, prefix: &str, dims: i32, q_out: i32, kv_out: i32, bias: bool) -> crate::error::Result<Projections> {
         let fused = format!("{prefix}.qkv_proj");
         if w.contains(&format!("{fused}.weight")) {
@@ -38,6 +41,10 @@ impl Projections {
                 )));
             }
             return Ok(Projections::Fused { qkv: w.linear(&fused, dims, q_out + 2 * kv_out, bias)? });
+        }
+        let names = ["q_proj", "k_proj", "v_proj"].map(|n| format!("{prefix}.{n}"));
+        if let Some(qkv) = w.linear_fused(&names, dims, &[q_out, kv_out, kv_out], bias)? {
+            return Ok(Projections::Fused { qkv });
         }
         // In a tensor-parallel group, this process's heads (`q_out`, `kv_out` are the whole layer's).
         Ok(Projections::Separate {
@@ -87,9 +94,13 @@ impl SelfAttention {
         let (q, k, v) = match &self.qkv {
             Projections::Separate { q, k, v } => (q.forward(x)?, k.forward(x)?, v.forward(x)?),
             Projections::Fused { qkv } => {
+                // One split node (not a slice per part); the queries are what precedes
+                // the keys and values (twice as wide where they carry the output gate).
                 let all = qkv.forward(x)?;
-                let (nq, nkv) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
-                (all.slice_axis(-1, 0, nq)?, all.slice_axis(-1, nq, nq + nkv)?, all.slice_axis(-1, nq + nkv, nq + 2 * nkv)?)
+                let (n, nkv) = (all.dim(-1), self.kv_heads * self.head_dim);
+                let [q, k, v]: [Array; 3] =
+                    all.split_at(&[n - 2 * nkv, n - nkv], -1)?.try_into().map_err(|_| mlx::Error::new("split into q, k, v: not three parts"))?;
+                (q, k, v)
             }
             Projections::KeysAsValues { q, k } => {
                 let k = k.forward(x)?;

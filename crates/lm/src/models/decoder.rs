@@ -8,7 +8,7 @@
 //! any name prefix and fed embeddings, so other models (Chatterbox's T3) run
 //! their own inputs and heads on the same blocks.
 
-use mlx::nn::{self, Embedding, Linear, RmsNorm, Rope};
+use mlx::nn::{Embedding, Linear, RmsNorm, Rope};
 use mlx::{Array, Dtype};
 
 use super::attention::{Projections, SelfAttention};
@@ -27,10 +27,47 @@ pub trait FeedForward: Send {
 
 /// `down(silu(gate(x)) * up(x))`, or another `activation` of gate and up.
 pub struct Mlp {
-    gate_proj: Linear,
-    up_proj: Linear,
+    gate_up: GateUp,
     down_proj: Linear,
     activation: Activation,
+}
+
+/// The gate and up projections: two layers, or one whose output is split in
+/// halves (Phi-3's `gate_up_proj`, or two quantized layers held as one at
+/// load, `Weights::linear_fused`: one matmul per step instead of two, with
+/// the same bits).
+enum GateUp {
+    Separate { gate: Linear, up: Linear },
+    Fused(Linear),
+}
+
+impl GateUp {
+    /// `{prefix}.{gate}` and `{prefix}.{up}`, held as one where `Weights::linear_fused` can
+    /// (otherwise, in a tensor-parallel group, this process's share of the hidden units).
+    fn load(w: &mut Weights, prefix: &str, [gate, up]: [&str; 2], dims: i32, hidden: i32, bias: bool) -> Result<GateUp> {
+        let names = [gate, up].map(|n| format!("{prefix}.{n}"));
+        if let Some(fused) = w.linear_fused(&names, dims, &[hidden, hidden], bias)? {
+            return Ok(GateUp::Fused(fused));
+        }
+        let [gate, up] = names;
+        Ok(GateUp::Separate {
+            gate: w.linear_split(&gate, dims, hidden, bias, Split::Outputs)?,
+            up: w.linear_split(&up, dims, hidden, bias, Split::Outputs)?,
+        })
+    }
+
+    fn forward(&self, x: &Array) -> mlx::Result<(Array, Array)> {
+        match self {
+            GateUp::Separate { gate, up } => Ok((gate.forward(x)?, up.forward(x)?)),
+            GateUp::Fused(gate_up) => Self::halves(gate_up.forward(x)?),
+        }
+    }
+
+    /// A joined layer's output as gate and up: one split node, not a slice per half.
+    fn halves(y: Array) -> mlx::Result<(Array, Array)> {
+        let [gate, up]: [Array; 2] = y.split_equal(2, -1)?.try_into().map_err(|_| mlx::Error::new("split into gate and up: not two halves"))?;
+        Ok((gate, up))
+    }
 }
 
 impl Mlp {
@@ -44,8 +81,7 @@ impl Mlp {
     pub fn load_named(w: &mut Weights, prefix: &str, names: [&str; 3], dims: i32, hidden: i32, bias: bool) -> Result<Mlp> {
         let [gate, up, down] = names;
         Ok(Mlp {
-            gate_proj: w.linear_split(&format!("{prefix}.{gate}"), dims, hidden, bias, Split::Outputs)?,
-            up_proj: w.linear_split(&format!("{prefix}.{up}"), dims, hidden, bias, Split::Outputs)?,
+            gate_up: GateUp::load(w, prefix, [gate, up], dims, hidden, bias)?,
             down_proj: w.linear_split(&format!("{prefix}.{down}"), hidden, dims, bias, Split::Inputs)?,
             activation: Activation::SwiGlu,
         })
@@ -56,9 +92,18 @@ impl Mlp {
     /// the routed ones, summed with them once, as MLX-LM's `shard_inplace`).
     pub fn load_unsummed(w: &mut Weights, prefix: &str, dims: i32, hidden: i32) -> Result<Mlp> {
         Ok(Mlp {
-            gate_proj: w.linear_split(&format!("{prefix}.gate_proj"), dims, hidden, false, Split::Outputs)?,
-            up_proj: w.linear_split(&format!("{prefix}.up_proj"), dims, hidden, false, Split::Outputs)?,
+            gate_up: GateUp::load(w, prefix, ["gate_proj", "up_proj"], dims, hidden, false)?,
             down_proj: w.linear_unsummed(&format!("{prefix}.down_proj"), hidden, dims, Split::Inputs)?,
+            activation: Activation::SwiGlu,
+        })
+    }
+
+    /// The MLP with `gate_proj` and `up_proj` stored as one `gate_up_proj`
+    /// whose output is split in halves (Phi-3).
+    pub fn load_gate_up(w: &mut Weights, prefix: &str, dims: i32, hidden: i32) -> Result<Mlp> {
+        Ok(Mlp {
+            gate_up: GateUp::Fused(w.linear(&format!("{prefix}.gate_up_proj"), dims, 2 * hidden, false)?),
+            down_proj: w.linear(&format!("{prefix}.down_proj"), hidden, dims, false)?,
             activation: Activation::SwiGlu,
         })
     }
@@ -71,31 +116,20 @@ impl Mlp {
 
 impl FeedForward for Mlp {
     fn forward(&self, x: &Array) -> mlx::Result<Array> {
-        self.down_proj.forward(&self.activation.apply(&self.gate_proj.forward(x)?, &self.up_proj.forward(x)?)?)
-    }
-}
-
-/// The MLP with `gate_proj` and `up_proj` fused into one `gate_up_proj`
-/// whose output is split in halves (Phi-3).
-pub struct FusedMlp {
-    gate_up_proj: Linear,
-    down_proj: Linear,
-}
-
-impl FusedMlp {
-    pub fn load(w: &mut Weights, prefix: &str, dims: i32, hidden: i32) -> Result<FusedMlp> {
-        Ok(FusedMlp {
-            gate_up_proj: w.linear(&format!("{prefix}.gate_up_proj"), dims, 2 * hidden, false)?,
-            down_proj: w.linear(&format!("{prefix}.down_proj"), hidden, dims, false)?,
-        })
-    }
-}
-
-impl FeedForward for FusedMlp {
-    fn forward(&self, x: &Array) -> mlx::Result<Array> {
-        let gu = self.gate_up_proj.forward(x)?;
-        let half = gu.dim(-1) / 2;
-        self.down_proj.forward(&nn::swiglu(&gu.slice_axis(-1, 0, half)?, &gu.slice_axis(-1, half, 2 * half)?)?)
+        let (gate, up) = match &self.gate_up {
+            GateUp::Fused(gate_up) => {
+                let y = gate_up.forward(x)?;
+                // SwiGLU on a joined gate/up reads the halves in place: no split, no copies.
+                if matches!(self.activation, Activation::SwiGlu) {
+                    if let Some(h) = mlx::cpu::math::swiglu_halves(&y)? {
+                        return self.down_proj.forward(&h);
+                    }
+                }
+                GateUp::halves(y)?
+            }
+            separate => separate.forward(x)?,
+        };
+        self.down_proj.forward(&self.activation.apply(&gate, &up)?)
     }
 }
 

@@ -411,15 +411,15 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
         let (hd, kv_heads) = args.heads(i, c);
         let norm = |w: &mut Weights, name: &str, dims: i32| w.rms_norm(&format!("{p}.{name}.weight"), dims, eps);
         let a = format!("{p}.self_attn");
-        let q = w.linear(&format!("{a}.q_proj"), h, c.num_attention_heads * hd, false)?;
+        let q = |w: &mut Weights| w.linear(&format!("{a}.q_proj"), h, c.num_attention_heads * hd, false);
         let owns_keys = i < args.first_shared;
         let qkv = if !owns_keys {
-            Projections::QueriesOnly { q }
+            Projections::QueriesOnly { q: q(&mut w)? }
         } else if args.k_eq_v && args.full[i] {
-            Projections::KeysAsValues { q, k: w.linear(&format!("{a}.k_proj"), h, kv_heads * hd, false)? }
+            Projections::KeysAsValues { q: q(&mut w)?, k: w.linear(&format!("{a}.k_proj"), h, kv_heads * hd, false)? }
         } else {
-            let k = w.linear(&format!("{a}.k_proj"), h, kv_heads * hd, false)?;
-            Projections::Separate { q, k, v: w.linear(&format!("{a}.v_proj"), h, kv_heads * hd, false)? }
+            // Gemma 4 does not split across processes, so these are whole layers (or held as one).
+            Projections::load(&mut w, &a, h, c.num_attention_heads * hd, kv_heads * hd, false)?
         };
         let attn = SelfAttention {
             qkv,

@@ -5,7 +5,7 @@
 //! config and RoPE variants.
 use mlx::Dtype;
 
-use super::decoder::{Decoder, FeedForward, FusedMlp};
+use super::decoder::{Decoder, FeedForward, Mlp};
 use super::LanguageModel;
 use crate::config::ModelConfig;
 use crate::error::Result;
@@ -13,6 +13,6 @@ use crate::weights::Weights;
 
 pub(super) fn build(config: ModelConfig, w: Weights, dtype: Option<Dtype>, progress: &mut dyn FnMut(f64)) -> Result<Box<dyn LanguageModel>> {
     let (h, ff) = (config.hidden_size, config.intermediate_size);
-    let ffn = |w: &mut Weights, _: usize, p: &str| -> Result<Box<dyn FeedForward>> { Ok(Box::new(FusedMlp::load(w, p, h, ff)?)) };
+    let ffn = |w: &mut Weights, _: usize, p: &str| -> Result<Box<dyn FeedForward>> { Ok(Box::new(Mlp::load_gate_up(w, p, h, ff)?)) };
     Ok(Box::new(Decoder::build_with(config, w, dtype, progress, &ffn)?))
 }

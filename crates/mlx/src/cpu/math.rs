@@ -406,6 +406,55 @@ const SWIGLU: KernelF32 = |_, inputs, out| {
     });
 };
 
+/// `swiglu` of the two halves of `y`'s last axis (`y[..., :h]` the gate,
+/// `y[..., h:]` up), as one node reading `y` in place: a gate and up held as
+/// one layer (`Weights::linear_fused`, Phi-3's `gate_up_proj`) need no split
+/// and no copy of its column halves. The same bits as `swiglu` on the halves.
+pub fn swiglu_halves(y: &Array) -> Result<Option<Array>> {
+    let mut shape = y.shape();
+    let Some(last) = shape.last_mut() else { return Ok(None) };
+    if y.dtype() != Dtype::Float32 || *last % 2 != 0 || *last == 0 || !crate::cpu::kernel::Kernel::Math.enabled() {
+        return Ok(None);
+    }
+    *last /= 2;
+    let h = *last;
+    cpu_kernel_f32("SwiGluHalves", SWIGLU_HALVES, &[h as f32], &[y], &shape).map(Some)
+}
+
+/// `params[0]`: the half width `h`; `inputs[0]`: rows of `2h`; `out`: rows of `h`.
+const SWIGLU_HALVES: KernelF32 = |params, inputs, out| {
+    let h = params.first().map_or(0, |&v| v as usize);
+    let y = inputs.first().copied().unwrap_or(&[]);
+    if h == 0 || out.len() % h != 0 || y.len() != 2 * out.len() {
+        out.fill(f32::NAN);
+        return;
+    }
+    let rows = |o: &mut [f32], first: usize| {
+        for (i, row) in o.chunks_exact_mut(h).enumerate() {
+            let yr = &y[(first + i) * 2 * h..(first + i + 1) * 2 * h];
+            row.copy_from_slice(&yr[..h]);
+            swiglu_all(row, &yr[h..]);
+        }
+    };
+    let n_rows = out.len() / h;
+    let threads = if out.len() < PARALLEL_MIN / 4 { 1 } else { rayon::current_num_threads().min(n_rows) };
+    if threads <= 1 {
+        return rows(out, 0);
+    }
+    let per = n_rows.div_ceil(threads);
+    let rows = &rows;
+    rayon::in_place_scope(|s| {
+        let mut parts = out.chunks_mut(per * h).enumerate();
+        let first = parts.next();
+        for (p, o) in parts {
+            s.spawn(move |_| rows(o, p * per));
+        }
+        if let Some((_, o)) = first {
+            rows(o, 0);
+        }
+    });
+};
+
 avx2_fma_dispatch!(fn swiglu_all(gate: &mut [f32], up: &[f32]) => swiglu_body);
 
 #[inline(always)]

@@ -111,6 +111,43 @@ impl Linear {
         }
     }
 
+    /// Quantized layers with the same input size and `QuantParams`, as one
+    /// whose outputs are theirs side by side (packed weights, scales, biases
+    /// and bias concatenated along the output axis); `None` for anything else
+    /// (dense or split layers, differing parameters, a bias on some only).
+    /// On the CPU each output of a quantized matmul is computed from its own
+    /// row of the weight alone (MLX's op, `cpu::qmm`, `cpu::qmm_int8`), so it
+    /// keeps its bits whatever rows sit beside it (`lm`'s
+    /// `tests/fused_projections.rs`).
+    pub fn concat_outputs(parts: &[Linear]) -> Result<Option<Linear>> {
+        let Some(Linear::Quantized { q, .. }) = parts.first() else { return Ok(None) };
+        let (mut weights, mut scales, mut biases, mut bias) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for p in parts {
+            let Linear::Quantized { weight: w, scales: s, biases: b, bias: c, q: pq } = p else { return Ok(None) };
+            if pq != q || w.ndim() != 2 || w.dim(-1) != weights.first().map_or(w.dim(-1), |f: &&Array| f.dim(-1)) {
+                return Ok(None);
+            }
+            weights.push(w);
+            scales.push(s);
+            biases.extend(b);
+            bias.extend(c);
+        }
+        // All or none of the parts have (affine) biases and a bias.
+        let all_or_none = |v: &[&Array]| v.is_empty() || v.len() == parts.len();
+        let one_dtype = |v: &[&Array]| v.windows(2).all(|p| p[0].dtype() == p[1].dtype());
+        if ![&weights, &scales, &biases, &bias].iter().all(|v| all_or_none(v.as_slice()) && one_dtype(v.as_slice())) {
+            return Ok(None);
+        }
+        let concat = |v: &[&Array]| if v.is_empty() { Ok(None) } else { Array::concatenate(v, 0).map(Some) };
+        Ok(Some(Linear::Quantized {
+            weight: Array::concatenate(&weights, 0)?,
+            scales: Array::concatenate(&scales, 0)?,
+            biases: concat(biases.as_slice())?,
+            bias: concat(bias.as_slice())?,
+            q: *q,
+        }))
+    }
+
     /// The weight as a dense matrix (dequantized if packed).
     pub fn dense_weight(&self) -> Result<Array> {
         match self {
