@@ -687,34 +687,47 @@ mod tests {
 
     /// The portable loop (CPUs without AVX2) gives MLX's op's bits too, in
     /// float32 and in bfloat16.
+    /// Random `x` `[m, k]` and weights `[n, k]` quantized in groups of `gs` to
+    /// `bits`, as host vectors for a `Problem`, with MLX's op's output.
+    struct Case {
+        x: Vec<f32>,
+        w: Vec<u32>,
+        scales: Vec<f32>,
+        biases: Vec<f32>,
+        dims: [i32; 5],
+        bf16: bool,
+        want: Vec<f32>,
+    }
+
+    impl Case {
+        fn new(dims: [i32; 5], bf16: bool, x_seed: u64, w_seed: u64) -> Case {
+            let [m, k, n, gs, bits] = dims;
+            let key = |s: u64| random::key(s).unwrap();
+            let dt = if bf16 { Dtype::Bfloat16 } else { Dtype::Float32 };
+            let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(x_seed))).unwrap().astype(dt).unwrap();
+            let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.1, Some(&key(w_seed))).unwrap().astype(dt).unwrap();
+            let (wq, s, b) = quantize(&w, gs, bits, Mode::Affine).unwrap();
+            let b = b.expect("affine quantization has biases");
+            let want = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap().to_vec::<f32>().unwrap();
+            let host = |a: &Array| a.to_vec::<f32>().unwrap();
+            Case { x: host(&x), w: wq.to_vec::<u32>().unwrap(), scales: host(&s), biases: host(&b), dims, bf16, want }
+        }
+
+        fn problem(&self) -> Problem<'_> {
+            let [m, k, n, gs, bits] = self.dims.map(|d| d as usize);
+            Problem { x: &self.x, w: &self.w, scales: &self.scales, biases: &self.biases, m, n, k, group_size: gs, bits, bf16: self.bf16 }
+        }
+    }
+
     #[test]
     fn scalar_loop_equals_mlx_op() {
         let cases = [(1, 256, 70, 64, 4, false), (3, 128, 33, 32, 8, false), (2, 256, 40, 128, 2, false), (3, 256, 40, 64, 4, true)];
         for (i, &(m, k, n, gs, bits, bf16)) in cases.iter().enumerate() {
-            let key = |s: u64| random::key(s).unwrap();
-            let dt = if bf16 { Dtype::Bfloat16 } else { Dtype::Float32 };
-            let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(i as u64))).unwrap().astype(dt).unwrap();
-            let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.1, Some(&key(50 + i as u64))).unwrap().astype(dt).unwrap();
-            let (wq, s, b) = quantize(&w, gs, bits, Mode::Affine).unwrap();
-            let b = b.expect("affine quantization has biases");
-            let want = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap().to_vec::<f32>().unwrap();
-            let (xs, ws) = (x.to_vec::<f32>().unwrap(), wq.to_vec::<u32>().unwrap());
-            let (ss, bs) = (s.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
-            let p = Problem {
-                x: &xs,
-                w: &ws,
-                scales: &ss,
-                biases: &bs,
-                m: m as usize,
-                n: n as usize,
-                k: k as usize,
-                group_size: gs as usize,
-                bits: bits as usize,
-                bf16,
-            };
+            let c = Case::new([m, k, n, gs, bits], bf16, i as u64, 50 + i as u64);
+            let (p, want) = (c.problem(), c.want.as_slice());
             let mut got = vec![0f32; want.len()];
             scalar_blocks(&p, 0..(n as usize).div_ceil(BLOCK), OutPtr(got.as_mut_ptr()));
-            assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}");
+            assert!(got.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}");
         }
     }
 
@@ -731,37 +744,19 @@ mod tests {
         // Column counts off the 32-column block, every group size, 2 and 4 bits.
         let cases = [(8, 256, 70, 64, 4), (6, 128, 33, 32, 4), (7, 256, 40, 128, 2), (8, 128, 64, 32, 2), (8, 256, 20, 128, 4)];
         for (i, &(m, k, n, gs, bits)) in cases.iter().enumerate() {
-            let key = |s: u64| random::key(s).unwrap();
-            let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(20 + i as u64))).unwrap();
-            let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.1, Some(&key(70 + i as u64))).unwrap();
-            let (wq, s, b) = quantize(&w, gs, bits, Mode::Affine).unwrap();
-            let b = b.expect("affine quantization has biases");
-            let want = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap().to_vec::<f32>().unwrap();
-            let (xs, ws) = (x.to_vec::<f32>().unwrap(), wq.to_vec::<u32>().unwrap());
-            let (ss, bs) = (s.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
-            let p = Problem {
-                x: &xs,
-                w: &ws,
-                scales: &ss,
-                biases: &bs,
-                m: m as usize,
-                n: n as usize,
-                k: k as usize,
-                group_size: gs as usize,
-                bits: bits as usize,
-                bf16: false,
-            };
+            let c = Case::new([m, k, n, gs, bits], false, 20 + i as u64, 70 + i as u64);
+            let (p, want) = (c.problem(), c.want.as_slice());
             assert!(!avx512 || rows_in_lanes(&p), "case {i}: rows_in_lanes should take it");
             let blocks = 0..(n as usize).div_ceil(BLOCK);
             let mut got = vec![0f32; want.len()];
             // SAFETY: the CPU has AVX2, checked above.
             unsafe { avx2_blocks(&p, blocks.clone(), OutPtr(got.as_mut_ptr())) };
-            assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}: AVX2");
+            assert!(got.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}: AVX2");
             if avx512 {
                 got.fill(f32::NAN);
                 // SAFETY: the CPU has AVX2 and AVX-512 F and VL; p is float32, 2 or 4 bits, at most 8 rows.
                 unsafe { avx512_rows(&p, blocks, OutPtr(got.as_mut_ptr())) };
-                assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}: AVX-512");
+                assert!(got.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}: AVX-512");
             }
         }
     }
