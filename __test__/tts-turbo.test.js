@@ -155,6 +155,24 @@ test('Turbo speaks with a WAV path (16 s at 44.1 kHz, past its 10 s and 15 s cut
   assertSpeaksAsReference(await model.synthesize(speech.text, { ...optionsOf(speech), voice }), name, meta);
 });
 
+// A cloned voice streams too: the chunks of synthesize()'s tokens and length, with the voice's
+// own S3Gen prompt cache made by its first stream.
+test('Turbo stream() with a cloned voice (the WAV path): synthesize()\'s tokens and sample count, in chunks', async () => {
+  const [name] = Object.entries(cloneMeta().clips)[1];
+  const { meta: speech } = refCase(`clone_${name}_speech`);
+  const opts = { ...optionsOf(speech), voice: path.join(folder, 'ref', `${name}.wav`), maxTokens: 24 };
+  const whole = await model.synthesize(speech.text, opts);
+  const chunks = [];
+  const s = model.stream(speech.text, opts);
+  for await (const c of s) chunks.push(c.audio);
+  const r = await s.result;
+  assert.deepEqual(r.speechTokens, whole.speechTokens);
+  assert.equal(r.promptCache, 'made');
+  assert.equal(chunks.length, expectedChunks(whole.speechTokens.length, 10, 50));
+  assert.ok(chunks.length >= 2, `${chunks.length} chunks`);
+  assert.equal(chunks.reduce((n, c) => n + c.length, 0), whole.audio.length);
+});
+
 // A mono 16-bit PCM WAV of `n` samples at 24 kHz (`silent`: every sample 0).
 function wavBytes(n, silent = false) {
   const b = Buffer.alloc(44 + 2 * n);
