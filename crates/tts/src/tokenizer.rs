@@ -176,10 +176,10 @@ fn gpt2_files(dir: &Path) -> Result<tokenizers::Tokenizer> {
     Ok(tok)
 }
 
-/// A JSON file of the folder, `{}` when it is not there.
+/// A JSON file of the folder (`lm`'s reader), `{}` when it is not there.
 fn read_json(path: &Path) -> Result<serde_json::Value> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).map_err(|e| TtsError::InvalidWeights(format!("{}: not valid JSON: {e}", path.display()))),
-        Err(_) => Ok(serde_json::Value::Object(Default::default())),
+    if !path.exists() {
+        return Ok(serde_json::Value::Object(Default::default()));
     }
+    lm::config::read_json(path)
 }

@@ -21,6 +21,7 @@ use std::cell::RefCell;
 
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::math::cpu_exp;
+use crate::cpu::row_ops::row_max_of_numbers;
 use crate::{Array, Dtype, Result};
 
 /// A cache's keys and values `[rows, n_kv, capacity, D]` for `rows`
@@ -261,10 +262,7 @@ fn lanes_sum(a: &[f32; 8]) -> f32 {
 /// lanes of sums, then `lanes_sum`.
 #[inline(always)]
 fn exp_in_place(x: &mut [f32]) -> f32 {
-    let mut max = f32::NEG_INFINITY;
-    for &v in x.iter() {
-        max = max.max(v);
-    }
+    let max = row_max_of_numbers(x);
     let mut lanes = [0f32; 8];
     // Whole groups of eight apart, so that they vectorize.
     let mut chunks = x.chunks_exact_mut(8);

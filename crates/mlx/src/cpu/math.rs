@@ -274,21 +274,27 @@ pub const PARALLEL_MIN: usize = 1 << 16;
 /// few nanoseconds of work per element; less where each costs more). Element-
 /// wise and row-wise kernels give the same bits however they are split.
 pub fn par_chunks(data: &mut [f32], unit: usize, min_len: usize, f: impl Fn(&mut [f32], usize) + Sync) {
+    par_chunks_at(data, unit, min_len, |part, _| f(part, unit));
+}
+
+/// `par_chunks`, with `f` given each piece's offset in `data` (elements)
+/// instead of `unit`: for kernels that read other inputs alongside.
+pub fn par_chunks_at(data: &mut [f32], unit: usize, min_len: usize, f: impl Fn(&mut [f32], usize) + Sync) {
     let units = data.len() / unit;
     let threads = if data.len() < min_len { 1 } else { rayon::current_num_threads().min(units) };
     if threads <= 1 {
-        return f(data, unit);
+        return f(data, 0);
     }
     let per = units.div_ceil(threads) * unit;
     let f = &f;
     rayon::in_place_scope(|s| {
-        let mut parts = data.chunks_mut(per);
+        let mut parts = data.chunks_mut(per).enumerate();
         let first = parts.next();
-        for part in parts {
-            s.spawn(move |_| f(part, unit));
+        for (i, part) in parts {
+            s.spawn(move |_| f(part, i * per));
         }
-        if let Some(part) = first {
-            f(part, unit);
+        if let Some((_, part)) = first {
+            f(part, 0);
         }
     });
 }
@@ -387,23 +393,8 @@ const SWIGLU: KernelF32 = |_, inputs, out| {
         out.fill(f32::NAN);
         return;
     }
-    // About as much work per element as GELU's: split from a quarter of the usual size.
-    let min_len = PARALLEL_MIN / 4;
-    let threads = if out.len() < min_len { 1 } else { rayon::current_num_threads() };
-    if threads <= 1 {
-        return swiglu_all(out, up);
-    }
-    let per = out.len().div_ceil(threads);
-    rayon::in_place_scope(|s| {
-        let mut parts = out.chunks_mut(per).zip(up.chunks(per));
-        let first = parts.next();
-        for (o, u) in parts {
-            s.spawn(move |_| swiglu_all(o, u));
-        }
-        if let Some((o, u)) = first {
-            swiglu_all(o, u);
-        }
-    });
+    // An `exp` per element: split from a quarter of `PARALLEL_MIN`.
+    par_chunks_at(out, 1, PARALLEL_MIN / 4, |o, at| swiglu_all(o, &up[at..at + o.len()]));
 };
 
 /// `swiglu` of the two halves of `y`'s last axis (`y[..., :h]` the gate,
@@ -429,28 +420,11 @@ const SWIGLU_HALVES: KernelF32 = |params, inputs, out| {
         out.fill(f32::NAN);
         return;
     }
-    let rows = |o: &mut [f32], first: usize| {
+    par_chunks_at(out, h, PARALLEL_MIN / 4, |o, at| {
         for (i, row) in o.chunks_exact_mut(h).enumerate() {
-            let yr = &y[(first + i) * 2 * h..(first + i + 1) * 2 * h];
+            let yr = &y[2 * at + 2 * i * h..2 * at + 2 * (i + 1) * h];
             row.copy_from_slice(&yr[..h]);
             swiglu_all(row, &yr[h..]);
-        }
-    };
-    let n_rows = out.len() / h;
-    let threads = if out.len() < PARALLEL_MIN / 4 { 1 } else { rayon::current_num_threads().min(n_rows) };
-    if threads <= 1 {
-        return rows(out, 0);
-    }
-    let per = n_rows.div_ceil(threads);
-    let rows = &rows;
-    rayon::in_place_scope(|s| {
-        let mut parts = out.chunks_mut(per * h).enumerate();
-        let first = parts.next();
-        for (p, o) in parts {
-            s.spawn(move |_| rows(o, p * per));
-        }
-        if let Some((_, o)) = first {
-            rows(o, 0);
         }
     });
 };
