@@ -253,7 +253,7 @@ fn main() {
         return profile::main(std::path::Path::new(dir), tokens, precision, greedy_only);
     }
     if args.get(1).map(String::as_str) == Some("--attention") {
-        return attention::main();
+        return attention::main(args.get(2).map(String::as_str));
     }
     if args.get(1).map(String::as_str) == Some("--gemv") {
         gemv::main();

@@ -75,14 +75,69 @@ fn decode_attention_equals_mlx() {
     }
 }
 
+/// MLX's causal attention, batch row by batch row, for `q` `[B, n_q, T, d]`
+/// whose positions are the last `T` each cache holds, as `[B, T, n_q * d]`.
+fn causal_reference(q: &Array, kv: &[CachedKv], scale: f32) -> Vec<f32> {
+    let mut out = Vec::new();
+    let mut b = 0;
+    for c in kv {
+        for r in 0..c.keys.dim(0) {
+            let held = |a: &Array| a.slice_axis(0, r, r + 1).unwrap().slice_axis(2, 0, c.len).unwrap();
+            let qb = q.slice_axis(0, b, b + 1).unwrap();
+            let o = scaled_dot_product_attention_mlx(&qb, &held(c.keys), &held(c.values), scale, AttentionMask::Causal).unwrap();
+            out.extend(o.transpose(&[0, 2, 1, 3]).unwrap().flatten().unwrap().to_vec::<f32>().unwrap());
+            b += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn several_queries_attend_causally_as_mlx() {
+    // (query heads per key head, head dimension, queries, positions held before them).
+    let cases = [(1, 64, 2, 0), (3, 64, 17, 0), (3, 64, 40, 300), (2, 128, 33, 5), (8, 128, 16, 1)];
+    let n_kv = 2;
+    for (i, &(ratio, d, t, before)) in cases.iter().enumerate() {
+        let n_q = n_kv * ratio;
+        let s = 1000 + 100 * i as u64;
+        let len = before + t;
+        // One sequence, and a second cache of two rows beside it.
+        let (k0, v0) = (buffer(1, n_kv, len, len + 64, d, s), buffer(1, n_kv, len, len + 64, d, s + 1));
+        let (k1, v1) = (buffer(2, n_kv, t + 3, t + 3, d, s + 2), buffer(2, n_kv, t + 3, t + 3, d, s + 3));
+        let kv = [CachedKv { keys: &k0, values: &v0, len }, CachedKv { keys: &k1, values: &v1, len: t + 3 }];
+        let q = normal(&[3, n_q, t, d], s + 4);
+        let scale = (d as f32).powf(-0.5);
+        let Some(got) = decode_attention(&q, &kv, scale).unwrap() else {
+            assert!(!has_kernel(), "case {i}: the kernel declined");
+            continue;
+        };
+        assert_eq!(got.shape(), vec![3, t, n_q * d], "case {i}");
+        let (got, want) = (got.to_vec::<f32>().unwrap(), causal_reference(&q, &kv, scale));
+        let worst = want.iter().zip(&got).map(|(a, g)| (a - g).abs()).fold(0f32, f32::max);
+        assert!(worst <= 1e-5, "case {i} (ratio {ratio}, d {d}, {t} queries after {before}): off by {worst}");
+        assert!(got.iter().all(|g| g.is_finite()), "case {i}");
+        // A position's result does not depend on the positions that came with it: the
+        // last three alone (each seeing the same keys) give their bits in the whole chunk.
+        if t >= 3 {
+            let tail =
+                decode_attention(&q.slice_axis(2, t - 3, t).unwrap(), &kv, scale).unwrap().expect("the kernel applies").to_vec::<f32>().unwrap();
+            let row = (n_q * d) as usize;
+            for b in 0..3 {
+                let whole = &got[(b * t as usize + t as usize - 3) * row..][..3 * row];
+                assert!(whole.iter().zip(&tail[b * 3 * row..][..3 * row]).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}, row {b}");
+            }
+        }
+    }
+}
+
 #[test]
 fn decode_attention_declines_what_it_does_not_fit() {
     let (k, v) = (buffer(1, 2, 4, 8, 64, 1), buffer(1, 2, 4, 8, 64, 2));
     let kv = |len| [CachedKv { keys: &k, values: &v, len }];
     let q = normal(&[1, 4, 1, 64], 3);
     assert_eq!(decode_attention(&q, &kv(4), 0.125).unwrap().is_some(), has_kernel());
-    // Two query positions (a prompt).
-    assert!(decode_attention(&normal(&[1, 4, 2, 64], 4), &kv(4), 0.125).unwrap().is_none());
+    // Two query positions (a prompt's) in a cache of four: taken.
+    assert_eq!(decode_attention(&normal(&[1, 4, 2, 64], 4), &kv(4), 0.125).unwrap().is_some(), has_kernel());
     // Query heads not a multiple of key heads.
     assert!(decode_attention(&normal(&[1, 3, 1, 64], 5), &kv(4), 0.125).unwrap().is_none());
     // No position, or more than the buffer holds.
@@ -99,6 +154,8 @@ fn decode_attention_declines_what_it_does_not_fit() {
     assert!(decode_attention(&q12, &[CachedKv { keys: &k12, values: &v12, len: 4 }], 0.5).unwrap().is_none());
     // No caches.
     assert!(decode_attention(&q, &[], 0.125).unwrap().is_none());
+    // More queries than the cache holds positions.
+    assert!(decode_attention(&normal(&[1, 4, 5, 64], 7), &kv(4), 0.125).unwrap().is_none());
 }
 
 /// `MLX_NODE_DECODE_ATTENTION_KERNEL=0`: the kernel declines (the caller
@@ -124,14 +181,17 @@ fn switched_off_child() {
     println!("DECLINED {}", got.is_none() && !mlx::cpu::kernel::Kernel::DecodeAttention.enabled());
 }
 
-/// One batch (two caches, grouped heads) through the kernel: its output's bits.
+/// One batch (two caches, grouped heads) through the kernel, one position and
+/// five: the outputs' bits.
 fn bits_of_one_batch() -> Vec<u32> {
     let (k0, v0) = (buffer(1, 2, 37, 64, 64, 11), buffer(1, 2, 37, 64, 64, 12));
     let (k1, v1) = (buffer(1, 2, 300, 300, 64, 13), buffer(1, 2, 300, 300, 64, 14));
     let q = normal(&[2, 6, 1, 64], 15);
     let kv = [CachedKv { keys: &k0, values: &v0, len: 37 }, CachedKv { keys: &k1, values: &v1, len: 300 }];
     let out = decode_attention(&q, &kv, 0.125).unwrap().expect("the kernel applies");
-    out.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect()
+    // And a prompt's five positions, causally.
+    let prompt = decode_attention(&normal(&[2, 6, 5, 64], 16), &kv, 0.125).unwrap().expect("the kernel applies");
+    [out, prompt].iter().flat_map(|a| a.to_vec::<f32>().unwrap()).map(|v| v.to_bits()).collect()
 }
 
 /// The portable copy (a CPU without AVX2 and FMA: `MLX_NODE_CPU_FEATURES=baseline`,

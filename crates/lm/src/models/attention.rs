@@ -124,10 +124,10 @@ impl SelfAttention {
         Ok((q, k, v, gate))
     }
 
-    /// One new position per sequence (`q` `[B, heads, 1, dim]`, after RoPE and
-    /// any position scale) against the keys and values each cache just
-    /// fetched, read in its buffers, as one node (`mlx::cpu::decode_attention`):
-    /// `[B, 1, heads * dim]`. In `precision: 'fast'` only (taken from the
+    /// The new positions of each sequence (`q` `[B, heads, L, dim]`, after RoPE
+    /// and any position scale) against the keys and values each cache just
+    /// fetched, read in its buffers, causally, as one node
+    /// (`mlx::cpu::decode_attention`): `[B, L, heads * dim]`. In `precision: 'fast'` only (taken from the
     /// output projection: fast applies to quantized layers), as the kernel's
     /// sums are not MLX's; None where it does not apply (sinks, quantized or
     /// no buffers, shapes the kernel declines): the caller runs MLX's ops.
@@ -201,7 +201,15 @@ impl SelfAttention {
         let mask = cache.mask(l)?;
         let fetched = cache.update_and_fetch(&k, &v)?;
         let kept = Attended { fetched: fetched.clone(), mask: mask.clone(), offset };
-        if l == 1 && matches!(mask, CacheMask::None) {
+        // One new position sees the whole cache; a prompt's chunk sees it causally, which the
+        // kernel does for a plain cache's buffers (a rotating cache's ring need not hold its
+        // positions in order).
+        let in_place = match &mask {
+            CacheMask::None => l == 1,
+            CacheMask::Causal => cache.class_name() == "KVCache",
+            CacheMask::Array(_) => false,
+        };
+        if in_place {
             if let Some(o) = self.attend_in_place(&q, &[&*cache])? {
                 return Ok((self.output(&o, gate)?, kept));
             }

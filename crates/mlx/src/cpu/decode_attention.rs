@@ -1,8 +1,11 @@
-//! Attention for one new query position per sequence against its KV cache,
-//! as one float32 CPU kernel: the query scaling, the grouped heads (GQA), the
-//! scores, the softmax, the weighted sums and the heads back to rows, which
-//! MLX's ops make about a dozen graph nodes per layer of a decode step, each
-//! with its dispatch, thread wake-up and allocation (docs/decode-profile.md).
+//! Attention for the new query positions of each sequence against its KV
+//! cache, as one float32 CPU kernel: the query scaling, the grouped heads
+//! (GQA), the scores, the causal cut, the softmax, the weighted sums and the
+//! heads back to rows, which MLX's ops make about a dozen graph nodes per
+//! layer (docs/decode-profile.md). A decode step has one new position per
+//! sequence; a prompt's chunk has several, each seeing the cache's earlier
+//! positions and the chunk's up to its own (MLX's causal mode), so the
+//! masked-out half of the scores is never computed.
 //!
 //! It reads the keys and values where the cache holds them: the cache's whole
 //! buffers `[rows, n_kv, capacity, D]`, of which the first `len` positions are
@@ -14,10 +17,13 @@
 //! by the softmax's sum at the end. MLX's path sums through OpenBLAS, whose
 //! order depends on its core type, so no one order equals it on every CPU:
 //! the model uses this kernel in `precision: 'fast'` only
-//! (`lm::models::attention`). Written once in portable Rust and compiled
-//! twice (`avx2_fma_dispatch!`: AVX2 and FMA, and without), so it gives the
-//! same bits on every CPU.
+//! (`lm::models::attention`). Each query position is computed the same way
+//! whatever came with it, so a prompt's last position gets the bits a decode
+//! step would give it. Written once in portable Rust and compiled twice
+//! (`avx2_fma_dispatch!`: AVX2 and FMA, and without), so it gives the same
+//! bits on every CPU.
 use std::cell::RefCell;
+use std::ops::Range;
 
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::math::cpu_exp;
@@ -37,24 +43,29 @@ pub struct CachedKv<'a> {
 /// rayon's pool costs tens of microseconds).
 const PARALLEL_MIN: usize = 1 << 20;
 /// Parameters before the per-cache ones, and per cache.
-const FIXED: usize = 5;
+const FIXED: usize = 6;
+/// A prompt's query positions per unit of work (units are spread over the
+/// cores; later positions see more keys, so the units are dealt out from
+/// both ends, see `DECODE`).
+const QUERIES: usize = 16;
 const PER_CACHE: usize = 3;
 
-/// `q` `[B, n_q, 1, D]` (after RoPE) against `kv`, whose rows add up to `B`
-/// in batch order; returns `[B, 1, n_q * D]`: the heads' outputs side by side,
-/// as the output projection takes them. `None` where the kernel does not
-/// apply (switched off, not the CPU, not float32, more than
-/// one query position, `D` not a multiple of 8, `n_q` not a multiple of
-/// `n_kv`, an empty cache, shapes that do not fit): the caller then runs
-/// MLX's ops.
+/// `q` `[B, n_q, T, D]` (after RoPE) against `kv`, whose rows add up to `B`
+/// in batch order and whose last `T` held positions are the queries' own:
+/// query `t` sees the first `len - T + 1 + t` positions (MLX's causal mode;
+/// with `T` = 1, all of them). Returns `[B, T, n_q * D]`: the heads' outputs
+/// side by side, as the output projection takes them. `None` where the kernel
+/// does not apply (switched off, not the CPU, not float32, `D` not a multiple
+/// of 8, `n_q` not a multiple of `n_kv`, a cache holding fewer than `T`
+/// positions, shapes that do not fit): the caller then runs MLX's ops.
 pub fn decode_attention(q: &Array, kv: &[CachedKv], scale: f32) -> Result<Option<Array>> {
     if kv.is_empty() || !Kernel::DecodeAttention.enabled() {
         return Ok(None);
     }
-    if q.dtype() != Dtype::Float32 || q.ndim() != 4 || q.dim(2) != 1 || kv[0].keys.ndim() != 4 {
+    if q.dtype() != Dtype::Float32 || q.ndim() != 4 || q.dim(2) < 1 || kv[0].keys.ndim() != 4 {
         return Ok(None);
     }
-    let (b, n_q, d) = (q.dim(0), q.dim(1), q.dim(3));
+    let (b, n_q, t, d) = (q.dim(0), q.dim(1), q.dim(2), q.dim(3));
     let n_kv = kv[0].keys.dim(1);
     // Sizes travel as float parameters: exact below 2^24.
     let small = |s: i64| (0..1 << 24).contains(&s);
@@ -66,7 +77,7 @@ pub fn decode_attention(q: &Array, kv: &[CachedKv], scale: f32) -> Result<Option
             && k.shape() == v.shape()
             && k.dim(1) == n_kv
             && k.dim(3) == d
-            && c.len > 0
+            && c.len >= t
             && c.len <= k.dim(2)
             && small(k.dim(2) as i64)
     };
@@ -76,18 +87,18 @@ pub fn decode_attention(q: &Array, kv: &[CachedKv], scale: f32) -> Result<Option
         && n_kv > 0
         && n_q % n_kv == 0
         && rows == b as i64
-        && small(b as i64 * n_q as i64 * d as i64)
+        && small(b as i64 * n_q as i64 * t as i64 * d as i64)
         && kv.iter().all(fits_cache);
     if !fits {
         return Ok(None);
     }
-    let mut params = vec![b as f32, n_q as f32, n_kv as f32, d as f32, scale];
+    let mut params = vec![b as f32, n_q as f32, n_kv as f32, d as f32, scale, t as f32];
     let mut inputs = vec![q];
     for c in kv {
         params.extend([c.keys.dim(0) as f32, c.keys.dim(2) as f32, c.len as f32]);
         inputs.extend([c.keys, c.values]);
     }
-    cpu_kernel_f32("DecodeAttention", DECODE, &params, &inputs, &[b, 1, n_q * d]).map(Some)
+    cpu_kernel_f32("DecodeAttention", DECODE, &params, &inputs, &[b, t, n_q * d]).map(Some)
 }
 
 /// One cache's buffers as the kernel sees them.
@@ -108,6 +119,8 @@ struct Problem<'a> {
     n_kv: usize,
     d: usize,
     scale: f32,
+    /// Query positions per sequence.
+    t: usize,
 }
 
 impl<'a> Problem<'a> {
@@ -117,23 +130,25 @@ impl<'a> Problem<'a> {
             return None;
         }
         let [b, n_q, n_kv, d] = [0, 1, 2, 3].map(|i| params[i] as usize);
+        let t = params[5] as usize;
         let mut caches = Vec::with_capacity(n);
         for (i, p) in params[FIXED..].chunks_exact(PER_CACHE).enumerate() {
             let [rows, capacity, len] = [0, 1, 2].map(|j| p[j] as usize);
             let (keys, values) = (inputs[1 + 2 * i], inputs[2 + 2 * i]);
-            if keys.len() != rows * n_kv * capacity * d || values.len() != keys.len() || len == 0 || len > capacity {
+            if keys.len() != rows * n_kv * capacity * d || values.len() != keys.len() || len < t || len > capacity {
                 return None;
             }
             caches.push(Cached { keys, values, rows, capacity, len });
         }
         let ok = d > 0
             && d % 8 == 0
+            && t > 0
             && n_kv > 0
             && n_q % n_kv == 0
-            && inputs[0].len() == b * n_q * d
-            && out_len == b * n_q * d
+            && inputs[0].len() == b * n_q * t * d
+            && out_len == b * n_q * t * d
             && caches.iter().map(|c| c.rows).sum::<usize>() == b;
-        ok.then_some(Problem { q: inputs[0], caches, b, n_q, n_kv, d, scale: params[4] })
+        ok.then_some(Problem { q: inputs[0], caches, b, n_q, n_kv, d, scale: params[4], t })
     }
 
     /// The cache of batch row `row` and that row's place in it.
@@ -153,15 +168,57 @@ const DECODE: KernelF32 = |params, inputs, out| {
         out.fill(f32::NAN);
         return;
     };
-    let positions: usize = p.caches.iter().map(|c| c.rows * c.len).sum();
+    // Positions scored, over every query (a prompt's queries see half of them on average).
+    let positions: usize = p.caches.iter().map(|c| c.rows * (c.len - p.t / 2)).sum::<usize>() * p.t;
     let work = 2 * positions * p.n_q * p.d;
+    let blocks = p.t.div_ceil(QUERIES);
     let out = OutPtr(out.as_mut_ptr());
-    par_ranges(p.b * p.n_kv, work >= PARALLEL_MIN, |units| {
+    let parallel = work >= PARALLEL_MIN;
+    // A prompt's keys transposed once per sequence and key head (`[D][kcols]` each, zeros
+    // past a cache's positions), for every block of its queries to score from.
+    let kcols = if p.t > 1 { p.caches.iter().map(|c| c.len).max().unwrap_or(0).next_multiple_of(KEYS) } else { 0 };
+    let per_head = p.d * kcols;
+    let mut kt = vec![0f32; p.b * p.n_kv * per_head];
+    if p.t > 1 {
+        let dst = OutPtr(kt.as_mut_ptr());
+        par_ranges(p.b * p.n_kv, parallel, |units| units.for_each(|unit| transpose_keys(&p, unit, kcols, dst)));
+    }
+    // Units by block first, dealt from both ends (block 0, the last, 1, the one before ...),
+    // so that any run of them, as `par_ranges` hands out, has early and late queries alike.
+    let per_block = p.b * p.n_kv;
+    par_ranges(blocks * per_block, parallel, |units| {
         for unit in units {
-            group(&p, unit / p.n_kv, unit % p.n_kv, out);
+            let (i, head) = (unit / per_block, unit % per_block);
+            let block = if i % 2 == 0 { i / 2 } else { blocks - 1 - i / 2 };
+            let queries = block * QUERIES..((block + 1) * QUERIES).min(p.t);
+            let kt = Transposed { keys: &kt[head * per_head..(head + 1) * per_head], cols: kcols };
+            group(&p, head / p.n_kv, head % p.n_kv, queries, kt, out);
         }
     });
 };
+
+/// Key head `unit` (batch row `unit / n_kv`, head `unit % n_kv`) of `p`'s caches
+/// into `kt`'s `unit`-th block of `D * kcols` floats, element `e` of key `j` at
+/// `e * kcols + j`.
+fn transpose_keys(p: &Problem, unit: usize, kcols: usize, kt: OutPtr) {
+    let (c, row) = p.cache_of(unit / p.n_kv);
+    let at = (row * p.n_kv + unit % p.n_kv) * c.capacity * p.d;
+    let per_head = p.d * kcols;
+    // SAFETY: `kt` holds `B * n_kv` blocks of `per_head` floats (allocated so by the
+    // caller); this unit alone writes its own.
+    let kt = unsafe { std::slice::from_raw_parts_mut(kt.0.add(unit * per_head), per_head) };
+    for (j, k) in c.keys[at..at + c.len * p.d].chunks_exact(p.d).enumerate() {
+        for (e, &v) in k.iter().enumerate() {
+            kt[e * kcols + j] = v;
+        }
+    }
+}
+
+/// One key head's keys transposed: `keys[e * cols + j]` is element `e` of key `j`.
+struct Transposed<'a> {
+    keys: &'a [f32],
+    cols: usize,
+}
 
 thread_local! {
     /// Scaled queries, then scores and weights: reused from call to call
@@ -169,37 +226,101 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-crate::avx2_fma_dispatch!(fn group(p: &Problem, b: usize, g: usize, out: OutPtr) => group_body);
+crate::avx2_fma_dispatch!(fn group(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transposed, out: OutPtr) => group_body);
 
-/// Batch row `b`, key/value head `g`: its `n_q / n_kv` query heads, each
-/// scored against the cache's keys, the softmax's exponentials, the weighted
-/// values, divided by the exponentials' sum.
+/// Batch row `b`, key/value head `g`, query positions `queries`: per position,
+/// its `n_q / n_kv` query heads, each scored against the keys it sees, the
+/// softmax's exponentials, the weighted values, divided by the exponentials'
+/// sum. One position (a decode step) scores key by key; several (a prompt)
+/// score sixteen keys per pass from the keys transposed once (`kt`,
+/// `scores_prompt`).
 #[inline(always)]
-fn group_body(p: &Problem, b: usize, g: usize, out: OutPtr) {
+fn group_body(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transposed, out: OutPtr) {
     let (c, row) = p.cache_of(b);
-    let (d, len) = (p.d, c.len);
+    let (d, t) = (p.d, p.t);
     let rep = p.n_q / p.n_kv;
-    let head0 = b * p.n_q + g * rep;
     let at = (row * p.n_kv + g) * c.capacity * d;
-    let (keys, values) = (&c.keys[at..at + len * d], &c.values[at..at + len * d]);
-    // SAFETY: `out` holds `B * n_q * d` floats (checked by `Problem::new`),
-    // and this unit alone writes its heads' `rep * d` of them.
-    let out = unsafe { std::slice::from_raw_parts_mut(out.0.add(head0 * d), rep * d) };
+    let (keys, values) = (&c.keys[at..at + c.len * d], &c.values[at..at + c.len * d]);
+    // The positions query `pos` sees: the cache's earlier ones and its chunk's up to its own.
+    let seen = |pos: usize| c.len - t + 1 + pos;
+    let (first, last) = (queries.start, queries.end - 1);
+    let rows = (last + 1 - first) * rep;
+    let cols = seen(last).next_multiple_of(KEYS);
     // Taken out of its cell and put back after: the arithmetic must not run in a
     // closure, which may not be inlined into the AVX2 copy (`avx2_fma_dispatch!`).
     let mut s = SCRATCH.with(RefCell::take);
     s.clear();
-    s.resize(rep * (d + len), 0.0);
-    let (qs, scores) = s.split_at_mut(rep * d);
-    // The queries times the scale, once.
-    for (dst, &x) in qs.iter_mut().zip(&p.q[head0 * d..(head0 + rep) * d]) {
-        *dst = x * p.scale;
+    s.resize(rows * d + rows * cols, 0.0);
+    let (qs, scores) = s.split_at_mut(rows * d);
+    // The queries times the scale, once (`q` is `[B, n_q, T, D]`); row `i * rep + r` is
+    // position `first + i`, head `r` of the group.
+    for (i, dst) in qs.chunks_exact_mut(d).enumerate() {
+        let (pos, r) = (first + i / rep, i % rep);
+        let from = ((b * p.n_q + g * rep + r) * t + pos) * d;
+        for (dst, &x) in dst.iter_mut().zip(&p.q[from..from + d]) {
+            *dst = x * p.scale;
+        }
     }
-    // Four keys at a time: four independent sums, so the multiply-adds do not
-    // wait on each other (each score's own order is `dot`'s).
+    if t == 1 {
+        scores_decode(qs, keys, d, cols, scores);
+    } else {
+        scores_prompt(qs, &kt, d, cols, scores);
+    }
+    for (i, weights) in scores.chunks_exact_mut(cols).enumerate() {
+        let (pos, r) = (first + i / rep, i % rep);
+        let weights = &mut weights[..seen(pos)];
+        // SAFETY: `out` holds `B * T * n_q * d` floats (checked by `Problem::new`), and this
+        // unit alone writes head `g * rep + r` of position `pos` of batch row `b`.
+        let o = unsafe { std::slice::from_raw_parts_mut(out.0.add(((b * t + pos) * p.n_q + g * rep + r) * d), d) };
+        let inv = 1.0 / exp_in_place(weights);
+        match d {
+            64 => weighted_sum::<8>(weights, values, o),
+            128 => weighted_sum::<16>(weights, values, o),
+            _ => {
+                o.fill(0.0);
+                for (&w, v) in weights.iter().zip(values.chunks_exact(d)) {
+                    for (o, &v) in o.iter_mut().zip(v) {
+                        *o = w.mul_add(v, *o);
+                    }
+                }
+            }
+        }
+        for o in o.iter_mut() {
+            *o *= inv;
+        }
+    }
+    SCRATCH.with(|cell| cell.replace(s));
+}
+
+/// `o = sum_j weights[j] * values[j]` for a head dimension of `8 * V`, each
+/// element one multiply-add chain from zero in key order (the general loop's
+/// bits), held in registers rather than read and written back per key.
+#[inline(always)]
+fn weighted_sum<const V: usize>(weights: &[f32], values: &[f32], o: &mut [f32]) {
+    let mut acc = [[0f32; 8]; V];
+    for (&w, v) in weights.iter().zip(values.chunks_exact(8 * V)) {
+        for (a, v) in acc.iter_mut().zip(v.chunks_exact(8)) {
+            for l in 0..8 {
+                a[l] = w.mul_add(v[l], a[l]);
+            }
+        }
+    }
+    for (o, a) in o.chunks_exact_mut(8).zip(&acc) {
+        o.copy_from_slice(a);
+    }
+}
+
+/// Keys per pass of `scores_prompt` (two vectors of eight).
+const KEYS: usize = 16;
+
+/// A decode step's scores: each query row against every key, four keys at a
+/// time (four independent sums, so the multiply-adds do not wait on each
+/// other; each score's own order is `dot`'s). `scores` is `[rows][cols]`.
+#[inline(always)]
+fn scores_decode(qs: &[f32], keys: &[f32], d: usize, cols: usize, scores: &mut [f32]) {
+    let len = keys.len() / d;
     let quads = len / 4;
-    for (r, q) in qs.chunks_exact(d).enumerate() {
-        let row = &mut scores[r * len..(r + 1) * len];
+    for (q, row) in qs.chunks_exact(d).zip(scores.chunks_exact_mut(cols)) {
         for j in 0..quads {
             let k = |i: usize| &keys[(4 * j + i) * d..(4 * j + i + 1) * d];
             row[4 * j..4 * j + 4].copy_from_slice(&dot4(q, [k(0), k(1), k(2), k(3)]));
@@ -208,19 +329,39 @@ fn group_body(p: &Problem, b: usize, g: usize, out: OutPtr) {
             row[j] = dot(q, &keys[j * d..(j + 1) * d]);
         }
     }
-    for (weights, o) in scores.chunks_exact_mut(len).zip(out.chunks_exact_mut(d)) {
-        let inv = 1.0 / exp_in_place(weights);
-        o.fill(0.0);
-        for (&w, v) in weights.iter().zip(values.chunks_exact(d)) {
-            for (o, &v) in o.iter_mut().zip(v) {
-                *o = w.mul_add(v, *o);
+}
+
+/// A prompt's scores for the first `cols` keys of `kt`: per four query rows
+/// and sixteen keys, one fused multiply-add chain per score over the head
+/// dimension in order, a key per lane (no sums across lanes; the key loads
+/// serve four rows). `scores` is `[rows][cols]`; a score's bits do not depend
+/// on which rows or keys came with it.
+#[inline(always)]
+fn scores_prompt(qs: &[f32], kt: &Transposed, d: usize, cols: usize, scores: &mut [f32]) {
+    let rows = qs.len() / d;
+    let mut r0 = 0;
+    while r0 < rows {
+        let n = (rows - r0).min(4);
+        // Rows past the last are the last again (computed, not stored).
+        let row = |i: usize| &qs[(r0 + i.min(n - 1)) * d..][..d];
+        let q = [row(0), row(1), row(2), row(3)];
+        for j0 in (0..cols).step_by(KEYS) {
+            let mut acc = [[0f32; KEYS]; 4];
+            for e in 0..d {
+                let k = &kt.keys[e * kt.cols + j0..][..KEYS];
+                for (a, q) in acc.iter_mut().zip(&q) {
+                    let x = q[e];
+                    for l in 0..KEYS {
+                        a[l] = x.mul_add(k[l], a[l]);
+                    }
+                }
+            }
+            for (i, a) in acc.iter().enumerate().take(n) {
+                scores[(r0 + i) * cols + j0..][..KEYS].copy_from_slice(a);
             }
         }
-        for o in o.iter_mut() {
-            *o *= inv;
-        }
+        r0 += n;
     }
-    SCRATCH.with(|cell| cell.replace(s));
 }
 
 /// Eight lanes of fused multiply-adds over `q` and `k` (a multiple of 8
@@ -263,18 +404,20 @@ fn lanes_sum(a: &[f32; 8]) -> f32 {
 #[inline(always)]
 fn exp_in_place(x: &mut [f32]) -> f32 {
     let max = row_max_of_numbers(x);
+    // The exponentials as a loop of their own, which vectorizes (computed lane by lane
+    // beside the sums, their branches stayed scalar code).
+    for v in x.iter_mut() {
+        *v = cpu_exp(*v - max);
+    }
     let mut lanes = [0f32; 8];
-    // Whole groups of eight apart, so that they vectorize.
-    let mut chunks = x.chunks_exact_mut(8);
+    let mut chunks = x.chunks_exact(8);
     for chunk in &mut chunks {
         for l in 0..8 {
-            chunk[l] = cpu_exp(chunk[l] - max);
             lanes[l] += chunk[l];
         }
     }
-    for (v, lane) in chunks.into_remainder().iter_mut().zip(lanes.iter_mut()) {
-        *v = cpu_exp(*v - max);
-        *lane += *v;
+    for (&v, lane) in chunks.remainder().iter().zip(lanes.iter_mut()) {
+        *lane += v;
     }
     lanes_sum(&lanes)
 }
