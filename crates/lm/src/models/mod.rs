@@ -93,9 +93,9 @@ impl LoadOptions {
     /// The precision a model of `config` runs in: the one asked for, or by
     /// default fast for affine-quantized weights on the CPU (the mode
     /// `cpu::qmm_int8` computes, whose gate docs/kernels.md#fast-precision
-    /// measures) and exact otherwise: float models (where fast would still
-    /// switch on the decode-attention kernel), the floating-point modes (no
-    /// fast kernel), other devices (Metal, CUDA). Both loaders build with it
+    /// measures) and exact otherwise: float models (whose layers stay exact
+    /// either way), the floating-point modes (no fast kernel), other devices
+    /// (Metal, CUDA). Both loaders build with it
     /// and the bindings report it, so it is decided here only.
     pub fn precision_for(&self, config: &ModelConfig) -> Precision {
         self.precision.unwrap_or_else(|| {
