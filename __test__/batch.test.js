@@ -121,8 +121,9 @@ test('sequences on their own prompt caches join the batch; one cache serves its 
 });
 
 // The issue's check on a trained model (random weights rarely have close calls; a trained model's
-// greedy answers are the real thing): SmolLM2-135M-Instruct as its GGUF ships (Q4_1, on the
-// quantized-matmul kernel) and in float32 (on the gemv kernel), 8 chats at once equal to alone.
+// greedy answers are the real thing): SmolLM2-135M-Instruct as its GGUF ships (Q4_1, in fast
+// precision, the default: the int8 quantized-matmul and decode-attention kernels) and in float32
+// (on the gemv kernel), 8 chats at once equal to alone.
 test('a trained model: 8 greedy chats at once give their solo answers (SmolLM2, Q4_1 and float32)', async () => {
   const { ensureSmolLM2 } = require('../scripts/smollm2');
   const file = ensureSmolLM2();

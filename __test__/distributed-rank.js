@@ -18,7 +18,8 @@ async function main() {
     try {
       if (!models.has(c.model)) {
         const distributed = { backend: 'ring', strategy: request.strategy ?? 'tensor', timeout: request.timeout ?? 60000 };
-        const options = split ? { distributed } : {};
+        // Exact precision: compared with MLX-LM (quantized models default to fast).
+        const options = split ? { distributed, precision: 'exact' } : { precision: 'exact' };
         models.set(c.model, await loadModel(c.model, options));
         if (request.dieAfterLoad !== undefined && String(request.dieAfterLoad) === rank) process.exit(0);
       }

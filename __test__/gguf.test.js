@@ -33,7 +33,8 @@ let index;
 const models = new Map();
 async function gguf(name) {
   const f = index.fixtures[name];
-  if (!models.has(name)) models.set(name, await loadModel(f.gguf, f.dtype ? { dtype: f.dtype } : {}));
+  // Exact precision: compared with MLX-LM (quantized files default to fast).
+  if (!models.has(name)) models.set(name, await loadModel(f.gguf, { precision: 'exact', ...(f.dtype ? { dtype: f.dtype } : {}) }));
   return models.get(name);
 }
 
@@ -107,6 +108,24 @@ test('model info describes the GGUF model', async () => {
     const info = (await gguf(n)).info;
     for (const [k, v] of Object.entries(want)) assert.deepEqual(info[k], v, `${n}: info.${k}`);
   }
+});
+
+test('a quantized GGUF runs in fast precision by default (as asked for), a float one in exact', async () => {
+  const byDefault = await loadModel(index.fixtures['qwen3-q4_0'].gguf);
+  const fast = await loadModel(index.fixtures['qwen3-q4_0'].gguf, { precision: 'fast' });
+  try {
+    assert.equal(byDefault.precision, 'fast');
+    // Bit for bit: the same tokens and log-probabilities.
+    const run = async (m) => (({ tokens, logprobs }) => ({ tokens, logprobs }))(await m.generate(CHAT, { maxTokens: 8, logprobs: true }));
+    assert.deepEqual(await run(byDefault), await run(fast));
+  } finally {
+    await byDefault.dispose();
+    await fast.dispose();
+  }
+  assert.equal((await gguf('qwen3-q4_0')).precision, 'exact');
+  const f32 = await loadModel(index.fixtures['qwen3-f32'].gguf);
+  assert.equal(f32.precision, 'exact');
+  await f32.dispose();
 });
 
 // Malformed files: each a copy of a small valid GGUF (tiny.gguf) with one thing broken.

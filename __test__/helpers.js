@@ -30,12 +30,13 @@ function fixturePath(name) {
   return entry.path;
 }
 
-// One LanguageModel per fixture name per test file; disposeModels() in after().
+// One LanguageModel per fixture name per test file; disposeModels() in after(). In exact
+// precision: the tests compare them with MLX-LM (quantized models default to fast).
 const loaded = new Map();
 function model(name) {
   if (!loaded.has(name)) {
     const { loadModel } = require('..');
-    loaded.set(name, loadModel(fixturePath(name)));
+    loaded.set(name, loadModel(fixturePath(name), { precision: 'exact' }));
   }
   return loaded.get(name);
 }

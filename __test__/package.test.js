@@ -259,7 +259,8 @@ const s = model.stream('hi', { seed: 1, signal: AbortSignal.timeout(1000), onTex
 for await (const c of s) { const t: string = c.text; const id: number = c.token; void t; void id; }
 const fr: 'stop' | 'length' | 'abort' = (await s.result).finishReason;
 const q = model.info.quantization?.bits;
-void info; void r; void fr; void q; void (null as unknown as MlxNodeError).code;
+const precision: 'exact' | 'fast' = model.precision;
+void info; void r; void fr; void q; void precision; void (null as unknown as MlxNodeError).code;
 const pcache = model.createPromptCache({ maxKvSize: 512 });
 await pcache.prefill('hi', { signal: AbortSignal.timeout(1000) });
 const held: number = pcache.length + pcache.nbytes + pcache.trim(1) + pcache.tokens.length;

@@ -1,6 +1,7 @@
 'use strict';
 // loadModel(dir, { precision: 'fast' }): quantized layers on 8-bit integer dot products
-// (crates/mlx/src/cpu/qmm_int8.rs). Its results are not MLX-LM's bits, so it is checked
+// (crates/mlx/src/cpu/qmm_int8.rs), the default for affine-quantized models on the CPU
+// (LanguageModel.precision says which applies; 'exact' elsewhere and on request). Its results are not MLX-LM's bits, so it is checked
 // against our exact mode (itself checked against MLX-LM in parity.test.js): the same greedy
 // tokens, log-probabilities within 1e-2 (up to 6.3e-3 on these random-weight fixtures, 3.6e-3
 // and 9.5e-4 on the others; up to 2.6e-3 when prompts still ran the exact kernel: now the
@@ -56,6 +57,35 @@ let fast;
 test.before(() => {
   exact = child({ precision: 'exact' });
   fast = child({ precision: 'fast' });
+});
+
+// Greedy tokens of `name` loaded with `load`, and the precision it reports, in this process.
+async function run(name, load) {
+  const { loadModel } = require('..');
+  const m = await loadModel(fixtures().fixtures[name].path, load);
+  try {
+    const r = await m.generate(CHAT, { maxTokens: 8, logprobs: true });
+    return { precision: m.precision, tokens: r.tokens, logprobs: r.logprobs.map((l) => l.logprob) };
+  } finally {
+    await m.dispose();
+  }
+}
+
+test('the default: fast for an affine-quantized model on the CPU, exact for a float one; explicit values obeyed', async () => {
+  // A 4-bit model without the option runs as { precision: 'fast' } does, bit for bit.
+  const byDefault = await run('qwen3-q4', {});
+  assert.equal(byDefault.precision, 'fast');
+  const q4 = { fast: await run('qwen3-q4', { precision: 'fast' }), exact: await run('qwen3-q4', { precision: 'exact' }) };
+  assert.deepEqual(byDefault, q4.fast);
+  assert.equal(q4.exact.precision, 'exact');
+  assert.notDeepEqual(q4.exact.logprobs, q4.fast.logprobs, 'exact and fast gave the same bits');
+  // A float32 model without the option runs as { precision: 'exact' } does; asked, it says fast.
+  const f32 = await run('qwen3-f32', {});
+  assert.equal(f32.precision, 'exact');
+  assert.deepEqual(f32, await run('qwen3-f32', { precision: 'exact' }));
+  assert.equal((await run('qwen3-f32', { precision: 'fast' })).precision, 'fast');
+  // Floating-point modes have no fast kernel: exact by default.
+  assert.equal((await run('qwen3-mxfp8', {})).precision, 'exact');
 });
 
 test('precision must be "exact" or "fast"', async () => {

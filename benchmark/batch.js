@@ -4,8 +4,9 @@
 // requests (8) of M tokens (128, greedy, EOS blocked) sent at once to an HTTP server, against
 // one request alone, on two servers run side by side on the same machine, the same libmlx and
 // the same BLAS:
-//   mlx-node       `mlx-node serve --model DIR --max-batch N` (lib/server over the library's
-//                  continuous-batching scheduler), in its own process;
+//   mlx-node       `mlx-node serve --model DIR --max-batch N --precision exact` (lib/server over
+//                  the library's continuous-batching scheduler, in MLX's arithmetic as
+//                  mlx_lm.server: quantized models default to fast precision), in its own process;
 //   mlx_lm.server  MLX-LM 0.32.2's `python -m mlx_lm server --model DIR
 //                  --decode-concurrency N --prompt-concurrency N` (its BatchGenerator), in its
 //                  own process, from the project venv with the same OpenBLAS preloaded.
@@ -139,11 +140,12 @@ async function stopServer(child) {
 
 async function startOurs(dir, concurrency) {
   const port = await freePort();
-  const argv = [path.join(ROOT, 'bin', 'mlx-node.js'), 'serve', '--model', dir, '--port', String(port), '--max-batch', String(concurrency), '--quiet'];
+  // Exact precision (quantized models default to fast): the arithmetic mlx_lm.server runs.
+  const argv = [path.join(ROOT, 'bin', 'mlx-node.js'), 'serve', '--model', dir, '--port', String(port), '--max-batch', String(concurrency), '--precision', 'exact', '--quiet'];
   const child = spawnServer(process.execPath, argv, process.env, 'mlx-node serve');
   const url = `http://127.0.0.1:${port}`;
   await waitHealthy(url, child, 'mlx-node serve');
-  return { child, url, command: `node bin/mlx-node.js serve --model DIR --port PORT --max-batch ${concurrency} --quiet` };
+  return { child, url, command: `node bin/mlx-node.js serve --model DIR --port PORT --max-batch ${concurrency} --precision exact --quiet` };
 }
 
 async function startTheirs(python, env, dir, concurrency) {
@@ -324,7 +326,7 @@ async function benchModel(name, args, ctx, report) {
   try {
     theirs = await startTheirs(ctx.python, ctx.env, dir, n);
     entry.commands = { ours: ours.command, theirs: theirs.command };
-    if (args.library) model = await ctx.loadModel(dir, { maxBatch: n });
+    if (args.library) model = await ctx.loadModel(dir, { maxBatch: n, precision: 'exact' });
     const sides = {
       ours: (p, t0, m = maxTokens) => httpRequest(ours.url, p, m, logitBias, t0),
       theirs: (p, t0, m = maxTokens) => httpRequest(theirs.url, p, m, logitBias, t0),
@@ -475,7 +477,7 @@ function renderReport(report) {
       `\`--decode-concurrency\` (default 32) is how many sequences its BatchGenerator decodes together, \`--prompt-concurrency\` (default 8) how many prompts it prefills together; ` +
       `both set to ${report.concurrency}, the load's size, as mlx-node's \`--max-batch\`. Batching is on by default in 0.32.2 for requests without a seed (\`_is_batchable\`).`,
     '- Client: this process, plain `fetch` to `POST /v1/completions` with `stream: true` and `stream_options: { include_usage: true }`; every server-sent event is timed on arrival.',
-    `- Library rows (mlx-node only): the same loads as \`model.stream()\` calls in this process (\`loadModel(dir, { maxBatch: ${report.concurrency} })\`), to show what HTTP adds.`,
+    `- Library rows (mlx-node only): the same loads as \`model.stream()\` calls in this process (\`loadModel(dir, { maxBatch: ${report.concurrency}, precision: 'exact' })\`), to show what HTTP adds.`,
     '- Per request: **TTFT** from sending the request to the first event carrying text (mlx_lm.server sends an event only when its detokenizer has text, mlx-node one per token; ' +
       'with greedy decoding both generate the same first tokens, so this is the same token on both sides); **decode tok/s** = (tokens - 1) / (time of the last token - time of the first). ' +
       '**tokens**: the server\'s `usage.completion_tokens`.',

@@ -403,6 +403,7 @@ function renderReport(report) {
     report.modelName === MODEL
       ? `- Model: \`.cache/bench-models/${MODEL}\` (benchmark/models.py: MLX-LM's Qwen3 class, seeded random weights, the real Qwen3 tokenizer and chat template). Its replies are noise, but the work per token is a real 100M model's.`
       : `- Model: \`.cache/bench-models/${report.modelName}\` (prepared by \`npm run bench:llama\`: see benchmark/RESULTS-llama.md), with its own chat template.`,
+    "- mlx-node loads the model with `precision: 'exact'` (MLX's arithmetic, as MLX-LM; quantized models on the CPU default to fast precision).",
     `- One conversation of ${report.turns} user turns (1-3 sentences each, in \`benchmark/chat.js\`) after a system prompt; greedy, ${report.maxTokens} tokens per reply at most; each side appends its own reply text to its conversation.`,
     `- **chat**: \`model.createChat({ system, maxTokens })\`, one \`chat.stream(message)\` per turn (the path of \`chat.send\`): the whole conversation is rendered with the chat template and the chat's prompt cache serves the common prefix.`,
     '- **no cache**: `model.stream(messages, { maxTokens })` with the whole conversation each turn and no prompt cache.',
@@ -503,7 +504,8 @@ async function main() {
     report.theirs = await worker.request({ cmd: 'info' });
     checkReference(report, log);
     log(`loading ${path.relative(ROOT, dir)}`);
-    model = await loadModel(dir);
+    // Exact precision (quantized models default to fast), the arithmetic MLX-LM's side runs.
+    model = await loadModel(dir, { precision: 'exact' });
     await worker.request({ cmd: 'load', model: dir });
     log('warm-up');
     await warmUp(model, worker);

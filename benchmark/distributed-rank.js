@@ -8,7 +8,8 @@ const { loadModel } = require('..');
 async function main() {
   const [dir, request] = [process.argv[2], JSON.parse(process.argv[3])];
   const split = process.env.MLX_RANK !== undefined;
-  const model = await loadModel(dir, split ? { distributed: { backend: 'ring' } } : {});
+  // Exact precision (quantized models default to fast): MLX-LM's arithmetic, as its side runs.
+  const model = await loadModel(dir, { precision: 'exact', ...(split ? { distributed: { backend: 'ring' } } : {}) });
   const logitBias = Object.fromEntries(request.block.map((t) => [t, -1e9]));
   const runs = [];
   for (let i = 0; i <= request.reps; i++) {

@@ -9,7 +9,8 @@
 //   { cmd: 'info', peer: 'node-llama-cpp' | 'mlx-node', threads }  -> what runs (versions, build)
 //   { cmd: 'load', model, contextSize, batchSize, precision }       -> { seconds, ... }
 //       node-llama-cpp: model = a GGUF file; mlx-node: an MLX folder, loaded with
-//       `{ precision }` ('exact' or 'fast') where given, else with loadModel's default (exact)
+//       `{ precision }` ('exact' or 'fast') where given, else with loadModel's default (fast for
+//       quantized models on the CPU); the answer says which applies
 //   { cmd: 'tokenize', text }                                        -> { ids } (no BOS/EOS added)
 //   { cmd: 'generate', ids, maxTokens, bias: { id: logit } }         -> see generate()
 //       Greedy on a fresh context from the ids given, `bias` added to those logits every step.
@@ -140,7 +141,7 @@ function oursInfo() {
 async function oursLoad(req) {
   const t0 = performance.now();
   state.ours = await state.lib.loadModel(req.model, req.precision ? { precision: req.precision } : {});
-  return { seconds: (performance.now() - t0) / 1000, info: state.ours.info, precision: req.precision ?? 'exact' };
+  return { seconds: (performance.now() - t0) / 1000, info: state.ours.info, precision: state.ours.precision };
 }
 
 async function oursGenerate(req) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 'use strict';
 // `npm run bench:llama` (issue 28): node-llama-cpp (llama.cpp's prebuilt CPU binary), mlx-node
-// in both precisions (exact, the default, and `loadModel(dir, { precision: 'fast' })`: quantized
-// matmuls on integer dot products) and MLX-LM side by side on the same weights: each model is a
+// in both precisions, each asked for by name (`precision: 'exact'`, MLX's arithmetic, and
+// `precision: 'fast'`, quantized matmuls on integer dot products: the default for quantized models) and MLX-LM side by side on the same weights: each model is a
 // GGUF file for llama.cpp and the MLX folder converted from it (benchmark/llama_models.py,
 // scripts/gguf_to_mlx.py). Each peer runs in its own process (benchmark/llama-worker.js for
 // node-llama-cpp and for each mlx-node precision, benchmark/mlx_lm_bench.py for MLX-LM), so
@@ -71,7 +71,8 @@ const PLAN = {
   'qwen3-0.6b-q4_0': { mlxLmRounds: 1 },
   'qwen3-0.6b-q8_0': { mlxLmRounds: 1 },
 };
-// In round order. `ours` is mlx-node in exact precision (the default), `fast` in fast precision.
+// In round order. `ours` is mlx-node in exact precision, `fast` in fast precision (the default for
+// quantized models on the CPU); each is asked for by name.
 const PEERS = { llama: 'node-llama-cpp', ours: 'mlx-node (exact)', fast: 'mlx-node (fast)', mlxlm: 'MLX-LM' };
 const PEER_KEYS = Object.keys(PEERS);
 // mlx-node's modes: the precision each is loaded with.
@@ -627,8 +628,8 @@ function renderReport(report) {
     '## Method',
     '',
     `- Every peer in a process of its own (node-llama-cpp and mlx-node, one process for each precision: \`benchmark/llama-worker.js\`; MLX-LM: \`benchmark/mlx_lm_bench.py\`), all four started fresh for each model and all kept up while the others run.`,
-    "- mlx-node runs in both precisions: mlx-node (exact), `loadModel(dir, { precision: 'exact' })` (the default: MLX's arithmetic, the same tokens as MLX-LM), and mlx-node (fast), " +
-      "`loadModel(dir, { precision: 'fast' })`: quantized matmuls as integer dot products on activations rounded per group (`crates/mlx/src/cpu/qmm_int8.rs`). " +
+    "- mlx-node runs in both precisions: mlx-node (exact), `loadModel(dir, { precision: 'exact' })` (MLX's arithmetic, the same tokens as MLX-LM), and mlx-node (fast), " +
+      "`loadModel(dir, { precision: 'fast' })` (the default for quantized models on the CPU): quantized matmuls as integer dot products on activations rounded per group (`crates/mlx/src/cpu/qmm_int8.rs`). " +
       'Each mode is compared with node-llama-cpp and MLX-LM on its own; how far fast stays from exact is measured under Fast precision quality.',
     `- The same prompt ids on every peer: ~380 tokens of plain text (no chat template, no BOS: neither tokenizer adds one), encoded by mlx-node's tokenizer. ${report.quick ? `(--quick: the first ${QUICK.promptTokens}.) ` : ''}` +
       `Greedy, ${report.models[0]?.maxTokens ?? MAX_TOKENS} tokens, every control token (EOS among them) given a logit bias of ${BLOCK.toExponential()} on every peer ` +

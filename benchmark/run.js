@@ -209,7 +209,8 @@ async function benchModel(name, dir, plan, args, worker, loadModel, report) {
   const configs = args.configs.length ? plan.configs.filter((c) => args.configs.includes(c)) : plan.configs;
   log(`${name}: loading (${path.relative(ROOT, dir)})`);
   const tl = performance.now();
-  const model = await loadModel(dir);
+  // Exact precision (quantized models default to fast): "same tokens" compares with MLX-LM.
+  const model = await loadModel(dir, { precision: 'exact' });
   const oursLoad = (performance.now() - tl) / 1000;
   const theirsLoad = (await worker.request({ cmd: 'load', model: dir })).seconds;
   const entry = { name, dir, info: model.info, maxTokens, rounds, oursLoad, theirsLoad, configs: {}, perToken: null };
@@ -406,6 +407,7 @@ function renderReport(report) {
     '## Method',
     '',
     `- Same model folder, same ${promptWhat} (plain text, no chat template), same options, seed ${SEED} on both sides.`,
+    "- mlx-node loads every model with `precision: 'exact'` (MLX's arithmetic, MLX-LM's tokens; quantized models on the CPU default to fast precision, which benchmark/RESULTS-llama.md measures).",
     `- Per model: one warm-up generation on each side (${WARMUP_TOKENS} tokens), then per configuration a 2-token warm-up on each side with a short prompt and the timed rounds, interleaved: ours, MLX-LM, ours, MLX-LM, ...`,
     `- ${plan}`,
     '- prompt tok/s, decode tok/s and peak memory are each side\'s own figures: MLX-LM\'s from its final `GenerationResponse` ' +

@@ -50,6 +50,11 @@ class LanguageModel extends NativeOwner {
     return { ...i, quantization: i.quantization ?? null, distributed: i.distributed ?? null };
   }
 
+  // 'exact' or 'fast': loadModel's option, or the model's default (node/src/model.rs).
+  get precision() {
+    return this.#native.precision;
+  }
+
 
   encode(text, options = {}) {
     this[LIVE]();

@@ -67,7 +67,7 @@ async function main() {
   // in float16, which MLX's CPU backend runs slowly: the demo asks for float32 (28 against 20
   // tokens/s here). Other models run in their own dtype.
   const model = await loadModel(args.model, args.dtype ? { dtype: args.dtype } : {});
-  console.log(`loaded ${path.basename(args.model)} (${model.info.modelType}, ${model.info.numLayers} layers, ${model.info.dtype}) in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+  console.log(`loaded ${path.basename(args.model)} (${model.info.modelType}, ${model.info.numLayers} layers, ${model.info.dtype}, ${model.precision} precision) in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
   console.log(`> ${args.prompt}\n`);
   const stream = model.stream([{ role: 'user', content: args.prompt }], {
     maxTokens: args.maxTokens,

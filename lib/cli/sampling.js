@@ -35,7 +35,10 @@ const TEMPLATE_FLAGS = {
 // loadModel's options: the compute dtype and, for quantized models, the precision.
 const LOAD_FLAGS = {
   dtype: { value: 'TYPE', help: 'compute dtype: float32, float16 or bfloat16 (default: the weights\')' },
-  precision: { value: 'MODE', help: 'quantized matmuls: exact (MLX-LM\'s tokens, default) or fast (integer dot products)' },
+  precision: {
+    value: 'MODE',
+    help: 'quantized matmuls: exact (MLX-LM\'s tokens) or fast (integer dot products); default: the library\'s (fast for quantized models on the CPU)',
+  },
 };
 
 function generationOptions(values) {

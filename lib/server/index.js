@@ -121,7 +121,7 @@ function createServer(options = {}) {
 /**
  * Loads the models and listens. options: { modelPath, ttsPath?, voicesPath? (createServer's voices),
  * host? ('127.0.0.1'), port? (8080),
- * apiKey?, maxBatch? (requests decoded together, default 8), precision? ('exact' | 'fast'), distributed? (rank 0
+ * apiKey?, maxBatch? (requests decoded together, default 8), precision? ('exact' | 'fast'; default: loadModel's), distributed? (rank 0
  * of a split model led by rank 0: loadModel's option with leader true), log?, onLoadProgress? }. Resolves to
  * { server, url, close() }.
  */

@@ -68,6 +68,8 @@ pub struct Loaded {
     /// What a prompt cache's options must fit (checked when one is created).
     pub cache_fit: lm::prompt_cache::CacheFit,
     pub context_length: i32,
+    /// The precision the loaders built the quantized layers with.
+    pub precision: lm::models::Precision,
     /// `(rank, size)` in the tensor-parallel group, if the model is split.
     pub shard: Option<(i32, i32)>,
 }
@@ -424,6 +426,7 @@ fn load_model(
         quantization: model.quantization(),
         cache_fit: lm::prompt_cache::CacheFit::of(model.as_ref()),
         context_length: c.max_position_embeddings,
+        precision: options.precision_for(c),
         shard: options.shard.as_ref().map(|s| (s.rank, s.size)),
     };
     let scheduler = Scheduler::new(tokenizer.clone(), max_batch);

@@ -96,6 +96,8 @@ pub struct NativeModel {
     cache_fit: lm::prompt_cache::CacheFit,
     context_length: i32,
     distributed: Option<DistributedInfo>,
+    /// The precision the model runs in (asked for, or its default).
+    precision: Precision,
 }
 
 /// The one error of calls a split model's role rules out.
@@ -172,10 +174,13 @@ fn parse_distributed(d: Option<NativeDistributed>) -> Result<Option<crate::engin
     }))
 }
 
-fn parse_precision(s: Option<String>) -> Result<Precision> {
+/// None: the model's default, decided once its quantization is known
+/// (`LoadOptions::precision_for`).
+fn parse_precision(s: Option<String>) -> Result<Option<Precision>> {
     match s.as_deref() {
-        None | Some("exact") => Ok(Precision::Exact),
-        Some("fast") => Ok(Precision::Fast),
+        None => Ok(None),
+        Some("exact") => Ok(Some(Precision::Exact)),
+        Some("fast") => Ok(Some(Precision::Fast)),
         Some(other) => Err(js_error(Code::InvalidArgument, format!("option precision must be 'exact' or 'fast', got '{other}'"))),
     }
 }
@@ -221,6 +226,7 @@ async fn load(
         info: (loaded.model_type, loaded.num_layers, loaded.vocab_size, loaded.dtype, loaded.quantization),
         cache_fit: loaded.cache_fit,
         context_length: loaded.context_length,
+        precision: loaded.precision,
         distributed: loaded.shard.zip(names).map(|((rank, size), (backend, strategy, leader))| DistributedInfo {
             rank,
             size,
@@ -305,6 +311,16 @@ impl NativeModel {
             quantization: q.map(|q| Quantization { bits: q.bits, group_size: q.group_size, mode: q.mode.name().to_string() }),
             distributed: self.distributed.clone(),
         }
+    }
+
+    /// "exact" or "fast": `loadModel`'s `precision`, or the model's default.
+    #[napi(getter)]
+    pub fn precision(&self) -> String {
+        match self.precision {
+            Precision::Exact => "exact",
+            Precision::Fast => "fast",
+        }
+        .into()
     }
 
     #[napi(getter)]

@@ -131,7 +131,7 @@ fn run(model: &dyn LanguageModel, o: &SamplingOptions, kernels: bool, tokens: us
 
 /// `greedy_only`: the greedy row with the CPU kernels alone.
 pub fn main(dir: &Path, tokens: usize, precision: Precision, greedy_only: bool) {
-    let options = LoadOptions { precision, ..Default::default() };
+    let options = LoadOptions { precision: Some(precision), ..Default::default() };
     let model = lm::models::load_with_progress(dir, &options, &mut |_| {}).unwrap();
     println!("\n### Decode step profile: {} ({tokens} tokens per row, ms per token, {precision:?} precision)\n", dir.display());
     println!("| configuration | sampling | forward graph | forward run | sampling graph | sampling run | read id | serialized sum | pipelined per token | of it blocked queuing | of it blocked reading |");

@@ -110,7 +110,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let dir = PathBuf::from(args.get(1).expect("usage: precision MODEL_DIR [TOKENS_PER_PROMPT]"));
     let per_prompt: usize = args.get(2).map_or(256, |n| n.parse().expect("TOKENS_PER_PROMPT"));
-    let load = |precision| load_with_progress(&dir, &LoadOptions { precision, ..Default::default() }, &mut |_| {}).expect("load");
+    let load = |precision| load_with_progress(&dir, &LoadOptions { precision: Some(precision), ..Default::default() }, &mut |_| {}).expect("load");
     let (exact, fast) = (load(Precision::Exact), load(Precision::Fast));
     let tok = Tokenizer::from_model_dir(&dir).expect("tokenizer");
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);

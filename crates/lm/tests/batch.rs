@@ -137,7 +137,7 @@ fn fast_precision_batches_give_each_its_solo_answer() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/fixtures");
     let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("index.json")).expect("run npm test first")).unwrap();
     let dir = root.join(index["fixtures"]["qwen3-q4"]["path"].as_str().unwrap());
-    let load = lm::models::LoadOptions { precision: lm::models::Precision::Fast, ..Default::default() };
+    let load = lm::models::LoadOptions { precision: Some(lm::models::Precision::Fast), ..Default::default() };
     let model = lm::models::load_with_progress(&dir, &load, &mut |_| {}).unwrap();
     let tok = Arc::new(Tokenizer::from_model_dir(&dir).unwrap());
     let texts = ["Hello, my name is", "Once upon a time, in a land far away,", "1, 2, 3,"];

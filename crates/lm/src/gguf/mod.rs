@@ -55,8 +55,9 @@ pub fn load(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -
     if arch.permuted {
         unpermute_qk(&mut tensors, &config).map_err(|e| LmError::Mlx(e.message))?;
     }
-    let mut weights =
-        Weights::from_tensors(tensors, path, options.dtype, None).with_precision(options.precision).with_shard(registry::shard_for(family, options)?);
+    let mut weights = Weights::from_tensors(tensors, path, options.dtype, None)
+        .with_precision(options.precision_for(&config))
+        .with_shard(registry::shard_for(family, options)?);
     (family.sanitize)(&config, &mut weights)?;
     let model = (family.build)(config, weights, options.dtype, progress)?;
     Ok((model, tokenizer))

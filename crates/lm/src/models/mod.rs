@@ -81,15 +81,42 @@ pub trait LanguageModel: Send {
 pub struct LoadOptions {
     /// Compute dtype; float weights are cast to it (None: as stored).
     pub dtype: Option<Dtype>,
-    /// How quantized matmuls are computed.
-    pub precision: Precision,
+    /// How quantized matmuls are computed; None: the model's default
+    /// (`precision_for`).
+    pub precision: Option<Precision>,
     /// This process's place in a group that splits the model: it loads and
     /// runs only its slice of every layer (tensor) or its layers (pipeline).
     pub shard: Option<crate::parallel::Shard>,
 }
 
+impl LoadOptions {
+    /// The precision a model of `config` runs in: the one asked for, or by
+    /// default fast for affine-quantized weights on the CPU (the mode
+    /// `cpu::qmm_int8` computes, whose gate docs/kernels.md#fast-precision
+    /// measures) and exact otherwise: float models (whose layers stay exact
+    /// either way), the floating-point modes (no fast kernel), other devices
+    /// (Metal, CUDA). Both loaders build with it
+    /// and the bindings report it, so it is decided here only.
+    pub fn precision_for(&self, config: &ModelConfig) -> Precision {
+        self.precision.unwrap_or_else(|| {
+            let affine = config
+                .raw
+                .get("quantization")
+                .filter(|q| q.is_object())
+                .is_some_and(|q| q.get("mode").and_then(serde_json::Value::as_str).is_none_or(|m| m == mlx::quant::Mode::Affine.name()));
+            if affine && mlx::cpu::kernel::cpu_default() {
+                Precision::Fast
+            } else {
+                Precision::Exact
+            }
+        })
+    }
+}
+
+/// The model in exact precision (MLX's arithmetic, MLX-LM's tokens: what the
+/// Rust tests compare), weights as stored or cast to `dtype`.
 pub fn load(dir: &Path, dtype: Option<Dtype>) -> Result<Box<dyn LanguageModel>> {
-    load_with_progress(dir, &LoadOptions { dtype, ..LoadOptions::default() }, &mut |_| {})
+    load_with_progress(dir, &LoadOptions { dtype, precision: Some(Precision::Exact), ..LoadOptions::default() }, &mut |_| {})
 }
 
 /// As `load`, with all the options, telling `progress` the fraction of the

@@ -147,7 +147,7 @@ pub fn load(dir: &Path, options: &super::LoadOptions, progress: &mut dyn FnMut(f
     // `from_dir` refuses a model_type not listed here.
     let family = family(&config.model_type).ok_or_else(|| crate::LmError::UnsupportedModel(config.model_type.clone()))?;
     let quant_cfg = config.raw.get("quantization").cloned().filter(Value::is_object);
-    let mut weights = Weights::load(dir, dtype, quant_cfg)?.with_precision(options.precision).with_shard(shard_for(family, options)?);
+    let mut weights = Weights::load(dir, dtype, quant_cfg)?.with_precision(options.precision_for(&config)).with_shard(shard_for(family, options)?);
     (family.sanitize)(&config, &mut weights)?;
     (family.build)(config, weights, dtype, progress)
 }
