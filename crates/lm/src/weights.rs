@@ -38,6 +38,14 @@ fn fusion_on() -> bool {
     *ON.get_or_init(|| !std::env::var("MLX_NODE_FUSE_PROJECTIONS").is_ok_and(|v| v.trim() == "0"))
 }
 
+/// `Weights::repacked` lays fast-precision layers out for the int8 kernel unless
+/// `MLX_NODE_REPACK=0` (read once per process; a switch for measuring what
+/// repacking saves, and for checking that it keeps the tokens).
+fn repack_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !std::env::var("MLX_NODE_REPACK").is_ok_and(|v| v.trim() == "0"))
+}
+
 fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let index = dir.join("model.safetensors.index.json");
     let mut files: Vec<PathBuf> = if index.exists() {
@@ -459,6 +467,9 @@ impl Weights {
     /// embedding table: a tied LM head reads the table (`nn::Embedding::as_linear`), which
     /// token lookups read by row, so it stays in MLX's layout.
     fn repacked(&mut self, linear: nn::Linear, before: usize) -> Result<nn::Linear> {
+        if !repack_on() {
+            return Ok(linear);
+        }
         let linear = linear.repacked()?;
         if let nn::Linear::Repacked { .. } = &linear {
             self.keep_only(before, &linear);

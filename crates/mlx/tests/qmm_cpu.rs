@@ -226,7 +226,7 @@ fn a_repacked_layer_gives_the_fast_kernels_bits() {
     }
     let (wq, s, b) = affine(&normal(&[16, 128], 0.05, 790), 64, 4).unwrap();
     let r = Repacked::new(&wq, &s, &b, 64, 4).unwrap().expect("the kernel applies");
-    let err = r.matmul(&normal(&[2, 96], 1.0, 791)).err().expect("a 96-wide x against a 128-wide w must fail");
+    let err = r.matmul(&normal(&[2, 96], 1.0, 791)).expect_err("a 96-wide x against a 128-wide w must fail");
     assert!(err.message.contains("takes 128 inputs"), "{}", err.message);
 }
 

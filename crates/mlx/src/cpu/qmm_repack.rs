@@ -130,11 +130,11 @@ const REPACK_WEIGHTS: KernelF32 = |params, inputs, out| {
     let out = OutPtr(out.as_mut_ptr());
     par_ranges(n.div_ceil(TILE), n * k >= PARALLEL_MIN, |tiles| {
         // The whole `OutPtr` (which is `Sync`), not its field.
-        let out = out;
+        let dst = &out;
         for tile in tiles {
             let t = &repack_tile(w, n, k, bits, tile);
             // SAFETY: the tile's words are inside `out` and belong to this range only.
-            unsafe { std::ptr::copy_nonoverlapping(t.as_ptr().cast::<f32>(), out.0.add(tile * t.len()), t.len()) };
+            unsafe { std::ptr::copy_nonoverlapping(t.as_ptr().cast::<f32>(), dst.0.add(tile * t.len()), t.len()) };
         }
     });
 };
@@ -307,9 +307,10 @@ mod x86 {
 
     /// The vector path, once per instruction set (a target feature cannot be
     /// a generic parameter): per `CHUNK` rows, tile by tile, `R` rows at a
-    /// time against each vector of weights, unpacked once for them.
+    /// time (up to `$most`) against each vector of weights, unpacked once
+    /// for them.
     macro_rules! tiles {
-        ($name:ident, $features:literal, $dot:ident) => {
+        ($name:ident, $features:literal, $dot:ident, $most:literal) => {
             #[target_feature(enable = $features)]
             pub(super) unsafe fn $name(p: &Packed, tiles: Range<usize>, out: OutPtr) {
                 /// Rows `m0..m0 + R` of tile `tile`, at `BITS` bits a weight.
@@ -371,6 +372,10 @@ mod x86 {
                             let mut m = r0;
                             while m < end {
                                 let step = match end - m {
+                                    left if $most >= 8 && left >= 8 => {
+                                        rows::<8, BITS>(p, m, tile, out);
+                                        8
+                                    }
                                     1 => {
                                         rows::<1, BITS>(p, m, tile, out);
                                         1
@@ -399,9 +404,10 @@ mod x86 {
         };
     }
 
-    tiles!(tiles_avx2, "avx2", dot_lanes_avx2);
-    tiles!(tiles_avxvnni, "avx2,avxvnni", dot_avxvnni);
-    tiles!(tiles_avx512vnni, "avx2,avx512vnni,avx512vl", dot_avx512vnni);
+    // Rows at a time: 4 in AVX2's 16 vector registers, 8 in AVX-512's 32.
+    tiles!(tiles_avx2, "avx2", dot_lanes_avx2, 4);
+    tiles!(tiles_avxvnni, "avx2,avxvnni", dot_avxvnni, 4);
+    tiles!(tiles_avx512vnni, "avx2,avx512vnni,avx512vl", dot_avx512vnni, 8);
 }
 
 #[cfg(test)]
