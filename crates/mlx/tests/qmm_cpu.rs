@@ -199,8 +199,8 @@ fn fast_precision_on_a_prompt_gives_each_row_its_own_bits() {
 /// A fast-precision layer repacked at load (`Linear::repacked`) gives the bits
 /// of the fast kernel on MLX's layout, for one row, a small batch and a
 /// prompt, float32 and bfloat16, with a bias and `n` not a multiple of 8; an
-/// exact-precision layer is left as it is, and an `x` of the wrong width is
-/// an error.
+/// exact-precision layer is left as it is; an `x` of the wrong width or not
+/// a float, and a dense weight asked of it, are errors.
 #[test]
 fn a_repacked_layer_gives_the_fast_kernels_bits() {
     for (i, &(n, k, gs, bits, dtype)) in
@@ -228,6 +228,12 @@ fn a_repacked_layer_gives_the_fast_kernels_bits() {
     let r = Repacked::new(&wq, &s, &b, 64, 4).unwrap().expect("the kernel applies");
     let err = r.matmul(&normal(&[2, 96], 1.0, 791)).expect_err("a 96-wide x against a 128-wide w must fail");
     assert!(err.message.contains("takes 128 inputs"), "{}", err.message);
+    let err = r.matmul(&Array::from_slice(&[1i32; 128], &[1, 128]).unwrap()).expect_err("an int32 x must fail");
+    assert!(err.message.contains("a float is needed"), "{}", err.message);
+    // The layer holds only the kernel's layout: no dense weight to give.
+    let layer = Linear::Repacked { weight: Box::new(r), bias: None };
+    let err = layer.dense_weight().expect_err("a repacked layer has no dense weight");
+    assert!(err.message.contains("fast kernel's layout"), "{}", err.message);
 }
 
 /// MLX's floating-point modes (uint8 scales, no biases) never reach our affine
