@@ -13,7 +13,9 @@
 // a child process on the portable path (MLX_NODE_CPU_FEATURES=baseline) must match this one
 // bit for bit, and with the kernel switched off fast mode is exact mode. Fast mode's decode
 // steps also run attention as one kernel (crates/mlx/src/cpu/decode_attention.rs, its own sums,
-// the same bits on every CPU path too); with both kernels off it is exact mode.
+// the same bits on every CPU path too); with both kernels off it is exact mode. Fast layers hold
+// their weights laid out once at load for the kernel (crates/mlx/src/cpu/qmm_repack.rs), which
+// must not change a bit: MLX_NODE_REPACK=0 (MLX's layout, laid out per call) gives the same output.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
@@ -44,7 +46,7 @@ function child(load, env = {}) {
     })().catch((e) => { console.error(e); process.exit(1); });`;
   const r = spawnSync(process.execPath, ['-e', script], {
     cwd: path.join(__dirname, '..'),
-    env: { ...process.env, MLX_NODE_CPU_KERNELS: '', MLX_NODE_QMM_INT8_KERNEL: '', MLX_NODE_DECODE_ATTENTION_KERNEL: '', MLX_NODE_CPU_FEATURES: '', ...env },
+    env: { ...process.env, MLX_NODE_CPU_KERNELS: '', MLX_NODE_QMM_INT8_KERNEL: '', MLX_NODE_DECODE_ATTENTION_KERNEL: '', MLX_NODE_CPU_FEATURES: '', MLX_NODE_REPACK: '', ...env },
     encoding: 'utf8',
     timeout: 600_000,
   });
@@ -123,6 +125,11 @@ test('fast precision on a bfloat16 model: closer than exact mode to the float32 
 test('fast precision gives the same bits on the portable path (a CPU without AVX2)', () => {
   const portable = child({ precision: 'fast' }, { MLX_NODE_CPU_FEATURES: 'baseline' });
   for (const name of MODELS) assert.deepEqual(portable[name], fast[name], name);
+});
+
+test('weights repacked at load give fast precision\'s bits laid out per call (MLX_NODE_REPACK=0)', () => {
+  const perCall = child({ precision: 'fast' }, { MLX_NODE_REPACK: '0' });
+  for (const name of MODELS) assert.deepEqual(perCall[name], fast[name], name);
 });
 
 test('fast precision\'s decode steps run attention as one kernel: not the bits of MLX\'s ops, the same tokens', () => {

@@ -4,10 +4,12 @@
 //! The exact kernel's output is checked bit for bit against MLX's before
 //! either is timed; the fast one (`precision: 'fast'`, `cpu::qmm_int8`) is
 //! timed beside them, with its largest difference from MLX's output relative
-//! to the largest output.
+//! to the largest output, and so is the fast kernel on weights repacked once
+//! as a model's fast layers are at load (`quant::Repacked`), checked for the
+//! fast kernel's bits.
 use std::time::Instant;
 
-use mlx::quant::{quantize, quantized_matmul, quantized_matmul_mlx, Mode, Precision};
+use mlx::quant::{quantize, quantized_matmul, quantized_matmul_mlx, Mode, Precision, Repacked};
 use mlx::{random, Array, Dtype};
 
 /// Mean and standard deviation in ms over `runs` runs after one warm-up
@@ -29,8 +31,8 @@ pub(crate) fn time_ms(runs: usize, f: impl Fn() -> Array) -> (f64, f64) {
 /// `filter`: only the shapes whose description contains it (`--qmm prefill`).
 pub fn main(filter: Option<&str>) {
     println!("\n### Quantized matmul\n");
-    println!("| shape (rows x in -> out, bits/group) | dtype | MLX's op, ms (sd) | exact kernel, ms (sd) | speed-up | same bits | fast kernel, ms (sd) | fast / exact | fast's error |");
-    println!("|---|---|--:|--:|--:|:-:|--:|--:|--:|");
+    println!("| shape (rows x in -> out, bits/group) | dtype | MLX's op, ms (sd) | exact kernel, ms (sd) | speed-up | same bits | fast kernel, ms (sd) | fast / exact | fast's error | repacked, ms (sd) | repacked / fast |");
+    println!("|---|---|--:|--:|--:|:-:|--:|--:|--:|--:|--:|");
     let shapes = [
         (1, 1024, 3072, 4, 64, "decode, MLP up"),
         (1, 1024, 151_936, 4, 64, "decode, LM head"),
@@ -52,24 +54,31 @@ pub fn main(filter: Option<&str>) {
             mlx::eval(&[&x, &wq, &s, &b]).unwrap();
             let ours = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine, Precision::Exact).unwrap();
             let fast = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine, Precision::Fast).unwrap();
+            let r = Repacked::new(&wq, &s, &b, gs, bits).unwrap().expect("the fast kernel applies");
+            mlx::eval(&r.arrays()).unwrap();
+            let repacked = || r.matmul(&x).unwrap();
             let theirs = || quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap();
             let vals = |a: Array| a.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap();
             let want = vals(theirs());
             let same = vals(ours()).iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "{what} {dtype:?}: the kernel's output differs from MLX's op");
             let top = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+            let same_fast = vals(repacked()).iter().zip(&vals(fast())).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same_fast, "{what} {dtype:?}: the repacked weights give other bits than the fast kernel's");
             let err = vals(fast()).iter().zip(&want).fold(0f32, |a, (f, w)| a.max((f - w).abs())) / top;
             // MLX's bfloat16 op and its prefills are slow enough that a few runs say enough.
             let runs = if dtype == Dtype::Bfloat16 || m > 1 { 5 } else { 20 };
             let (tm, sm) = time_ms(runs, theirs);
             let (to, so) = time_ms(runs.max(20), ours);
             let (tf, sf) = time_ms(runs.max(20), fast);
+            let (tr, sr) = time_ms(runs.max(20), repacked);
             println!(
-                "| {m} x {k} -> {n}, {bits}/{gs} ({what}) | {} | {tm:.2} ({sm:.2}) | {to:.3} ({so:.3}) | {:.1}x | {} | {tf:.3} ({sf:.3}) | {:.2} | {err:.1e} |",
+                "| {m} x {k} -> {n}, {bits}/{gs} ({what}) | {} | {tm:.2} ({sm:.2}) | {to:.3} ({so:.3}) | {:.1}x | {} | {tf:.3} ({sf:.3}) | {:.2} | {err:.1e} | {tr:.3} ({sr:.3}) | {:.2} |",
                 dtype.name(),
                 tm / to,
                 if same { "yes" } else { "no" },
                 tf / to,
+                tr / tf,
             );
         }
     }

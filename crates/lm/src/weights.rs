@@ -38,6 +38,14 @@ fn fusion_on() -> bool {
     *ON.get_or_init(|| !std::env::var("MLX_NODE_FUSE_PROJECTIONS").is_ok_and(|v| v.trim() == "0"))
 }
 
+/// `Weights::repacked` lays fast-precision layers out for the int8 kernel unless
+/// `MLX_NODE_REPACK=0` (read once per process; a switch for measuring what
+/// repacking saves, and for checking that it keeps the tokens).
+fn repack_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !std::env::var("MLX_NODE_REPACK").is_ok_and(|v| v.trim() == "0"))
+}
+
 fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let index = dir.join("model.safetensors.index.json");
     let mut files: Vec<PathBuf> = if index.exists() {
@@ -391,16 +399,13 @@ impl Weights {
         let before = self.taken.len();
         let mut parts = Vec::with_capacity(prefixes.len());
         for (p, &out) in prefixes.iter().zip(out_dims) {
-            parts.push(self.linear(p, in_dims, out, bias)?);
+            parts.push(self.linear_in_mlx_layout(p, in_dims, out, bias, None)?);
         }
         // Checked above: the parts are quantized alike, so they concatenate.
         let unfused = |why: String| LmError::InvalidWeights(format!("the layers {} could not be held as one: {why}", prefixes.join(", ")));
         let fused = nn::Linear::concat_outputs(&parts).map_err(|e| unfused(e.message))?.ok_or_else(|| unfused("unlike".into()))?;
-        self.taken.truncate(before);
-        if let nn::Linear::Quantized { weight, scales, biases, bias, .. } = &fused {
-            self.taken.extend([Some(weight), Some(scales), biases.as_ref(), bias.as_ref()].into_iter().flatten().cloned());
-        }
-        Ok(Some(fused))
+        self.keep_only(before, &fused);
+        self.repacked(fused, before).map(Some)
     }
 
     /// `linear` of a layer that tensor parallelism splits (`split`): in a group,
@@ -447,8 +452,39 @@ impl Weights {
         }
     }
 
-    /// The weight (and bias) of `prefix`, its slice along `axis` in a group.
+    /// The weight (and bias) of `prefix`, its slice along `axis` in a group,
+    /// repacked for the fast kernel where that applies (`repacked`).
     fn linear_parts(&mut self, prefix: &str, in_dims: i32, out_dims: i32, bias: bool, axis: Option<i32>) -> Result<nn::Linear> {
+        let before = self.taken.len();
+        let linear = self.linear_in_mlx_layout(prefix, in_dims, out_dims, bias, axis)?;
+        self.repacked(linear, before)
+    }
+
+    /// `linear` (whose arrays were taken since `taken[before]`) with a fast-precision
+    /// quantized weight laid out for `cpu::qmm_int8` once, now, where that kernel applies
+    /// (`nn::Linear::repacked`); then only the new layout is kept for `finish` to read, so
+    /// that MLX's is not held beside it (a 4-bit layer stays 4 bits a weight). Never for an
+    /// embedding table: a tied LM head reads the table (`nn::Embedding::as_linear`), which
+    /// token lookups read by row, so it stays in MLX's layout.
+    fn repacked(&mut self, linear: nn::Linear, before: usize) -> Result<nn::Linear> {
+        if !repack_on() {
+            return Ok(linear);
+        }
+        let linear = linear.repacked()?;
+        if let nn::Linear::Repacked { .. } = &linear {
+            self.keep_only(before, &linear);
+        }
+        Ok(linear)
+    }
+
+    /// Of what was taken since `taken[before]`, only `linear`'s arrays are kept for `finish`.
+    fn keep_only(&mut self, before: usize, linear: &nn::Linear) {
+        self.taken.truncate(before);
+        self.taken.extend(linear.arrays().into_iter().cloned());
+    }
+
+    /// `linear_parts` in MLX's layout.
+    fn linear_in_mlx_layout(&mut self, prefix: &str, in_dims: i32, out_dims: i32, bias: bool, axis: Option<i32>) -> Result<nn::Linear> {
         let b = match bias {
             true => Some(self.take_split(&format!("{prefix}.bias"), &[out_dims], axis.filter(|&a| a == 0))?),
             false => None,

@@ -1,6 +1,7 @@
 //! The CPU quantized-matmul kernel behind `quant::quantized_matmul` must give
 //! MLX's own op's bits (4-bit models' parity with MLX-LM rests on it).
-use mlx::quant::{dequantize, for_device, gather_qmm, quantize, quantized_matmul, quantized_matmul_mlx, Mode, Precision};
+use mlx::nn::{Linear, QuantParams};
+use mlx::quant::{dequantize, for_device, gather_qmm, quantize, quantized_matmul, quantized_matmul_mlx, Mode, Precision, Repacked};
 use mlx::{random, Array, Dtype};
 
 /// Affine quantization: (packed, scales, biases).
@@ -193,6 +194,46 @@ fn fast_precision_on_a_prompt_gives_each_row_its_own_bits() {
     let exact = quantized_matmul(&x, &wq, &s, Some(&b), true, 64, 4, Mode::Affine, Precision::Exact).unwrap();
     let (f, e) = (all.to_vec::<f32>().unwrap(), exact.to_vec::<f32>().unwrap());
     assert!(f.iter().zip(&e).any(|(f, e)| f.to_bits() != e.to_bits()), "fast mode ran the exact kernel");
+}
+
+/// A fast-precision layer repacked at load (`Linear::repacked`) gives the bits
+/// of the fast kernel on MLX's layout, for one row, a small batch and a
+/// prompt, float32 and bfloat16, with a bias and `n` not a multiple of 8; an
+/// exact-precision layer is left as it is; an `x` of the wrong width or not
+/// a float, and a dense weight asked of it, are errors.
+#[test]
+fn a_repacked_layer_gives_the_fast_kernels_bits() {
+    for (i, &(n, k, gs, bits, dtype)) in
+        [(44, 256, 64, 4, Dtype::Float32), (17, 128, 32, 8, Dtype::Bfloat16), (24, 256, 128, 2, Dtype::Float32)].iter().enumerate()
+    {
+        let seed = 700 + 10 * i as u64;
+        let (wq, s, b) = affine(&normal(&[n, k], 0.05, seed).astype(dtype).unwrap(), gs, bits).unwrap();
+        let bias = normal(&[n], 1.0, seed + 1).astype(dtype).unwrap();
+        let layer = |precision| {
+            let q = QuantParams { group_size: gs, bits, mode: Mode::Affine, precision };
+            Linear::Quantized { weight: wq.clone(), scales: s.clone(), biases: Some(b.clone()), bias: Some(bias.clone()), q }
+        };
+        let repacked = layer(Precision::Fast).repacked().unwrap();
+        assert!(matches!(repacked, Linear::Repacked { .. }), "case {i}: not repacked");
+        for rows in [1, 2, 5, 8, 30] {
+            let x = normal(&[1, rows, k], 1.0, seed + 2 + rows as u64).astype(dtype).unwrap();
+            let (got, want) = (repacked.forward(&x).unwrap(), layer(Precision::Fast).forward(&x).unwrap());
+            assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &want.astype(Dtype::Float32).unwrap(), &format!("case {i}, {rows} rows"));
+            assert_eq!(got.dtype(), want.dtype(), "case {i}");
+        }
+        let exact = layer(Precision::Exact).repacked().unwrap();
+        assert!(matches!(exact, Linear::Quantized { .. }), "case {i}: exact precision was repacked");
+    }
+    let (wq, s, b) = affine(&normal(&[16, 128], 0.05, 790), 64, 4).unwrap();
+    let r = Repacked::new(&wq, &s, &b, 64, 4).unwrap().expect("the kernel applies");
+    let err = r.matmul(&normal(&[2, 96], 1.0, 791)).expect_err("a 96-wide x against a 128-wide w must fail");
+    assert!(err.message.contains("takes 128 inputs"), "{}", err.message);
+    let err = r.matmul(&Array::from_slice(&[1i32; 128], &[1, 128]).unwrap()).expect_err("an int32 x must fail");
+    assert!(err.message.contains("a float is needed"), "{}", err.message);
+    // The layer holds only the kernel's layout: no dense weight to give.
+    let layer = Linear::Repacked { weight: Box::new(r), bias: None };
+    let err = layer.dense_weight().expect_err("a repacked layer has no dense weight");
+    assert!(err.message.contains("fast kernel's layout"), "{}", err.message);
 }
 
 /// MLX's floating-point modes (uint8 scales, no biases) never reach our affine

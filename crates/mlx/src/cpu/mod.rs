@@ -8,5 +8,6 @@ pub mod kernel;
 pub mod math;
 pub(crate) mod qmm;
 pub(crate) mod qmm_int8;
+pub(crate) mod qmm_repack;
 pub mod row_ops;
 pub mod rows;

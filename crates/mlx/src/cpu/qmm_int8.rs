@@ -73,17 +73,17 @@ const ROWS: usize = 8;
 /// (their quantized values stay in L2: 128 KiB at `k` = 1024). Only the x86
 /// prompt paths use it.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-const CHUNK: usize = 64;
+pub(super) const CHUNK: usize = 64;
 
 /// Output columns per tile (one vector lane each).
-const TILE: usize = 8;
+pub(super) const TILE: usize = 8;
 /// Weights per block: what one vector holds unpacked (one byte each).
 const BLOCK: usize = 32;
 /// Weights per unit of the activations' layout: 64, as one 32-byte load of
 /// 4-bit weights unpacks into two blocks.
 const UNIT: usize = 64;
 /// Below this many multiply-adds one thread does it all.
-const PARALLEL_MIN: usize = 1 << 21;
+pub(super) const PARALLEL_MIN: usize = 1 << 21;
 
 /// One call's operands, with `x` already quantized.
 struct Problem<'a> {
@@ -158,20 +158,20 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
 };
 
 /// The quantized rows of `x`, their scales and sums (`quantize_rows`).
-type Scratch = (Vec<i8>, Vec<f32>, Vec<f32>);
+pub(super) type Scratch = (Vec<i8>, Vec<f32>, Vec<f32>);
 
 thread_local! {
     /// The quantized rows of a decode step's or small batch's `x`, kept per
     /// thread from call to call: a decode step makes about 200 of these
     /// calls, and allocating them each time showed up as malloc lock
     /// contention with the thread building the next graph.
-    static SCRATCH: std::cell::RefCell<Scratch> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    pub(super) static SCRATCH: std::cell::RefCell<Scratch> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
 // Compiled for AVX2 where the CPU has it (the rounding loop then runs 8 lanes at a time; plain
 // float adds and multiplies, so the same bits): it was 13% of a fast prompt on SmolLM2 as
 // baseline x86-64 code (perf, Zen 4).
-crate::avx2_fma_dispatch!(fn quantize_rows(x: &[f32], k: usize, gs: usize, bits: usize, xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) => quantize_rows_body);
+crate::avx2_fma_dispatch!(pub(super) fn quantize_rows(x: &[f32], k: usize, gs: usize, bits: usize, xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) => quantize_rows_body);
 
 /// Each row's groups as two 8-bit parts: with `d = max|x| / 127`,
 /// `hi = round(x / d)` and `lo = round((x / d - hi) * 256)` (ties to even), so
@@ -245,7 +245,7 @@ fn position(bits: usize, i: usize) -> usize {
 }
 
 /// Weight `e` of a packed row.
-fn weight(row: &[u32], bits: usize, e: usize) -> i32 {
+pub(super) fn weight(row: &[u32], bits: usize, e: usize) -> i32 {
     ((row[e * bits / 32] >> ((e * bits) % 32)) & ((1u32 << bits) - 1)) as i32
 }
 
@@ -281,7 +281,7 @@ impl Isa {
 
     /// Every path this CPU can run (for the tests).
     #[cfg(test)]
-    fn available() -> Vec<Isa> {
+    pub(super) fn available() -> Vec<Isa> {
         #[allow(unused_mut)]
         let mut v = vec![Isa::Scalar];
         #[cfg(target_arch = "x86_64")]
@@ -356,7 +356,7 @@ fn scalar_tiles(p: &Problem, tiles: Range<usize>, out: OutPtr) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(super) mod x86 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
@@ -383,7 +383,7 @@ mod x86 {
     /// and odd bytes.
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn dot_lanes_avx2(acc: __m256i, w: __m256i, x: __m256i, bits: usize) -> __m256i {
+    pub(in crate::cpu) unsafe fn dot_lanes_avx2(acc: __m256i, w: __m256i, x: __m256i, bits: usize) -> __m256i {
         if bits < 8 {
             return dot_avx2(acc, w, x, bits);
         }
@@ -395,14 +395,14 @@ mod x86 {
     /// As `dot_avx2`, in one `vpdpbusd` (AVX-VNNI).
     #[target_feature(enable = "avx2,avxvnni")]
     #[inline]
-    unsafe fn dot_avxvnni(acc: __m256i, w: __m256i, x: __m256i, _bits: usize) -> __m256i {
+    pub(in crate::cpu) unsafe fn dot_avxvnni(acc: __m256i, w: __m256i, x: __m256i, _bits: usize) -> __m256i {
         _mm256_dpbusd_avx_epi32(acc, w, x)
     }
 
     /// As `dot_avx2`, in one `vpdpbusd` (AVX-512 VNNI on 256-bit vectors).
     #[target_feature(enable = "avx2,avx512vnni,avx512vl")]
     #[inline]
-    unsafe fn dot_avx512vnni(acc: __m256i, w: __m256i, x: __m256i, _bits: usize) -> __m256i {
+    pub(in crate::cpu) unsafe fn dot_avx512vnni(acc: __m256i, w: __m256i, x: __m256i, _bits: usize) -> __m256i {
         _mm256_dpbusd_epi32(acc, w, x)
     }
 
@@ -498,7 +498,7 @@ mod x86 {
     /// sums, in the portable path's order.
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn add_group(acc: &mut __m256, isum: __m256i, scale: __m256, bias: __m256, d: f32, xsum: f32) {
+    pub(in crate::cpu) unsafe fn add_group(acc: &mut __m256, isum: __m256i, scale: __m256, bias: __m256, d: f32, xsum: f32) {
         let t = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(scale, _mm256_set1_ps(d)));
         *acc = _mm256_add_ps(*acc, t);
         *acc = _mm256_add_ps(*acc, _mm256_mul_ps(bias, _mm256_set1_ps(xsum)));
@@ -803,23 +803,23 @@ mod x86 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::quant::{quantize, quantized_matmul_mlx, Mode};
     use crate::random;
 
-    struct Data {
-        x: Vec<f32>,
-        w: Vec<u32>,
-        s: Vec<f32>,
-        b: Vec<f32>,
+    pub(in crate::cpu) struct Data {
+        pub x: Vec<f32>,
+        pub w: Vec<u32>,
+        pub s: Vec<f32>,
+        pub b: Vec<f32>,
         /// MLX's op on `x`.
-        exact: Vec<f32>,
+        pub exact: Vec<f32>,
         /// MLX's op on `x` rounded as the kernel rounds it (`d * xq`).
-        rounded: Vec<f32>,
+        pub rounded: Vec<f32>,
     }
 
-    fn problem_data(m: i32, k: i32, n: i32, gs: i32, bits: i32, seed: u64) -> Data {
+    pub(in crate::cpu) fn problem_data(m: i32, k: i32, n: i32, gs: i32, bits: i32, seed: u64) -> Data {
         let key = |s: u64| random::key(s).unwrap();
         let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(seed))).unwrap();
         let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.1, Some(&key(seed + 100))).unwrap();
@@ -843,7 +843,14 @@ mod tests {
         Data { x: xs, w: wq.to_vec().unwrap(), s: s.to_vec().unwrap(), b: b.to_vec().unwrap(), exact, rounded }
     }
 
-    fn run(isa: Isa, x: &[f32], w: &[u32], s: &[f32], b: &[f32], (m, k, n, gs, bits): (usize, usize, usize, usize, usize)) -> Vec<f32> {
+    pub(in crate::cpu) fn run(
+        isa: Isa,
+        x: &[f32],
+        w: &[u32],
+        s: &[f32],
+        b: &[f32],
+        (m, k, n, gs, bits): (usize, usize, usize, usize, usize),
+    ) -> Vec<f32> {
         let groups = k / gs;
         let mut xq = vec![0i8; 2 * m * k];
         let (mut xd, mut xsum) = (vec![0f32; m * groups], vec![0f32; m * groups]);

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use crate::distributed::Group;
-use crate::quant::{dequantize, quantized_matmul, Mode, Precision};
+use crate::quant::{dequantize, quantized_matmul, Mode, Precision, Repacked};
 use crate::{Array, Error, Result};
 
 /// Quantization parameters of one packed weight.
@@ -28,6 +28,13 @@ pub enum Linear {
         biases: Option<Array>,
         bias: Option<Array>,
         q: QuantParams,
+    },
+    /// A fast-precision quantized layer whose weights were laid out once, at
+    /// load time, for `cpu::qmm_int8` (`Linear::repacked`); only that kernel
+    /// reads them.
+    Repacked {
+        weight: Box<Repacked>,
+        bias: Option<Array>,
     },
     /// This process's columns of W (its share of the inputs, `part` holding no
     /// bias), the partial products summed over `group`, then the bias: MLX's
@@ -63,6 +70,13 @@ impl Linear {
             }
             Linear::Quantized { weight, scales, biases, bias, q } => {
                 let y = quantized_matmul(x, weight, scales, biases.as_ref(), true, q.group_size, q.bits, q.mode, q.precision)?;
+                match bias {
+                    Some(b) => y.add(b),
+                    None => Ok(y),
+                }
+            }
+            Linear::Repacked { weight, bias } => {
+                let y = weight.matmul(x)?;
                 match bias {
                     Some(b) => y.add(b),
                     None => Ok(y),
@@ -107,7 +121,40 @@ impl Linear {
         match self {
             Linear::Dense { .. } => Precision::Exact,
             Linear::Quantized { q, .. } => q.precision,
+            Linear::Repacked { .. } => Precision::Fast,
             Linear::ShardedToAll { part, .. } | Linear::Gathered { part, .. } => part.precision(),
+        }
+    }
+
+    /// The layer as its matmul runs fastest where that keeps its results: an
+    /// affine-quantized layer in fast precision with its weights repacked
+    /// for `cpu::qmm_int8` (`quant::Repacked`: the same bits, no per-call
+    /// layout), where that kernel applies (decided now, once: not with
+    /// `MLX_NODE_QMM_INT8_KERNEL=0`, nor off the CPU); anything else as it is.
+    /// The repacked layer holds only the new layout, so a layer whose weights
+    /// are also read another way (a tied embedding's table) must not be
+    /// passed here.
+    pub fn repacked(self) -> Result<Linear> {
+        if let Linear::Quantized { weight, scales, biases: Some(biases), bias, q } = &self {
+            if q.precision == Precision::Fast && q.mode == Mode::Affine {
+                if let Some(r) = Repacked::new(weight, scales, biases, q.group_size, q.bits)? {
+                    return Ok(Linear::Repacked { weight: Box::new(r), bias: bias.clone() });
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    /// The arrays the layer holds (to read them at load time).
+    pub fn arrays(&self) -> Vec<&Array> {
+        match self {
+            Linear::Dense { weight, bias } => std::iter::once(weight).chain(bias).collect(),
+            Linear::Quantized { weight, scales, biases, bias, .. } => {
+                [Some(weight), Some(scales), biases.as_ref(), bias.as_ref()].into_iter().flatten().collect()
+            }
+            Linear::Repacked { weight, bias } => weight.arrays().into_iter().chain(bias).collect(),
+            Linear::ShardedToAll { part, bias, .. } => part.arrays().into_iter().chain(bias).collect(),
+            Linear::Gathered { part, .. } => part.arrays(),
         }
     }
 
@@ -156,6 +203,7 @@ impl Linear {
             Linear::ShardedToAll { .. } | Linear::Gathered { .. } => {
                 Err(Error::new("a layer split across processes holds only its share of the weight"))
             }
+            Linear::Repacked { .. } => Err(Error::new("a repacked layer holds its weight in the fast kernel's layout only")),
         }
     }
 }

@@ -1,0 +1,493 @@
+//! `cpu::qmm_int8` on weights laid out once, at load time, for its integer
+//! dot products (what llama.cpp calls repacking): the fast-precision layers of
+//! a model hold their weights this way, so that no call lays them out again.
+//!
+//! Layout, per tile of eight output columns (`TILE`, one 32-bit vector lane
+//! each; columns past `n` are zero and never stored):
+//! - weights: `k * bits / 32` vectors of eight 32-bit words; word `c` of
+//!   vector `u` holds column `c`'s weights `4 * s .. 4 * s + 4` for the
+//!   `8 / bits` slots `s = u * 8 / bits + j`, byte `i` of the word holding
+//!   weight `4 * s + i` in its bits `j * bits ..`. Still `bits` bits a weight
+//!   (a 4-bit layer does not grow), unpacked by a shift and a mask, and a
+//!   group's weights are whole vectors (groups of 32 or more).
+//! - scales and biases: per group the eight scales then the eight biases, as
+//!   float32 (plain loads, where the row-major layout needs gathers).
+//!
+//! Each row of `x` is quantized as `qmm_int8` does, in index order, and
+//! broadcast four bytes at a time against a vector of weights: each lane sums
+//! its own column's products, with no reduction across the vector, for one
+//! row (decode) as for a prompt. The integer sums are exact and the float
+//! steps are `qmm_int8`'s portable path's, in its order, so every row count
+//! and instruction set gives that path's bits (tested below).
+use std::ops::Range;
+
+use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
+use crate::cpu::qmm::compute_dtype;
+use crate::cpu::qmm_int8::{quantize_rows, weight, Isa, Scratch, CHUNK, PARALLEL_MIN, SCRATCH, TILE};
+use crate::{Array, Dtype, Error, Result};
+
+/// A fast-precision quantized weight (affine, with biases) in the repacked
+/// layout. Its arrays are float32 holding the layout's words, so that no
+/// other op can take them for MLX's packing.
+pub struct Repacked {
+    weight: Array,
+    sb: Array,
+    n: i32,
+    k: i32,
+    group_size: i32,
+    bits: i32,
+    /// The original scales' dtype: with `x`'s, it makes the result's, as in
+    /// MLX's op.
+    scales_dtype: Dtype,
+}
+
+impl Repacked {
+    /// `w` (MLX's packing, `[n, k * bits / 32]`) with its scales and biases
+    /// repacked (lazily: graph nodes, read when the weights are), or `None`
+    /// where the kernel does not apply: the layer then keeps MLX's layout and
+    /// runs as before (`quant::quantized_matmul`). Decided here, once: the
+    /// kernel switched off (`MLX_NODE_QMM_INT8_KERNEL=0`), another device,
+    /// other widths or group sizes.
+    pub fn new(w: &Array, scales: &Array, biases: &Array, group_size: i32, bits: i32) -> Result<Option<Repacked>> {
+        let float = |d: Dtype| matches!(d, Dtype::Float32 | Dtype::Float16 | Dtype::Bfloat16);
+        if !matches!(bits, 2 | 4 | 8)
+            || !matches!(group_size, 32 | 64 | 128)
+            || w.dtype() != Dtype::Uint32
+            || w.ndim() != 2
+            || !float(scales.dtype())
+            || !float(biases.dtype())
+            || !Kernel::QmmInt8.enabled()
+        {
+            return Ok(None);
+        }
+        let (n, k) = (w.dim(0), w.dim(1) * (32 / bits));
+        if n <= 0 || k <= 0 || k % group_size != 0 || n >= 1 << 24 || k >= 1 << 24 {
+            return Ok(None);
+        }
+        let (groups, tiles) = (k / group_size, (n as usize).div_ceil(TILE) as i64);
+        if scales.shape() != [n, groups] || biases.shape() != [n, groups] {
+            return Ok(None);
+        }
+        let (words, sbs) = (tiles * TILE as i64 * (k * bits / 32) as i64, tiles * groups as i64 * 2 * TILE as i64);
+        if words > i32::MAX as i64 || sbs > i32::MAX as i64 {
+            return Ok(None);
+        }
+        let params = [k as f32, n as f32, group_size as f32, bits as f32];
+        Ok(Some(Repacked {
+            weight: cpu_kernel_f32("RepackWeightsInt8", REPACK_WEIGHTS, &params, &[w], &[words as i32])?,
+            sb: cpu_kernel_f32("RepackScalesInt8", REPACK_SCALES, &params, &[scales, biases], &[sbs as i32])?,
+            n,
+            k,
+            group_size,
+            bits,
+            scales_dtype: scales.dtype(),
+        }))
+    }
+
+    /// `x @ dequantize(w).T` by `cpu::qmm_int8`'s arithmetic, with its bits.
+    pub fn matmul(&self, x: &Array) -> Result<Array> {
+        if x.ndim() == 0 || x.dim(-1) != self.k {
+            return Err(Error::new(format!("quantized matmul: x has shape {:?}, the weight takes {} inputs", x.shape(), self.k)));
+        }
+        let out_dtype = compute_dtype(x.dtype(), self.scales_dtype)
+            .ok_or_else(|| Error::new(format!("quantized matmul: x of dtype {} (a float is needed)", x.dtype().name())))?;
+        let mut out_shape = x.shape();
+        *out_shape.last_mut().expect("x has a last axis") = self.n;
+        let params = [self.k as f32, self.n as f32, self.group_size as f32, self.bits as f32];
+        let y = cpu_kernel_f32("QuantizedMatmulInt8Repacked", QMM_REPACKED, &params, &[x, &self.weight, &self.sb], &out_shape)?;
+        if out_dtype == Dtype::Float32 {
+            Ok(y)
+        } else {
+            y.astype(out_dtype)
+        }
+    }
+
+    /// The arrays it holds (to read them at load time).
+    pub fn arrays(&self) -> [&Array; 2] {
+        [&self.weight, &self.sb]
+    }
+}
+
+/// The numbers every kernel here gets: `[k, n, group_size, bits]`.
+fn dims(params: &[f32]) -> [usize; 4] {
+    [params[0], params[1], params[2], params[3]].map(|v| v as usize)
+}
+
+/// Words of one tile's repacked weights.
+fn tile_words(k: usize, bits: usize) -> usize {
+    TILE * k * bits / 32
+}
+
+const REPACK_WEIGHTS: KernelF32 = |params, inputs, out| {
+    let [k, n, _, bits] = dims(params);
+    let w = inputs[0];
+    if w.len() != n * k * bits / 32 || out.len() != n.div_ceil(TILE) * tile_words(k, bits) {
+        out.fill(f32::NAN);
+        return;
+    }
+    // SAFETY: f32 and u32 have the same size and alignment; the words are only moved, as integers.
+    let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) };
+    let out = OutPtr(out.as_mut_ptr());
+    par_ranges(n.div_ceil(TILE), n * k >= PARALLEL_MIN, |tiles| {
+        // The whole `OutPtr` (which is `Sync`), not its field.
+        let dst = &out;
+        for tile in tiles {
+            let t = &repack_tile(w, n, k, bits, tile);
+            // SAFETY: the tile's words are inside `out` and belong to this range only.
+            unsafe { std::ptr::copy_nonoverlapping(t.as_ptr().cast::<f32>(), dst.0.add(tile * t.len()), t.len()) };
+        }
+    });
+};
+
+/// One tile's words in the repacked layout (`w` in MLX's packing).
+fn repack_tile(w: &[u32], n: usize, k: usize, bits: usize, tile: usize) -> Vec<u32> {
+    let (rw, per) = (k * bits / 32, 8 / bits);
+    let mut t = vec![0u32; TILE * rw];
+    for c in 0..TILE.min(n - tile * TILE) {
+        let row = &w[(tile * TILE + c) * rw..][..rw];
+        for u in 0..rw {
+            let mut word = 0u32;
+            for j in 0..per {
+                for i in 0..4 {
+                    word |= (weight(row, bits, 4 * (u * per + j) + i) as u32) << (8 * i + j * bits);
+                }
+            }
+            t[u * TILE + c] = word;
+        }
+    }
+    t
+}
+
+const REPACK_SCALES: KernelF32 = |params, inputs, out| {
+    let [k, n, gs, _] = dims(params);
+    let groups = k / gs;
+    let (scales, biases) = (inputs[0], inputs[1]);
+    if scales.len() != n * groups || biases.len() != scales.len() || out.len() != n.div_ceil(TILE) * groups * 2 * TILE {
+        out.fill(f32::NAN);
+        return;
+    }
+    out.fill(0.0);
+    for (col, (s, b)) in scales.chunks_exact(groups).zip(biases.chunks_exact(groups)).enumerate() {
+        let (tile, c) = (col / TILE, col % TILE);
+        for g in 0..groups {
+            let at = (tile * groups + g) * 2 * TILE + c;
+            out[at] = s[g];
+            out[at + TILE] = b[g];
+        }
+    }
+};
+
+/// One call's operands, with `x` already quantized (in index order).
+pub(super) struct Packed<'a> {
+    w: &'a [u32],
+    sb: &'a [f32],
+    xq: &'a [i8],
+    xd: &'a [f32],
+    xsum: &'a [f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    group_size: usize,
+    bits: usize,
+}
+
+impl Packed<'_> {
+    fn groups(&self) -> usize {
+        self.k / self.group_size
+    }
+    /// Row `m`'s part (0: `hi`, 1: `lo`) of the quantized `x`.
+    fn xq(&self, m: usize, part: usize) -> &[i8] {
+        &self.xq[(2 * m + part) * self.k..][..self.k]
+    }
+}
+
+const QMM_REPACKED: KernelF32 = |params, inputs, out| {
+    let [k, n, group_size, bits] = dims(params);
+    let (x, w, sb) = (inputs[0], inputs[1], inputs[2]);
+    let ok = k > 0
+        && n > 0
+        && matches!(bits, 2 | 4 | 8)
+        && matches!(group_size, 32 | 64 | 128)
+        && k % group_size == 0
+        && x.len() % k == 0
+        && out.len() == x.len() / k * n
+        && w.len() == n.div_ceil(TILE) * tile_words(k, bits)
+        && sb.len() == n.div_ceil(TILE) * (k / group_size) * 2 * TILE;
+    if !ok {
+        out.fill(f32::NAN);
+        return;
+    }
+    // SAFETY: f32 and u32 have the same size and alignment; the words are only read as integers.
+    let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) };
+    let m = x.len() / k;
+    let groups = k / group_size;
+    let mut compute = |(xq, xd, xsum): &mut Scratch| {
+        xq.resize(2 * m * k, 0);
+        xd.resize(m * groups, 0.0);
+        xsum.resize(m * groups, 0.0);
+        // 8 bits: index order (the layout above).
+        quantize_rows(x, k, group_size, 8, xq, xd, xsum);
+        let p = Packed { w, sb, xq, xd, xsum, m, n, k, group_size, bits };
+        let out_ptr = OutPtr(out.as_mut_ptr());
+        let isa = Isa::detect();
+        par_ranges(n.div_ceil(TILE), m * n * k >= PARALLEL_MIN, |tiles| run_tiles(&p, tiles, out_ptr, isa));
+    };
+    // As in `qmm_int8`: a decode step's or small batch's rows in the thread's scratch, a prompt's
+    // allocated per call.
+    if m <= TILE {
+        SCRATCH.with(|scratch| compute(&mut scratch.borrow_mut()));
+    } else {
+        compute(&mut Default::default());
+    }
+};
+
+pub(super) fn run_tiles(p: &Packed, tiles: Range<usize>, out: OutPtr, isa: Isa) {
+    match isa {
+        Isa::Scalar => scalar_tiles(p, tiles, out),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::detect` (or the tests' `available`) chose it: the CPU has AVX2.
+        Isa::Avx2 => unsafe { x86::tiles_avx2(p, tiles, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above: the CPU has AVX2 and AVX-VNNI.
+        Isa::AvxVnni => unsafe { x86::tiles_avxvnni(p, tiles, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above: the CPU has AVX2, AVX-512 VNNI and AVX-512 VL.
+        Isa::Avx512Vnni => unsafe { x86::tiles_avx512vnni(p, tiles, out) },
+    }
+}
+
+/// The portable path on the repacked layout: `qmm_int8::scalar_tiles`'
+/// arithmetic, in its order.
+fn scalar_tiles(p: &Packed, tiles: Range<usize>, out: OutPtr) {
+    let (groups, bits) = (p.groups(), p.bits);
+    let (per, per_group, mask) = (8 / bits, p.group_size * bits / 32, (1u32 << bits) - 1);
+    for tile in tiles {
+        let wt = &p.w[tile * tile_words(p.k, bits)..][..tile_words(p.k, bits)];
+        let sb = &p.sb[tile * groups * 2 * TILE..][..groups * 2 * TILE];
+        for m in 0..p.m {
+            let (xh, xl) = (p.xq(m, 0), p.xq(m, 1));
+            let mut acc = [0f32; TILE];
+            for g in 0..groups {
+                let (mut hi, mut lo) = ([0i32; TILE], [0i32; TILE]);
+                for u in g * per_group..(g + 1) * per_group {
+                    for c in 0..TILE {
+                        let word = wt[u * TILE + c];
+                        for j in 0..per {
+                            for i in 0..4 {
+                                let (q, e) = (((word >> (8 * i + j * bits)) & mask) as i32, 4 * (u * per + j) + i);
+                                hi[c] += q * xh[e] as i32;
+                                lo[c] += q * xl[e] as i32;
+                            }
+                        }
+                    }
+                }
+                let (d, xs) = (p.xd[m * groups + g], p.xsum[m * groups + g]);
+                for c in 0..TILE {
+                    let (scale, bias) = (sb[g * 2 * TILE + c], sb[g * 2 * TILE + TILE + c]);
+                    acc[c] += (256 * hi[c] + lo[c]) as f32 * (scale * d);
+                    acc[c] += bias * xs;
+                }
+            }
+            for (c, &v) in acc.iter().enumerate().take(p.n - tile * TILE) {
+                // SAFETY: (m, column) is inside `out`, and the column belongs to this call.
+                unsafe { *out.0.add(m * p.n + tile * TILE + c) = v };
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+    use std::ops::Range;
+
+    use super::{tile_words, Packed, CHUNK, TILE};
+    use crate::cpu::kernel::OutPtr;
+    use crate::cpu::qmm_int8::x86::{add_group, dot_avx512vnni, dot_avxvnni, dot_lanes_avx2};
+
+    /// The vector path, once per instruction set (a target feature cannot be
+    /// a generic parameter): per `CHUNK` rows, tile by tile, `R` rows at a
+    /// time (up to `$most`) against each vector of weights, unpacked once
+    /// for them.
+    macro_rules! tiles {
+        ($name:ident, $features:literal, $dot:ident, $most:literal) => {
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $name(p: &Packed, tiles: Range<usize>, out: OutPtr) {
+                /// Rows `m0..m0 + R` of tile `tile`, at `BITS` bits a weight.
+                #[target_feature(enable = $features)]
+                #[inline]
+                unsafe fn rows<const R: usize, const BITS: usize>(p: &Packed, m0: usize, tile: usize, out: OutPtr) {
+                    let groups = p.groups();
+                    let (per, per_group) = (8 / BITS, p.group_size * BITS / 32);
+                    let wt = p.w.as_ptr().add(tile * tile_words(p.k, BITS));
+                    let sb = p.sb.as_ptr().add(tile * groups * 2 * TILE);
+                    let xh: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 0).as_ptr());
+                    let xl: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 1).as_ptr());
+                    let bcast = |x: *const i8, o: usize| _mm256_set1_epi32(x.add(o).cast::<i32>().read_unaligned());
+                    let mask = _mm256_set1_epi8(((1u32 << BITS) - 1) as u8 as i8);
+                    let mut acc = [_mm256_setzero_ps(); R];
+                    for g in 0..groups {
+                        // One row alone sums into two accumulators per part (alternate slots), so
+                        // that its dot products do not all wait on one another.
+                        let (mut hi, mut lo) = ([[_mm256_setzero_si256(); 2]; R], [[_mm256_setzero_si256(); 2]; R]);
+                        for u in g * per_group..(g + 1) * per_group {
+                            let w = _mm256_loadu_si256(wt.add(u * TILE).cast());
+                            for j in 0..per {
+                                let wj = match BITS {
+                                    8 => w,
+                                    4 if j == 0 => _mm256_and_si256(w, mask),
+                                    _ => _mm256_and_si256(_mm256_srl_epi16(w, _mm_cvtsi32_si128((j * BITS) as i32)), mask),
+                                };
+                                let (o, a) = (4 * (u * per + j), if R == 1 { (u * per + j) % 2 } else { 0 });
+                                for r in 0..R {
+                                    hi[r][a] = $dot(hi[r][a], wj, bcast(xh[r], o), BITS);
+                                    lo[r][a] = $dot(lo[r][a], wj, bcast(xl[r], o), BITS);
+                                }
+                            }
+                        }
+                        let (scale, bias) = (_mm256_loadu_ps(sb.add(g * 2 * TILE)), _mm256_loadu_ps(sb.add(g * 2 * TILE + TILE)));
+                        for r in 0..R {
+                            let (h, l) = (_mm256_add_epi32(hi[r][0], hi[r][1]), _mm256_add_epi32(lo[r][0], lo[r][1]));
+                            let isum = _mm256_add_epi32(_mm256_slli_epi32::<8>(h), l);
+                            let at = (m0 + r) * groups + g;
+                            add_group(&mut acc[r], isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
+                        }
+                    }
+                    let n0 = tile * TILE;
+                    for (r, a) in acc.iter().enumerate() {
+                        let mut lanes = [0f32; TILE];
+                        _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+                        for (c, &v) in lanes.iter().enumerate().take(p.n - n0) {
+                            *out.0.add((m0 + r) * p.n + n0 + c) = v;
+                        }
+                    }
+                }
+
+                #[target_feature(enable = $features)]
+                #[inline]
+                unsafe fn all<const BITS: usize>(p: &Packed, tiles: Range<usize>, out: OutPtr) {
+                    for r0 in (0..p.m).step_by(CHUNK) {
+                        let end = (r0 + CHUNK).min(p.m);
+                        for tile in tiles.clone() {
+                            let mut m = r0;
+                            while m < end {
+                                let step = match end - m {
+                                    left if $most >= 8 && left >= 8 => {
+                                        rows::<8, BITS>(p, m, tile, out);
+                                        8
+                                    }
+                                    1 => {
+                                        rows::<1, BITS>(p, m, tile, out);
+                                        1
+                                    }
+                                    2 | 3 => {
+                                        rows::<2, BITS>(p, m, tile, out);
+                                        2
+                                    }
+                                    _ => {
+                                        rows::<4, BITS>(p, m, tile, out);
+                                        4
+                                    }
+                                };
+                                m += step;
+                            }
+                        }
+                    }
+                }
+
+                match p.bits {
+                    2 => all::<2>(p, tiles, out),
+                    4 => all::<4>(p, tiles, out),
+                    _ => all::<8>(p, tiles, out),
+                }
+            }
+        };
+    }
+
+    // Rows at a time: 4 in AVX2's 16 vector registers, 8 in AVX-512's 32.
+    tiles!(tiles_avx2, "avx2", dot_lanes_avx2, 4);
+    tiles!(tiles_avxvnni, "avx2,avxvnni", dot_avxvnni, 4);
+    tiles!(tiles_avx512vnni, "avx2,avx512vnni,avx512vl", dot_avx512vnni, 8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::qmm_int8::tests::{problem_data, run, Data};
+
+    /// `w`, `scales` and `biases` repacked by the load-time kernels' own code.
+    fn repack(w: &[u32], s: &[f32], b: &[f32], (k, n, gs, bits): (usize, usize, usize, usize)) -> (Vec<u32>, Vec<f32>) {
+        let params = [k as f32, n as f32, gs as f32, bits as f32];
+        let tiles = n.div_ceil(TILE);
+        let mut words = vec![0f32; tiles * tile_words(k, bits)];
+        // SAFETY: u32 and f32 have the same size and alignment (the kernel's input is the words' bits).
+        let wf = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<f32>(), w.len()) };
+        REPACK_WEIGHTS(&params, &[wf], &mut words);
+        let mut sb = vec![f32::NAN; tiles * (k / gs) * 2 * TILE];
+        REPACK_SCALES(&params, &[s, b], &mut sb);
+        (words.iter().map(|v| v.to_bits()).collect(), sb)
+    }
+
+    fn run_repacked(isa: Isa, x: &[f32], (w, sb): &(Vec<u32>, Vec<f32>), (m, k, n, gs, bits): (usize, usize, usize, usize, usize)) -> Vec<f32> {
+        let groups = k / gs;
+        let mut xq = vec![0i8; 2 * m * k];
+        let (mut xd, mut xsum) = (vec![0f32; m * groups], vec![0f32; m * groups]);
+        quantize_rows(x, k, gs, 8, &mut xq, &mut xd, &mut xsum);
+        let p = Packed { w, sb, xq: &xq, xd: &xd, xsum: &xsum, m, n, k, group_size: gs, bits };
+        let mut got = vec![f32::NAN; m * n];
+        run_tiles(&p, 0..n.div_ceil(TILE), OutPtr(got.as_mut_ptr()), isa);
+        got
+    }
+
+    /// Every instruction set on the repacked layout gives the bits of
+    /// `qmm_int8`'s portable path on MLX's layout, for one row, a small
+    /// batch and a prompt, and each row the bits it gets alone; a NaN or an
+    /// infinity makes its row NaN only.
+    #[test]
+    fn the_repacked_layout_gives_the_portable_bits_for_every_row_count() {
+        // Every width and group size, `n` a multiple of the tile and not, 1 to 8 rows and more
+        // (a partial row block of 4 after whole ones, and more than a CHUNK of 64).
+        let cases = [
+            (1, 256, 70, 64, 4),
+            (3, 128, 33, 32, 8),
+            (2, 256, 40, 128, 2),
+            (5, 576, 17, 32, 4),
+            (1, 512, 24, 128, 8),
+            (4, 64, 9, 32, 2),
+            (2, 256, 20, 128, 4),
+            (8, 192, 12, 64, 4),
+            (7, 96, 10, 32, 8),
+            (6, 96, 10, 32, 2),
+            (11, 128, 20, 64, 8),
+            (70, 64, 13, 32, 4),
+            (9, 256, 16, 128, 2),
+        ];
+        for (i, &(m, k, n, gs, bits)) in cases.iter().enumerate() {
+            let Data { mut x, w, s, b, .. } = problem_data(m, k, n, gs, bits, 40 + i as u64);
+            let dims = (m as usize, k as usize, n as usize, gs as usize, bits as usize);
+            let (m, k, n) = (dims.0, dims.1, dims.2);
+            // A NaN in the first row and an infinity in the last where there are three rows or more.
+            let bad = if m >= 3 { vec![0, m - 1] } else { vec![] };
+            if m >= 3 {
+                x[3] = f32::NAN;
+                x[(m - 1) * k + k / 2] = f32::INFINITY;
+            }
+            let portable = run(Isa::Scalar, &x, &w, &s, &b, dims);
+            let alone: Vec<f32> = x.chunks_exact(k).flat_map(|row| run(Isa::Scalar, row, &w, &s, &b, (1, k, n, dims.3, dims.4))).collect();
+            let packed = repack(&w, &s, &b, (k, n, dims.3, dims.4));
+            assert_eq!(packed.0.len(), n.div_ceil(TILE) * TILE * k * dims.4 / 32, "case {i}: the weights keep their size");
+            for isa in Isa::available() {
+                let got = run_repacked(isa, &x, &packed, dims);
+                for (r, ((g, want), a)) in got.chunks_exact(n).zip(portable.chunks_exact(n)).zip(alone.chunks_exact(n)).enumerate() {
+                    if bad.contains(&r) {
+                        assert!(g.iter().all(|v| v.is_nan()), "case {i}, {isa:?}: row {r} is not NaN");
+                    } else {
+                        let same = |o: &[f32]| g.iter().zip(o).all(|(g, o)| g.is_finite() && g.to_bits() == o.to_bits());
+                        assert!(same(want), "case {i}, {isa:?}: row {r} of {m} differs from the portable path");
+                        assert!(same(a), "case {i}, {isa:?}: row {r} of {m} differs from that row alone");
+                    }
+                }
+            }
+        }
+    }
+}
