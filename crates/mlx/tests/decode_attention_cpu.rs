@@ -21,16 +21,25 @@ fn buffer(rows: i32, heads: i32, len: i32, capacity: i32, d: i32, seed: u64) -> 
     Array::concatenate(&[&held, &unwritten], 2).unwrap()
 }
 
-/// MLX's attention, batch row by batch row over each cache's held positions, as `[B, 1, n_q * d]`.
-fn reference(q: &Array, kv: &[CachedKv], scale: f32) -> Vec<f32> {
+/// MLX's attention, batch row by batch row over each cache's held positions,
+/// for `q` `[B, n_q, T, d]` whose positions are the last `T` each cache holds
+/// (causal for several positions), as `[B, T, n_q * d]`.
+fn reference(q: &Array, kv: &[CachedKv], scale: f32, causal: bool) -> Vec<f32> {
     let mut out = Vec::new();
     let mut b = 0;
     for c in kv {
         for r in 0..c.keys.dim(0) {
             let held = |a: &Array| a.slice_axis(0, r, r + 1).unwrap().slice_axis(2, 0, c.len).unwrap();
             let qb = q.slice_axis(0, b, b + 1).unwrap();
-            let o = scaled_dot_product_attention_mlx(&qb, &held(c.keys), &held(c.values), scale, AttentionMask::None).unwrap();
-            out.extend(o.to_vec::<f32>().unwrap());
+            let o = scaled_dot_product_attention_mlx(
+                &qb,
+                &held(c.keys),
+                &held(c.values),
+                scale,
+                if causal { AttentionMask::Causal } else { AttentionMask::None },
+            )
+            .unwrap();
+            out.extend(o.transpose(&[0, 2, 1, 3]).unwrap().flatten().unwrap().to_vec::<f32>().unwrap());
             b += 1;
         }
     }
@@ -66,30 +75,13 @@ fn decode_attention_equals_mlx() {
             continue;
         };
         assert_eq!(got.shape(), vec![b, 1, n_q * d], "case {i}");
-        let (got, want) = (got.to_vec::<f32>().unwrap(), reference(&q, &kv, scale));
+        let (got, want) = (got.to_vec::<f32>().unwrap(), reference(&q, &kv, scale, false));
         // Outputs are weighted means of order-one values; the sums' order is
         // not OpenBLAS's, so the last bits differ.
         let worst = want.iter().zip(&got).map(|(a, g)| (a - g).abs()).fold(0f32, f32::max);
         assert!(worst <= 1e-5, "case {i} (ratio {ratio}, d {d}): off by {worst}");
         assert!(got.iter().all(|g| g.is_finite()), "case {i}");
     }
-}
-
-/// MLX's causal attention, batch row by batch row, for `q` `[B, n_q, T, d]`
-/// whose positions are the last `T` each cache holds, as `[B, T, n_q * d]`.
-fn causal_reference(q: &Array, kv: &[CachedKv], scale: f32) -> Vec<f32> {
-    let mut out = Vec::new();
-    let mut b = 0;
-    for c in kv {
-        for r in 0..c.keys.dim(0) {
-            let held = |a: &Array| a.slice_axis(0, r, r + 1).unwrap().slice_axis(2, 0, c.len).unwrap();
-            let qb = q.slice_axis(0, b, b + 1).unwrap();
-            let o = scaled_dot_product_attention_mlx(&qb, &held(c.keys), &held(c.values), scale, AttentionMask::Causal).unwrap();
-            out.extend(o.transpose(&[0, 2, 1, 3]).unwrap().flatten().unwrap().to_vec::<f32>().unwrap());
-            b += 1;
-        }
-    }
-    out
 }
 
 #[test]
@@ -112,7 +104,7 @@ fn several_queries_attend_causally_as_mlx() {
             continue;
         };
         assert_eq!(got.shape(), vec![3, t, n_q * d], "case {i}");
-        let (got, want) = (got.to_vec::<f32>().unwrap(), causal_reference(&q, &kv, scale));
+        let (got, want) = (got.to_vec::<f32>().unwrap(), reference(&q, &kv, scale, true));
         let worst = want.iter().zip(&got).map(|(a, g)| (a - g).abs()).fold(0f32, f32::max);
         assert!(worst <= 1e-5, "case {i} (ratio {ratio}, d {d}, {t} queries after {before}): off by {worst}");
         assert!(got.iter().all(|g| g.is_finite()), "case {i}");
