@@ -43,6 +43,8 @@ NAMES = {
 ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 PERMUTED = ("llama", "mistral")
 TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
+# tokenizer.ggml.pre names whose models' own tokenizers normalize to NFC.
+NFC_PRE = ("qwen2", "deepseek-r1-qwen")
 
 
 def read_metadata(path):
@@ -170,6 +172,13 @@ def write_tokenizer(arch, meta, out):
         # As get_gguf_tokenizer: llama.cpp adds BOS to a sentencepiece vocabulary that does not say otherwise.
         config.setdefault("add_bos_token", True)
     backend, _ = convert_gguf_tokenizer(arch, grouped["tokenizer"])
+    if meta.get("tokenizer.ggml.pre") in NFC_PRE and backend.normalizer is None:
+        # Qwen2's own tokenizer.json (Qwen2TokenizerFast) composes text to NFC first; a GGUF does
+        # not carry the normalizer and transformers' converter leaves it out ("e" + a combining
+        # accent then tokenizes apart). mlx-node's GGUF loader adds it for the same names
+        # (crates/lm/src/gguf/tokenizer.rs).
+        from tokenizers import normalizers
+        backend.normalizer = normalizers.NFC()
     for name, key in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"), ("unk_token", "unknown_token_id"), ("pad_token", "padding_token_id")):
         v = meta.get(f"tokenizer.ggml.{key}")
         if v is not None:
