@@ -224,6 +224,12 @@ fn a_repacked_layer_gives_the_fast_kernels_bits() {
         let exact = layer(Precision::Exact).repacked().unwrap();
         assert!(matches!(exact, Linear::Quantized { .. }), "case {i}: exact precision was repacked");
     }
+    // 4-bit rows not of whole units of 64 (96 wide) stay in MLX's layout, as the fast
+    // kernel declines them too.
+    let (wq, s, b) = affine(&normal(&[16, 96], 0.05, 789), 32, 4).unwrap();
+    let q = QuantParams { group_size: 32, bits: 4, mode: Mode::Affine, precision: Precision::Fast };
+    let layer = Linear::Quantized { weight: wq, scales: s, biases: Some(b), bias: None, q };
+    assert!(matches!(layer.repacked().unwrap(), Linear::Quantized { .. }), "a 96-wide 4-bit layer was repacked");
     let (wq, s, b) = affine(&normal(&[16, 128], 0.05, 790), 64, 4).unwrap();
     let r = Repacked::new(&wq, &s, &b, 64, 4).unwrap().expect("the kernel applies");
     let err = r.matmul(&normal(&[2, 96], 1.0, 791)).expect_err("a 96-wide x against a 128-wide w must fail");

@@ -61,7 +61,9 @@ impl Repacked {
             return Ok(None);
         }
         let (n, k) = (w.dim(0), w.dim(1) * (32 / bits));
-        if n <= 0 || k <= 0 || k % group_size != 0 || n >= 1 << 24 || k >= 1 << 24 {
+        // 4-bit rows of whole units of 64, as `qmm_int8` takes them (where the kernel declines,
+        // the layer keeps MLX's layout and its exact op).
+        if n <= 0 || k <= 0 || k % group_size != 0 || (bits == 4 && k % 64 != 0) || n >= 1 << 24 || k >= 1 << 24 {
             return Ok(None);
         }
         let (groups, tiles) = (k / group_size, (n as usize).div_ceil(TILE) as i64);
