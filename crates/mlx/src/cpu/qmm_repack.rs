@@ -23,7 +23,7 @@ use std::ops::Range;
 
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::qmm::compute_dtype;
-use crate::cpu::qmm_int8::{quantize_rows, weight, Isa, Scratch, CHUNK, PARALLEL_MIN, SCRATCH, TILE};
+use crate::cpu::qmm_int8::{quantize_rows, weight, Isa, Scratch, PARALLEL_MIN, SCRATCH, TILE};
 use crate::{Array, Dtype, Error, Result};
 
 /// A fast-precision quantized weight (affine, with biases) in the repacked
@@ -303,9 +303,10 @@ mod x86 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
-    use super::{tile_words, Packed, CHUNK, TILE};
+    use super::{tile_words, Packed, TILE};
     use crate::cpu::kernel::OutPtr;
     use crate::cpu::qmm_int8::x86::{add_group, dot_avx512vnni, dot_avxvnni, dot_lanes_avx2};
+    use crate::cpu::qmm_int8::CHUNK;
 
     /// The vector path, once per instruction set (a target feature cannot be
     /// a generic parameter): per `CHUNK` rows, tile by tile, `R` rows at a
