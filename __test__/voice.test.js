@@ -2,7 +2,8 @@
 // Voice cloning (createVoice, Voice, `voice: 'clip.wav'`) against mlx-audio 0.6.2's
 // prepare_conditionals and generate(ref_audio=...), dumped at setup by scripts/fixtures_voice.py
 // (scripts/voice_clone_ref.py) on the Chatterbox fixture, the fixture clips and a seeded S3
-// tokenizer saved as the Hugging Face cache holds mlx-community/S3TokenizerV2.
+// tokenizer saved as the Hugging Face cache holds mlx-community/S3TokenizerV2; one French synthesis
+// with a cloned voice on the Multilingual fixture.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -126,6 +127,33 @@ test('a cloned voice speaks as mlx-audio\'s generate(ref_audio=...): a Voice, a 
   for await (const c of s2) again.push(...c.audio);
   assert.equal((await s2.result).promptCache, 'kept');
   assert.deepEqual(again, chunks.flatMap((c) => Array.from(c)), 'the stream from the kept cache');
+  voice.dispose();
+});
+
+// Chatterbox Multilingual clones with its own encoders (the same front end): a WAV path and a
+// Voice speak French as mlx-audio's generate(ref_audio=..., lang_code="fr"), streamed too.
+test('a cloned voice speaks French on Chatterbox Multilingual as mlx-audio\'s generate(ref_audio=..., lang_code="fr"), synthesized and streamed', async () => {
+  const { speech_mtl: speech } = JSON.parse(fs.readFileSync(path.join(VOICE, 'clone.json'), 'utf8'));
+  const ref = readSafetensors(path.join(VOICE, 'clone_speech_mtl.safetensors'));
+  const tts = await loadTTS(path.join(TTS_FIXTURES_DIR, speech.fixture), { s3Tokenizer: tokenizerDir() });
+  models.push(tts);
+  const opts = synthesizeOptions(speech, speech.seed);
+  assert.equal(opts.language, 'fr');
+  const wav = path.join(VOICE, speech.ref_audio);
+  const byPath = await tts.synthesize(speech.text, { ...opts, voice: wav });
+  assert.deepEqual(byPath.speechTokens, Array.from(ref.speech_tokens.data), 'speech tokens');
+  assert.equal(byPath.audio.length, ref.wav.data.length, 'sample count');
+  const d = maxAbsDiff(byPath.audio, ref.wav.data);
+  assert.ok(d <= AUDIO_TOLERANCE, `audio differs by ${d}`);
+
+  const voice = await tts.createVoice(wav);
+  const s = tts.stream(speech.text, { ...opts, voice });
+  const chunks = [];
+  for await (const c of s) chunks.push(c.audio);
+  const r = await s.result;
+  assert.deepEqual(r.speechTokens, byPath.speechTokens, 'streamed speech tokens');
+  assert.ok(chunks.length >= 2, `expected audio in several chunks, got ${chunks.length}`);
+  assert.equal(chunks.reduce((n, c) => n + c.length, 0), byPath.audio.length, 'streamed sample count');
   voice.dispose();
 });
 
