@@ -22,7 +22,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { PythonWorker } = require('./python-worker');
 const { median, sh, machineInfo, sourceInfo, loadavg, argReaders } = require('./machine');
-const { benchVoices, voiceTable, CLIP, CUT_START_MS, CUT_STEP_MS } = require('./tts-voices');
+const { benchVoices, voiceTable, CLIP, CUT_START_MS, CUT_STEP_MS, TURBO_CLIPS } = require('./tts-voices');
 
 const ROOT = path.resolve(__dirname, '..');
 const RESULTS = path.join(__dirname, 'RESULTS.md');
@@ -56,8 +56,10 @@ const PLAN = {
   fixtures: { models: ['chatterbox', 'chatterbox-q4', 'chatterbox-q6'], text: FIXTURE_TEXT, maxTokens: 200, rounds: 3, stopAt: 40 },
   long: { models: ['chatterbox', 'chatterbox-q4'], folder: 'fixtures-stop152', text: FIXTURE_TEXT, maxTokens: 300, rounds: 3, stopAt: 152 },
   full: { models: ['chatterbox-full'], folder: 'chatterbox-full', text: FULL_TEXT, maxTokens: 100, rounds: 2, stopAt: 40 },
-  // Ours only (tts-voices.js): the built-in voice and two cloned ones, on the tests' fixture.
-  voices: { models: [], text: FIXTURE_TEXT, maxTokens: 200, rounds: 3 },
+  // Ours only (tts-voices.js): the built-in voice and two cloned ones, on the tests' fixture;
+  // then on the full-size Turbo (PLAN.turbo's folder, text and options; rounds: --full-rounds),
+  // whose stream makes 4 chunks of 100 speech tokens (10, 20, 40, 30).
+  voices: { models: [], text: FIXTURE_TEXT, maxTokens: 200, rounds: 3, turbo: { maxTokens: 100, rounds: 2 } },
   // Turbo's random T3 stops at GPT-2 position 430 (scripts/fixtures_tts_turbo.py), about
   // 43 speech tokens after FULL_TEXT's prompt; maxTokens bounds it where it does not.
   // Turbo's own defaults (mlx-audio's generate): it has no guidance, emotion or min-p.
@@ -76,10 +78,11 @@ const FULL_BUDGET_S = 15 * 60;
 const USAGE = `usage: npm run bench:tts -- [options]
   --quick            smoke run: the tests' fixtures only, 1 round (about 2 minutes)
   --only WHAT        fixtures | long (the fixtures stopping at ${PLAN.long.stopAt}) | full | turbo (full-size Turbo)
-                     | voices (first chunk of cloned voices; its own section of RESULTS.md)
+                     | voices (first chunk of cloned voices, fixture and full-size Turbo; its own section of RESULTS.md)
   --rounds N         timed rounds per fixture model, both lengths (default ${PLAN.fixtures.rounds}; --quick: 1)
   --full-rounds N    timed rounds for the full-size model, however long they take (default:
-                     ${PLAN.full.rounds}, fewer if they would end after ${FULL_BUDGET_S / 60} minutes of full-size work)
+                     ${PLAN.full.rounds}, fewer if they would end after ${FULL_BUDGET_S / 60} minutes of full-size work);
+                     voices: the later streams of each full-size Turbo voice (default ${PLAN.voices.turbo.rounds})
   --write            write the section into benchmark/RESULTS.md even if this is not a full default run
   --no-build         use the addon as built (default: npm run build first)`;
 
@@ -426,7 +429,7 @@ function renderSection(report) {
       '(`scripts/fixtures_tts.py --full`: T3 30 layers, full S3Gen with 10 Euler steps, HiFT 512 channels, a 250-token (10 s) S3Gen voice prompt). ' +
       '`chatterbox-turbo-full`: Chatterbox Turbo likewise (`scripts/fixtures_tts_turbo.py --full`: GPT-2 medium T3 of 24 layers with a 375-token reference clip, ' +
       'the meanflow S3Gen with 2 Euler steps, full HiFT, a 250-token S3Gen voice prompt), against mlx-audio\'s `ChatterboxTurboTTS.generate` ' +
-      '(its `max_tokens` = maxTokens - 1; options temperature 0.8, repetitionPenalty 1.2, topP 0.95, top-k 1000: Turbo\'s defaults; our Turbo `stream()` streams in chunks as Chatterbox\'s does, without a prompt cache). ' +
+      '(its `max_tokens` = maxTokens - 1; options temperature 0.8, repetitionPenalty 1.2, topP 0.95, top-k 1000: Turbo\'s defaults; our Turbo `stream()` streams in chunks as Chatterbox\'s does, from the voice\'s prompt cache). ' +
       'The random speech head is built to emit the stop token at one speech position, so T3 ends there on every model: ' +
       `${PLAN.fixtures.stopAt} for the tests' fixtures and the full size, 1.4 s of audio, where a real voice says the fixtures' text in about 6 s ` +
       `(92 characters at 15 a second, 25 speech tokens a second): the stop ${PLAN.long.stopAt} rows come close (the random head also samples special ids, ` +
@@ -473,14 +476,18 @@ function renderSection(report) {
 
 function renderVoiceSection(report) {
   const p = PLAN.voices;
+  const t = PLAN.turbo;
   return [
     VOICE_SECTION,
     '',
     `Made by \`${report.command}\` on ${report.date}; load average (1, 5, 15 min) before: ${report.loadBefore}. Machine and builds: as in the Speech (Chatterbox) section's list.`,
     '',
-    `- Time to the first chunk of \`tts.stream(text, { ...options, voice })\` on the tests' fixture (\`.cache/fixtures-tts/chatterbox\`), seed ${SEED}, maxTokens ${p.maxTokens}, text "${p.text}", the other options as in that section.`,
-    `- The cloned voices: \`createVoice({ samples, sampleRate })\` of the fixture recording ${CLIP} (.cache/fixtures-voice) cut at ${CUT_START_MS} ms and on in ${CUT_STEP_MS} ms steps until one cut leaves an even prompt mel and one an odd one (one frame more than two per prompt token, as mlx-audio's embed_ref leaves about half of all clips).`,
-    '- Per voice: its first stream (which makes the voice\'s S3Gen prompt cache), then the later streams, which start from that cache. The fixture\'s own voice has a 20-token prompt, the cloned ones 200: their flow pass over the prompt costs more.',
+    `- Time to the first chunk of \`tts.stream(text, { ...options, voice })\`, seed ${SEED}, on two models. The tests' Chatterbox fixture (\`.cache/fixtures-tts/chatterbox\`): maxTokens ${p.maxTokens}, text "${p.text}", the other options as in that section. ` +
+      `The full-size random-weight Chatterbox Turbo (\`.cache/bench-models/${t.folder}\`, \`scripts/fixtures_tts_turbo.py --full\`): maxTokens ${p.turbo.maxTokens}, text "${t.text}", Turbo's defaults (${Object.entries(t.options).map(([k, v]) => `${k} ${v}`).join(', ')}); its test fixture stops after about 9 speech tokens, before a first chunk.`,
+    `- The cloned Chatterbox voices: \`createVoice({ samples, sampleRate })\` of the fixture recording ${CLIP} (.cache/fixtures-voice) cut at ${CUT_START_MS} ms and on in ${CUT_STEP_MS} ms steps until one cut leaves an even prompt mel and one an odd one (one frame more than two per prompt token, as mlx-audio's embed_ref leaves about half of all clips).`,
+    `- The cloned Turbo voices: \`createVoice({ samples, sampleRate })\` of the Turbo test fixture's 16 s recording (${TURBO_CLIPS[0].file}, T3's whole 375-token prompt, as long as the built-in voice's) and of the 11.2 s ${CLIP} whole (fewer T3 prompt tokens), through the seeded S3 tokenizer of .cache/fixtures-voice. "cloned in s": the \`createVoice\` call.`,
+    '- Per model, after one warm-up `synthesize()` of 5 tokens with the built-in voice (no prompt cache): per voice, its first stream (which makes the voice\'s S3Gen prompt cache); then rounds of one stream per voice, interleaved (each round starting one voice further on), each after an untimed \`prepare({ voice })\`, so that it starts from that voice\'s cache as its later streams do while the load of other work falls on every voice alike. "its prompt": the voice\'s T3 prompt tokens and S3Gen prompt (tokens and mel frames). ' +
+      '"their T3 prompt s": SpeechResult\'s promptTokens / promptTps, T3\'s prompt pass with its first speech token, which every first chunk waits for.',
     '',
     voiceTable(report.voices),
     '',
@@ -531,9 +538,13 @@ async function main() {
     const dir = ensureBenchModels(p.folder, ['--full'], 'the full-size random-weight Chatterbox (~2.6 GB)', python, env);
     targets.push({ name: 'chatterbox-full', dir, plan: p, run: { rounds: args.fullRounds ?? p.rounds, budgetS: args.fullRounds ? null : FULL_BUDGET_S, streamOnce: true } });
   }
+  const turboDir =
+    groups.includes('turbo') || groups.includes('voices')
+      ? ensureBenchModels(PLAN.turbo.folder, ['--full'], 'the full-size random-weight Chatterbox Turbo (~3 GB)', python, env, TURBO_SCRIPT)
+      : null;
   if (groups.includes('turbo')) {
     const p = PLAN.turbo;
-    const dir = ensureBenchModels(p.folder, ['--full'], 'the full-size random-weight Chatterbox Turbo (~3 GB)', python, env, TURBO_SCRIPT);
+    const dir = turboDir;
     targets.push({ name: 'chatterbox-turbo-full', dir, plan: p, run: { rounds: args.fullRounds ?? p.rounds, budgetS: args.fullRounds ? null : FULL_BUDGET_S, streamOnce: true } });
   }
 
@@ -556,7 +567,12 @@ async function main() {
   try {
     if (groups.includes('voices')) {
       const p = PLAN.voices;
-      report.voices = await benchVoices({ text: p.text, options: { ...OPTIONS, maxTokens: p.maxTokens, seed: SEED }, rounds: args.rounds ?? p.rounds, log });
+      const t = PLAN.turbo;
+      report.voices = await benchVoices({
+        chatterbox: { text: p.text, options: { ...OPTIONS, maxTokens: p.maxTokens, seed: SEED }, rounds: args.rounds ?? p.rounds },
+        turbo: { dir: turboDir, text: t.text, options: { ...t.options, maxTokens: p.turbo.maxTokens, seed: SEED }, rounds: args.fullRounds ?? p.turbo.rounds },
+        log,
+      });
     }
     if (targets.length === 0) return finish(report, args, started);
     report.theirs = await worker.request({ cmd: 'info' });
