@@ -1,6 +1,8 @@
 //! The CPU quantized-matmul kernels against MLX's own op on the same inputs:
-//! 4-bit weights at a Qwen3-0.6B layer's and LM head's shapes (group 64) and
-//! SmolLM2-135M's (group 32, its LM head 8-bit), in float32 and bfloat16.
+//! 4-bit weights at a Qwen3-0.6B layer's and LM head's shapes (group 64, and
+//! group 32 with float16 scales held as float32, as in a model converted from
+//! a GGUF Q4_0 file) and SmolLM2-135M's (group 32, its LM head 8-bit), in
+//! float32 and bfloat16.
 //! The exact kernel's output is checked bit for bit against MLX's before
 //! either is timed; the fast one (`precision: 'fast'`, `cpu::qmm_int8`) is
 //! timed beside them, with its largest difference from MLX's output relative
@@ -28,8 +30,31 @@ pub(crate) fn time_ms(runs: usize, f: impl Fn() -> Array) -> (f64, f64) {
     (mean, sd)
 }
 
+/// Medians in ms of `f` and `g` over `runs` runs each, taken in turn (so that
+/// a busy machine slows both alike), after one warm-up of each.
+fn median_pair(runs: usize, f: impl Fn() -> Array, g: impl Fn() -> Array) -> (f64, f64) {
+    let time = |h: &dyn Fn() -> Array| {
+        let s = Instant::now();
+        h().eval().unwrap();
+        s.elapsed().as_secs_f64() * 1e3
+    };
+    let (mut a, mut b) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    time(&f);
+    time(&g);
+    for _ in 0..runs {
+        a.push(time(&f));
+        b.push(time(&g));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    (median(&mut a), median(&mut b))
+}
+
 /// `filter`: only the shapes whose description contains it (`--qmm prefill`).
 pub fn main(filter: Option<&str>) {
+    let mut scales_rows = Vec::new();
     println!("\n### Quantized matmul\n");
     println!("| shape (rows x in -> out, bits/group) | dtype | MLX's op, ms (sd) | exact kernel, ms (sd) | speed-up | same bits | fast kernel, ms (sd) | fast / exact | fast's error | repacked, ms (sd) | repacked / fast |");
     println!("|---|---|--:|--:|--:|:-:|--:|--:|--:|--:|--:|");
@@ -43,14 +68,20 @@ pub fn main(filter: Option<&str>) {
         (1, 576, 1536, 4, 32, "SmolLM2 decode, MLP up"),
         (1, 576, 49_152, 8, 32, "SmolLM2 decode, LM head"),
         (380, 576, 1536, 4, 32, "SmolLM2 380-token prefill, MLP up"),
+        (1, 1024, 3072, 4, 32, "Q4_0 decode, MLP up"),
+        (1, 1024, 151_936, 4, 32, "Q4_0 decode, LM head"),
+        (384, 1024, 3072, 4, 32, "Q4_0 384-token prefill, MLP up"),
     ];
     for dtype in [Dtype::Float32, Dtype::Bfloat16] {
         for &(m, k, n, bits, gs, what) in shapes.iter().filter(|s| filter.is_none_or(|f| s.5.contains(f))) {
             let key = |s: u64| random::key(s).unwrap();
             let x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(1))).unwrap().astype(dtype).unwrap();
-            let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.05, Some(&key(2))).unwrap().astype(dtype).unwrap();
-            let (wq, s, b) = quantize(&w, gs, bits, Mode::Affine).unwrap();
+            let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.05, Some(&key(2))).unwrap();
+            // A GGUF Q4_0 model's scales are float16 values, stored as float32 by the conversion.
+            let q4_0 = what.starts_with("Q4_0");
+            let (wq, s, b) = quantize(&w.astype(if q4_0 { Dtype::Float16 } else { dtype }).unwrap(), gs, bits, Mode::Affine).unwrap();
             let b = b.expect("affine quantization has biases");
+            let (s, b) = if q4_0 { (s.astype(Dtype::Float32).unwrap(), b.astype(Dtype::Float32).unwrap()) } else { (s, b) };
             mlx::eval(&[&x, &wq, &s, &b]).unwrap();
             let ours = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine, Precision::Exact).unwrap();
             let fast = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine, Precision::Fast).unwrap();
@@ -72,6 +103,17 @@ pub fn main(filter: Option<&str>) {
             let (to, so) = time_ms(runs.max(20), ours);
             let (tf, sf) = time_ms(runs.max(20), fast);
             let (tr, sr) = time_ms(runs.max(20), repacked);
+            if q4_0 {
+                // The same layer with its scales held in float32 (nudged off float16 values, which
+                // costs the same), against float16.
+                let nudge = |a: &Array| a.multiply_scalar(1.0 + 1.0 / 1_048_576.0).unwrap();
+                let r32 = Repacked::new(&wq, &nudge(&s), &nudge(&b), gs, bits).unwrap().expect("the fast kernel applies");
+                mlx::eval(&r32.arrays()).unwrap();
+                let bytes = |r: &Repacked| r.arrays().iter().map(|a| a.size() * 4).sum::<usize>();
+                assert!(bytes(&r32) > bytes(&r), "{what}: the float16 scales are held in 16 bits");
+                let (t32, t16) = median_pair(if m > 1 { 20 } else { 100 }, || r32.matmul(&x).unwrap(), repacked);
+                scales_rows.push(format!("| {m} x {k} -> {n}, {bits}/{gs} ({what}) | {} | {t32:.3} | {t16:.3} | {:.2} |", dtype.name(), t16 / t32));
+            }
             println!(
                 "| {m} x {k} -> {n}, {bits}/{gs} ({what}) | {} | {tm:.2} ({sm:.2}) | {to:.3} ({so:.3}) | {:.1}x | {} | {tf:.3} ({sf:.3}) | {:.2} | {err:.1e} | {tr:.3} ({sr:.3}) | {:.2} |",
                 dtype.name(),
@@ -81,5 +123,11 @@ pub fn main(filter: Option<&str>) {
                 tr / tf,
             );
         }
+    }
+    if !scales_rows.is_empty() {
+        println!("\n#### Repacked weights: scales and biases in float32 or float16 (medians, runs in turn)\n");
+        println!("| shape | dtype | float32 scales, ms | float16 scales, ms | float16 / float32 |");
+        println!("|---|---|--:|--:|--:|");
+        scales_rows.iter().for_each(|r| println!("{r}"));
     }
 }

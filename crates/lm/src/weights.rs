@@ -463,9 +463,8 @@ impl Weights {
     /// `linear` (whose arrays were taken since `taken[before]`) with a fast-precision
     /// quantized weight laid out for `cpu::qmm_int8` once, now, where that kernel applies
     /// (`nn::Linear::repacked`); then only the new layout is kept for `finish` to read, so
-    /// that MLX's is not held beside it (a 4-bit layer stays 4 bits a weight). Never for an
-    /// embedding table: a tied LM head reads the table (`nn::Embedding::as_linear`), which
-    /// token lookups read by row, so it stays in MLX's layout.
+    /// that MLX's is not held beside it (a 4-bit layer stays 4 bits a weight). A tied
+    /// embedding table has its own (`tied_embedding`).
     fn repacked(&mut self, linear: nn::Linear, before: usize) -> Result<nn::Linear> {
         if !repack_on() {
             return Ok(linear);
@@ -496,6 +495,24 @@ impl Weights {
                 Ok(nn::Linear::Quantized { weight, scales, biases, bias: b, q })
             }
         }
+    }
+
+    /// `embedding` of a table that is also the LM head: in fast precision, held only in
+    /// the fast kernel's layout where that applies (`nn::Embedding::repacked`: the head then
+    /// runs as a repacked layer, lookups read the same table), so that MLX's layout is not
+    /// kept for `finish` to read beside it; not with `MLX_NODE_REPACK=0`.
+    pub fn tied_embedding(&mut self, prefix: &str, vocab: i32, dims: i32) -> Result<nn::Embedding> {
+        let before = self.taken.len();
+        let table = self.embedding(prefix, vocab, dims)?;
+        if !repack_on() {
+            return Ok(table);
+        }
+        let table = table.repacked()?;
+        if let nn::Embedding::Repacked { .. } = &table {
+            self.taken.truncate(before);
+            self.taken.extend(table.arrays().into_iter().cloned());
+        }
+        Ok(table)
     }
 
     pub fn embedding(&mut self, prefix: &str, vocab: i32, dims: i32) -> Result<nn::Embedding> {
