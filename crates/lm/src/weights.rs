@@ -774,4 +774,29 @@ mod tests {
         assert!(matches!(err("scaled"), LmError::UnsupportedModel(m) if m.contains("global_scale")));
         assert!(matches!(err("uint8_affine"), LmError::InvalidWeights(m) if m.contains("uint8_affine.scales") && m.contains("groups of 64")));
     }
+
+    /// A tied table in fast precision loads only in the repacked layout (all `finish` reads: the
+    /// packed weight and the scales' copy, not MLX's three arrays) and gives the table's lookups
+    /// and head bits; in exact precision it stays as `embedding` loads it.
+    #[test]
+    fn a_tied_table_loads_repacked_in_fast_precision_only() {
+        let mut t = HashMap::new();
+        packed(&mut t, "embed", 40, 64, 32, 4, Mode::Affine);
+        let config = Some(json!({"group_size": 32, "bits": 4}));
+        let (ids, x) = (Array::from_slice(&[0i32, 39, 7], &[1, 3]).unwrap(), normal(&[1, 2, 64], 5));
+        let plain = weights(t.clone(), config.clone()).with_precision(Precision::Fast).embedding("embed", 40, 64).unwrap();
+        for precision in [Precision::Fast, Precision::Exact] {
+            let mut w = weights(t.clone(), config.clone()).with_precision(precision);
+            let table = w.tied_embedding("embed", 40, 64).unwrap();
+            let fast = precision == Precision::Fast;
+            assert_eq!(matches!(table, nn::Embedding::Repacked { .. }), fast, "{precision:?}");
+            assert_eq!(w.taken.len(), if fast { 2 } else { 3 }, "{precision:?}: arrays kept for finish");
+            w.finish().unwrap();
+            if fast {
+                let bits = |a: Array| a.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(table.forward(&ids).unwrap()), bits(plain.forward(&ids).unwrap()), "lookups");
+                assert_eq!(bits(table.as_linear(&x).unwrap()), bits(plain.as_linear(&x).unwrap()), "head");
+            }
+        }
+    }
 }
