@@ -80,22 +80,23 @@ impl SbFormat {
 
     /// The narrowest format holding every scale and bias exactly: their own
     /// 16-bit dtype, or float32 values that all are float16 (else bfloat16)
-    /// values, which takes reading them (once, at load).
-    fn narrowest(scales: &Array, biases: &Array) -> Result<SbFormat> {
+    /// values, which takes reading them (once, at load); with whether it read
+    /// them.
+    fn narrowest(scales: &Array, biases: &Array) -> Result<(SbFormat, bool)> {
         let both = |d: Dtype| scales.dtype() == d && biases.dtype() == d;
         if both(Dtype::Float16) {
-            return Ok(SbFormat::F16);
+            return Ok((SbFormat::F16, false));
         }
         if both(Dtype::Bfloat16) {
-            return Ok(SbFormat::Bf16);
+            return Ok((SbFormat::Bf16, false));
         }
         let (s, b) = (scales.astype(Dtype::Float32)?.to_vec::<f32>()?, biases.astype(Dtype::Float32)?.to_vec::<f32>()?);
         for (format, round) in [(SbFormat::F16, round_f16 as fn(f32) -> f32), (SbFormat::Bf16, round_bf16)] {
             if s.iter().chain(&b).all(|&v| round(v).to_bits() == v.to_bits()) {
-                return Ok(format);
+                return Ok((format, true));
             }
         }
-        Ok(SbFormat::F32)
+        Ok((SbFormat::F32, true))
     }
 }
 
@@ -148,12 +149,18 @@ impl Repacked {
         if words > i32::MAX as i64 || sbs > i32::MAX as i64 {
             return Ok(None);
         }
-        let format = SbFormat::narrowest(scales, biases)?;
+        let (format, read) = SbFormat::narrowest(scales, biases)?;
         let sbs = tiles * groups as i64 * format.group_words() as i64;
         let params = [k as f32, n as f32, group_size as f32, bits as f32, format.code()];
+        let sb = cpu_kernel_f32("RepackScalesInt8", REPACK_SCALES, &params, &[scales, biases], &[sbs as i32])?;
+        if read {
+            // Reading them left the scales and biases in memory: laid out now, they are freed with the
+            // caller's arrays, rather than every layer's held until the model's weights are read.
+            sb.eval()?;
+        }
         Ok(Some(Repacked {
             weight: cpu_kernel_f32("RepackWeightsInt8", REPACK_WEIGHTS, &params, &[w], &[words as i32])?,
-            sb: cpu_kernel_f32("RepackScalesInt8", REPACK_SCALES, &params, &[scales, biases], &[sbs as i32])?,
+            sb,
             n,
             k,
             group_size,
@@ -681,12 +688,12 @@ pub(super) mod tests {
         let f16s = [1.0009765625, -0.0078125, 65504.0, -0.0, 5.9604645e-8];
         let bf16s = [f32::from_bits(0x7180_0000), 0.5, -3.0];
         let neither = [0.1];
-        let pick = |s: &[f32], b: &[f32]| SbFormat::narrowest(&arr(s), &arr(b)).unwrap();
+        let pick = |s: &[f32], b: &[f32]| SbFormat::narrowest(&arr(s), &arr(b)).unwrap().0;
         assert_eq!(pick(&f16s, &f16s), SbFormat::F16);
         assert_eq!(pick(&f16s, &bf16s), SbFormat::F32, "neither holds both");
         assert_eq!(pick(&bf16s, &bf16s), SbFormat::Bf16);
         assert_eq!(pick(&f16s, &neither), SbFormat::F32);
         let h = arr(&[0.1]).astype(Dtype::Float16).unwrap();
-        assert_eq!(SbFormat::narrowest(&h, &h).unwrap(), SbFormat::F16);
+        assert_eq!(SbFormat::narrowest(&h, &h).unwrap(), (SbFormat::F16, false), "16-bit values are not read");
     }
 }
