@@ -30,26 +30,27 @@ pub(crate) fn time_ms(runs: usize, f: impl Fn() -> Array) -> (f64, f64) {
     (mean, sd)
 }
 
-/// Medians in ms of `f` and `g` over `runs` runs each, taken in turn (so that
-/// a busy machine slows both alike), after one warm-up of each.
-fn median_pair(runs: usize, f: impl Fn() -> Array, g: impl Fn() -> Array) -> (f64, f64) {
+/// Medians in ms of each of `fs` over `runs` runs, taken in turn (so that a
+/// busy machine slows them alike), after one warm-up of each.
+fn medians(runs: usize, fs: &[&dyn Fn() -> Array]) -> Vec<f64> {
     let time = |h: &dyn Fn() -> Array| {
         let s = Instant::now();
         h().eval().unwrap();
         s.elapsed().as_secs_f64() * 1e3
     };
-    let (mut a, mut b) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
-    time(&f);
-    time(&g);
+    let mut t = vec![Vec::with_capacity(runs); fs.len()];
+    fs.iter().for_each(|f| _ = time(f));
     for _ in 0..runs {
-        a.push(time(&f));
-        b.push(time(&g));
+        for (f, t) in fs.iter().zip(&mut t) {
+            t.push(time(f));
+        }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    (median(&mut a), median(&mut b))
+    t.into_iter()
+        .map(|mut v| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        })
+        .collect()
 }
 
 /// `filter`: only the shapes whose description contains it (`--qmm prefill`).
@@ -82,6 +83,8 @@ pub fn main(filter: Option<&str>) {
             let (wq, s, b) = quantize(&w.astype(if q4_0 { Dtype::Float16 } else { dtype }).unwrap(), gs, bits, Mode::Affine).unwrap();
             let b = b.expect("affine quantization has biases");
             let (s, b) = if q4_0 { (s.astype(Dtype::Float32).unwrap(), b.astype(Dtype::Float32).unwrap()) } else { (s, b) };
+            // Q4_0's biases are -8 times its scales (the weights' values differ; the work is the same).
+            let b = if q4_0 { s.multiply_scalar(-8.0).unwrap() } else { b };
             mlx::eval(&[&x, &wq, &s, &b]).unwrap();
             let ours = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine, Precision::Exact).unwrap();
             let fast = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine, Precision::Fast).unwrap();
@@ -104,15 +107,27 @@ pub fn main(filter: Option<&str>) {
             let (tf, sf) = time_ms(runs.max(20), fast);
             let (tr, sr) = time_ms(runs.max(20), repacked);
             if q4_0 {
-                // The same layer with its scales held in float32 (nudged off float16 values, which
-                // costs the same), against float16.
-                let nudge = |a: &Array| a.multiply_scalar(1.0 + 1.0 / 1_048_576.0).unwrap();
-                let r32 = Repacked::new(&wq, &nudge(&s), &nudge(&b), gs, bits).unwrap().expect("the fast kernel applies");
-                mlx::eval(&r32.arrays()).unwrap();
+                // The same layer with its scales and biases held in float32 (nudged off float16
+                // values, which costs the same work), and in float16 (biases nudged off -8 times
+                // the scales by a float16 step), against the scales alone.
+                let nudge = |a: &Array, by: f64| a.multiply_scalar(1.0 + by).unwrap();
+                let r32 = Repacked::new(&wq, &nudge(&s, 1.0 / 1_048_576.0), &nudge(&b, 1.0 / 1_048_576.0), gs, bits).unwrap().unwrap();
+                let r16 = Repacked::new(&wq, &s, &nudge(&b, 1.0 / 1024.0).astype(Dtype::Float16).unwrap().astype(Dtype::Float32).unwrap(), gs, bits)
+                    .unwrap()
+                    .unwrap();
+                mlx::eval(&[r32.arrays(), r16.arrays()].concat()).unwrap();
                 let bytes = |r: &Repacked| r.arrays().iter().map(|a| a.size() * 4).sum::<usize>();
-                assert!(bytes(&r32) > bytes(&r), "{what}: the float16 scales are held in 16 bits");
-                let (t32, t16) = median_pair(if m > 1 { 20 } else { 100 }, || r32.matmul(&x).unwrap(), repacked);
-                scales_rows.push(format!("| {m} x {k} -> {n}, {bits}/{gs} ({what}) | {} | {t32:.3} | {t16:.3} | {:.2} |", dtype.name(), t16 / t32));
+                assert!(bytes(&r32) > bytes(&r16) && bytes(&r16) > bytes(&r), "{what}: scales held in 32, 16 bits, or alone");
+                let t = medians(if m > 1 { 20 } else { 100 }, &[&|| r32.matmul(&x).unwrap(), &|| r16.matmul(&x).unwrap(), &repacked]);
+                scales_rows.push(format!(
+                    "| {m} x {k} -> {n}, {bits}/{gs} ({what}) | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |",
+                    dtype.name(),
+                    t[0],
+                    t[1],
+                    t[2],
+                    t[1] / t[0],
+                    t[2] / t[0]
+                ));
             }
             println!(
                 "| {m} x {k} -> {n}, {bits}/{gs} ({what}) | {} | {tm:.2} ({sm:.2}) | {to:.3} ({so:.3}) | {:.1}x | {} | {tf:.3} ({sf:.3}) | {:.2} | {err:.1e} | {tr:.3} ({sr:.3}) | {:.2} |",
@@ -125,9 +140,9 @@ pub fn main(filter: Option<&str>) {
         }
     }
     if !scales_rows.is_empty() {
-        println!("\n#### Repacked weights: scales and biases in float32 or float16 (medians, runs in turn)\n");
-        println!("| shape | dtype | float32 scales, ms | float16 scales, ms | float16 / float32 |");
-        println!("|---|---|--:|--:|--:|");
+        println!("\n#### Repacked weights: scales and biases in float32, float16, or the float16 scales alone (medians, runs in turn)\n");
+        println!("| shape | dtype | float32, ms | float16, ms | scales alone, ms | float16 / float32 | scales alone / float32 |");
+        println!("|---|---|--:|--:|--:|--:|--:|");
         scales_rows.iter().for_each(|r| println!("{r}"));
     }
 }

@@ -245,19 +245,26 @@ fn a_repacked_layer_gives_the_fast_kernels_bits() {
 /// A tied embedding table repacked in fast precision (`Embedding::repacked`)
 /// gives the bits of the table in MLX's layout both ways: token lookups (MLX's
 /// `take` then `dequantize`) and the LM head (the fast kernel per call), with
-/// float32 scales (any, and float16 values as a GGUF Q4_0 model's), float16
-/// and bfloat16 ones; exact precision is left as it is; ids that are not
-/// integers are an error.
+/// float32 scales (any, float16 values, and float16 values with biases -8
+/// times them, as a GGUF Q4_0 model's), float16 and bfloat16 ones; exact
+/// precision is left as it is; ids that are not integers are an error.
 #[test]
 fn a_repacked_tied_embedding_gives_the_tables_bits() {
     let (n, k) = (37, 128);
     let ids = Array::from_slice(&[3i32, 0, 36, 3, -2, 17], &[2, 3]).unwrap();
-    let cases =
-        [(Dtype::Float32, None, 64, 4), (Dtype::Float32, Some(Dtype::Float16), 32, 4), (Dtype::Float16, None, 32, 8), (Dtype::Bfloat16, None, 64, 4)];
+    let cases = [
+        (Dtype::Float32, None, 64, 4),
+        (Dtype::Float32, Some(Dtype::Float16), 32, 4),
+        (Dtype::Float32, Some(Dtype::Float16), 32, 4),
+        (Dtype::Float16, None, 32, 8),
+        (Dtype::Bfloat16, None, 64, 4),
+    ];
     for (i, &(dtype, values_of, gs, bits)) in cases.iter().enumerate() {
         let w = normal(&[n, k], 0.05, 900 + i as u64).astype(values_of.unwrap_or(dtype)).unwrap();
         let (wq, s, b) = affine(&w, gs, bits).unwrap();
         let (s, b) = (s.astype(dtype).unwrap(), b.astype(dtype).unwrap());
+        // Case 2: Q4_0's biases, -8 times the scales (held as the scales alone).
+        let b = if i == 2 { s.multiply_scalar(-8.0).unwrap() } else { b };
         let table = |precision| {
             let q = QuantParams { group_size: gs, bits, mode: Mode::Affine, precision };
             Embedding::Quantized { weight: wq.clone(), scales: s.clone(), biases: Some(b.clone()), q }
@@ -266,8 +273,8 @@ fn a_repacked_tied_embedding_gives_the_tables_bits() {
         assert!(matches!(repacked, Embedding::Repacked { .. }), "case {i}: not repacked");
         let what = format!("case {i}, {dtype:?} scales");
         // Scales and biases of 16-bit values are held in 16 bits: per tile of 8 columns and group,
-        // 16 values in 8 float32 words (else 16).
-        let words = if dtype == Dtype::Float32 && values_of.is_none() { 16 } else { 8 };
+        // 16 values in 8 float32 words (else 16; the scales alone in 4).
+        let words = [16, 8, 4, 8, 8][i];
         assert_eq!(repacked.arrays()[1].size(), (n as usize).div_ceil(8) * (k / gs) as usize * words, "{what}: scales' size");
         let (got, want) = (repacked.forward(&ids).unwrap(), table(Precision::Fast).forward(&ids).unwrap());
         assert_eq!((got.dtype(), got.shape()), (want.dtype(), want.shape()), "{what}: lookup");

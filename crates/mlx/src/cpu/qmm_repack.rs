@@ -32,55 +32,64 @@ use crate::cpu::qmm_int8::{quantize_rows, weight, Isa, Scratch, PARALLEL_MIN, SC
 use crate::{Array, Dtype, Error, Result};
 
 /// How a repacked weight holds its scales and biases (all of them one way).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum SbFormat {
     F32,
     /// 16-bit values, two to a float32 word, the lower-indexed in the low
     /// half (memory order on a little-endian CPU, as vector loads read them).
     F16,
     Bf16,
+    /// Float16 scales only, every bias being `scale * c` in float32, bit for
+    /// bit (a GGUF Q4_0 block's `-8 * d`), computed so again when read.
+    F16Scaled(f32),
 }
 
 impl SbFormat {
-    fn code(self) -> f32 {
-        self as u8 as f32
+    /// The format as two kernel parameters: its code and `c`.
+    pub(crate) fn params(self) -> [f32; 2] {
+        match self {
+            SbFormat::F32 => [0.0, 0.0],
+            SbFormat::F16 => [1.0, 0.0],
+            SbFormat::Bf16 => [2.0, 0.0],
+            SbFormat::F16Scaled(c) => [3.0, c],
+        }
     }
-    fn from_code(code: f32) -> Option<SbFormat> {
-        [SbFormat::F32, SbFormat::F16, SbFormat::Bf16].into_iter().find(|f| f.code() == code)
+    fn from_params(code: f32, c: f32) -> Option<SbFormat> {
+        [SbFormat::F32, SbFormat::F16, SbFormat::Bf16, SbFormat::F16Scaled(c)].into_iter().find(|f| f.params()[0] == code)
     }
-    /// Float32 words per tile and group: eight scales and eight biases.
+    /// Float32 words per tile and group: eight scales and eight biases (or
+    /// the scales alone).
     pub(crate) fn group_words(self) -> usize {
         match self {
             SbFormat::F32 => 2 * TILE,
             SbFormat::F16 | SbFormat::Bf16 => TILE,
+            SbFormat::F16Scaled(_) => TILE / 2,
         }
     }
     /// Value `i` of a group's sixteen (scales, then biases) in float32 (exact).
     #[inline(always)]
     fn read(self, group: &[f32], i: usize) -> f32 {
+        let half = |i: usize| (group[i / 2].to_bits() >> (16 * (i % 2))) as u16;
         match self {
             SbFormat::F32 => group[i],
-            _ => {
-                let h = (group[i / 2].to_bits() >> (16 * (i % 2))) as u16;
-                if self == SbFormat::F16 {
-                    f16_value(h)
-                } else {
-                    f32::from_bits((h as u32) << 16)
-                }
-            }
+            SbFormat::F16 => f16_value(half(i)),
+            SbFormat::Bf16 => f32::from_bits((half(i) as u32) << 16),
+            SbFormat::F16Scaled(c) if i >= TILE => f16_value(half(i - TILE)) * c,
+            SbFormat::F16Scaled(_) => f16_value(half(i)),
         }
     }
     /// `v` (exactly one of this format's values) as its 16 bits.
     fn bits16(self, v: f32) -> u32 {
         match self {
-            SbFormat::F16 => crate::cpu::half::f16_bits(v) as u32,
-            _ => v.to_bits() >> 16,
+            SbFormat::Bf16 => v.to_bits() >> 16,
+            _ => crate::cpu::half::f16_bits(v) as u32,
         }
     }
 
     /// The narrowest format holding every scale and bias exactly: their own
     /// 16-bit dtype, or float32 values that all are float16 (else bfloat16)
-    /// values, which takes reading them (once, at load); with whether it read
+    /// values, which takes reading them (once, at load), float16 scales alone
+    /// where every bias is also `scale * c` for one `c`; with whether it read
     /// them.
     fn narrowest(scales: &Array, biases: &Array) -> Result<(SbFormat, bool)> {
         let both = |d: Dtype| scales.dtype() == d && biases.dtype() == d;
@@ -91,10 +100,20 @@ impl SbFormat {
             return Ok((SbFormat::Bf16, false));
         }
         let (s, b) = (scales.astype(Dtype::Float32)?.to_vec::<f32>()?, biases.astype(Dtype::Float32)?.to_vec::<f32>()?);
-        for (format, round) in [(SbFormat::F16, round_f16 as fn(f32) -> f32), (SbFormat::Bf16, round_bf16)] {
-            if s.iter().chain(&b).all(|&v| round(v).to_bits() == v.to_bits()) {
-                return Ok((format, true));
+        let exact = |round: fn(f32) -> f32, v: &[f32]| v.iter().all(|&v| round(v).to_bits() == v.to_bits());
+        if exact(round_f16, &s) {
+            // `c` from the first nonzero scale, then every bias checked against the product
+            // the kernels compute.
+            let c = s.iter().zip(&b).find(|(s, _)| **s != 0.0).map_or(0.0, |(s, b)| b / s);
+            if s.iter().zip(&b).all(|(s, b)| (s * c).to_bits() == b.to_bits()) {
+                return Ok((SbFormat::F16Scaled(c), true));
             }
+            if exact(round_f16, &b) {
+                return Ok((SbFormat::F16, true));
+            }
+        }
+        if exact(round_bf16, &s) && exact(round_bf16, &b) {
+            return Ok((SbFormat::Bf16, true));
         }
         Ok((SbFormat::F32, true))
     }
@@ -151,7 +170,8 @@ impl Repacked {
         }
         let (format, read) = SbFormat::narrowest(scales, biases)?;
         let sbs = tiles * groups as i64 * format.group_words() as i64;
-        let params = [k as f32, n as f32, group_size as f32, bits as f32, format.code()];
+        let [code, c] = format.params();
+        let params = [k as f32, n as f32, group_size as f32, bits as f32, code, c];
         let sb = cpu_kernel_f32("RepackScalesInt8", REPACK_SCALES, &params, &[scales, biases], &[sbs as i32])?;
         if read {
             // Reading them left the scales and biases in memory: laid out now, they are freed with the
@@ -192,7 +212,8 @@ impl Repacked {
         };
         let mut shape = ids.shape();
         shape.push(self.k);
-        let params = [self.k as f32, self.n as f32, self.group_size as f32, self.bits as f32, self.format.code(), dtype_code];
+        let [code, c] = self.format.params();
+        let params = [self.k as f32, self.n as f32, self.group_size as f32, self.bits as f32, code, c, dtype_code];
         let y = cpu_kernel_f32("DequantizeRowsRepacked", crate::cpu::qmm_repack_rows::ROWS, &params, &[&ids, &self.weight, &self.sb], &shape)?;
         if self.scales_dtype == Dtype::Float32 {
             Ok(y)
@@ -210,7 +231,8 @@ impl Repacked {
             .ok_or_else(|| Error::new(format!("quantized matmul: x of dtype {} (a float is needed)", x.dtype().name())))?;
         let mut out_shape = x.shape();
         *out_shape.last_mut().expect("x has a last axis") = self.n;
-        let params = [self.k as f32, self.n as f32, self.group_size as f32, self.bits as f32, self.format.code()];
+        let [code, c] = self.format.params();
+        let params = [self.k as f32, self.n as f32, self.group_size as f32, self.bits as f32, code, c];
         let y = cpu_kernel_f32("QuantizedMatmulInt8Repacked", QMM_REPACKED, &params, &[x, &self.weight, &self.sb], &out_shape)?;
         if out_dtype == Dtype::Float32 {
             Ok(y)
@@ -226,14 +248,14 @@ impl Repacked {
 }
 
 /// The numbers every kernel here gets: `[k, n, group_size, bits]` (then
-/// the scales' format, `SbFormat::code`, where it reads them).
+/// the scales' format, `SbFormat::params`, where it reads them).
 pub(super) fn dims(params: &[f32]) -> [usize; 4] {
     [params[0], params[1], params[2], params[3]].map(|v| v as usize)
 }
 
-/// The scales' format a kernel was given (`params[4]`).
+/// The scales' format a kernel was given (`params[4..6]`).
 pub(super) fn format(params: &[f32]) -> Option<SbFormat> {
-    params.get(4).copied().and_then(SbFormat::from_code)
+    SbFormat::from_params(*params.get(4)?, *params.get(5)?)
 }
 
 /// Words of one tile's repacked weights.
@@ -313,7 +335,9 @@ const REPACK_SCALES: KernelF32 = |params, inputs, out| {
         for g in 0..groups {
             let group = &mut out[(tile * groups + g) * format.group_words()..][..format.group_words()];
             for (i, v) in [(c, s[g]), (TILE + c, b[g])] {
-                if format == SbFormat::F32 {
+                if i >= TILE && matches!(format, SbFormat::F16Scaled(_)) {
+                    // Not stored: `scale * c`.
+                } else if format == SbFormat::F32 {
                     group[i] = v;
                 } else {
                     // `Repacked::new` chose the format: every value is one of it exactly.
@@ -565,6 +589,10 @@ mod x86 {
         match format {
             SbFormat::F32 => (_mm256_loadu_ps(at), _mm256_loadu_ps(at.add(TILE))),
             SbFormat::F16 => (_mm256_cvtph_ps(half(0)), _mm256_cvtph_ps(half(1))),
+            SbFormat::F16Scaled(c) => {
+                let scale = _mm256_cvtph_ps(half(0));
+                (scale, _mm256_mul_ps(scale, _mm256_set1_ps(c)))
+            }
             SbFormat::Bf16 => {
                 let widen = |h: __m128i| _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)));
                 (widen(half(0)), widen(half(1)))
@@ -592,7 +620,8 @@ pub(super) mod tests {
         (k, n, gs, bits): (usize, usize, usize, usize),
         format: SbFormat,
     ) -> (Vec<u32>, Vec<f32>, SbFormat) {
-        let params = [k as f32, n as f32, gs as f32, bits as f32, format.code()];
+        let [code, c] = format.params();
+        let params = [k as f32, n as f32, gs as f32, bits as f32, code, c];
         let tiles = n.div_ceil(TILE);
         let mut words = vec![0f32; tiles * tile_words(k, bits)];
         // SAFETY: u32 and f32 have the same size and alignment (the kernel's input is the words' bits).
@@ -645,10 +674,14 @@ pub(super) mod tests {
         ];
         for (i, &(m, k, n, gs, bits)) in cases.iter().enumerate() {
             let Data { mut x, w, mut s, mut b, .. } = problem_data(m, k, n, gs, bits, 40 + i as u64);
-            // Each format in turn, the scales and biases rounded to it first.
-            let format = [SbFormat::F32, SbFormat::F16, SbFormat::Bf16][i % 3];
-            let round = [|v: f32| v, round_f16, round_bf16][i % 3];
+            // Each format in turn, the scales and biases rounded to it first (for scales alone, the
+            // biases made -8 times the scales, as a GGUF Q4_0 block's).
+            let format = [SbFormat::F32, SbFormat::F16, SbFormat::Bf16, SbFormat::F16Scaled(-8.0)][i % 4];
+            let round = [|v: f32| v, round_f16, round_bf16, round_f16][i % 4];
             s.iter_mut().chain(b.iter_mut()).for_each(|v| *v = round(*v));
+            if let SbFormat::F16Scaled(c) = format {
+                b.iter_mut().zip(&s).for_each(|(b, s)| *b = s * c);
+            }
             let dims = (m as usize, k as usize, n as usize, gs as usize, bits as usize);
             let (m, k, n) = (dims.0, dims.1, dims.2);
             // A NaN in the first row and an infinity in the last where there are three rows or more.
@@ -661,7 +694,7 @@ pub(super) mod tests {
             let alone: Vec<f32> = x.chunks_exact(k).flat_map(|row| run(Isa::Scalar, row, &w, &s, &b, (1, k, n, dims.3, dims.4))).collect();
             let packed = repack(&w, &s, &b, (k, n, dims.3, dims.4), format);
             assert_eq!(packed.0.len(), n.div_ceil(TILE) * TILE * k * dims.4 / 32, "case {i}: the weights keep their size");
-            let sb_words = if format == SbFormat::F32 { 2 * TILE } else { TILE };
+            let sb_words = [2 * TILE, TILE, TILE, TILE / 2][i % 4];
             assert_eq!(packed.1.len(), n.div_ceil(TILE) * k / dims.3 * sb_words, "case {i}: {format:?} scales' size");
             for isa in Isa::available() {
                 let got = run_repacked(isa, &x, &packed, dims);
@@ -687,12 +720,20 @@ pub(super) mod tests {
         // smallest subnormal; 2^100 overflows float16.
         let f16s = [1.0009765625, -0.0078125, 65504.0, -0.0, 5.9604645e-8];
         let bf16s = [f32::from_bits(0x7180_0000), 0.5, -3.0];
-        let neither = [0.1];
+        let neither = [0.1; 5];
         let pick = |s: &[f32], b: &[f32]| SbFormat::narrowest(&arr(s), &arr(b)).unwrap().0;
-        assert_eq!(pick(&f16s, &f16s), SbFormat::F16);
+        let mut other = f16s;
+        other.reverse();
+        assert_eq!(pick(&f16s, &other), SbFormat::F16);
+        assert_eq!(pick(&f16s, &f16s), SbFormat::F16Scaled(1.0), "biases equal to the scales");
         assert_eq!(pick(&f16s, &bf16s), SbFormat::F32, "neither holds both");
         assert_eq!(pick(&bf16s, &bf16s), SbFormat::Bf16);
         assert_eq!(pick(&f16s, &neither), SbFormat::F32);
+        let small = [1.0009765625, -0.0078125, 0.5, -0.0, 3.0];
+        let mut times = small.map(|s| s * -8.0);
+        assert_eq!(pick(&small, &times), SbFormat::F16Scaled(-8.0), "biases -8 times the scales");
+        times[4] = 1.0;
+        assert_eq!(pick(&small, &times), SbFormat::F16, "all but one");
         let h = arr(&[0.1]).astype(Dtype::Float16).unwrap();
         assert_eq!(SbFormat::narrowest(&h, &h).unwrap(), (SbFormat::F16, false), "16-bit values are not read");
     }

@@ -14,14 +14,15 @@ use crate::cpu::kernel::KernelF32;
 use crate::cpu::qmm_int8::TILE;
 use crate::cpu::qmm_repack::{dims, format, repacked_weight, scale_bias, tile_words};
 
-/// `params`: `[k, n, group_size, bits, format, dtype]` (`dtype` 0: float32,
+/// `params`: `[k, n, group_size, bits, format, c, dtype]` (`format, c`:
+/// `SbFormat::params`; `dtype` 0: float32,
 /// 1: float16, 2: bfloat16, the original scales'); `inputs`: the ids (as
 /// float32, exact below 2^24), the repacked weights and scales; `out`: one row
 /// of `k` per id.
 pub(crate) const ROWS: KernelF32 = |params, inputs, out| {
     let [k, n, gs, bits] = dims(params);
     let (ids, w, sb) = (inputs[0], inputs[1], inputs[2]);
-    let (Some(format), Some(&dtype)) = (format(params), params.get(5)) else { return out.fill(f32::NAN) };
+    let (Some(format), Some(&dtype)) = (format(params), params.get(6)) else { return out.fill(f32::NAN) };
     let ok = k > 0
         && n > 0
         && matches!(bits, 2 | 4 | 8)
@@ -100,7 +101,8 @@ mod tests {
             };
             for format in formats {
                 let (words, sb, _) = repack(&wq.to_vec::<u32>().unwrap(), &s, &b, (k as usize, n as usize, gs as usize, bits as usize), format);
-                let params = [k as f32, n as f32, gs as f32, bits as f32, format as u8 as f32, code as f32];
+                let [fc, c] = format.params();
+                let params = [k as f32, n as f32, gs as f32, bits as f32, fc, c, code as f32];
                 let wf: Vec<f32> = words.iter().map(|&u| f32::from_bits(u)).collect();
                 let idf: Vec<f32> = ids.iter().map(|&v| v as f32).collect();
                 let mut got = vec![0f32; ids.len() * k as usize];
@@ -115,10 +117,12 @@ mod tests {
     fn an_id_out_of_range_gives_a_row_of_nan() {
         let (n, k, gs, bits) = (9usize, 64usize, 32usize, 4usize);
         let (w, s, b) = (vec![0x1234_5678u32; n * k * bits / 32], vec![0.5f32; n * k / gs], vec![-1f32; n * k / gs]);
-        let (words, sb, format) = repack(&w, &s, &b, (k, n, gs, bits), SbFormat::F16);
+        // Biases -2 times the scales: held as the scales alone.
+        let (words, sb, format) = repack(&w, &s, &b, (k, n, gs, bits), SbFormat::F16Scaled(-2.0));
+        let [fc, c] = format.params();
         let wf: Vec<f32> = words.iter().map(|&u| f32::from_bits(u)).collect();
         let mut got = vec![0f32; 4 * k];
-        ROWS(&[k as f32, n as f32, gs as f32, bits as f32, format as u8 as f32, 0.0], &[&[9.0, -10.0, 3.0, 2.5], &wf, &sb], &mut got);
+        ROWS(&[k as f32, n as f32, gs as f32, bits as f32, fc, c, 0.0], &[&[9.0, -10.0, 3.0, 2.5], &wf, &sb], &mut got);
         let rows: Vec<&[f32]> = got.chunks(k).collect();
         assert!(rows[0].iter().chain(rows[1]).chain(rows[3]).all(|v| v.is_nan()));
         // Weight 0 of row 3 is the word's low nibble, 8: 0.5 * 8 - 1.
