@@ -463,9 +463,8 @@ impl Weights {
     /// `linear` (whose arrays were taken since `taken[before]`) with a fast-precision
     /// quantized weight laid out for `cpu::qmm_int8` once, now, where that kernel applies
     /// (`nn::Linear::repacked`); then only the new layout is kept for `finish` to read, so
-    /// that MLX's is not held beside it (a 4-bit layer stays 4 bits a weight). Never for an
-    /// embedding table: a tied LM head reads the table (`nn::Embedding::as_linear`), which
-    /// token lookups read by row, so it stays in MLX's layout.
+    /// that MLX's is not held beside it (a 4-bit layer stays 4 bits a weight). A tied
+    /// embedding table has its own (`tied_embedding`).
     fn repacked(&mut self, linear: nn::Linear, before: usize) -> Result<nn::Linear> {
         if !repack_on() {
             return Ok(linear);
@@ -496,6 +495,24 @@ impl Weights {
                 Ok(nn::Linear::Quantized { weight, scales, biases, bias: b, q })
             }
         }
+    }
+
+    /// `embedding` of a table that is also the LM head: in fast precision, held only in
+    /// the fast kernel's layout where that applies (`nn::Embedding::repacked`: the head then
+    /// runs as a repacked layer, lookups read the same table), so that MLX's layout is not
+    /// kept for `finish` to read beside it; not with `MLX_NODE_REPACK=0`.
+    pub fn tied_embedding(&mut self, prefix: &str, vocab: i32, dims: i32) -> Result<nn::Embedding> {
+        let before = self.taken.len();
+        let table = self.embedding(prefix, vocab, dims)?;
+        if !repack_on() {
+            return Ok(table);
+        }
+        let table = table.repacked()?;
+        if let nn::Embedding::Repacked { .. } = &table {
+            self.taken.truncate(before);
+            self.taken.extend(table.arrays().into_iter().cloned());
+        }
+        Ok(table)
     }
 
     pub fn embedding(&mut self, prefix: &str, vocab: i32, dims: i32) -> Result<nn::Embedding> {
@@ -756,5 +773,30 @@ mod tests {
         assert!(matches!(err("global"), LmError::UnsupportedModel(m) if m.contains("global_scale")));
         assert!(matches!(err("scaled"), LmError::UnsupportedModel(m) if m.contains("global_scale")));
         assert!(matches!(err("uint8_affine"), LmError::InvalidWeights(m) if m.contains("uint8_affine.scales") && m.contains("groups of 64")));
+    }
+
+    /// A tied table in fast precision loads only in the repacked layout (all `finish` reads: the
+    /// packed weight and the scales' copy, not MLX's three arrays) and gives the table's lookups
+    /// and head bits; in exact precision it stays as `embedding` loads it.
+    #[test]
+    fn a_tied_table_loads_repacked_in_fast_precision_only() {
+        let mut t = HashMap::new();
+        packed(&mut t, "embed", 40, 64, 32, 4, Mode::Affine);
+        let config = Some(json!({"group_size": 32, "bits": 4}));
+        let (ids, x) = (Array::from_slice(&[0i32, 39, 7], &[1, 3]).unwrap(), normal(&[1, 2, 64], 5));
+        let plain = weights(t.clone(), config.clone()).with_precision(Precision::Fast).embedding("embed", 40, 64).unwrap();
+        for precision in [Precision::Fast, Precision::Exact] {
+            let mut w = weights(t.clone(), config.clone()).with_precision(precision);
+            let table = w.tied_embedding("embed", 40, 64).unwrap();
+            let fast = precision == Precision::Fast;
+            assert_eq!(matches!(table, nn::Embedding::Repacked { .. }), fast, "{precision:?}");
+            assert_eq!(w.taken.len(), if fast { 2 } else { 3 }, "{precision:?}: arrays kept for finish");
+            w.finish().unwrap();
+            if fast {
+                let bits = |a: Array| a.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(table.forward(&ids).unwrap()), bits(plain.forward(&ids).unwrap()), "lookups");
+                assert_eq!(bits(table.as_linear(&x).unwrap()), bits(plain.as_linear(&x).unwrap()), "head");
+            }
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The CPU quantized-matmul kernel behind `quant::quantized_matmul` must give
 //! MLX's own op's bits (4-bit models' parity with MLX-LM rests on it).
-use mlx::nn::{Linear, QuantParams};
+use mlx::nn::{Embedding, Linear, QuantParams};
 use mlx::quant::{dequantize, for_device, gather_qmm, quantize, quantized_matmul, quantized_matmul_mlx, Mode, Precision, Repacked};
 use mlx::{random, Array, Dtype};
 
@@ -240,6 +240,58 @@ fn a_repacked_layer_gives_the_fast_kernels_bits() {
     let layer = Linear::Repacked { weight: Box::new(r), bias: None };
     let err = layer.dense_weight().expect_err("a repacked layer has no dense weight");
     assert!(err.message.contains("fast kernel's layout"), "{}", err.message);
+}
+
+/// A tied embedding table repacked in fast precision (`Embedding::repacked`)
+/// gives the bits of the table in MLX's layout both ways: token lookups (MLX's
+/// `take` then `dequantize`) and the LM head (the fast kernel per call), with
+/// float32 scales (any, float16 values, and float16 values with biases -8
+/// times them, as a GGUF Q4_0 model's), float16 and bfloat16 ones; exact
+/// precision is left as it is; ids that are not integers are an error.
+#[test]
+fn a_repacked_tied_embedding_gives_the_tables_bits() {
+    let (n, k) = (37, 128);
+    let ids = Array::from_slice(&[3i32, 0, 36, 3, -2, 17], &[2, 3]).unwrap();
+    let cases = [
+        (Dtype::Float32, None, 64, 4),
+        (Dtype::Float32, Some(Dtype::Float16), 32, 4),
+        (Dtype::Float32, Some(Dtype::Float16), 32, 4),
+        (Dtype::Float16, None, 32, 8),
+        (Dtype::Bfloat16, None, 64, 4),
+    ];
+    for (i, &(dtype, values_of, gs, bits)) in cases.iter().enumerate() {
+        let w = normal(&[n, k], 0.05, 900 + i as u64).astype(values_of.unwrap_or(dtype)).unwrap();
+        let (wq, s, b) = affine(&w, gs, bits).unwrap();
+        let (s, b) = (s.astype(dtype).unwrap(), b.astype(dtype).unwrap());
+        // Case 2: Q4_0's biases, -8 times the scales (held as the scales alone).
+        let b = if i == 2 { s.multiply_scalar(-8.0).unwrap() } else { b };
+        let table = |precision| {
+            let q = QuantParams { group_size: gs, bits, mode: Mode::Affine, precision };
+            Embedding::Quantized { weight: wq.clone(), scales: s.clone(), biases: Some(b.clone()), q }
+        };
+        let repacked = table(Precision::Fast).repacked().unwrap();
+        assert!(matches!(repacked, Embedding::Repacked { .. }), "case {i}: not repacked");
+        let what = format!("case {i}, {dtype:?} scales");
+        // Scales and biases of 16-bit values are held in 16 bits: per tile of 8 columns and group,
+        // 16 values in 8 float32 words (else 16; the scales alone in 4).
+        let words = [16, 8, 4, 8, 8][i];
+        assert_eq!(repacked.arrays()[1].size(), (n as usize).div_ceil(8) * (k / gs) as usize * words, "{what}: scales' size");
+        let (got, want) = (repacked.forward(&ids).unwrap(), table(Precision::Fast).forward(&ids).unwrap());
+        assert_eq!((got.dtype(), got.shape()), (want.dtype(), want.shape()), "{what}: lookup");
+        assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &want.astype(Dtype::Float32).unwrap(), &format!("{what}: lookup"));
+        for rows in [1, 9] {
+            let x = normal(&[1, rows, k], 1.0, 950 + i as u64).astype(dtype).unwrap();
+            let (got, want) = (repacked.as_linear(&x).unwrap(), table(Precision::Fast).as_linear(&x).unwrap());
+            assert_eq!(got.dtype(), want.dtype(), "{what}: head");
+            assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &want.astype(Dtype::Float32).unwrap(), &format!("{what}: head, {rows} rows"));
+        }
+        assert!(matches!(table(Precision::Exact).repacked().unwrap(), Embedding::Quantized { .. }), "{what}: exact precision was repacked");
+    }
+    let (wq, s, b) = affine(&normal(&[n, k], 0.05, 990), 64, 4).unwrap();
+    let q = QuantParams { group_size: 64, bits: 4, mode: Mode::Affine, precision: Precision::Fast };
+    let repacked = Embedding::Quantized { weight: wq, scales: s, biases: Some(b), q }.repacked().unwrap();
+    let err = repacked.forward(&Array::from_slice(&[1.0f32, 2.0], &[2]).unwrap()).expect_err("float ids must fail");
+    assert!(err.message.contains("an integer type is needed"), "{}", err.message);
 }
 
 /// MLX's floating-point modes (uint8 scales, no biases) never reach our affine

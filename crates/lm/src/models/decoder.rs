@@ -374,7 +374,10 @@ impl Decoder {
         let dtype = dtype.unwrap_or(native);
 
         let c = &config;
-        let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, c.hidden_size)?;
+        let embed_tokens = match c.tie_word_embeddings {
+            true => w.tied_embedding("model.embed_tokens", c.vocab_size, c.hidden_size)?,
+            false => w.embedding("model.embed_tokens", c.vocab_size, c.hidden_size)?,
+        };
         let stack = DecoderStack::load_with(&mut w, "model", c, ffn)?;
         let lm_head = if config.tie_word_embeddings { None } else { Some(w.linear("lm_head", c.hidden_size, c.vocab_size, false)?) };
         w.finish_with_progress(progress)?;

@@ -141,7 +141,11 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
     let (h, hd, eps) = (c.hidden_size, c.head_dim, c.rms_norm_eps);
     let (nq, nkv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
     let mut derived = Vec::new();
-    let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, h)?;
+    // MLX-LM ties the head exactly when the checkpoint has none.
+    let embed_tokens = match w.contains("lm_head.weight") {
+        true => w.embedding("model.embed_tokens", c.vocab_size, h)?,
+        false => w.tied_embedding("model.embed_tokens", c.vocab_size, h)?,
+    };
     let mut layers = Vec::with_capacity(c.num_hidden_layers as usize);
     for i in 0..c.num_hidden_layers {
         let p = format!("model.layers.{i}");
@@ -169,7 +173,6 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
         });
     }
     let final_norm = norm(&mut w, "model.norm.weight", h, eps, &mut derived)?;
-    // MLX-LM ties the head exactly when the checkpoint has none.
     let lm_head = if w.contains("lm_head.weight") { Some(w.linear("lm_head", h, c.vocab_size, false)?) } else { None };
     w.finish_with_progress(progress)?;
     mlx::transforms::eval(&derived.iter().collect::<Vec<_>>()).map_err(|e| LmError::Mlx(e.message))?;

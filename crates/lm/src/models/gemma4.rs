@@ -394,7 +394,11 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
     let dtype = dtype.or(w.native_dtype()).unwrap_or(Dtype::Float32);
     let (h, eps, n) = (c.hidden_size, c.rms_norm_eps, c.num_hidden_layers);
     let mut derived = Vec::new();
-    let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, h)?;
+    let tied = family_config::flag(&c.raw, "tie_word_embeddings", true)?;
+    let embed_tokens = match tied {
+        true => w.tied_embedding("model.embed_tokens", c.vocab_size, h)?,
+        false => w.embedding("model.embed_tokens", c.vocab_size, h)?,
+    };
     let per_layer_inputs = match args.per_layer {
         0 => None,
         p => Some(PerLayerInputs {
@@ -463,7 +467,6 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
         });
     }
     let final_norm = w.rms_norm("model.norm.weight", h, eps)?;
-    let tied = family_config::flag(&c.raw, "tie_word_embeddings", true)?;
     let lm_head = if tied { None } else { Some(w.linear("lm_head", h, c.vocab_size, false)?) };
     w.finish_with_progress(progress)?;
     mlx::transforms::eval(&derived.iter().collect::<Vec<_>>()).map_err(|e| LmError::Mlx(e.message))?;

@@ -158,7 +158,7 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
     let dtype = dtype.or(w.native_dtype()).unwrap_or(Dtype::Float32);
     let (h, hd, eps) = (c.hidden_size, c.head_dim, c.rms_norm_eps);
     let (nq, nkv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
-    let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, h)?;
+    let embed_tokens = w.tied_embedding("model.embed_tokens", c.vocab_size, h)?;
     let mut layers = Vec::with_capacity(attends.len());
     for (i, &attention) in attends.iter().enumerate() {
         let p = format!("model.layers.{i}");

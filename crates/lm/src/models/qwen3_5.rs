@@ -240,7 +240,10 @@ pub(super) fn build(config: ModelConfig, mut w: Weights, dtype: Option<Dtype>, p
     let dtype = dtype.or(w.native_dtype()).unwrap_or(Dtype::Float32);
     let (h, hd, eps) = (c.hidden_size, c.head_dim, c.rms_norm_eps);
     let (nq, nkv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
-    let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, h)?;
+    let embed_tokens = match c.tie_word_embeddings {
+        true => w.tied_embedding("model.embed_tokens", c.vocab_size, h)?,
+        false => w.embedding("model.embed_tokens", c.vocab_size, h)?,
+    };
     // Split as MLX-LM's shard(): each process attends with its share of the heads.
     let heads = parallel::divide(w.tensor_shard(), c.num_attention_heads, "num_attention_heads")?;
     // Key/value heads fewer than the processes are repeated so that each holds one.

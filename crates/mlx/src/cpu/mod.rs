@@ -4,10 +4,12 @@
 pub mod attention;
 pub mod decode_attention;
 pub mod gemv;
+pub(crate) mod half;
 pub mod kernel;
 pub mod math;
 pub(crate) mod qmm;
 pub(crate) mod qmm_int8;
 pub(crate) mod qmm_repack;
+pub(crate) mod qmm_repack_rows;
 pub mod row_ops;
 pub mod rows;

@@ -16,6 +16,7 @@
 //! sum in the same order.
 use std::ops::Range;
 
+use crate::cpu::half::round_bf16;
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::{Array, Dtype, Result};
 
@@ -246,16 +247,6 @@ fn scalar_blocks(p: &Problem, blocks: Range<usize>, out: OutPtr) {
             unsafe { *out.0.add(m * p.n + n) = sum };
         }
     }
-}
-
-/// MLX's float to bfloat16 conversion (round to nearest even, any NaN to
-/// 0x7FC0), as a float32 holding the bfloat16 value.
-fn round_bf16(v: f32) -> f32 {
-    if v.is_nan() {
-        return f32::from_bits(0x7FC0_0000);
-    }
-    let u = v.to_bits();
-    f32::from_bits(u.wrapping_add(((u >> 16) & 1) + 0x7FFF) & 0xFFFF_0000)
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -287,7 +287,8 @@ impl Isa {
     pub(crate) fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
-            use crate::cpu::math::has_avx2;
+            // F16C (every AVX2 CPU has it) widens the repacked layout's 16-bit scales.
+            let has_avx2 = || crate::cpu::math::has_avx2() && is_x86_feature_detected!("f16c");
             if has_avx2() && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
                 return Isa::Avx512Vnni;
             }
@@ -308,7 +309,7 @@ impl Isa {
         let mut v = vec![Isa::Scalar];
         #[cfg(target_arch = "x86_64")]
         {
-            if crate::cpu::math::has_avx2() {
+            if crate::cpu::math::has_avx2() && is_x86_feature_detected!("f16c") {
                 v.push(Isa::Avx2);
                 if is_x86_feature_detected!("avxvnni") {
                     v.push(Isa::AvxVnni);

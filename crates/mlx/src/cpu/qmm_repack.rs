@@ -10,8 +10,12 @@
 //!   weight `4 * s + i` in its bits `j * bits ..`. Still `bits` bits a weight
 //!   (a 4-bit layer does not grow), unpacked by a shift and a mask, and a
 //!   group's weights are whole vectors (groups of 32 or more).
-//! - scales and biases: per group the eight scales then the eight biases, as
-//!   float32 (plain loads, where the row-major layout needs gathers).
+//! - scales and biases: per group the eight scales then the eight biases
+//!   (plain loads, where the row-major layout needs gathers), as float16 or
+//!   bfloat16 where every value of the layer is one exactly (decided at load:
+//!   a GGUF Q4_0 model's float32 scales are float16 values), else as float32:
+//!   a quarter of a 4-bit weight's bytes at group 32 in float32, an eighth in
+//!   16 bits. Widening is exact, so the format never changes a result.
 //!
 //! Each row of `x` is quantized as `qmm_int8` does, in index order, and
 //! broadcast four bytes at a time against a vector of weights: each lane sums
@@ -21,10 +25,99 @@
 //! and instruction set gives that path's bits (tested below).
 use std::ops::Range;
 
+use crate::cpu::half::{f16_value, round_bf16, round_f16};
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::qmm::compute_dtype;
 use crate::cpu::qmm_int8::{quantize_rows, weight, Isa, Scratch, PARALLEL_MIN, SCRATCH, TILE};
 use crate::{Array, Dtype, Error, Result};
+
+/// How a repacked weight holds its scales and biases (all of them one way).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum SbFormat {
+    F32,
+    /// 16-bit values, two to a float32 word, the lower-indexed in the low
+    /// half (memory order on a little-endian CPU, as vector loads read them).
+    F16,
+    Bf16,
+    /// Float16 scales only, every bias being `scale * c` in float32, bit for
+    /// bit (a GGUF Q4_0 block's `-8 * d`), computed so again when read.
+    F16Scaled(f32),
+}
+
+impl SbFormat {
+    /// The format as two kernel parameters: its code and `c`.
+    pub(crate) fn params(self) -> [f32; 2] {
+        match self {
+            SbFormat::F32 => [0.0, 0.0],
+            SbFormat::F16 => [1.0, 0.0],
+            SbFormat::Bf16 => [2.0, 0.0],
+            SbFormat::F16Scaled(c) => [3.0, c],
+        }
+    }
+    fn from_params(code: f32, c: f32) -> Option<SbFormat> {
+        [SbFormat::F32, SbFormat::F16, SbFormat::Bf16, SbFormat::F16Scaled(c)].into_iter().find(|f| f.params()[0] == code)
+    }
+    /// Float32 words per tile and group: eight scales and eight biases (or
+    /// the scales alone).
+    pub(crate) fn group_words(self) -> usize {
+        match self {
+            SbFormat::F32 => 2 * TILE,
+            SbFormat::F16 | SbFormat::Bf16 => TILE,
+            SbFormat::F16Scaled(_) => TILE / 2,
+        }
+    }
+    /// Value `i` of a group's sixteen (scales, then biases) in float32 (exact).
+    #[inline(always)]
+    fn read(self, group: &[f32], i: usize) -> f32 {
+        let half = |i: usize| (group[i / 2].to_bits() >> (16 * (i % 2))) as u16;
+        match self {
+            SbFormat::F32 => group[i],
+            SbFormat::F16 => f16_value(half(i)),
+            SbFormat::Bf16 => f32::from_bits((half(i) as u32) << 16),
+            SbFormat::F16Scaled(c) if i >= TILE => f16_value(half(i - TILE)) * c,
+            SbFormat::F16Scaled(_) => f16_value(half(i)),
+        }
+    }
+    /// `v` (exactly one of this format's values) as its 16 bits.
+    fn bits16(self, v: f32) -> u32 {
+        match self {
+            SbFormat::Bf16 => v.to_bits() >> 16,
+            _ => crate::cpu::half::f16_bits(v) as u32,
+        }
+    }
+
+    /// The narrowest format holding every scale and bias exactly: their own
+    /// 16-bit dtype, or float32 values that all are float16 (else bfloat16)
+    /// values, which takes reading them (once, at load), float16 scales alone
+    /// where every bias is also `scale * c` for one `c`; with whether it read
+    /// them.
+    fn narrowest(scales: &Array, biases: &Array) -> Result<(SbFormat, bool)> {
+        let both = |d: Dtype| scales.dtype() == d && biases.dtype() == d;
+        if both(Dtype::Float16) {
+            return Ok((SbFormat::F16, false));
+        }
+        if both(Dtype::Bfloat16) {
+            return Ok((SbFormat::Bf16, false));
+        }
+        let (s, b) = (scales.astype(Dtype::Float32)?.to_vec::<f32>()?, biases.astype(Dtype::Float32)?.to_vec::<f32>()?);
+        let exact = |round: fn(f32) -> f32, v: &[f32]| v.iter().all(|&v| round(v).to_bits() == v.to_bits());
+        if exact(round_f16, &s) {
+            // `c` from the first nonzero scale, then every bias checked against the product
+            // the kernels compute.
+            let c = s.iter().zip(&b).find(|(s, _)| **s != 0.0).map_or(0.0, |(s, b)| b / s);
+            if s.iter().zip(&b).all(|(s, b)| (s * c).to_bits() == b.to_bits()) {
+                return Ok((SbFormat::F16Scaled(c), true));
+            }
+            if exact(round_f16, &b) {
+                return Ok((SbFormat::F16, true));
+            }
+        }
+        if exact(round_bf16, &s) && exact(round_bf16, &b) {
+            return Ok((SbFormat::Bf16, true));
+        }
+        Ok((SbFormat::F32, true))
+    }
+}
 
 /// A fast-precision quantized weight (affine, with biases) in the repacked
 /// layout. Its arrays are float32 holding the layout's words, so that no
@@ -37,8 +130,9 @@ pub struct Repacked {
     group_size: i32,
     bits: i32,
     /// The original scales' dtype: with `x`'s, it makes the result's, as in
-    /// MLX's op.
+    /// MLX's op (and a lookup's, as in MLX's `dequantize`).
     scales_dtype: Dtype,
+    format: SbFormat,
 }
 
 impl Repacked {
@@ -74,16 +168,58 @@ impl Repacked {
         if words > i32::MAX as i64 || sbs > i32::MAX as i64 {
             return Ok(None);
         }
-        let params = [k as f32, n as f32, group_size as f32, bits as f32];
+        let (format, read) = SbFormat::narrowest(scales, biases)?;
+        let sbs = tiles * groups as i64 * format.group_words() as i64;
+        let [code, c] = format.params();
+        let params = [k as f32, n as f32, group_size as f32, bits as f32, code, c];
+        let sb = cpu_kernel_f32("RepackScalesInt8", REPACK_SCALES, &params, &[scales, biases], &[sbs as i32])?;
+        if read {
+            // Reading them left the scales and biases in memory: laid out now, they are freed with the
+            // caller's arrays, rather than every layer's held until the model's weights are read.
+            sb.eval()?;
+        }
         Ok(Some(Repacked {
             weight: cpu_kernel_f32("RepackWeightsInt8", REPACK_WEIGHTS, &params, &[w], &[words as i32])?,
-            sb: cpu_kernel_f32("RepackScalesInt8", REPACK_SCALES, &params, &[scales, biases], &[sbs as i32])?,
+            sb,
             n,
             k,
             group_size,
             bits,
             scales_dtype: scales.dtype(),
+            format,
         }))
+    }
+
+    /// Rows `ids` of `dequantize(w)`: a token lookup in a tied embedding
+    /// table held only in this layout, with the bits of MLX's `take` then
+    /// `dequantize` (`nn::Embedding::Quantized`): `scale * q + bias` rounded
+    /// to the original scales' dtype after each operation, as MLX's CPU op
+    /// computes it in that type. A negative id counts from the end, as in
+    /// `take`; an id out of range gives a row of NaN.
+    pub fn rows(&self, ids: &Array) -> Result<Array> {
+        let dtype_code = match self.scales_dtype {
+            Dtype::Float32 => 0.0,
+            Dtype::Float16 => 1.0,
+            Dtype::Bfloat16 => 2.0,
+            d => return Err(Error::new(format!("embedding lookup: scales of dtype {}", d.name()))),
+        };
+        let ids = match ids.dtype() {
+            // The kernel reads float32 ids (exact below 2^24, and the table has fewer rows); uint32 would
+            // reach it as bits.
+            Dtype::Uint32 => ids.astype(Dtype::Int32)?,
+            Dtype::Int8 | Dtype::Int16 | Dtype::Int32 | Dtype::Int64 | Dtype::Uint8 | Dtype::Uint16 | Dtype::Uint64 => ids.clone(),
+            d => return Err(Error::new(format!("embedding lookup: ids of dtype {} (an integer type is needed)", d.name()))),
+        };
+        let mut shape = ids.shape();
+        shape.push(self.k);
+        let [code, c] = self.format.params();
+        let params = [self.k as f32, self.n as f32, self.group_size as f32, self.bits as f32, code, c, dtype_code];
+        let y = cpu_kernel_f32("DequantizeRowsRepacked", crate::cpu::qmm_repack_rows::ROWS, &params, &[&ids, &self.weight, &self.sb], &shape)?;
+        if self.scales_dtype == Dtype::Float32 {
+            Ok(y)
+        } else {
+            y.astype(self.scales_dtype)
+        }
     }
 
     /// `x @ dequantize(w).T` by `cpu::qmm_int8`'s arithmetic, with its bits.
@@ -95,7 +231,8 @@ impl Repacked {
             .ok_or_else(|| Error::new(format!("quantized matmul: x of dtype {} (a float is needed)", x.dtype().name())))?;
         let mut out_shape = x.shape();
         *out_shape.last_mut().expect("x has a last axis") = self.n;
-        let params = [self.k as f32, self.n as f32, self.group_size as f32, self.bits as f32];
+        let [code, c] = self.format.params();
+        let params = [self.k as f32, self.n as f32, self.group_size as f32, self.bits as f32, code, c];
         let y = cpu_kernel_f32("QuantizedMatmulInt8Repacked", QMM_REPACKED, &params, &[x, &self.weight, &self.sb], &out_shape)?;
         if out_dtype == Dtype::Float32 {
             Ok(y)
@@ -110,14 +247,37 @@ impl Repacked {
     }
 }
 
-/// The numbers every kernel here gets: `[k, n, group_size, bits]`.
-fn dims(params: &[f32]) -> [usize; 4] {
+/// The numbers every kernel here gets: `[k, n, group_size, bits]` (then
+/// the scales' format, `SbFormat::params`, where it reads them).
+pub(super) fn dims(params: &[f32]) -> [usize; 4] {
     [params[0], params[1], params[2], params[3]].map(|v| v as usize)
 }
 
+/// The scales' format a kernel was given (`params[4..6]`).
+pub(super) fn format(params: &[f32]) -> Option<SbFormat> {
+    SbFormat::from_params(*params.get(4)?, *params.get(5)?)
+}
+
 /// Words of one tile's repacked weights.
-fn tile_words(k: usize, bits: usize) -> usize {
+pub(super) fn tile_words(k: usize, bits: usize) -> usize {
     TILE * k * bits / 32
+}
+
+/// Column `col`'s weight `e` in the repacked weights `w` (`bits` bits, `k` a column).
+#[inline(always)]
+pub(super) fn repacked_weight(w: &[u32], k: usize, bits: usize, col: usize, e: usize) -> u32 {
+    let (per, (tile, c)) = (8 / bits, (col / TILE, col % TILE));
+    let (s, i) = (e / 4, e % 4);
+    let word = w[tile * tile_words(k, bits) + s / per * TILE + c];
+    (word >> (8 * i + (s % per) * bits)) & ((1u32 << bits) - 1)
+}
+
+/// Column `col`'s scale and bias of group `g` in the repacked `sb`.
+#[inline(always)]
+pub(super) fn scale_bias(sb: &[f32], format: SbFormat, groups: usize, col: usize, g: usize) -> (f32, f32) {
+    let (tile, c) = (col / TILE, col % TILE);
+    let group = &sb[(tile * groups + g) * format.group_words()..][..format.group_words()];
+    (format.read(group, c), format.read(group, TILE + c))
 }
 
 const REPACK_WEIGHTS: KernelF32 = |params, inputs, out| {
@@ -164,7 +324,8 @@ const REPACK_SCALES: KernelF32 = |params, inputs, out| {
     let [k, n, gs, _] = dims(params);
     let groups = k / gs;
     let (scales, biases) = (inputs[0], inputs[1]);
-    if scales.len() != n * groups || biases.len() != scales.len() || out.len() != n.div_ceil(TILE) * groups * 2 * TILE {
+    let Some(format) = format(params) else { return out.fill(f32::NAN) };
+    if scales.len() != n * groups || biases.len() != scales.len() || out.len() != n.div_ceil(TILE) * groups * format.group_words() {
         out.fill(f32::NAN);
         return;
     }
@@ -172,9 +333,18 @@ const REPACK_SCALES: KernelF32 = |params, inputs, out| {
     for (col, (s, b)) in scales.chunks_exact(groups).zip(biases.chunks_exact(groups)).enumerate() {
         let (tile, c) = (col / TILE, col % TILE);
         for g in 0..groups {
-            let at = (tile * groups + g) * 2 * TILE + c;
-            out[at] = s[g];
-            out[at + TILE] = b[g];
+            let group = &mut out[(tile * groups + g) * format.group_words()..][..format.group_words()];
+            for (i, v) in [(c, s[g]), (TILE + c, b[g])] {
+                if i >= TILE && matches!(format, SbFormat::F16Scaled(_)) {
+                    // Not stored: `scale * c`.
+                } else if format == SbFormat::F32 {
+                    group[i] = v;
+                } else {
+                    // `Repacked::new` chose the format: every value is one of it exactly.
+                    let word = group[i / 2].to_bits() | format.bits16(v) << (16 * (i % 2));
+                    group[i / 2] = f32::from_bits(word);
+                }
+            }
         }
     }
 };
@@ -183,6 +353,7 @@ const REPACK_SCALES: KernelF32 = |params, inputs, out| {
 pub(super) struct Packed<'a> {
     w: &'a [u32],
     sb: &'a [f32],
+    format: SbFormat,
     xq: &'a [i8],
     xd: &'a [f32],
     xsum: &'a [f32],
@@ -206,6 +377,7 @@ impl Packed<'_> {
 const QMM_REPACKED: KernelF32 = |params, inputs, out| {
     let [k, n, group_size, bits] = dims(params);
     let (x, w, sb) = (inputs[0], inputs[1], inputs[2]);
+    let Some(format) = format(params) else { return out.fill(f32::NAN) };
     let ok = k > 0
         && n > 0
         && matches!(bits, 2 | 4 | 8)
@@ -214,7 +386,7 @@ const QMM_REPACKED: KernelF32 = |params, inputs, out| {
         && x.len() % k == 0
         && out.len() == x.len() / k * n
         && w.len() == n.div_ceil(TILE) * tile_words(k, bits)
-        && sb.len() == n.div_ceil(TILE) * (k / group_size) * 2 * TILE;
+        && sb.len() == n.div_ceil(TILE) * (k / group_size) * format.group_words();
     if !ok {
         out.fill(f32::NAN);
         return;
@@ -229,7 +401,7 @@ const QMM_REPACKED: KernelF32 = |params, inputs, out| {
         xsum.resize(m * groups, 0.0);
         // 8 bits: index order (the layout above).
         quantize_rows(x, k, group_size, 8, xq, xd, xsum);
-        let p = Packed { w, sb, xq, xd, xsum, m, n, k, group_size, bits };
+        let p = Packed { w, sb, format, xq, xd, xsum, m, n, k, group_size, bits };
         let out_ptr = OutPtr(out.as_mut_ptr());
         let isa = Isa::detect();
         par_ranges(n.div_ceil(TILE), m * n * k >= PARALLEL_MIN, |tiles| run_tiles(&p, tiles, out_ptr, isa));
@@ -247,13 +419,13 @@ pub(super) fn run_tiles(p: &Packed, tiles: Range<usize>, out: OutPtr, isa: Isa) 
     match isa {
         Isa::Scalar => scalar_tiles(p, tiles, out),
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::detect` (or the tests' `available`) chose it: the CPU has AVX2.
+        // SAFETY: `Isa::detect` (or the tests' `available`) chose it: the CPU has AVX2 and F16C.
         Isa::Avx2 => unsafe { x86::tiles_avx2(p, tiles, out) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above: the CPU has AVX2 and AVX-VNNI.
+        // SAFETY: as above: the CPU has AVX2, F16C and AVX-VNNI.
         Isa::AvxVnni => unsafe { x86::tiles_avxvnni(p, tiles, out) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above: the CPU has AVX2, AVX-512 VNNI and AVX-512 VL.
+        // SAFETY: as above: the CPU has AVX2, F16C, AVX-512 VNNI and AVX-512 VL.
         Isa::Avx512Vnni => unsafe { x86::tiles_avx512vnni(p, tiles, out) },
     }
 }
@@ -265,7 +437,6 @@ fn scalar_tiles(p: &Packed, tiles: Range<usize>, out: OutPtr) {
     let (per, per_group, mask) = (8 / bits, p.group_size * bits / 32, (1u32 << bits) - 1);
     for tile in tiles {
         let wt = &p.w[tile * tile_words(p.k, bits)..][..tile_words(p.k, bits)];
-        let sb = &p.sb[tile * groups * 2 * TILE..][..groups * 2 * TILE];
         for m in 0..p.m {
             let (xh, xl) = (p.xq(m, 0), p.xq(m, 1));
             let mut acc = [0f32; TILE];
@@ -285,7 +456,8 @@ fn scalar_tiles(p: &Packed, tiles: Range<usize>, out: OutPtr) {
                 }
                 let (d, xs) = (p.xd[m * groups + g], p.xsum[m * groups + g]);
                 for c in 0..TILE {
-                    let (scale, bias) = (sb[g * 2 * TILE + c], sb[g * 2 * TILE + TILE + c]);
+                    // Past `n` the tile's scales are zero (and its columns not stored).
+                    let (scale, bias) = scale_bias(p.sb, p.format, groups, tile * TILE + c, g);
                     acc[c] += (256 * hi[c] + lo[c]) as f32 * (scale * d);
                     acc[c] += bias * xs;
                 }
@@ -303,7 +475,7 @@ mod x86 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
-    use super::{tile_words, Packed, TILE};
+    use super::{tile_words, Packed, SbFormat, TILE};
     use crate::cpu::kernel::OutPtr;
     use crate::cpu::qmm_int8::x86::{add_group, dot_avx512vnni, dot_avxvnni, dot_lanes_avx2};
     use crate::cpu::qmm_int8::CHUNK;
@@ -323,7 +495,7 @@ mod x86 {
                     let groups = p.groups();
                     let (per, per_group) = (8 / BITS, p.group_size * BITS / 32);
                     let wt = p.w.as_ptr().add(tile * tile_words(p.k, BITS));
-                    let sb = p.sb.as_ptr().add(tile * groups * 2 * TILE);
+                    let sb = p.sb.as_ptr().add(tile * groups * p.format.group_words());
                     let xh: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 0).as_ptr());
                     let xl: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 1).as_ptr());
                     let bcast = |x: *const i8, o: usize| _mm256_set1_epi32(x.add(o).cast::<i32>().read_unaligned());
@@ -348,7 +520,7 @@ mod x86 {
                                 }
                             }
                         }
-                        let (scale, bias) = (_mm256_loadu_ps(sb.add(g * 2 * TILE)), _mm256_loadu_ps(sb.add(g * 2 * TILE + TILE)));
+                        let (scale, bias) = scale_bias(sb, p.format, g);
                         for r in 0..R {
                             let (h, l) = (_mm256_add_epi32(hi[r][0], hi[r][1]), _mm256_add_epi32(lo[r][0], lo[r][1]));
                             let isum = _mm256_add_epi32(_mm256_slli_epi32::<8>(h), l);
@@ -407,36 +579,70 @@ mod x86 {
         };
     }
 
+    /// Group `g`'s eight scales and eight biases from a tile's `sb`, widened
+    /// to float32 (exact: F16C's `vcvtph2ps`, or a shift for bfloat16).
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    unsafe fn scale_bias(sb: *const f32, format: SbFormat, g: usize) -> (__m256, __m256) {
+        let at = sb.add(g * format.group_words());
+        let half = |i: usize| _mm_loadu_si128(at.cast::<__m128i>().add(i));
+        match format {
+            SbFormat::F32 => (_mm256_loadu_ps(at), _mm256_loadu_ps(at.add(TILE))),
+            SbFormat::F16 => (_mm256_cvtph_ps(half(0)), _mm256_cvtph_ps(half(1))),
+            SbFormat::F16Scaled(c) => {
+                let scale = _mm256_cvtph_ps(half(0));
+                (scale, _mm256_mul_ps(scale, _mm256_set1_ps(c)))
+            }
+            SbFormat::Bf16 => {
+                let widen = |h: __m128i| _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)));
+                (widen(half(0)), widen(half(1)))
+            }
+        }
+    }
+
     // Rows at a time: 4 in AVX2's 16 vector registers, 8 in AVX-512's 32.
-    tiles!(tiles_avx2, "avx2", dot_lanes_avx2, 4);
-    tiles!(tiles_avxvnni, "avx2,avxvnni", dot_avxvnni, 4);
-    tiles!(tiles_avx512vnni, "avx2,avx512vnni,avx512vl", dot_avx512vnni, 8);
+    tiles!(tiles_avx2, "avx2,f16c", dot_lanes_avx2, 4);
+    tiles!(tiles_avxvnni, "avx2,f16c,avxvnni", dot_avxvnni, 4);
+    tiles!(tiles_avx512vnni, "avx2,f16c,avx512vnni,avx512vl", dot_avx512vnni, 8);
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::cpu::qmm_int8::tests::{problem_data, run, Data};
 
-    /// `w`, `scales` and `biases` repacked by the load-time kernels' own code.
-    fn repack(w: &[u32], s: &[f32], b: &[f32], (k, n, gs, bits): (usize, usize, usize, usize)) -> (Vec<u32>, Vec<f32>) {
-        let params = [k as f32, n as f32, gs as f32, bits as f32];
+    /// `w`, `scales` and `biases` repacked by the load-time kernels' own code,
+    /// the scales and biases in `format` (which must hold them exactly).
+    pub(in crate::cpu) fn repack(
+        w: &[u32],
+        s: &[f32],
+        b: &[f32],
+        (k, n, gs, bits): (usize, usize, usize, usize),
+        format: SbFormat,
+    ) -> (Vec<u32>, Vec<f32>, SbFormat) {
+        let [code, c] = format.params();
+        let params = [k as f32, n as f32, gs as f32, bits as f32, code, c];
         let tiles = n.div_ceil(TILE);
         let mut words = vec![0f32; tiles * tile_words(k, bits)];
         // SAFETY: u32 and f32 have the same size and alignment (the kernel's input is the words' bits).
         let wf = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<f32>(), w.len()) };
         REPACK_WEIGHTS(&params, &[wf], &mut words);
-        let mut sb = vec![f32::NAN; tiles * (k / gs) * 2 * TILE];
+        let mut sb = vec![f32::NAN; tiles * (k / gs) * format.group_words()];
         REPACK_SCALES(&params, &[s, b], &mut sb);
-        (words.iter().map(|v| v.to_bits()).collect(), sb)
+        (words.iter().map(|v| v.to_bits()).collect(), sb, format)
     }
 
-    fn run_repacked(isa: Isa, x: &[f32], (w, sb): &(Vec<u32>, Vec<f32>), (m, k, n, gs, bits): (usize, usize, usize, usize, usize)) -> Vec<f32> {
+    fn run_repacked(
+        isa: Isa,
+        x: &[f32],
+        (w, sb, format): &(Vec<u32>, Vec<f32>, SbFormat),
+        (m, k, n, gs, bits): (usize, usize, usize, usize, usize),
+    ) -> Vec<f32> {
         let groups = k / gs;
         let mut xq = vec![0i8; 2 * m * k];
         let (mut xd, mut xsum) = (vec![0f32; m * groups], vec![0f32; m * groups]);
         quantize_rows(x, k, gs, 8, &mut xq, &mut xd, &mut xsum);
-        let p = Packed { w, sb, xq: &xq, xd: &xd, xsum: &xsum, m, n, k, group_size: gs, bits };
+        let p = Packed { w, sb, format: *format, xq: &xq, xd: &xd, xsum: &xsum, m, n, k, group_size: gs, bits };
         let mut got = vec![f32::NAN; m * n];
         run_tiles(&p, 0..n.div_ceil(TILE), OutPtr(got.as_mut_ptr()), isa);
         got
@@ -444,8 +650,9 @@ mod tests {
 
     /// Every instruction set on the repacked layout gives the bits of
     /// `qmm_int8`'s portable path on MLX's layout, for one row, a small
-    /// batch and a prompt, and each row the bits it gets alone; a NaN or an
-    /// infinity makes its row NaN only.
+    /// batch and a prompt, and each row the bits it gets alone, with its
+    /// scales and biases held in each format; a NaN or an infinity makes its
+    /// row NaN only.
     #[test]
     fn the_repacked_layout_gives_the_portable_bits_for_every_row_count() {
         // Every width and group size, `n` a multiple of the tile and not, 1 to 8 rows and more
@@ -466,7 +673,15 @@ mod tests {
             (9, 256, 16, 128, 2),
         ];
         for (i, &(m, k, n, gs, bits)) in cases.iter().enumerate() {
-            let Data { mut x, w, s, b, .. } = problem_data(m, k, n, gs, bits, 40 + i as u64);
+            let Data { mut x, w, mut s, mut b, .. } = problem_data(m, k, n, gs, bits, 40 + i as u64);
+            // Each format in turn, the scales and biases rounded to it first (for scales alone, the
+            // biases made -8 times the scales, as a GGUF Q4_0 block's).
+            let format = [SbFormat::F32, SbFormat::F16, SbFormat::Bf16, SbFormat::F16Scaled(-8.0)][i % 4];
+            let round = [|v: f32| v, round_f16, round_bf16, round_f16][i % 4];
+            s.iter_mut().chain(b.iter_mut()).for_each(|v| *v = round(*v));
+            if let SbFormat::F16Scaled(c) = format {
+                b.iter_mut().zip(&s).for_each(|(b, s)| *b = s * c);
+            }
             let dims = (m as usize, k as usize, n as usize, gs as usize, bits as usize);
             let (m, k, n) = (dims.0, dims.1, dims.2);
             // A NaN in the first row and an infinity in the last where there are three rows or more.
@@ -477,8 +692,10 @@ mod tests {
             }
             let portable = run(Isa::Scalar, &x, &w, &s, &b, dims);
             let alone: Vec<f32> = x.chunks_exact(k).flat_map(|row| run(Isa::Scalar, row, &w, &s, &b, (1, k, n, dims.3, dims.4))).collect();
-            let packed = repack(&w, &s, &b, (k, n, dims.3, dims.4));
+            let packed = repack(&w, &s, &b, (k, n, dims.3, dims.4), format);
             assert_eq!(packed.0.len(), n.div_ceil(TILE) * TILE * k * dims.4 / 32, "case {i}: the weights keep their size");
+            let sb_words = [2 * TILE, TILE, TILE, TILE / 2][i % 4];
+            assert_eq!(packed.1.len(), n.div_ceil(TILE) * k / dims.3 * sb_words, "case {i}: {format:?} scales' size");
             for isa in Isa::available() {
                 let got = run_repacked(isa, &x, &packed, dims);
                 for (r, ((g, want), a)) in got.chunks_exact(n).zip(portable.chunks_exact(n)).zip(alone.chunks_exact(n)).enumerate() {
@@ -486,11 +703,38 @@ mod tests {
                         assert!(g.iter().all(|v| v.is_nan()), "case {i}, {isa:?}: row {r} is not NaN");
                     } else {
                         let same = |o: &[f32]| g.iter().zip(o).all(|(g, o)| g.is_finite() && g.to_bits() == o.to_bits());
-                        assert!(same(want), "case {i}, {isa:?}: row {r} of {m} differs from the portable path");
+                        assert!(same(want), "case {i}, {isa:?}, {format:?}: row {r} of {m} differs from the portable path");
                         assert!(same(a), "case {i}, {isa:?}: row {r} of {m} differs from that row alone");
                     }
                 }
             }
         }
+    }
+
+    /// Scales and biases are held in 16 bits where every one of them is a
+    /// float16 value (else a bfloat16 one) exactly, else in float32.
+    #[test]
+    fn the_scales_take_the_narrowest_exact_format() {
+        let arr = |v: &[f32]| Array::from_slice(v, &[v.len() as i32]).unwrap();
+        // 1 + 2^-10 and 65504 take ten fraction bits (bfloat16 has seven); 2^-24 is float16's
+        // smallest subnormal; 2^100 overflows float16.
+        let f16s = [1.0009765625, -0.0078125, 65504.0, -0.0, 5.9604645e-8];
+        let bf16s = [f32::from_bits(0x7180_0000), 0.5, -3.0];
+        let neither = [0.1; 5];
+        let pick = |s: &[f32], b: &[f32]| SbFormat::narrowest(&arr(s), &arr(b)).unwrap().0;
+        let mut other = f16s;
+        other.reverse();
+        assert_eq!(pick(&f16s, &other), SbFormat::F16);
+        assert_eq!(pick(&f16s, &f16s), SbFormat::F16Scaled(1.0), "biases equal to the scales");
+        assert_eq!(pick(&f16s, &bf16s), SbFormat::F32, "neither holds both");
+        assert_eq!(pick(&bf16s, &bf16s), SbFormat::Bf16);
+        assert_eq!(pick(&f16s, &neither), SbFormat::F32);
+        let small = [1.0009765625, -0.0078125, 0.5, -0.0, 3.0];
+        let mut times = small.map(|s| s * -8.0);
+        assert_eq!(pick(&small, &times), SbFormat::F16Scaled(-8.0), "biases -8 times the scales");
+        times[4] = 1.0;
+        assert_eq!(pick(&small, &times), SbFormat::F16, "all but one");
+        let h = arr(&[0.1]).astype(Dtype::Float16).unwrap();
+        assert_eq!(SbFormat::narrowest(&h, &h).unwrap(), (SbFormat::F16, false), "16-bit values are not read");
     }
 }
