@@ -11,6 +11,8 @@ benchmark sizes:
   qwen3-100m-f32     hidden 512, 8 layers, full vocabulary, tied, f32 (~103M parameters)
   qwen3-0.6b-f32     Qwen3-0.6B's shape, tied, f32 (~596M parameters)
   qwen3-0.6b-4bit    the previous one through `mlx_lm convert`, 4 bits, group 64
+  qwen3-0.6b-4bit-bf16  the same with `--dtype bfloat16`: bfloat16 activations, scales and
+                     cache, as MLX-community's 4-bit models ship (on request: `--only`)
   gemma3-1b-f32      Gemma 3 1B's shape (gemma3_text), tied, f32 (~1.0B parameters)
   gemma3-1b-4bit     the previous one through `mlx_lm convert`, 4 bits, group 64
   qwen3-moe-1b-f32   Qwen3-30B-A3B's layout (qwen3_moe: every layer 64 experts, top 8,
@@ -23,8 +25,8 @@ benchmark sizes:
   lfm2-350m-4bit     the previous one through `mlx_lm convert`, 4 bits, group 64
 
 The f32 Gemma and MoE models are written because the 4-bit ones are converted from
-them. No bf16 models: MLX's CPU bf16 matmuls are very slow on both sides, so on the CPU
-backend they would time MLX's kernels, not mlx-node against MLX-LM.
+them. The bf16 model is for timing mlx-node's fast precision alone (`sampling-bench --profile`):
+MLX's CPU bf16 matmuls are very slow, so side by side with MLX-LM it would time MLX's kernels.
 
 Only speed matters here, but the logits must look like a language model's or the
 sampling filters would be timed on a case that never happens: with MLX-LM's init a
@@ -171,11 +173,12 @@ LFM2_350M = dict(
     transformers_version="4.51.0",
 )
 
-# name -> ("random", config, family) or ("quantized", source name, bits, group size)
+# name -> ("random", config, family) or ("quantized", source name, bits, group size[, dtype])
 MODELS = {
     "qwen3-100m-f32": ("random", Q100M, "qwen3"),
     "qwen3-0.6b-f32": ("random", Q06B, "qwen3"),
     "qwen3-0.6b-4bit": ("quantized", "qwen3-0.6b-f32", 4, 64),
+    "qwen3-0.6b-4bit-bf16": ("quantized", "qwen3-0.6b-f32", 4, 64, "bfloat16"),
     "gemma3-1b-f32": ("random", GEMMA3_1B, "gemma3"),
     "gemma3-1b-4bit": ("quantized", "gemma3-1b-f32", 4, 64),
     "qwen3-moe-1b-f32": ("random", QMOE1B, "qwen3"),
@@ -279,11 +282,11 @@ def make_random(dst, config, tok_dir, eos):
     return {"parameters": params}
 
 
-def make_quantized(dst, src, tok_dir, bits, group_size):
+def make_quantized(dst, src, tok_dir, bits, group_size, dtype=None):
     # convert refuses an existing folder.
     dst.rmdir()
     with contextlib.redirect_stdout(sys.stderr):
-        mlx_lm.convert(str(src), str(dst), quantize=True, q_bits=bits, q_group_size=group_size)
+        mlx_lm.convert(str(src), str(dst), quantize=True, q_bits=bits, q_group_size=group_size, dtype=dtype)
     # convert re-saves the tokenizer through transformers and adds a model card: put
     # back the original files so every benchmark model has the same tokenizer files.
     keep = {"config.json", "generation_config.json", "model.safetensors.index.json"}
@@ -291,7 +294,7 @@ def make_quantized(dst, src, tok_dir, bits, group_size):
         if f.name not in keep and not f.name.endswith(".safetensors"):
             f.unlink()
     copy_tokenizer(tok_dir, dst)
-    return {"source": src.name, "bits": bits, "groupSize": group_size}
+    return {"source": src.name, "bits": bits, "groupSize": group_size, "dtype": dtype or "float32"}
 
 
 def is_done(path):
@@ -315,7 +318,7 @@ def ensure(out, name, tokenizers):
         info = make_random(tmp, spec[1], tok_dir, eos)
         info.update(seed=SEED, branchScale=BRANCH_SCALE, finalNormScale=FINAL_NORM_SCALE, qkNormScale=QK_NORM_SCALE)
     else:
-        info = make_quantized(tmp, out / spec[1], tok_dir, spec[2], spec[3])
+        info = make_quantized(tmp, out / spec[1], tok_dir, *spec[2:])
     info["check"] = logits_check(tmp, tokenizer, eos)
     info["mlx"] = mx.__version__
     info["mlxLm"] = mlx_lm.__version__

@@ -122,6 +122,34 @@ fn several_queries_attend_causally_as_mlx() {
     }
 }
 
+/// Caches of 16-bit values (a bfloat16 or float16 model's) are read as they
+/// are, widened exactly per head: the bits of the kernel on the same caches
+/// in float32, the result in the queries' dtype. Decode and a prompt's
+/// positions, two caches, unwritten (NaN) room after the held positions.
+#[test]
+fn sixteen_bit_caches_give_the_float32_bits() {
+    for dtype in [Dtype::Bfloat16, Dtype::Float16] {
+        let cast = |a: &Array| a.astype(dtype).unwrap();
+        let (k0, v0) = (cast(&buffer(1, 2, 37, 64, 128, 21)), cast(&buffer(1, 2, 37, 64, 128, 22)));
+        let (k1, v1) = (cast(&buffer(2, 2, 300, 301, 128, 23)), cast(&buffer(2, 2, 300, 301, 128, 24)));
+        let wide = [&k0, &v0, &k1, &v1].map(|a| a.astype(Dtype::Float32).unwrap());
+        let kv16 = [CachedKv { keys: &k0, values: &v0, len: 37 }, CachedKv { keys: &k1, values: &v1, len: 300 }];
+        let kv32 = [CachedKv { keys: &wide[0], values: &wide[1], len: 37 }, CachedKv { keys: &wide[2], values: &wide[3], len: 300 }];
+        for t in [1, 5] {
+            let q = cast(&normal(&[3, 4, t, 128], 25 + t as u64));
+            let Some(got) = decode_attention(&q, &kv16, 0.088).unwrap() else {
+                assert!(!has_kernel(), "{dtype:?}: the kernel declined");
+                continue;
+            };
+            assert_eq!((got.dtype(), got.shape()), (dtype, vec![3, t, 4 * 128]), "{dtype:?}, {t} positions");
+            let want = decode_attention(&q.astype(Dtype::Float32).unwrap(), &kv32, 0.088).unwrap().expect("the kernel applies");
+            let bits = |a: &Array| a.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want.astype(dtype).unwrap()), "{dtype:?}, {t} positions");
+            assert!(got.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap().iter().all(|v| v.is_finite()), "{dtype:?}");
+        }
+    }
+}
+
 #[test]
 fn decode_attention_declines_what_it_does_not_fit() {
     let (k, v) = (buffer(1, 2, 4, 8, 64, 1), buffer(1, 2, 4, 8, 64, 2));
@@ -137,9 +165,15 @@ fn decode_attention_declines_what_it_does_not_fit() {
     assert!(decode_attention(&q, &kv(9), 0.125).unwrap().is_none());
     // Batch rows that the caches do not add up to.
     assert!(decode_attention(&normal(&[2, 4, 1, 64], 6), &kv(4), 0.125).unwrap().is_none());
-    // Not float32.
+    // Queries of another float dtype are taken (cast for the kernel; the result in theirs);
+    // keys and values of two dtypes, or not a float, are not.
     let half = q.astype(Dtype::Bfloat16).unwrap();
-    assert!(decode_attention(&half, &kv(4), 0.125).unwrap().is_none());
+    let got = decode_attention(&half, &kv(4), 0.125).unwrap();
+    assert_eq!(got.map(|o| o.dtype()), has_kernel().then_some(Dtype::Bfloat16));
+    let v16 = v.astype(Dtype::Bfloat16).unwrap();
+    assert!(decode_attention(&q, &[CachedKv { keys: &k, values: &v16, len: 4 }], 0.125).unwrap().is_none());
+    let (ki, vi) = (k.astype(Dtype::Int32).unwrap(), v.astype(Dtype::Int32).unwrap());
+    assert!(decode_attention(&q, &[CachedKv { keys: &ki, values: &vi, len: 4 }], 0.125).unwrap().is_none());
     // Head dimension not a multiple of 8.
     let (k12, v12) = (buffer(1, 2, 4, 4, 12, 7), buffer(1, 2, 4, 4, 12, 8));
     let q12 = normal(&[1, 2, 1, 12], 9);
@@ -183,7 +217,12 @@ fn bits_of_one_batch() -> Vec<u32> {
     let out = decode_attention(&q, &kv, 0.125).unwrap().expect("the kernel applies");
     // And a prompt's five positions, causally.
     let prompt = decode_attention(&normal(&[2, 6, 5, 64], 16), &kv, 0.125).unwrap().expect("the kernel applies");
-    [out, prompt].iter().flat_map(|a| a.to_vec::<f32>().unwrap()).map(|v| v.to_bits()).collect()
+    // And a float16 cache (widened by F16C where the CPU has it).
+    let half = [&k0, &v0].map(|a| a.astype(Dtype::Float16).unwrap());
+    let kv16 = [CachedKv { keys: &half[0], values: &half[1], len: 37 }];
+    let q16 = normal(&[1, 6, 1, 64], 17).astype(Dtype::Float16).unwrap();
+    let out16 = decode_attention(&q16, &kv16, 0.125).unwrap().expect("the kernel applies").astype(Dtype::Float32).unwrap();
+    [out, prompt, out16].iter().flat_map(|a| a.to_vec::<f32>().unwrap()).map(|v| v.to_bits()).collect()
 }
 
 /// The portable copy (a CPU without AVX2 and FMA: `MLX_NODE_CPU_FEATURES=baseline`,

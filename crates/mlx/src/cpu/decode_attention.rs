@@ -10,7 +10,10 @@
 //! It reads the keys and values where the cache holds them: the cache's whole
 //! buffers `[rows, n_kv, capacity, D]`, of which the first `len` positions are
 //! attended (the fetched slice of a buffer is not one block, and reading it
-//! as one would cost a copy of the cache per step).
+//! as one would cost a copy of the cache per step). A bfloat16 or float16
+//! cache (a 16-bit model's) arrives as its bits and each head is widened
+//! exactly as it is read, so the arithmetic is float32's whatever the cache
+//! holds, and a step reads half the bytes.
 //!
 //! Not MLX's bits: each score is eight lanes of fused multiply-adds over the
 //! head dimension, added in a fixed tree, and the weighted sums are divided
@@ -25,6 +28,7 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
+use crate::cpu::half::f16_value;
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::math::cpu_exp;
 use crate::cpu::row_ops::row_max_of_numbers;
@@ -43,7 +47,7 @@ pub struct CachedKv<'a> {
 /// rayon's pool costs tens of microseconds).
 const PARALLEL_MIN: usize = 1 << 20;
 /// Parameters before the per-cache ones, and per cache.
-const FIXED: usize = 6;
+const FIXED: usize = 7;
 /// A prompt's query positions per unit of work (units are spread over the
 /// cores; later positions see more keys, so the units are dealt out from
 /// both ends, see `DECODE`).
@@ -62,17 +66,27 @@ pub fn decode_attention(q: &Array, kv: &[CachedKv], scale: f32) -> Result<Option
     if kv.is_empty() || !Kernel::DecodeAttention.enabled() {
         return Ok(None);
     }
-    if q.dtype() != Dtype::Float32 || q.ndim() != 4 || q.dim(2) < 1 || kv[0].keys.ndim() != 4 {
+    let float = |d: Dtype| matches!(d, Dtype::Float32 | Dtype::Bfloat16 | Dtype::Float16);
+    if !float(q.dtype()) || q.ndim() != 4 || q.dim(2) < 1 || kv[0].keys.ndim() != 4 {
         return Ok(None);
     }
+    // Every cache in one dtype; 16-bit caches reach the kernel as their bits (a view, no copy)
+    // and are widened per head as they are read, so a step reads half the bytes.
+    let cache_dtype = kv[0].keys.dtype();
+    let half = match cache_dtype {
+        Dtype::Float32 => Half::None,
+        Dtype::Bfloat16 => Half::Bf16,
+        Dtype::Float16 => Half::F16,
+        _ => return Ok(None),
+    };
     let (b, n_q, t, d) = (q.dim(0), q.dim(1), q.dim(2), q.dim(3));
     let n_kv = kv[0].keys.dim(1);
     // Sizes travel as float parameters: exact below 2^24.
     let small = |s: i64| (0..1 << 24).contains(&s);
     let fits_cache = |c: &CachedKv| {
         let (k, v) = (c.keys, c.values);
-        k.dtype() == Dtype::Float32
-            && v.dtype() == Dtype::Float32
+        k.dtype() == cache_dtype
+            && v.dtype() == cache_dtype
             && k.ndim() == 4
             && k.shape() == v.shape()
             && k.dim(1) == n_kv
@@ -92,17 +106,106 @@ pub fn decode_attention(q: &Array, kv: &[CachedKv], scale: f32) -> Result<Option
     if !fits {
         return Ok(None);
     }
-    let mut params = vec![b as f32, n_q as f32, n_kv as f32, d as f32, scale, t as f32];
-    let mut inputs = vec![q];
+    let mut params = vec![b as f32, n_q as f32, n_kv as f32, d as f32, scale, t as f32, half as u8 as f32];
+    let mut views = Vec::new();
     for c in kv {
         params.extend([c.keys.dim(0) as f32, c.keys.dim(2) as f32, c.len as f32]);
-        inputs.extend([c.keys, c.values]);
+        match half {
+            Half::None => views.extend([c.keys.clone(), c.values.clone()]),
+            _ => views.extend([c.keys.view(Dtype::Uint32)?, c.values.view(Dtype::Uint32)?]),
+        }
     }
-    cpu_kernel_f32("DecodeAttention", DECODE, &params, &inputs, &[b, t, n_q * d]).map(Some)
+    // `q` is cast to float32 by the node (MLX's `astype`), the result back to `q`'s dtype.
+    let inputs: Vec<&Array> = std::iter::once(q).chain(&views).collect();
+    let o = cpu_kernel_f32("DecodeAttention", DECODE, &params, &inputs, &[b, t, n_q * d])?;
+    Ok(Some(if q.dtype() == Dtype::Float32 { o } else { o.astype(q.dtype())? }))
+}
+
+/// How a cache holds its values: float32, or 16-bit values two to a word
+/// (lower-indexed in the low half, as memory holds them).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Half {
+    None = 0,
+    Bf16 = 1,
+    F16 = 2,
+}
+
+impl Half {
+    fn from_param(v: f32) -> Option<Half> {
+        [Half::None, Half::Bf16, Half::F16].into_iter().find(|h| *h as u8 as f32 == v)
+    }
+    /// Words per value: 1 for float32, 1/2 for 16 bits (as a divisor of the values).
+    fn per_word(self) -> usize {
+        if self == Half::None {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+/// Values `at..at + n` of a cache buffer (its words `words`) as float32: the
+/// buffer itself for float32, else widened (exactly) into `scratch`.
+#[inline(always)]
+fn values_f32<'s>(words: &'s [f32], half: Half, at: usize, n: usize, scratch: &'s mut Vec<f32>) -> &'s [f32] {
+    if half == Half::None {
+        return &words[at..at + n];
+    }
+    // SAFETY: the words are the 16-bit buffer's bytes (a view of it); u16 has a smaller
+    // alignment than f32 and twice the count covers the same bytes.
+    let bits = unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u16>(), words.len() * 2) };
+    scratch.clear();
+    scratch.resize(n, 0.0);
+    widen(&bits[at..at + n], half, scratch);
+    scratch
+}
+
+/// 16-bit values to float32 (exact): bfloat16 by a shift, float16 by F16C
+/// where the CPU has it. Inlined into the kernel's AVX2 copy (a shift loop).
+#[inline(always)]
+fn widen(src: &[u16], half: Half, dst: &mut [f32]) {
+    match half {
+        Half::None => unreachable!("float32 values are read in place"),
+        Half::Bf16 => {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                *d = f32::from_bits((s as u32) << 16);
+            }
+        }
+        Half::F16 => {
+            #[cfg(target_arch = "x86_64")]
+            if crate::cpu::math::has_avx2() && is_x86_feature_detected!("f16c") {
+                // SAFETY: the CPU has AVX and F16C, checked just above.
+                return unsafe { widen_f16c(src, dst) };
+            }
+            for (d, &s) in dst.iter_mut().zip(src) {
+                *d = f16_value(s);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,f16c")]
+unsafe fn widen_f16c(src: &[u16], dst: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let n = src.len().min(dst.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: `i + 8 <= n` elements of both slices.
+        let h = _mm_loadu_si128(src.as_ptr().add(i).cast());
+        _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+        i += 8;
+    }
+    for j in i..n {
+        dst[j] = f16_value(src[j]);
+    }
 }
 
 /// One cache's buffers as the kernel sees them.
 struct Cached<'a> {
+    /// The buffers' words: float32 values, or two 16-bit values each (`Problem::half`).
     keys: &'a [f32],
     values: &'a [f32],
     rows: usize,
@@ -121,6 +224,7 @@ struct Problem<'a> {
     scale: f32,
     /// Query positions per sequence.
     t: usize,
+    half: Half,
 }
 
 impl<'a> Problem<'a> {
@@ -131,11 +235,12 @@ impl<'a> Problem<'a> {
         }
         let [b, n_q, n_kv, d] = [0, 1, 2, 3].map(|i| params[i] as usize);
         let t = params[5] as usize;
+        let half = Half::from_param(params[6])?;
         let mut caches = Vec::with_capacity(n);
         for (i, p) in params[FIXED..].chunks_exact(PER_CACHE).enumerate() {
             let [rows, capacity, len] = [0, 1, 2].map(|j| p[j] as usize);
             let (keys, values) = (inputs[1 + 2 * i], inputs[2 + 2 * i]);
-            if keys.len() != rows * n_kv * capacity * d || values.len() != keys.len() || len < t || len > capacity {
+            if keys.len() * half.per_word() != rows * n_kv * capacity * d || values.len() != keys.len() || len < t || len > capacity {
                 return None;
             }
             caches.push(Cached { keys, values, rows, capacity, len });
@@ -148,7 +253,7 @@ impl<'a> Problem<'a> {
             && inputs[0].len() == b * n_q * t * d
             && out_len == b * n_q * t * d
             && caches.iter().map(|c| c.rows).sum::<usize>() == b;
-        ok.then_some(Problem { q: inputs[0], caches, b, n_q, n_kv, d, scale: params[4], t })
+        ok.then_some(Problem { q: inputs[0], caches, b, n_q, n_kv, d, scale: params[4], t, half })
     }
 
     /// The cache of batch row `row` and that row's place in it.
@@ -207,7 +312,8 @@ fn transpose_keys(p: &Problem, unit: usize, kcols: usize, kt: OutPtr) {
     // SAFETY: `kt` holds `B * n_kv` blocks of `per_head` floats (allocated so by the
     // caller); this unit alone writes its own.
     let kt = unsafe { std::slice::from_raw_parts_mut(kt.0.add(unit * per_head), per_head) };
-    for (j, k) in c.keys[at..at + c.len * p.d].chunks_exact(p.d).enumerate() {
+    let mut wide = Vec::new();
+    for (j, k) in values_f32(c.keys, p.half, at, c.len * p.d, &mut wide).chunks_exact(p.d).enumerate() {
         for (e, &v) in k.iter().enumerate() {
             kt[e * kcols + j] = v;
         }
@@ -224,6 +330,8 @@ thread_local! {
     /// Scaled queries, then scores and weights: reused from call to call
     /// (no allocation per layer).
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// A 16-bit cache's keys and values of one head, widened.
+    static WIDE: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 crate::avx2_fma_dispatch!(fn group(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transposed, out: OutPtr) => group_body);
@@ -240,7 +348,12 @@ fn group_body(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transp
     let (d, t) = (p.d, p.t);
     let rep = p.n_q / p.n_kv;
     let at = (row * p.n_kv + g) * c.capacity * d;
-    let (keys, values) = (&c.keys[at..at + c.len * d], &c.values[at..at + c.len * d]);
+    // A 16-bit cache's head widened once here (the keys only where scored from the cache:
+    // a prompt scores from `kt`); taken out of its cell as `SCRATCH` below.
+    let mut wide = WIDE.with(RefCell::take);
+    let (wide_keys, wide_values) = (&mut wide.0, &mut wide.1);
+    let keys = if t == 1 { values_f32(c.keys, p.half, at, c.len * d, wide_keys) } else { &[] };
+    let values = values_f32(c.values, p.half, at, c.len * d, wide_values);
     // The positions query `pos` sees: the cache's earlier ones and its chunk's up to its own.
     let seen = |pos: usize| c.len - t + 1 + pos;
     let (first, last) = (queries.start, queries.end - 1);
@@ -290,6 +403,7 @@ fn group_body(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transp
         }
     }
     SCRATCH.with(|cell| cell.replace(s));
+    WIDE.with(|cell| cell.replace(wide));
 }
 
 /// `o = sum_j weights[j] * values[j]` for a head dimension of `8 * V`, each
