@@ -154,10 +154,13 @@ fn values_f32<'s>(words: &'s [f32], half: Half, at: usize, n: usize, scratch: &'
     // SAFETY: the words are the 16-bit buffer's bytes (a view of it); u16 has a smaller
     // alignment than f32 and twice the count covers the same bytes.
     let bits = unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u16>(), words.len() * 2) };
-    scratch.clear();
-    scratch.resize(n, 0.0);
-    widen(&bits[at..at + n], half, scratch);
-    scratch
+    // Grown only (every value read is written first: no fill per call).
+    if scratch.len() < n {
+        scratch.resize(n, 0.0);
+    }
+    let dst = &mut scratch[..n];
+    widen(&bits[at..at + n], half, dst);
+    dst
 }
 
 /// 16-bit values to float32 (exact): bfloat16 by a shift, float16 by F16C
