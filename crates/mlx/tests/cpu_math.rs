@@ -184,11 +184,43 @@ fn swiglu_equals_mlx_compiled_bit_for_bit() {
         }
     }
     assert!(swiglu_halves(&Array::from_slice(&gate[..9], &[1, 9]).unwrap()).unwrap().is_none(), "an odd last axis");
-    // Other dtypes and mismatched shapes are left to MLX.
-    let h = Array::from_slice(&gate[..8], &[8]).unwrap().astype(Dtype::Bfloat16).unwrap();
+    // Other dtypes (float16, or two dtypes) and mismatched shapes are left to MLX.
+    let h = Array::from_slice(&gate[..8], &[8]).unwrap().astype(Dtype::Float16).unwrap();
     assert!(swiglu(&h, &h).unwrap().is_none());
+    let b = Array::from_slice(&gate[..8], &[8]).unwrap().astype(Dtype::Bfloat16).unwrap();
+    assert!(swiglu(&b, &Array::from_slice(&gate[..8], &[8]).unwrap()).unwrap().is_none());
     let a = Array::from_slice(&gate[..8], &[8]).unwrap();
     assert!(swiglu(&a, &Array::from_slice(&up[..4], &[4]).unwrap()).unwrap().is_none());
+}
+
+/// The SwiGLU kernels on bfloat16 inputs (MLX-community's models) against
+/// MLX's compiled function in bfloat16, bit for bit: every bfloat16 gate
+/// value (NaN and infinities included) against a spread of `up` values, on one
+/// thread and past the split, and as the halves of one array.
+#[test]
+fn swiglu_bfloat16_equals_mlx_compiled_bit_for_bit() {
+    let gate: Vec<f32> = (0..=u16::MAX).map(|b| f32::from_bits((b as u32) << 16)).collect();
+    let up: Vec<f32> = (0..gate.len()).map(|i| ((i * 7919) % 2001) as f32 / 250.0 - 4.0).collect();
+    let bf16 = |v: &[f32], shape: &[i32]| Array::from_slice(v, shape).unwrap().astype(Dtype::Bfloat16).unwrap();
+    let bits = |a: &Array| -> Vec<u32> { a.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect() };
+    let same = |ours: &Array, theirs: &Array, what: &str| {
+        assert_eq!(ours.dtype(), Dtype::Bfloat16, "{what}");
+        for (i, (a, b)) in bits(ours).iter().zip(bits(theirs)).enumerate() {
+            let (fa, fb) = (f32::from_bits(*a), f32::from_bits(b));
+            assert!(*a == b || (fa.is_nan() && fb.is_nan()), "{what}, element {i}: {fb:e} compiled by MLX, {fa:e} here");
+        }
+    };
+    for n in [1536, gate.len()] {
+        let (g, u) = (bf16(&gate[..n], &[1, n as i32]), bf16(&up[..n], &[1, n as i32]));
+        let ours = swiglu(&g, &u).unwrap().expect("the kernel takes bfloat16 inputs of one shape");
+        same(&ours, &mlx::nn::swiglu_mlx(&g, &u).unwrap(), &format!("{n} values"));
+    }
+    for (rows, h) in [(1usize, 1536usize), (8, 4096)] {
+        let y = bf16(&gate[..rows * 2 * h], &[rows as i32, 2 * h as i32]);
+        let halves = y.split_equal(2, -1).unwrap();
+        let ours = swiglu_halves(&y).unwrap().expect("bfloat16 with an even last axis");
+        same(&ours, &mlx::nn::swiglu_mlx(&halves[0], &halves[1]).unwrap(), &format!("halves, {rows} rows"));
+    }
 }
 
 #[test]

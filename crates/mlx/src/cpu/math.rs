@@ -372,29 +372,50 @@ fn gelu_body(data: &mut [f32], _unit: usize) {
 }
 
 /// MLX-LM's `swiglu` (`silu(gate) * up`, compiled) with the bits of MLX's
-/// compiled CPU kernel for it, for float32 inputs of one shape on the CPU
-/// backend: per element `y = 1 / (1 + exp(|g|))`, the sigmoid `g < 0 ? y : 1 - y`
-/// (MLX's `Sigmoid`), then `(g * sigmoid) * up`. The compiled kernel runs MLX's
+/// compiled CPU kernel for it, for float32 or bfloat16 inputs of one shape on
+/// the CPU backend: per element `y = 1 / (1 + exp(|g|))`, the sigmoid
+/// `g < 0 ? y : 1 - y` (MLX's `Sigmoid`), then `(g * sigmoid) * up`, in
+/// bfloat16 with MLX's roundings (`swiglu_bf16`). The compiled kernel runs MLX's
 /// scalar `exp` with a libm `fmaf` call per polynomial step; here the loop is
 /// vectorized and split over the cores. `None` where it does not apply (the
 /// caller then runs MLX's compiled function).
 pub fn swiglu(gate: &Array, up: &Array) -> Result<Option<Array>> {
-    let f32s = gate.dtype() == Dtype::Float32 && up.dtype() == Dtype::Float32;
-    if !f32s || gate.shape() != up.shape() || !crate::cpu::kernel::Kernel::Math.enabled() {
+    let Some(bf16) = swiglu_dtype(&[gate.dtype(), up.dtype()]) else { return Ok(None) };
+    if gate.shape() != up.shape() {
         return Ok(None);
     }
-    cpu_kernel_f32_in_place("SwiGlu", SWIGLU, &[], gate, &[up]).map(Some)
+    let out = cpu_kernel_f32_in_place("SwiGlu", SWIGLU, &[bf16 as u8 as f32], gate, &[up])?;
+    Ok(Some(if bf16 { out.astype(Dtype::Bfloat16)? } else { out }))
 }
 
-/// In place: `out` holds the gate, `inputs[0]` is `up`.
-const SWIGLU: KernelF32 = |_, inputs, out| {
+/// Whether the SwiGLU kernels take inputs of these dtypes, and if so whether
+/// in bfloat16 arithmetic (every input bfloat16; the node widens them exactly
+/// and the result, a bfloat16 value, is cast back) or float32's.
+fn swiglu_dtype(dtypes: &[Dtype]) -> Option<bool> {
+    if !crate::cpu::kernel::Kernel::Math.enabled() {
+        return None;
+    }
+    let all = |d: Dtype| dtypes.iter().all(|&x| x == d);
+    if all(Dtype::Float32) {
+        Some(false)
+    } else if all(Dtype::Bfloat16) {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// In place: `out` holds the gate, `inputs[0]` is `up`; `params[0]` 1 for
+/// bfloat16 arithmetic.
+const SWIGLU: KernelF32 = |params, inputs, out| {
     let up = inputs.first().copied().unwrap_or(&[]);
     if up.len() != out.len() {
         out.fill(f32::NAN);
         return;
     }
+    let bf16 = params.first() == Some(&1.0);
     // An `exp` per element: split from a quarter of `PARALLEL_MIN`.
-    par_chunks_at(out, 1, PARALLEL_MIN / 4, |o, at| swiglu_all(o, &up[at..at + o.len()]));
+    par_chunks_at(out, 1, PARALLEL_MIN / 4, |o, at| swiglu_all(o, &up[at..at + o.len()], bf16));
 };
 
 /// `swiglu` of the two halves of `y`'s last axis (`y[..., :h]` the gate,
@@ -404,17 +425,21 @@ const SWIGLU: KernelF32 = |_, inputs, out| {
 pub fn swiglu_halves(y: &Array) -> Result<Option<Array>> {
     let mut shape = y.shape();
     let Some(last) = shape.last_mut() else { return Ok(None) };
-    if y.dtype() != Dtype::Float32 || *last % 2 != 0 || *last == 0 || !crate::cpu::kernel::Kernel::Math.enabled() {
+    let Some(bf16) = swiglu_dtype(&[y.dtype()]) else { return Ok(None) };
+    if *last % 2 != 0 || *last == 0 {
         return Ok(None);
     }
     *last /= 2;
     let h = *last;
-    cpu_kernel_f32("SwiGluHalves", SWIGLU_HALVES, &[h as f32], &[y], &shape).map(Some)
+    let out = cpu_kernel_f32("SwiGluHalves", SWIGLU_HALVES, &[h as f32, bf16 as u8 as f32], &[y], &shape)?;
+    Ok(Some(if bf16 { out.astype(Dtype::Bfloat16)? } else { out }))
 }
 
-/// `params[0]`: the half width `h`; `inputs[0]`: rows of `2h`; `out`: rows of `h`.
+/// `params[0]`: the half width `h`, `params[1]` 1 for bfloat16 arithmetic;
+/// `inputs[0]`: rows of `2h`; `out`: rows of `h`.
 const SWIGLU_HALVES: KernelF32 = |params, inputs, out| {
     let h = params.first().map_or(0, |&v| v as usize);
+    let bf16 = params.get(1) == Some(&1.0);
     let y = inputs.first().copied().unwrap_or(&[]);
     if h == 0 || out.len() % h != 0 || y.len() != 2 * out.len() {
         out.fill(f32::NAN);
@@ -424,20 +449,38 @@ const SWIGLU_HALVES: KernelF32 = |params, inputs, out| {
         for (i, row) in o.chunks_exact_mut(h).enumerate() {
             let yr = &y[2 * at + 2 * i * h..2 * at + 2 * (i + 1) * h];
             row.copy_from_slice(&yr[..h]);
-            swiglu_all(row, &yr[h..]);
+            swiglu_all(row, &yr[h..], bf16);
         }
     });
 };
 
-avx2_fma_dispatch!(fn swiglu_all(gate: &mut [f32], up: &[f32]) => swiglu_body);
+avx2_fma_dispatch!(fn swiglu_all(gate: &mut [f32], up: &[f32], bf16: bool) => swiglu_body);
 
 #[inline(always)]
-fn swiglu_body(gate: &mut [f32], up: &[f32]) {
+fn swiglu_body(gate: &mut [f32], up: &[f32], bf16: bool) {
+    if bf16 {
+        return swiglu_bf16(gate, up);
+    }
     for (g, &u) in gate.iter_mut().zip(up) {
         let x = *g;
         let y = 1.0 / (1.0 + cpu_exp(x.abs()));
         let sigmoid = if x < 0.0 { y } else { 1.0 - y };
         *g = (x * sigmoid) * u;
+    }
+}
+
+/// The same in MLX's bfloat16 arithmetic, on bfloat16 values held as float32:
+/// its `exp` returns a bfloat16, `1 + e` and the division are float
+/// (bfloat16 with a float gives a float), the sigmoid is stored as a
+/// bfloat16, and each product is a bfloat16 operation (rounded).
+#[inline(always)]
+fn swiglu_bf16(gate: &mut [f32], up: &[f32]) {
+    use crate::cpu::half::round_bf16 as r;
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        let y = 1.0 / (1.0 + r(cpu_exp(x.abs())));
+        let sigmoid = r(if x < 0.0 { y } else { 1.0 - y });
+        *g = r(r(x * sigmoid) * u);
     }
 }
 
