@@ -222,7 +222,11 @@ fn bits_of_one_batch() -> Vec<u32> {
     let kv16 = [CachedKv { keys: &half[0], values: &half[1], len: 37 }];
     let q16 = normal(&[1, 6, 1, 64], 17).astype(Dtype::Float16).unwrap();
     let out16 = decode_attention(&q16, &kv16, 0.125).unwrap().expect("the kernel applies").astype(Dtype::Float32).unwrap();
-    [out, prompt, out16].iter().flat_map(|a| a.to_vec::<f32>().unwrap()).map(|v| v.to_bits()).collect()
+    // And a head of 128 (the AVX2 weighted sum's two passes of 64), decode and prompt.
+    let (k2, v2) = (buffer(1, 2, 90, 96, 128, 18), buffer(1, 2, 90, 96, 128, 19));
+    let kv2 = [CachedKv { keys: &k2, values: &v2, len: 90 }];
+    let wide = [1, 3].map(|t| decode_attention(&normal(&[1, 4, t, 128], 20 + t as u64), &kv2, 0.088).unwrap().expect("the kernel applies"));
+    [out, prompt, out16, wide[0].clone(), wide[1].clone()].iter().flat_map(|a| a.to_vec::<f32>().unwrap()).map(|v| v.to_bits()).collect()
 }
 
 /// The portable copy (a CPU without AVX2 and FMA: `MLX_NODE_CPU_FEATURES=baseline`,

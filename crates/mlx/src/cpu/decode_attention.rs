@@ -44,8 +44,10 @@ pub struct CachedKv<'a> {
 }
 
 /// Below this many multiply-adds one thread does it all (a hand-off to
-/// rayon's pool costs tens of microseconds).
-const PARALLEL_MIN: usize = 1 << 20;
+/// rayon's pool costs tens of microseconds). Since the AVX2 loops (`x86`),
+/// Qwen3-0.6B's shape at 220 positions (0.9M) is 44-66 µs on both cores
+/// against 88 on one (`sampling-bench --attention`, least of 400).
+const PARALLEL_MIN: usize = 1 << 18;
 /// Parameters before the per-cache ones, and per cache.
 const FIXED: usize = 7;
 /// A prompt's query positions per unit of work (units are spread over the
@@ -390,6 +392,9 @@ fn group_body(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transp
         let o = unsafe { std::slice::from_raw_parts_mut(out.0.add(((b * t + pos) * p.n_q + g * rep + r) * d), d) };
         let inv = 1.0 / exp_in_place(weights);
         match d {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX2 and FMA, checked in the guard.
+            _ if d % 64 == 0 && crate::cpu::math::avx2_fma() => unsafe { x86::weighted_sum(weights, values, o) },
             64 => weighted_sum::<8>(weights, values, o),
             128 => weighted_sum::<16>(weights, values, o),
             _ => {
@@ -435,6 +440,11 @@ const KEYS: usize = 16;
 /// other; each score's own order is `dot`'s). `scores` is `[rows][cols]`.
 #[inline(always)]
 fn scores_decode(qs: &[f32], keys: &[f32], d: usize, cols: usize, scores: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::cpu::math::avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA, checked just above.
+        return unsafe { x86::scores_decode(qs, keys, d, cols, scores) };
+    }
     let len = keys.len() / d;
     let quads = len / 4;
     for (q, row) in qs.chunks_exact(d).zip(scores.chunks_exact_mut(cols)) {
@@ -537,4 +547,82 @@ fn exp_in_place(x: &mut [f32]) -> f32 {
         *lane += v;
     }
     lanes_sum(&lanes)
+}
+
+/// `scores_decode` and `weighted_sum` written with AVX2 and FMA intrinsics:
+/// the compiler's own vectorization of the portable loops put the four keys
+/// of `dot4` across the lanes (128-bit shuffles per multiply-add) and spilled
+/// sixteen accumulators of a 128-wide head. Each lane runs the portable
+/// code's fused multiply-add chain in its order, and the lanes are added in
+/// `lanes_sum`'s tree, so the bits are the portable path's.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::lanes_sum;
+
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `d` a multiple of 8, `qs` rows of `d`,
+    /// `keys` whole keys of `d`, `scores` rows of `cols` >= the keys.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn scores_decode(qs: &[f32], keys: &[f32], d: usize, cols: usize, scores: &mut [f32]) {
+        let len = keys.len() / d;
+        for (q, row) in qs.chunks_exact(d).zip(scores.chunks_exact_mut(cols)) {
+            let mut j = 0;
+            while j + 4 <= len {
+                let k = keys.as_ptr().add(j * d);
+                let mut acc = [_mm256_setzero_ps(); 4];
+                for c in (0..d).step_by(8) {
+                    let qv = _mm256_loadu_ps(q.as_ptr().add(c));
+                    for (i, a) in acc.iter_mut().enumerate() {
+                        *a = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k.add(i * d + c)), *a);
+                    }
+                }
+                for (i, a) in acc.iter().enumerate() {
+                    row[j + i] = sum(*a);
+                }
+                j += 4;
+            }
+            for j in j..len {
+                let k = keys.as_ptr().add(j * d);
+                let mut a = _mm256_setzero_ps();
+                for c in (0..d).step_by(8) {
+                    a = _mm256_fmadd_ps(_mm256_loadu_ps(q.as_ptr().add(c)), _mm256_loadu_ps(k.add(c)), a);
+                }
+                row[j] = sum(a);
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn sum(a: __m256) -> f32 {
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), a);
+        lanes_sum(&lanes)
+    }
+
+    /// `o = sum_j weights[j] * values[j]` for a head of `d` (a multiple of
+    /// 64), 64 elements at a time in eight registers: each element one
+    /// multiply-add chain from zero in key order, as the portable loop.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `values` holds `weights.len()` rows of
+    /// `o.len()` = `d`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn weighted_sum(weights: &[f32], values: &[f32], o: &mut [f32]) {
+        let d = o.len();
+        for e0 in (0..d).step_by(64) {
+            let mut acc = [_mm256_setzero_ps(); 8];
+            for (j, &w) in weights.iter().enumerate() {
+                let w = _mm256_set1_ps(w);
+                let v = values.as_ptr().add(j * d + e0);
+                for (i, a) in acc.iter_mut().enumerate() {
+                    *a = _mm256_fmadd_ps(w, _mm256_loadu_ps(v.add(8 * i)), *a);
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                _mm256_storeu_ps(o.as_mut_ptr().add(e0 + 8 * i), *a);
+            }
+        }
+    }
 }
