@@ -10,7 +10,7 @@
 //! tile's eight columns in the eight lanes, so one column's weight `k` for
 //! all eight is a load, a shift and a mask. The dequantized vector (`scale *
 //! q + bias`, rounded as MLX rounds it) is computed once per `k` and used for
-//! every row of `x`, four tiles' sums in flight; each lane still sums its own
+//! every row of `x`, several tiles' sums in flight; each lane still sums its own
 //! column in index order with the same roundings, so every output keeps
 //! MLX's value (tested below against `cpu::qmm` and MLX's op, on every path
 //! this CPU has).
@@ -22,8 +22,8 @@ use crate::cpu::qmm::PARALLEL_MIN;
 use crate::cpu::qmm_int8::TILE;
 use crate::cpu::qmm_repack::{dims, format, repacked_weight, scale_bias, tile_words, SbFormat};
 
-/// Tiles per block of columns: four vectors of sums in flight (as
-/// `cpu::qmm`'s 32-column blocks).
+/// Tiles per block of columns, the unit split over the cores (`cpu::qmm`'s
+/// 32-column blocks, whose row loop takes four tiles).
 const BLOCK_TILES: usize = 4;
 
 /// `params`: `[k, n, group_size, bits, format, c, bf16]` (`format, c`:
@@ -165,7 +165,8 @@ mod x86 {
         }
     }
 
-    /// The tiles four at a time (then two, then one, at the end of `n`).
+    /// The tiles four at a time for several rows, two at a time for one (then one, at the end of
+    /// `n`).
     #[target_feature(enable = "avx2,f16c")]
     #[inline]
     unsafe fn all<const B: usize, const BF: bool>(p: &Exact, tiles: Range<usize>, out: OutPtr) {
@@ -179,8 +180,7 @@ mod x86 {
             } else {
                 match left {
                     1 => single_row::<1, B, BF>(p, t, out),
-                    2 | 3 => single_row::<2, B, BF>(p, t, out),
-                    _ => single_row::<4, B, BF>(p, t, out),
+                    _ => single_row::<2, B, BF>(p, t, out),
                 }
             };
         }
@@ -201,7 +201,10 @@ mod x86 {
 
     /// One row of `x` (a decode step) against `T` tiles from `tile0`: each
     /// weight vector dequantized and added straight into its tile's sum, `T`
-    /// sums in flight.
+    /// sums in flight. Two tiles: four spilled the sums and scales out of
+    /// AVX2's 16 registers (0.81 against 0.62 ns per eight weights on one
+    /// thread, 1024 -> 3072 at 4 bits; four on AVX-512's 32 registers, 0.60,
+    /// gained nothing more).
     #[target_feature(enable = "avx2,f16c")]
     #[inline]
     unsafe fn single_row<const T: usize, const B: usize, const BF: bool>(p: &Exact, tile0: usize, out: OutPtr) -> usize {
