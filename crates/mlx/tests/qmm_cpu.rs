@@ -123,7 +123,9 @@ fn special_values_propagate_as_in_mlx() {
 fn bfloat16_and_mixed_dtypes_equal_mlx_op() {
     // bfloat16 x with bfloat16 scales computes in bfloat16, every operation
     // rounded (MLX's `_MLX_BFloat16`); mixed with float32 it promotes to
-    // float32; float16 is MLX's op itself.
+    // float32; float16 is MLX's op itself. The exact kernel on repacked weights
+    // (whatever `x` a layer gets) gives the same bits, except with float16
+    // scales, which it leaves in MLX's layout.
     let cases: &[(&[i32], i32, i32, i32, Dtype, Dtype)] = &[
         (&[1, 512], 200, 64, 4, Dtype::Bfloat16, Dtype::Bfloat16),
         (&[7, 256], 72, 32, 8, Dtype::Bfloat16, Dtype::Bfloat16),
@@ -132,6 +134,7 @@ fn bfloat16_and_mixed_dtypes_equal_mlx_op() {
         (&[3, 256], 64, 64, 4, Dtype::Float32, Dtype::Bfloat16),
         (&[2, 256], 48, 64, 4, Dtype::Float16, Dtype::Float16),
         (&[2, 256], 48, 64, 4, Dtype::Float16, Dtype::Bfloat16),
+        (&[2, 256], 48, 64, 4, Dtype::Float16, Dtype::Float32),
     ];
     for (i, &(x_shape, n, group_size, bits, x_dtype, w_dtype)) in cases.iter().enumerate() {
         let k = *x_shape.last().unwrap();
@@ -143,6 +146,14 @@ fn bfloat16_and_mixed_dtypes_equal_mlx_op() {
         let what = format!("case {i}: x {x_shape:?} {x_dtype:?}, weights {w_dtype:?}, {bits} bits");
         assert_same_bits(&ours.astype(Dtype::Float32).unwrap(), &mlx.astype(Dtype::Float32).unwrap(), &what);
         assert_eq!(ours.dtype(), mlx.dtype(), "{what}: dtype");
+        match Repacked::new(&wq, &s, &b, group_size, bits, Precision::Exact).unwrap() {
+            Some(r) => {
+                let got = r.matmul(&x).unwrap();
+                assert_eq!(got.dtype(), mlx.dtype(), "{what}: repacked dtype");
+                assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &mlx.astype(Dtype::Float32).unwrap(), &format!("{what}, repacked"));
+            }
+            None => assert_eq!(w_dtype, Dtype::Float16, "{what}: exact not repacked"),
+        }
     }
 }
 
