@@ -17,6 +17,8 @@
 // both kernels off it is exact mode. Fast layers hold
 // their weights laid out once at load for the kernel (crates/mlx/src/cpu/qmm_repack.rs), which
 // must not change a bit: MLX_NODE_REPACK=0 (MLX's layout, laid out per call) gives the same output.
+// Exact layers hold the same layout, for MLX's arithmetic (crates/mlx/src/cpu/qmm_exact_repack.rs):
+// there too MLX_NODE_REPACK=0 gives the same bits (and parity.test.js checks them against MLX-LM).
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
@@ -136,6 +138,11 @@ test('fast precision gives the same bits on the portable path (a CPU without AVX
 test('weights repacked at load give fast precision\'s bits laid out per call (MLX_NODE_REPACK=0)', () => {
   const perCall = child({ precision: 'fast' }, { MLX_NODE_REPACK: '0' });
   for (const name of MODELS) assert.deepEqual(perCall[name], fast[name], name);
+});
+
+test('exact precision on weights repacked at load gives the bits of MLX\'s layout (MLX_NODE_REPACK=0)', () => {
+  const perCall = child({ precision: 'exact' }, { MLX_NODE_REPACK: '0' });
+  for (const name of MODELS) assert.deepEqual(perCall[name], exact[name], name);
 });
 
 test('fast precision\'s decode steps run attention as one kernel: not the bits of MLX\'s ops, the same tokens', () => {

@@ -8,7 +8,8 @@
 //! timed beside them, with its largest difference from MLX's output relative
 //! to the largest output, and so is the fast kernel on weights repacked once
 //! as a model's fast layers are at load (`quant::Repacked`), checked for the
-//! fast kernel's bits.
+//! fast kernel's bits; and the exact kernel on weights repacked as a model's
+//! exact layers are (`qmm_exact_repack`), checked for MLX's bits.
 use std::time::Instant;
 
 use mlx::quant::{quantize, quantized_matmul, quantized_matmul_mlx, Mode, Precision, Repacked};
@@ -57,8 +58,8 @@ fn medians(runs: usize, fs: &[&dyn Fn() -> Array]) -> Vec<f64> {
 pub fn main(filter: Option<&str>) {
     let mut scales_rows = Vec::new();
     println!("\n### Quantized matmul\n");
-    println!("| shape (rows x in -> out, bits/group) | dtype | MLX's op, ms (sd) | exact kernel, ms (sd) | speed-up | same bits | fast kernel, ms (sd) | fast / exact | fast's error | repacked, ms (sd) | repacked / fast |");
-    println!("|---|---|--:|--:|--:|:-:|--:|--:|--:|--:|--:|");
+    println!("| shape (rows x in -> out, bits/group) | dtype | MLX's op, ms (sd) | exact kernel, ms (sd) | speed-up | same bits | fast kernel, ms (sd) | fast / exact | fast's error | repacked, ms (sd) | repacked / fast | exact repacked, ms (sd) | exact repacked / exact |");
+    println!("|---|---|--:|--:|--:|:-:|--:|--:|--:|--:|--:|--:|--:|");
     let shapes = [
         (1, 1024, 3072, 4, 64, "decode, MLP up"),
         (1, 1024, 151_936, 4, 64, "decode, LM head"),
@@ -88,14 +89,18 @@ pub fn main(filter: Option<&str>) {
             mlx::eval(&[&x, &wq, &s, &b]).unwrap();
             let ours = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine, Precision::Exact).unwrap();
             let fast = || quantized_matmul(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine, Precision::Fast).unwrap();
-            let r = Repacked::new(&wq, &s, &b, gs, bits).unwrap().expect("the fast kernel applies");
-            mlx::eval(&r.arrays()).unwrap();
+            let r = Repacked::new(&wq, &s, &b, gs, bits, Precision::Fast).unwrap().expect("the fast kernel applies");
+            let re = Repacked::new(&wq, &s, &b, gs, bits, Precision::Exact).unwrap().expect("the exact kernel applies");
+            mlx::eval(&[r.arrays(), re.arrays()].concat()).unwrap();
             let repacked = || r.matmul(&x).unwrap();
+            let exact_repacked = || re.matmul(&x).unwrap();
             let theirs = || quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap();
             let vals = |a: Array| a.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap();
             let want = vals(theirs());
             let same = vals(ours()).iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "{what} {dtype:?}: the kernel's output differs from MLX's op");
+            let same_repacked = vals(exact_repacked()).iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same_repacked, "{what} {dtype:?}: the exact kernel on repacked weights differs from MLX's op");
             let top = want.iter().fold(0f32, |a, v| a.max(v.abs()));
             let same_fast = vals(repacked()).iter().zip(&vals(fast())).all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same_fast, "{what} {dtype:?}: the repacked weights give other bits than the fast kernel's");
@@ -106,15 +111,24 @@ pub fn main(filter: Option<&str>) {
             let (to, so) = time_ms(runs.max(20), ours);
             let (tf, sf) = time_ms(runs.max(20), fast);
             let (tr, sr) = time_ms(runs.max(20), repacked);
+            let (te, se) = time_ms(runs.max(20), exact_repacked);
             if q4_0 {
                 // The same layer with its scales and biases held in float32 (nudged off float16
                 // values, which costs the same work), and in float16 (biases nudged off -8 times
                 // the scales by a float16 step), against the scales alone.
                 let nudge = |a: &Array, by: f64| a.multiply_scalar(1.0 + by).unwrap();
-                let r32 = Repacked::new(&wq, &nudge(&s, 1.0 / 1_048_576.0), &nudge(&b, 1.0 / 1_048_576.0), gs, bits).unwrap().unwrap();
-                let r16 = Repacked::new(&wq, &s, &nudge(&b, 1.0 / 1024.0).astype(Dtype::Float16).unwrap().astype(Dtype::Float32).unwrap(), gs, bits)
-                    .unwrap()
-                    .unwrap();
+                let r32 =
+                    Repacked::new(&wq, &nudge(&s, 1.0 / 1_048_576.0), &nudge(&b, 1.0 / 1_048_576.0), gs, bits, Precision::Fast).unwrap().unwrap();
+                let r16 = Repacked::new(
+                    &wq,
+                    &s,
+                    &nudge(&b, 1.0 / 1024.0).astype(Dtype::Float16).unwrap().astype(Dtype::Float32).unwrap(),
+                    gs,
+                    bits,
+                    Precision::Fast,
+                )
+                .unwrap()
+                .unwrap();
                 mlx::eval(&[r32.arrays(), r16.arrays()].concat()).unwrap();
                 let bytes = |r: &Repacked| r.arrays().iter().map(|a| a.size() * 4).sum::<usize>();
                 assert!(bytes(&r32) > bytes(&r16) && bytes(&r16) > bytes(&r), "{what}: scales held in 32, 16 bits, or alone");
@@ -130,12 +144,13 @@ pub fn main(filter: Option<&str>) {
                 ));
             }
             println!(
-                "| {m} x {k} -> {n}, {bits}/{gs} ({what}) | {} | {tm:.2} ({sm:.2}) | {to:.3} ({so:.3}) | {:.1}x | {} | {tf:.3} ({sf:.3}) | {:.2} | {err:.1e} | {tr:.3} ({sr:.3}) | {:.2} |",
+                "| {m} x {k} -> {n}, {bits}/{gs} ({what}) | {} | {tm:.2} ({sm:.2}) | {to:.3} ({so:.3}) | {:.1}x | {} | {tf:.3} ({sf:.3}) | {:.2} | {err:.1e} | {tr:.3} ({sr:.3}) | {:.2} | {te:.3} ({se:.3}) | {:.2} |",
                 dtype.name(),
                 tm / to,
                 if same { "yes" } else { "no" },
                 tf / to,
                 tr / tf,
+                te / to,
             );
         }
     }

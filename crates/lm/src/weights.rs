@@ -38,7 +38,7 @@ fn fusion_on() -> bool {
     *ON.get_or_init(|| !std::env::var("MLX_NODE_FUSE_PROJECTIONS").is_ok_and(|v| v.trim() == "0"))
 }
 
-/// `Weights::repacked` lays fast-precision layers out for the int8 kernel unless
+/// `Weights::repacked` lays quantized layers out for their precision's kernel unless
 /// `MLX_NODE_REPACK=0` (read once per process; a switch for measuring what
 /// repacking saves, and for checking that it keeps the tokens).
 fn repack_on() -> bool {
@@ -453,18 +453,18 @@ impl Weights {
     }
 
     /// The weight (and bias) of `prefix`, its slice along `axis` in a group,
-    /// repacked for the fast kernel where that applies (`repacked`).
+    /// repacked for its precision's kernel where that applies (`repacked`).
     fn linear_parts(&mut self, prefix: &str, in_dims: i32, out_dims: i32, bias: bool, axis: Option<i32>) -> Result<nn::Linear> {
         let before = self.taken.len();
         let linear = self.linear_in_mlx_layout(prefix, in_dims, out_dims, bias, axis)?;
         self.repacked(linear, before)
     }
 
-    /// `linear` (whose arrays were taken since `taken[before]`) with a fast-precision
-    /// quantized weight laid out for `cpu::qmm_int8` once, now, where that kernel applies
-    /// (`nn::Linear::repacked`); then only the new layout is kept for `finish` to read, so
-    /// that MLX's is not held beside it (a 4-bit layer stays 4 bits a weight). A tied
-    /// embedding table has its own (`tied_embedding`).
+    /// `linear` (whose arrays were taken since `taken[before]`) with a quantized weight
+    /// laid out once, now, for its precision's kernel (`cpu::qmm_int8` fast, `cpu::qmm`'s
+    /// arithmetic exact) where that applies (`nn::Linear::repacked`); then only the new
+    /// layout is kept for `finish` to read, so that MLX's is not held beside it (a 4-bit
+    /// layer stays 4 bits a weight). A tied embedding table has its own (`tied_embedding`).
     fn repacked(&mut self, linear: nn::Linear, before: usize) -> Result<nn::Linear> {
         if !repack_on() {
             return Ok(linear);
@@ -497,10 +497,10 @@ impl Weights {
         }
     }
 
-    /// `embedding` of a table that is also the LM head: in fast precision, held only in
-    /// the fast kernel's layout where that applies (`nn::Embedding::repacked`: the head then
-    /// runs as a repacked layer, lookups read the same table), so that MLX's layout is not
-    /// kept for `finish` to read beside it; not with `MLX_NODE_REPACK=0`.
+    /// `embedding` of a table that is also the LM head: held only in the repacked layout
+    /// where its precision's kernel applies (`nn::Embedding::repacked`: the head then runs
+    /// as a repacked layer, lookups read the same table), so that MLX's layout is not kept
+    /// for `finish` to read beside it; not with `MLX_NODE_REPACK=0`.
     pub fn tied_embedding(&mut self, prefix: &str, vocab: i32, dims: i32) -> Result<nn::Embedding> {
         let before = self.taken.len();
         let table = self.embedding(prefix, vocab, dims)?;
@@ -722,20 +722,37 @@ mod tests {
     }
 
     /// Layers held as one leave only their concatenation for `finish` to read, so the
-    /// parts are never held beside it (peak memory at load stays one group's worth).
+    /// parts are never held beside it (peak memory at load stays one group's worth): in
+    /// MLX's layout (float16 scales, which the exact kernel leaves to MLX's op), and
+    /// repacked (float32 scales: the repacked arrays alone).
     #[test]
     fn fused_layers_keep_only_the_concatenation() {
-        let mut t = HashMap::new();
-        packed(&mut t, "q", 16, 64, 32, 4, Mode::Affine);
-        packed(&mut t, "k", 8, 64, 32, 4, Mode::Affine);
-        t.insert("q.bias".into(), normal(&[16], 6));
-        t.insert("k.bias".into(), normal(&[8], 7));
-        let mut w = weights(t, None);
-        let fused = w.linear_fused(&["q".into(), "k".into()], 64, &[16, 8], true).unwrap();
-        assert!(matches!(&fused, Some(nn::Linear::Quantized { q, .. }) if (q.bits, q.group_size) == (4, 32)));
-        // Packed weights, scales, biases and the bias: 24 rows each.
-        assert_eq!(w.taken.iter().map(|a| a.dim(0)).collect::<Vec<_>>(), [24, 24, 24, 24]);
-        w.finish().unwrap();
+        for half in [true, false] {
+            let mut t = HashMap::new();
+            packed(&mut t, "q", 16, 64, 32, 4, Mode::Affine);
+            packed(&mut t, "k", 8, 64, 32, 4, Mode::Affine);
+            if half {
+                for name in ["q.scales", "q.biases", "k.scales", "k.biases"] {
+                    let a = t[name].astype(Dtype::Float16).unwrap();
+                    t.insert(name.into(), a);
+                }
+            }
+            t.insert("q.bias".into(), normal(&[16], 6));
+            t.insert("k.bias".into(), normal(&[8], 7));
+            let mut w = weights(t, None);
+            let fused = w.linear_fused(&["q".into(), "k".into()], 64, &[16, 8], true).unwrap();
+            if half {
+                assert!(matches!(&fused, Some(nn::Linear::Quantized { q, .. }) if (q.bits, q.group_size) == (4, 32)));
+                // Packed weights, scales, biases and the bias: 24 rows each.
+                assert_eq!(w.taken.iter().map(|a| a.dim(0)).collect::<Vec<_>>(), [24, 24, 24, 24]);
+            } else {
+                assert!(matches!(&fused, Some(nn::Linear::Repacked { .. })));
+                // The repacked weights (three tiles of 8 columns, 8 words per tile and 64 inputs),
+                // their scales (per tile, two groups of 16 float32 values), and the bias.
+                assert_eq!(w.taken.iter().map(|a| a.size()).collect::<Vec<_>>(), [3 * 8 * 8, 3 * 2 * 16, 24]);
+            }
+            w.finish().unwrap();
+        }
     }
 
     #[test]
@@ -775,28 +792,25 @@ mod tests {
         assert!(matches!(err("uint8_affine"), LmError::InvalidWeights(m) if m.contains("uint8_affine.scales") && m.contains("groups of 64")));
     }
 
-    /// A tied table in fast precision loads only in the repacked layout (all `finish` reads: the
-    /// packed weight and the scales' copy, not MLX's three arrays) and gives the table's lookups
-    /// and head bits; in exact precision it stays as `embedding` loads it.
+    /// A tied table loads only in the repacked layout, in either precision (all `finish` reads:
+    /// the packed weight and the scales' copy, not MLX's three arrays), and gives the lookups
+    /// and head bits of the table as `embedding` loads it in that precision.
     #[test]
-    fn a_tied_table_loads_repacked_in_fast_precision_only() {
+    fn a_tied_table_loads_repacked_in_either_precision() {
         let mut t = HashMap::new();
         packed(&mut t, "embed", 40, 64, 32, 4, Mode::Affine);
         let config = Some(json!({"group_size": 32, "bits": 4}));
         let (ids, x) = (Array::from_slice(&[0i32, 39, 7], &[1, 3]).unwrap(), normal(&[1, 2, 64], 5));
-        let plain = weights(t.clone(), config.clone()).with_precision(Precision::Fast).embedding("embed", 40, 64).unwrap();
         for precision in [Precision::Fast, Precision::Exact] {
+            let plain = weights(t.clone(), config.clone()).with_precision(precision).embedding("embed", 40, 64).unwrap();
             let mut w = weights(t.clone(), config.clone()).with_precision(precision);
             let table = w.tied_embedding("embed", 40, 64).unwrap();
-            let fast = precision == Precision::Fast;
-            assert_eq!(matches!(table, nn::Embedding::Repacked { .. }), fast, "{precision:?}");
-            assert_eq!(w.taken.len(), if fast { 2 } else { 3 }, "{precision:?}: arrays kept for finish");
+            assert!(matches!(table, nn::Embedding::Repacked { .. }), "{precision:?}");
+            assert_eq!(w.taken.len(), 2, "{precision:?}: arrays kept for finish");
             w.finish().unwrap();
-            if fast {
-                let bits = |a: Array| a.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(table.forward(&ids).unwrap()), bits(plain.forward(&ids).unwrap()), "lookups");
-                assert_eq!(bits(table.as_linear(&x).unwrap()), bits(plain.as_linear(&x).unwrap()), "head");
-            }
+            let bits = |a: Array| a.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(table.forward(&ids).unwrap()), bits(plain.forward(&ids).unwrap()), "{precision:?}: lookups");
+            assert_eq!(bits(table.as_linear(&x).unwrap()), bits(plain.as_linear(&x).unwrap()), "{precision:?}: head");
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Quantized layers held as one at load (`Weights::linear_fused`: q/k/v, gate/up)
 //! must give the separate layers' outputs bit for bit, in exact and fast
 //! precision, for a decode row and a prompt's rows: the model's tokens stay
-//! MLX-LM's (in fast precision, with the weights repacked for the int8
-//! kernel). Layers that cannot be fused load as they are.
+//! MLX-LM's (with the weights repacked for the precision's kernel). Layers
+//! that cannot be fused load as they are.
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -61,11 +61,10 @@ fn fused_layers_give_the_separate_layers_bits() {
                 let prefixes = names.map(String::from);
                 let fused = w.linear_fused(&prefixes, IN, &outs, bias).unwrap().expect("q/k/v quantized alike are held as one");
                 w.finish().unwrap();
-                // Fast layers hold their weights repacked for the int8 kernel (the fused one after
-                // concatenation), exact ones MLX's layout.
-                let repacked = |l: &Linear| matches!(l, Linear::Repacked { .. });
-                let want_repacked = precision == Precision::Fast;
-                assert!(std::iter::once(&fused).chain(&parts).all(|l| repacked(l) == want_repacked), "{precision:?}: repacked {want_repacked}");
+                // The layers hold their weights repacked for their precision's kernel (the fused
+                // one after concatenation).
+                let repacked = |l: &Linear| matches!(l, Linear::Repacked { .. }) && l.precision() == precision;
+                assert!(std::iter::once(&fused).chain(&parts).all(repacked), "{precision:?}: not repacked");
                 for rows in [1, 20] {
                     let x = normal(&[1, rows, IN], 30 + rows as u64);
                     let y = fused.forward(&x).unwrap();

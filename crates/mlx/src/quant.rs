@@ -8,7 +8,7 @@ use mlx_sys as sys;
 use crate::array::{make, raw_or_null, Array};
 use crate::error::{check, Result};
 
-/// A fast-precision weight laid out once for `cpu::qmm_int8` (`nn::Linear::Repacked`).
+/// A quantized weight laid out once for its precision's CPU kernel (`nn::Linear::Repacked`).
 pub use crate::cpu::qmm_repack::Repacked;
 
 /// MLX's quantization mode (`mode` of `mlx.core.quantize`).

@@ -123,7 +123,9 @@ fn special_values_propagate_as_in_mlx() {
 fn bfloat16_and_mixed_dtypes_equal_mlx_op() {
     // bfloat16 x with bfloat16 scales computes in bfloat16, every operation
     // rounded (MLX's `_MLX_BFloat16`); mixed with float32 it promotes to
-    // float32; float16 is MLX's op itself.
+    // float32; float16 is MLX's op itself. The exact kernel on repacked weights
+    // (whatever `x` a layer gets) gives the same bits, except with float16
+    // scales, which it leaves in MLX's layout.
     let cases: &[(&[i32], i32, i32, i32, Dtype, Dtype)] = &[
         (&[1, 512], 200, 64, 4, Dtype::Bfloat16, Dtype::Bfloat16),
         (&[7, 256], 72, 32, 8, Dtype::Bfloat16, Dtype::Bfloat16),
@@ -132,6 +134,7 @@ fn bfloat16_and_mixed_dtypes_equal_mlx_op() {
         (&[3, 256], 64, 64, 4, Dtype::Float32, Dtype::Bfloat16),
         (&[2, 256], 48, 64, 4, Dtype::Float16, Dtype::Float16),
         (&[2, 256], 48, 64, 4, Dtype::Float16, Dtype::Bfloat16),
+        (&[2, 256], 48, 64, 4, Dtype::Float16, Dtype::Float32),
     ];
     for (i, &(x_shape, n, group_size, bits, x_dtype, w_dtype)) in cases.iter().enumerate() {
         let k = *x_shape.last().unwrap();
@@ -143,6 +146,14 @@ fn bfloat16_and_mixed_dtypes_equal_mlx_op() {
         let what = format!("case {i}: x {x_shape:?} {x_dtype:?}, weights {w_dtype:?}, {bits} bits");
         assert_same_bits(&ours.astype(Dtype::Float32).unwrap(), &mlx.astype(Dtype::Float32).unwrap(), &what);
         assert_eq!(ours.dtype(), mlx.dtype(), "{what}: dtype");
+        match Repacked::new(&wq, &s, &b, group_size, bits, Precision::Exact).unwrap() {
+            Some(r) => {
+                let got = r.matmul(&x).unwrap();
+                assert_eq!(got.dtype(), mlx.dtype(), "{what}: repacked dtype");
+                assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &mlx.astype(Dtype::Float32).unwrap(), &format!("{what}, repacked"));
+            }
+            None => assert_eq!(w_dtype, Dtype::Float16, "{what}: exact not repacked"),
+        }
     }
 }
 
@@ -196,13 +207,14 @@ fn fast_precision_on_a_prompt_gives_each_row_its_own_bits() {
     assert!(f.iter().zip(&e).any(|(f, e)| f.to_bits() != e.to_bits()), "fast mode ran the exact kernel");
 }
 
-/// A fast-precision layer repacked at load (`Linear::repacked`) gives the bits
-/// of the fast kernel on MLX's layout, for one row, a small batch and a
-/// prompt, float32 and bfloat16, with a bias and `n` not a multiple of 8; an
-/// exact-precision layer is left as it is; an `x` of the wrong width or not
-/// a float, and a dense weight asked of it, are errors.
+/// A layer repacked at load (`Linear::repacked`) gives the bits of its
+/// precision's kernel on MLX's layout (fast: `qmm_int8`; exact: `cpu::qmm`,
+/// and MLX's op), for one row, a small batch and a prompt, float32 and
+/// bfloat16, with a bias and `n` not a multiple of 8, and reports its
+/// precision; an `x` of the wrong width or not a float, and a dense weight
+/// asked of it, are errors.
 #[test]
-fn a_repacked_layer_gives_the_fast_kernels_bits() {
+fn a_repacked_layer_gives_its_precisions_bits() {
     for (i, &(n, k, gs, bits, dtype)) in
         [(44, 256, 64, 4, Dtype::Float32), (17, 128, 32, 8, Dtype::Bfloat16), (24, 256, 128, 2, Dtype::Float32)].iter().enumerate()
     {
@@ -221,17 +233,40 @@ fn a_repacked_layer_gives_the_fast_kernels_bits() {
             assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &want.astype(Dtype::Float32).unwrap(), &format!("case {i}, {rows} rows"));
             assert_eq!(got.dtype(), want.dtype(), "case {i}");
         }
+        assert_eq!(repacked.precision(), Precision::Fast, "case {i}");
         let exact = layer(Precision::Exact).repacked().unwrap();
-        assert!(matches!(exact, Linear::Quantized { .. }), "case {i}: exact precision was repacked");
+        assert!(matches!(exact, Linear::Repacked { .. }), "case {i}: exact precision not repacked");
+        assert_eq!(exact.precision(), Precision::Exact, "case {i}");
+        for rows in [1, 2, 5, 8, 30] {
+            let x = normal(&[1, rows, k], 1.0, seed + 3 + rows as u64).astype(dtype).unwrap();
+            let (got, want) = (exact.forward(&x).unwrap(), layer(Precision::Exact).forward(&x).unwrap());
+            let mlx = quantized_matmul_mlx(&x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap().add(&bias).unwrap();
+            assert_eq!((got.dtype(), mlx.dtype()), (want.dtype(), want.dtype()), "case {i}");
+            let what = format!("case {i}, exact, {rows} rows");
+            assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &want.astype(Dtype::Float32).unwrap(), &what);
+            assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &mlx.astype(Dtype::Float32).unwrap(), &what);
+        }
     }
-    // 4-bit rows not of whole units of 64 (96 wide) stay in MLX's layout, as the fast
-    // kernel declines them too.
+    // 4-bit rows not of whole units of 64 (96 wide) stay in MLX's layout in fast precision, as
+    // the fast kernel declines them too; the exact kernel takes them.
     let (wq, s, b) = affine(&normal(&[16, 96], 0.05, 789), 32, 4).unwrap();
-    let q = QuantParams { group_size: 32, bits: 4, mode: Mode::Affine, precision: Precision::Fast };
-    let layer = Linear::Quantized { weight: wq, scales: s, biases: Some(b), bias: None, q };
-    assert!(matches!(layer.repacked().unwrap(), Linear::Quantized { .. }), "a 96-wide 4-bit layer was repacked");
+    let layer = |precision| {
+        let q = QuantParams { group_size: 32, bits: 4, mode: Mode::Affine, precision };
+        Linear::Quantized { weight: wq.clone(), scales: s.clone(), biases: Some(b.clone()), bias: None, q }
+    };
+    assert!(matches!(layer(Precision::Fast).repacked().unwrap(), Linear::Quantized { .. }), "a 96-wide 4-bit layer was repacked");
+    assert!(matches!(layer(Precision::Exact).repacked().unwrap(), Linear::Repacked { .. }), "exact: a 96-wide 4-bit layer not repacked");
+    // Exact precision keeps MLX's layout with float16 scales (x in float16 would compute in
+    // float16), or scales and biases of two dtypes.
+    let (wq, s, b) = affine(&normal(&[16, 128], 0.05, 792), 64, 4).unwrap();
+    let half = |a: &Array| a.astype(Dtype::Float16).unwrap();
+    let bf = |a: &Array| a.astype(Dtype::Bfloat16).unwrap();
+    for (what, s, b) in [("float16", half(&s), half(&b)), ("mixed", bf(&s), b.clone())] {
+        assert!(Repacked::new(&wq, &s, &b, 64, 4, Precision::Exact).unwrap().is_none(), "exact, {what} scales: repacked");
+        assert!(Repacked::new(&wq, &s, &b, 64, 4, Precision::Fast).unwrap().is_some(), "fast, {what} scales: not repacked");
+    }
     let (wq, s, b) = affine(&normal(&[16, 128], 0.05, 790), 64, 4).unwrap();
-    let r = Repacked::new(&wq, &s, &b, 64, 4).unwrap().expect("the kernel applies");
+    let r = Repacked::new(&wq, &s, &b, 64, 4, Precision::Fast).unwrap().expect("the kernel applies");
     let err = r.matmul(&normal(&[2, 96], 1.0, 791)).expect_err("a 96-wide x against a 128-wide w must fail");
     assert!(err.message.contains("takes 128 inputs"), "{}", err.message);
     let err = r.matmul(&Array::from_slice(&[1i32; 128], &[1, 128]).unwrap()).expect_err("an int32 x must fail");
@@ -239,15 +274,21 @@ fn a_repacked_layer_gives_the_fast_kernels_bits() {
     // The layer holds only the kernel's layout: no dense weight to give.
     let layer = Linear::Repacked { weight: Box::new(r), bias: None };
     let err = layer.dense_weight().expect_err("a repacked layer has no dense weight");
-    assert!(err.message.contains("fast kernel's layout"), "{}", err.message);
+    assert!(err.message.contains("repacked kernels' layout"), "{}", err.message);
+    let r = Repacked::new(&wq, &s, &b, 64, 4, Precision::Exact).unwrap().expect("the exact kernel applies");
+    let err = r.matmul(&normal(&[2, 96], 1.0, 791)).expect_err("exact: a 96-wide x against a 128-wide w must fail");
+    assert!(err.message.contains("takes 128 inputs"), "{}", err.message);
+    let err = r.matmul(&Array::from_slice(&[1i32; 128], &[1, 128]).unwrap()).expect_err("exact: an int32 x must fail");
+    assert!(err.message.contains("a float is needed"), "{}", err.message);
 }
 
-/// A tied embedding table repacked in fast precision (`Embedding::repacked`)
-/// gives the bits of the table in MLX's layout both ways: token lookups (MLX's
-/// `take` then `dequantize`) and the LM head (the fast kernel per call), with
+/// A tied embedding table repacked (`Embedding::repacked`) gives the bits of
+/// the table in MLX's layout both ways: token lookups (MLX's `take` then
+/// `dequantize`) and the LM head (its precision's kernel per call), with
 /// float32 scales (any, float16 values, and float16 values with biases -8
-/// times them, as a GGUF Q4_0 model's), float16 and bfloat16 ones; exact
-/// precision is left as it is; ids that are not integers are an error.
+/// times them, as a GGUF Q4_0 model's), float16 and bfloat16 ones; in exact
+/// precision float16 scales stay in MLX's layout; ids that are not integers
+/// are an error.
 #[test]
 fn a_repacked_tied_embedding_gives_the_tables_bits() {
     let (n, k) = (37, 128);
@@ -269,6 +310,8 @@ fn a_repacked_tied_embedding_gives_the_tables_bits() {
             let q = QuantParams { group_size: gs, bits, mode: Mode::Affine, precision };
             Embedding::Quantized { weight: wq.clone(), scales: s.clone(), biases: Some(b.clone()), q }
         };
+        let exact = table(Precision::Exact).repacked().unwrap();
+        assert_eq!(matches!(exact, Embedding::Repacked { .. }), dtype != Dtype::Float16, "case {i}: exact precision repacked");
         let repacked = table(Precision::Fast).repacked().unwrap();
         assert!(matches!(repacked, Embedding::Repacked { .. }), "case {i}: not repacked");
         let what = format!("case {i}, {dtype:?} scales");
@@ -279,13 +322,17 @@ fn a_repacked_tied_embedding_gives_the_tables_bits() {
         let (got, want) = (repacked.forward(&ids).unwrap(), table(Precision::Fast).forward(&ids).unwrap());
         assert_eq!((got.dtype(), got.shape()), (want.dtype(), want.shape()), "{what}: lookup");
         assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &want.astype(Dtype::Float32).unwrap(), &format!("{what}: lookup"));
+        let got = exact.forward(&ids).unwrap();
+        assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &want.astype(Dtype::Float32).unwrap(), &format!("{what}: exact lookup"));
         for rows in [1, 9] {
             let x = normal(&[1, rows, k], 1.0, 950 + i as u64).astype(dtype).unwrap();
-            let (got, want) = (repacked.as_linear(&x).unwrap(), table(Precision::Fast).as_linear(&x).unwrap());
-            assert_eq!(got.dtype(), want.dtype(), "{what}: head");
-            assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &want.astype(Dtype::Float32).unwrap(), &format!("{what}: head, {rows} rows"));
+            for (p, t) in [(Precision::Fast, &repacked), (Precision::Exact, &exact)] {
+                let (got, want) = (t.as_linear(&x).unwrap(), table(p).as_linear(&x).unwrap());
+                assert_eq!(got.dtype(), want.dtype(), "{what}: head");
+                let what = format!("{what}: {p:?} head, {rows} rows");
+                assert_same_bits(&got.astype(Dtype::Float32).unwrap(), &want.astype(Dtype::Float32).unwrap(), &what);
+            }
         }
-        assert!(matches!(table(Precision::Exact).repacked().unwrap(), Embedding::Quantized { .. }), "{what}: exact precision was repacked");
     }
     let (wq, s, b) = affine(&normal(&[n, k], 0.05, 990), 64, 4).unwrap();
     let q = QuantParams { group_size: 64, bits: 4, mode: Mode::Affine, precision: Precision::Fast };

@@ -8,6 +8,7 @@ pub(crate) mod half;
 pub mod kernel;
 pub mod math;
 pub(crate) mod qmm;
+pub(crate) mod qmm_exact_repack;
 pub(crate) mod qmm_int8;
 pub(crate) mod qmm_repack;
 pub(crate) mod qmm_repack_rows;

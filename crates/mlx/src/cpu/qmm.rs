@@ -162,7 +162,7 @@ const QMM: KernelF32 = |params, inputs, out| {
 
 /// Below this many multiply-adds one thread does it all (handing work to
 /// another thread costs microseconds).
-const PARALLEL_MIN: usize = 1 << 20;
+pub(crate) const PARALLEL_MIN: usize = 1 << 20;
 
 /// Splits the column blocks over the cores; each part writes only its own
 /// columns of `out`.
@@ -256,8 +256,8 @@ pub(crate) mod avx2 {
 
     use super::{OutPtr, Problem, BLOCK};
 
-    const TILES: usize = BLOCK / 8;
-    const MAX_GROUP: usize = 128;
+    pub(crate) const TILES: usize = BLOCK / 8;
+    pub(crate) const MAX_GROUP: usize = 128;
     /// How far ahead in each row the next words are prefetched (128 bytes):
     /// the 32 rows read side by side are more streams than the hardware
     /// prefetcher follows (decode's LM head: 30 ms to 25 ms here, measured
@@ -327,14 +327,14 @@ pub(crate) mod avx2 {
     /// `scale * q + bias`, each operation rounded as MLX's compute type does.
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn dequant<const BF: bool>(scale: __m256, q: __m256i, bias: __m256) -> __m256 {
+    pub(crate) unsafe fn dequant<const BF: bool>(scale: __m256, q: __m256i, bias: __m256) -> __m256 {
         round::<BF>(_mm256_add_ps(round::<BF>(_mm256_mul_ps(scale, _mm256_cvtepi32_ps(q))), bias))
     }
 
     /// `acc + x * w`, each operation rounded as MLX's compute type does.
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn mac<const BF: bool>(acc: __m256, x: __m256, w: __m256) -> __m256 {
+    pub(crate) unsafe fn mac<const BF: bool>(acc: __m256, x: __m256, w: __m256) -> __m256 {
         round::<BF>(_mm256_add_ps(acc, round::<BF>(_mm256_mul_ps(x, w))))
     }
 
@@ -643,7 +643,7 @@ pub(crate) mod avx2 {
     /// sums gain `x[k] * w[k]`, `k` in order.
     #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn mac_rows<const R: usize, const BF: bool>(wd: &[__m256; TILES * MAX_GROUP], gs: usize, x: [*const f32; R], acc: *mut __m256) {
+    pub(crate) unsafe fn mac_rows<const R: usize, const BF: bool>(wd: &[__m256; TILES * MAX_GROUP], gs: usize, x: [*const f32; R], acc: *mut __m256) {
         let mut a = [[_mm256_setzero_ps(); TILES]; R];
         for r in 0..R {
             for t in 0..TILES {

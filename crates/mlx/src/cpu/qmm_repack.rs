@@ -1,6 +1,8 @@
 //! `cpu::qmm_int8` on weights laid out once, at load time, for its integer
 //! dot products (what llama.cpp calls repacking): the fast-precision layers of
 //! a model hold their weights this way, so that no call lays them out again.
+//! Exact-precision layers hold the same layout, for `cpu::qmm`'s arithmetic
+//! (`qmm_exact_repack`).
 //!
 //! Layout, per tile of eight output columns (`TILE`, one 32-bit vector lane
 //! each; columns past `n` are zero and never stored):
@@ -29,6 +31,7 @@ use crate::cpu::half::{f16_value, round_bf16, round_f16};
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::qmm::compute_dtype;
 use crate::cpu::qmm_int8::{quantize_rows, weight, Isa, Scratch, PARALLEL_MIN, SCRATCH, TILE};
+use crate::quant::Precision;
 use crate::{Array, Dtype, Error, Result};
 
 /// How a repacked weight holds its scales and biases (all of them one way).
@@ -119,9 +122,10 @@ impl SbFormat {
     }
 }
 
-/// A fast-precision quantized weight (affine, with biases) in the repacked
-/// layout. Its arrays are float32 holding the layout's words, so that no
-/// other op can take them for MLX's packing.
+/// A quantized weight (affine, with biases) in the repacked layout, for its
+/// precision's kernel: `cpu::qmm_int8`'s arithmetic (fast) or `cpu::qmm`'s
+/// (exact, MLX's bits). Its arrays are float32 holding the layout's words, so
+/// that no other op can take them for MLX's packing.
 pub struct Repacked {
     weight: Array,
     sb: Array,
@@ -133,6 +137,7 @@ pub struct Repacked {
     /// MLX's op (and a lookup's, as in MLX's `dequantize`).
     scales_dtype: Dtype,
     format: SbFormat,
+    precision: Precision,
 }
 
 impl Repacked {
@@ -140,24 +145,27 @@ impl Repacked {
     /// repacked (lazily: graph nodes, read when the weights are), or `None`
     /// where the kernel does not apply: the layer then keeps MLX's layout and
     /// runs as before (`quant::quantized_matmul`). Decided here, once: the
-    /// kernel switched off (`MLX_NODE_QMM_INT8_KERNEL=0`), another device,
-    /// other widths or group sizes.
-    pub fn new(w: &Array, scales: &Array, biases: &Array, group_size: i32, bits: i32) -> Result<Option<Repacked>> {
+    /// precision's kernel switched off (fast: `MLX_NODE_QMM_INT8_KERNEL=0`,
+    /// exact: `MLX_NODE_QMM_KERNEL=0`), another device, other widths or group
+    /// sizes; in exact precision, scales and biases not both float32 or both
+    /// bfloat16 (then some `x` would compute in float16, or in bfloat16 with
+    /// float32 biases, which `cpu::qmm` leaves to MLX's op too).
+    pub fn new(w: &Array, scales: &Array, biases: &Array, group_size: i32, bits: i32, precision: Precision) -> Result<Option<Repacked>> {
         let float = |d: Dtype| matches!(d, Dtype::Float32 | Dtype::Float16 | Dtype::Bfloat16);
-        if !matches!(bits, 2 | 4 | 8)
-            || !matches!(group_size, 32 | 64 | 128)
-            || w.dtype() != Dtype::Uint32
-            || w.ndim() != 2
-            || !float(scales.dtype())
-            || !float(biases.dtype())
-            || !Kernel::QmmInt8.enabled()
-        {
+        let kernel_applies = match precision {
+            Precision::Fast => Kernel::QmmInt8.enabled() && float(scales.dtype()) && float(biases.dtype()),
+            Precision::Exact => {
+                Kernel::Qmm.enabled() && scales.dtype() == biases.dtype() && matches!(scales.dtype(), Dtype::Float32 | Dtype::Bfloat16)
+            }
+        };
+        if !matches!(bits, 2 | 4 | 8) || !matches!(group_size, 32 | 64 | 128) || w.dtype() != Dtype::Uint32 || w.ndim() != 2 || !kernel_applies {
             return Ok(None);
         }
         let (n, k) = (w.dim(0), w.dim(1) * (32 / bits));
-        // 4-bit rows of whole units of 64, as `qmm_int8` takes them (where the kernel declines,
-        // the layer keeps MLX's layout and its exact op).
-        if n <= 0 || k <= 0 || k % group_size != 0 || (bits == 4 && k % 64 != 0) || n >= 1 << 24 || k >= 1 << 24 {
+        // Fast: 4-bit rows of whole units of 64, as `qmm_int8` takes them (where the kernel
+        // declines, the layer keeps MLX's layout and its exact op).
+        let units = precision == Precision::Exact || bits != 4 || k % 64 == 0;
+        if n <= 0 || k <= 0 || k % group_size != 0 || !units || n >= 1 << 24 || k >= 1 << 24 {
             return Ok(None);
         }
         let (groups, tiles) = (k / group_size, (n as usize).div_ceil(TILE) as i64);
@@ -187,6 +195,7 @@ impl Repacked {
             bits,
             scales_dtype: scales.dtype(),
             format,
+            precision,
         }))
     }
 
@@ -222,7 +231,13 @@ impl Repacked {
         }
     }
 
-    /// `x @ dequantize(w).T` by `cpu::qmm_int8`'s arithmetic, with its bits.
+    /// The precision its matmul computes in.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// `x @ dequantize(w).T` by its precision's arithmetic, with its bits:
+    /// `cpu::qmm_int8`'s (fast), or `cpu::qmm`'s and MLX's op's (exact).
     pub fn matmul(&self, x: &Array) -> Result<Array> {
         if x.ndim() == 0 || x.dim(-1) != self.k {
             return Err(Error::new(format!("quantized matmul: x has shape {:?}, the weight takes {} inputs", x.shape(), self.k)));
@@ -233,7 +248,16 @@ impl Repacked {
         *out_shape.last_mut().expect("x has a last axis") = self.n;
         let [code, c] = self.format.params();
         let params = [self.k as f32, self.n as f32, self.group_size as f32, self.bits as f32, code, c];
-        let y = cpu_kernel_f32("QuantizedMatmulInt8Repacked", QMM_REPACKED, &params, &[x, &self.weight, &self.sb], &out_shape)?;
+        let y = match self.precision {
+            Precision::Fast => cpu_kernel_f32("QuantizedMatmulInt8Repacked", QMM_REPACKED, &params, &[x, &self.weight, &self.sb], &out_shape)?,
+            Precision::Exact => {
+                // `new` took float32 or bfloat16 scales and biases: the compute type is one of them.
+                let bf16 = (out_dtype == Dtype::Bfloat16) as u8 as f32;
+                let params = [params.as_slice(), &[bf16]].concat();
+                let kernel = crate::cpu::qmm_exact_repack::QMM_EXACT_REPACKED;
+                cpu_kernel_f32("QuantizedMatmulExactRepacked", kernel, &params, &[x, &self.weight, &self.sb], &out_shape)?
+            }
+        };
         if out_dtype == Dtype::Float32 {
             Ok(y)
         } else {
@@ -471,7 +495,7 @@ fn scalar_tiles(p: &Packed, tiles: Range<usize>, out: OutPtr) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
@@ -583,7 +607,7 @@ mod x86 {
     /// to float32 (exact: F16C's `vcvtph2ps`, or a shift for bfloat16).
     #[target_feature(enable = "avx2,f16c")]
     #[inline]
-    unsafe fn scale_bias(sb: *const f32, format: SbFormat, g: usize) -> (__m256, __m256) {
+    pub(crate) unsafe fn scale_bias(sb: *const f32, format: SbFormat, g: usize) -> (__m256, __m256) {
         let at = sb.add(g * format.group_words());
         let half = |i: usize| _mm_loadu_si128(at.cast::<__m128i>().add(i));
         match format {

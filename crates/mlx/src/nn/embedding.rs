@@ -1,5 +1,5 @@
 use super::linear::{Linear, QuantParams};
-use crate::quant::{dequantize, Mode, Precision, Repacked};
+use crate::quant::{dequantize, Mode, Repacked};
 use crate::{Array, Result};
 
 /// Token embedding table, dense or quantized; `as_linear` is the tied LM head.
@@ -14,9 +14,9 @@ pub enum Embedding {
         biases: Option<Array>,
         q: QuantParams,
     },
-    /// A tied table in fast precision held only in the fast kernel's layout
-    /// (`Embedding::repacked`): the LM head runs on it as a repacked layer,
-    /// and lookups read its columns with `Quantized`'s bits.
+    /// A tied table held only in the repacked layout (`Embedding::repacked`):
+    /// the LM head runs on it as a repacked layer of its precision, and
+    /// lookups read its columns with `Quantized`'s bits.
     Repacked {
         table: Box<Repacked>,
     },
@@ -48,16 +48,16 @@ impl Embedding {
         }
     }
 
-    /// A tied table (also the LM head) held only in the fast kernel's layout
-    /// where a head in MLX's layout would run that kernel per call: affine,
-    /// fast precision, scales and biases of one dtype, and the kernel applies
+    /// A tied table (also the LM head) held only in the repacked layout
+    /// where a head in MLX's layout would run its precision's kernel per call:
+    /// affine, scales and biases of one dtype, and the kernel applies
     /// (`quant::Repacked::new`). The head then has the per-call kernel's bits
     /// without its per-call layout, and the table is not held twice; anything
     /// else as it is.
     pub fn repacked(self) -> Result<Embedding> {
         if let Embedding::Quantized { weight, scales, biases: Some(biases), q } = &self {
-            if q.precision == Precision::Fast && q.mode == Mode::Affine && scales.dtype() == biases.dtype() {
-                if let Some(table) = Repacked::new(weight, scales, biases, q.group_size, q.bits)? {
+            if q.mode == Mode::Affine && scales.dtype() == biases.dtype() {
+                if let Some(table) = Repacked::new(weight, scales, biases, q.group_size, q.bits, q.precision)? {
                     return Ok(Embedding::Repacked { table: Box::new(table) });
                 }
             }

@@ -29,9 +29,9 @@ pub enum Linear {
         bias: Option<Array>,
         q: QuantParams,
     },
-    /// A fast-precision quantized layer whose weights were laid out once, at
-    /// load time, for `cpu::qmm_int8` (`Linear::repacked`); only that kernel
-    /// reads them.
+    /// A quantized layer whose weights were laid out once, at load time, for
+    /// its precision's kernel (`Linear::repacked`); only that kernel reads
+    /// them.
     Repacked {
         weight: Box<Repacked>,
         bias: Option<Array>,
@@ -121,23 +121,25 @@ impl Linear {
         match self {
             Linear::Dense { .. } => Precision::Exact,
             Linear::Quantized { q, .. } => q.precision,
-            Linear::Repacked { .. } => Precision::Fast,
+            Linear::Repacked { weight, .. } => weight.precision(),
             Linear::ShardedToAll { part, .. } | Linear::Gathered { part, .. } => part.precision(),
         }
     }
 
     /// The layer as its matmul runs fastest where that keeps its results: an
-    /// affine-quantized layer in fast precision with its weights repacked
-    /// for `cpu::qmm_int8` (`quant::Repacked`: the same bits, no per-call
-    /// layout), where that kernel applies (decided now, once: not with
-    /// `MLX_NODE_QMM_INT8_KERNEL=0`, nor off the CPU); anything else as it is.
+    /// affine-quantized layer with its weights repacked for its precision's
+    /// kernel (`quant::Repacked`: fast, `cpu::qmm_int8`'s bits; exact,
+    /// `cpu::qmm`'s and MLX's; no per-call layout either way), where that
+    /// kernel applies (decided now, once: not with `MLX_NODE_QMM_INT8_KERNEL=0`
+    /// for fast or `MLX_NODE_QMM_KERNEL=0` for exact, nor off the CPU);
+    /// anything else as it is.
     /// The repacked layer holds only the new layout, so a layer whose weights
     /// are also read another way (a tied embedding's table) must not be
     /// passed here.
     pub fn repacked(self) -> Result<Linear> {
         if let Linear::Quantized { weight, scales, biases: Some(biases), bias, q } = &self {
-            if q.precision == Precision::Fast && q.mode == Mode::Affine {
-                if let Some(r) = Repacked::new(weight, scales, biases, q.group_size, q.bits)? {
+            if q.mode == Mode::Affine {
+                if let Some(r) = Repacked::new(weight, scales, biases, q.group_size, q.bits, q.precision)? {
                     return Ok(Linear::Repacked { weight: Box::new(r), bias: bias.clone() });
                 }
             }
@@ -203,7 +205,7 @@ impl Linear {
             Linear::ShardedToAll { .. } | Linear::Gathered { .. } => {
                 Err(Error::new("a layer split across processes holds only its share of the weight"))
             }
-            Linear::Repacked { .. } => Err(Error::new("a repacked layer holds its weight in the fast kernel's layout only")),
+            Linear::Repacked { .. } => Err(Error::new("a repacked layer holds its weight in the repacked kernels' layout only")),
         }
     }
 }

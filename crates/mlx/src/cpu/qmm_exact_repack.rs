@@ -1,0 +1,387 @@
+//! `cpu::qmm`'s arithmetic, with MLX's bits, on weights repacked once at
+//! load (`qmm_repack`'s layout): the exact-precision layers of a model hold
+//! their weights this way, so that no call lays them out again.
+//!
+//! `cpu::qmm` computes each output as MLX's `_qmm_t` does, one sum in index
+//! order, `sum += x[k] * (scale * q[k] + bias)`, every operation rounded to
+//! the compute type (float32, or bfloat16 after every operation), no fused
+//! multiply-add; on MLX's layout it first gathers eight columns' words into
+//! the lanes of a vector, per call. The repacked layout already holds a
+//! tile's eight columns in the eight lanes, so one column's weight `k` for
+//! all eight is a load, a shift and a mask. The dequantized vector (`scale *
+//! q + bias`, rounded as MLX rounds it) is computed once per `k` and used for
+//! every row of `x`, several tiles' sums in flight; each lane still sums its own
+//! column in index order with the same roundings, so every output keeps
+//! MLX's value (tested below against `cpu::qmm` and MLX's op, on every path
+//! this CPU has).
+use std::ops::Range;
+
+use crate::cpu::half::round_bf16;
+use crate::cpu::kernel::{par_ranges, KernelF32, OutPtr};
+use crate::cpu::qmm::PARALLEL_MIN;
+use crate::cpu::qmm_int8::TILE;
+use crate::cpu::qmm_repack::{dims, format, repacked_weight, scale_bias, tile_words, SbFormat};
+
+/// Tiles per block of columns, the unit split over the cores (`cpu::qmm`'s
+/// 32-column blocks, whose row loop takes four tiles).
+const BLOCK_TILES: usize = 4;
+
+/// `params`: `[k, n, group_size, bits, format, c, bf16]` (`format, c`:
+/// `SbFormat::params`; `bf16` 1 to round every operation to bfloat16);
+/// `inputs`: `x` (float32), the repacked weights and scales; `out`: `x`'s
+/// rows by `n`.
+pub(crate) const QMM_EXACT_REPACKED: KernelF32 = |params, inputs, out| {
+    let [k, n, group_size, bits] = dims(params);
+    let (x, w, sb) = (inputs[0], inputs[1], inputs[2]);
+    let (Some(format), Some(&bf16)) = (format(params), params.get(6)) else { return out.fill(f32::NAN) };
+    let ok = k > 0
+        && n > 0
+        && matches!(bits, 2 | 4 | 8)
+        && matches!(group_size, 32 | 64 | 128)
+        && k % group_size == 0
+        && x.len() % k == 0
+        && out.len() == x.len() / k * n
+        && w.len() == n.div_ceil(TILE) * tile_words(k, bits)
+        && sb.len() == n.div_ceil(TILE) * (k / group_size) * format.group_words();
+    if !ok {
+        return out.fill(f32::NAN);
+    }
+    // SAFETY: f32 and u32 have the same size and alignment; the words are only read as integers.
+    let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) };
+    let p = Exact { x, w, sb, format, m: x.len() / k, n, k, group_size, bits, bf16: bf16 == 1.0 };
+    let (path, out) = (Path::detect(), OutPtr(out.as_mut_ptr()));
+    let tiles = n.div_ceil(TILE);
+    par_ranges(tiles.div_ceil(BLOCK_TILES), p.m * n * k >= PARALLEL_MIN, |blocks| {
+        let tiles = blocks.start * BLOCK_TILES..(blocks.end * BLOCK_TILES).min(tiles);
+        run_tiles(&p, tiles, out, path)
+    });
+};
+
+/// One call's operands, as the kernel sees them.
+pub(super) struct Exact<'a> {
+    x: &'a [f32],
+    w: &'a [u32],
+    sb: &'a [f32],
+    format: SbFormat,
+    m: usize,
+    n: usize,
+    k: usize,
+    group_size: usize,
+    bits: usize,
+    /// Round every operation to bfloat16 (MLX's `_MLX_BFloat16` arithmetic).
+    bf16: bool,
+}
+
+impl Exact<'_> {
+    fn groups(&self) -> usize {
+        self.k / self.group_size
+    }
+}
+
+/// The code a call runs; every one gives the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Path {
+    Scalar,
+    /// AVX2, with F16C for 16-bit scales (as `qmm_repack`'s).
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+impl Path {
+    fn detect() -> Path {
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::math::has_avx2() && is_x86_feature_detected!("f16c") {
+            return Path::Avx2;
+        }
+        Path::Scalar
+    }
+
+    /// Every path this CPU can run (for the tests).
+    #[cfg(test)]
+    fn available() -> Vec<Path> {
+        let mut v = vec![Path::Scalar];
+        if Path::detect() != Path::Scalar {
+            v.push(Path::detect());
+        }
+        v
+    }
+}
+
+fn run_tiles(p: &Exact, tiles: Range<usize>, out: OutPtr, path: Path) {
+    match path {
+        Path::Scalar => scalar_tiles(p, tiles, out),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Path::detect` (or the tests' `available`) chose it: the CPU has AVX2 and F16C.
+        Path::Avx2 => unsafe { x86::tiles_avx2(p, tiles, out) },
+    }
+}
+
+/// `cpu::qmm`'s portable loop on the repacked layout (CPUs without AVX2, and
+/// the reference in tests): each column's weights dequantized once, then
+/// every row's sum in index order.
+fn scalar_tiles(p: &Exact, tiles: Range<usize>, out: OutPtr) {
+    let groups = p.groups();
+    let r = |v: f32| if p.bf16 { round_bf16(v) } else { v };
+    let mut wd = vec![0f32; p.k];
+    for col in tiles.start * TILE..(tiles.end * TILE).min(p.n) {
+        for (e, v) in wd.iter_mut().enumerate() {
+            let (scale, bias) = scale_bias(p.sb, p.format, groups, col, e / p.group_size);
+            *v = r(r(scale * repacked_weight(p.w, p.k, p.bits, col, e) as f32) + bias);
+        }
+        for m in 0..p.m {
+            let sum = p.x[m * p.k..][..p.k].iter().zip(&wd).fold(0f32, |sum, (&x, &w)| r(sum + r(x * w)));
+            // SAFETY: (m, col) is inside `out`, and the column belongs to this call.
+            unsafe { *out.0.add(m * p.n + col) = sum };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+    use std::ops::Range;
+
+    use super::{Exact, BLOCK_TILES};
+    use crate::cpu::kernel::OutPtr;
+    use crate::cpu::qmm::avx2::{dequant, mac, mac_rows, MAX_GROUP, TILES};
+    use crate::cpu::qmm_int8::TILE;
+    use crate::cpu::qmm_repack::tile_words;
+    use crate::cpu::qmm_repack::x86::scale_bias;
+
+    // `cpu::qmm`'s row kernel takes four tiles of dequantized weights.
+    const _: () = assert!(TILES == BLOCK_TILES);
+
+    /// # Safety
+    /// The CPU must have AVX2 and F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn tiles_avx2(p: &Exact, tiles: Range<usize>, out: OutPtr) {
+        match (p.bits, p.bf16) {
+            (2, false) => all::<2, false>(p, tiles, out),
+            (4, false) => all::<4, false>(p, tiles, out),
+            (8, false) => all::<8, false>(p, tiles, out),
+            (2, true) => all::<2, true>(p, tiles, out),
+            (4, true) => all::<4, true>(p, tiles, out),
+            _ => all::<8, true>(p, tiles, out),
+        }
+    }
+
+    /// The tiles four at a time for several rows, two at a time for one (then one, at the end of
+    /// `n`).
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    unsafe fn all<const B: usize, const BF: bool>(p: &Exact, tiles: Range<usize>, out: OutPtr) {
+        let mut acc = vec![_mm256_setzero_ps(); if p.m > 1 { p.m * TILES } else { 0 }];
+        let mut t = tiles.start;
+        while t < tiles.end {
+            let left = tiles.end - t;
+            t += if p.m > 1 {
+                rows::<B, BF>(p, t, left.min(TILES), &mut acc, out);
+                left.min(TILES)
+            } else {
+                match left {
+                    1 => single_row::<1, B, BF>(p, t, out),
+                    _ => single_row::<2, B, BF>(p, t, out),
+                }
+            };
+        }
+    }
+
+    /// Weight `e` of a tile's vector of words `v` (slot `e / 4` of the
+    /// vector's, byte `e % 4`) in each lane: a shift and a mask.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn unpack<const B: usize>(v: __m256i, j: usize, i: usize) -> __m256i {
+        let q = _mm256_srl_epi32(v, _mm_cvtsi32_si128((8 * i + j * B) as i32));
+        if B == 8 && i == 3 {
+            q
+        } else {
+            _mm256_and_si256(q, _mm256_set1_epi32(((1u32 << B) - 1) as i32))
+        }
+    }
+
+    /// One row of `x` (a decode step) against `T` tiles from `tile0`: each
+    /// weight vector dequantized and added straight into its tile's sum, `T`
+    /// sums in flight. Two tiles: four spilled the sums and scales out of
+    /// AVX2's 16 registers (0.81 against 0.62 ns per eight weights on one
+    /// thread, 1024 -> 3072 at 4 bits; four on AVX-512's 32 registers, 0.60,
+    /// gained nothing more).
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    unsafe fn single_row<const T: usize, const B: usize, const BF: bool>(p: &Exact, tile0: usize, out: OutPtr) -> usize {
+        let (groups, per) = (p.groups(), 8 / B);
+        // Vectors of words per group: each holds 32 / B weights of every column.
+        let vpg = p.group_size * B / 32;
+        let tw = tile_words(p.k, B);
+        let wt: [*const u32; T] = std::array::from_fn(|t| p.w.as_ptr().add((tile0 + t) * tw));
+        let sbt: [*const f32; T] = std::array::from_fn(|t| p.sb.as_ptr().add((tile0 + t) * groups * p.format.group_words()));
+        let x = p.x.as_ptr();
+        let mut acc = [_mm256_setzero_ps(); T];
+        for g in 0..groups {
+            let sb: [(__m256, __m256); T] = std::array::from_fn(|t| scale_bias(sbt[t], p.format, g));
+            for u in g * vpg..(g + 1) * vpg {
+                let v: [__m256i; T] = std::array::from_fn(|t| _mm256_loadu_si256(wt[t].add(u * TILE).cast()));
+                for j in 0..per {
+                    for i in 0..4 {
+                        let xv = _mm256_set1_ps(*x.add(4 * (u * per + j) + i));
+                        for t in 0..T {
+                            acc[t] = mac::<BF>(acc[t], xv, dequant::<BF>(sb[t].0, unpack::<B>(v[t], j, i), sb[t].1));
+                        }
+                    }
+                }
+            }
+        }
+        for (t, a) in acc.iter().enumerate() {
+            store(p, 0, tile0 + t, *a, out);
+        }
+        T
+    }
+
+    /// Rows of `x` (a batch or a prompt) against `count` (at most four) tiles
+    /// from `tile0`: per group, the tiles' weights dequantized once into a
+    /// buffer (`cpu::qmm`'s `[tile][k]`), then every row's sums gain them,
+    /// two rows at a time, by `cpu::qmm`'s own loop. Tiles past `count` are
+    /// zeros, their sums not stored.
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    unsafe fn rows<const B: usize, const BF: bool>(p: &Exact, tile0: usize, count: usize, acc: &mut [__m256], out: OutPtr) {
+        let (groups, per, gs) = (p.groups(), 8 / B, p.group_size);
+        let vpg = gs * B / 32;
+        let tw = tile_words(p.k, B);
+        let mut wd = [_mm256_setzero_ps(); TILES * MAX_GROUP];
+        acc.fill(_mm256_setzero_ps());
+        for g in 0..groups {
+            for t in 0..count {
+                let wt = p.w.as_ptr().add((tile0 + t) * tw);
+                let (scale, bias) = scale_bias(p.sb.as_ptr().add((tile0 + t) * groups * p.format.group_words()), p.format, g);
+                for u in 0..vpg {
+                    let v = _mm256_loadu_si256(wt.add((g * vpg + u) * TILE).cast());
+                    for j in 0..per {
+                        for i in 0..4 {
+                            *wd.get_unchecked_mut(t * MAX_GROUP + 4 * (u * per + j) + i) = dequant::<BF>(scale, unpack::<B>(v, j, i), bias);
+                        }
+                    }
+                }
+            }
+            let x0 = p.x.as_ptr().add(g * gs);
+            let mut m = 0;
+            while m + 2 <= p.m {
+                mac_rows::<2, BF>(&wd, gs, [x0.add(m * p.k), x0.add((m + 1) * p.k)], acc.as_mut_ptr().add(m * TILES));
+                m += 2;
+            }
+            if m < p.m {
+                mac_rows::<1, BF>(&wd, gs, [x0.add(m * p.k)], acc.as_mut_ptr().add(m * TILES));
+            }
+        }
+        for m in 0..p.m {
+            for t in 0..count {
+                store(p, m, tile0 + t, acc[m * TILES + t], out);
+            }
+        }
+    }
+
+    /// Row `m`'s sums of tile `tile` into `out` (its columns below `n`).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn store(p: &Exact, m: usize, tile: usize, sums: __m256, out: OutPtr) {
+        let mut lanes = [0f32; TILE];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), sums);
+        for (c, &v) in lanes.iter().enumerate().take(p.n - tile * TILE) {
+            *out.0.add(m * p.n + tile * TILE + c) = v;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::half::round_f16;
+    use crate::cpu::qmm_repack::tests::repack;
+    use crate::quant::{quantize, quantized_matmul_mlx, Mode};
+    use crate::{random, Array, Dtype};
+
+    /// Every path this CPU has, on the repacked layout, gives the bits of
+    /// MLX's op and of `cpu::qmm` on MLX's layout: float32 and bfloat16,
+    /// every width and group size, 1 to 9, 11 and 70 rows and a prompt, `n`
+    /// a multiple of the tile and not, the scales and biases held in each
+    /// format; a NaN and an infinity in `x` included. The whole kernel (its
+    /// split over the cores too) gives them as well.
+    #[test]
+    fn every_path_gives_mlxs_bits() {
+        // (rows, k, n, group size, bits, bfloat16)
+        let cases = [
+            (1, 256, 70, 64, 4, false),
+            (2, 128, 33, 32, 8, false),
+            (3, 256, 40, 128, 2, false),
+            (4, 192, 17, 64, 8, true),
+            (5, 128, 9, 32, 4, false),
+            (6, 256, 20, 128, 4, true),
+            (7, 96, 12, 32, 2, false),
+            // 96-wide 4-bit rows, which the fast kernel declines.
+            (8, 96, 10, 32, 4, true),
+            (9, 128, 24, 64, 2, true),
+            (11, 128, 13, 64, 8, false),
+            (70, 64, 13, 32, 4, false),
+            (1, 512, 44, 128, 8, true),
+            (1, 64, 5, 32, 2, false),
+            // Enough work to split over the cores (`PARALLEL_MIN`).
+            (200, 128, 44, 32, 4, false),
+        ];
+        for (i, &(m, k, n, gs, bits, bf16)) in cases.iter().enumerate() {
+            let dt = if bf16 { Dtype::Bfloat16 } else { Dtype::Float32 };
+            let key = |s: u64| random::key(s).unwrap();
+            let mut x = random::normal(&[m, k], Dtype::Float32, 0.0, 1.0, Some(&key(300 + i as u64))).unwrap().astype(dt).unwrap();
+            let w = random::normal(&[n, k], Dtype::Float32, 0.0, 0.1, Some(&key(400 + i as u64))).unwrap().astype(dt).unwrap();
+            let (wq, s, b) = quantize(&w, gs, bits, Mode::Affine).unwrap();
+            let host = |a: &Array| a.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap();
+            let (mut s, mut b) = (host(&s), host(&b.unwrap()));
+            // Float32 scales in each format in turn, rounded to it first (for scales alone, the
+            // biases -8 times the scales, as a GGUF Q4_0 block's); bfloat16 ones as bfloat16, and
+            // the same values as float32.
+            let formats = if bf16 {
+                vec![SbFormat::Bf16, SbFormat::F32]
+            } else {
+                let format = [SbFormat::F32, SbFormat::F16, SbFormat::Bf16, SbFormat::F16Scaled(-8.0)][i % 4];
+                let round = [|v: f32| v, round_f16, round_bf16, round_f16][i % 4];
+                s.iter_mut().chain(b.iter_mut()).for_each(|v| *v = round(*v));
+                if let SbFormat::F16Scaled(c) = format {
+                    b.iter_mut().zip(&s).for_each(|(b, s)| *b = s * c);
+                }
+                vec![format]
+            };
+            if m >= 3 {
+                let mut xs = host(&x);
+                xs[3] = f32::NAN;
+                xs[(m as usize - 1) * k as usize + k as usize / 2] = f32::INFINITY;
+                x = Array::from_slice(&xs, &[m, k]).unwrap().astype(dt).unwrap();
+            }
+            let arr = |v: &[f32]| Array::from_slice(v, &[n, k / gs]).unwrap().astype(dt).unwrap();
+            let (sa, ba) = (arr(&s), arr(&b));
+            let want = host(&quantized_matmul_mlx(&x, &wq, &sa, Some(&ba), true, gs, bits, Mode::Affine).unwrap());
+            let per_call = crate::cpu::qmm::quantized_matmul(&x, &wq, &sa, &ba, gs, bits).unwrap().expect("cpu::qmm applies");
+            let same = |got: &[f32], want: &[f32]| got.len() == want.len() && got.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same(&host(&per_call), &want), "case {i}: cpu::qmm differs from MLX's op");
+            let xs = host(&x);
+            let dims = [m, k, n, gs, bits].map(|d| d as usize);
+            let [m, k, n, gs, bits] = dims;
+            for format in formats {
+                let (w, sb, format) = repack(&wq.to_vec::<u32>().unwrap(), &s, &b, (k, n, gs, bits), format);
+                let p = Exact { x: &xs, w: &w, sb: &sb, format, m, n, k, group_size: gs, bits, bf16 };
+                for path in Path::available() {
+                    let mut got = vec![f32::NAN; m * n];
+                    run_tiles(&p, 0..n.div_ceil(TILE), OutPtr(got.as_mut_ptr()), path);
+                    assert!(same(&got, &want), "case {i}, {path:?}, {format:?}: differs from MLX's op");
+                }
+                let [code, c] = format.params();
+                let params = [k, n, gs, bits].map(|v| v as f32).into_iter().chain([code, c, bf16 as u8 as f32]).collect::<Vec<_>>();
+                // SAFETY: u32 and f32 have the same size and alignment (the kernel's input is the words' bits).
+                let wf = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<f32>(), w.len()) };
+                let mut got = vec![f32::NAN; m * n];
+                QMM_EXACT_REPACKED(&params, &[&xs, wf, &sb], &mut got);
+                assert!(same(&got, &want), "case {i}, {format:?}: the kernel differs from MLX's op");
+                // Inputs of the wrong size make NaN rather than reading out of bounds.
+                QMM_EXACT_REPACKED(&params, &[&xs, &wf[1..], &sb], &mut got);
+                assert!(got.iter().all(|v| v.is_nan()), "case {i}: a short weight was read");
+            }
+        }
+    }
+}
