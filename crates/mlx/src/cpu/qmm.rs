@@ -298,15 +298,7 @@ pub(crate) mod avx2 {
             } else {
                 for g in 0..groups {
                     dequantize_group::<B, BF>(p, g, &w_rows, &w_off, &g_off, &mut wd);
-                    let x0 = p.x.as_ptr().add(g * gs);
-                    let mut m = 0;
-                    while m + 2 <= p.m {
-                        mac_rows::<2, BF>(&wd, gs, [x0.add(m * p.k), x0.add((m + 1) * p.k)], acc.as_mut_ptr().add(m * TILES));
-                        m += 2;
-                    }
-                    if m < p.m {
-                        mac_rows::<1, BF>(&wd, gs, [x0.add(m * p.k)], acc.as_mut_ptr().add(m * TILES));
-                    }
+                    mac_all_rows::<BF>(&wd, gs, p.x.as_ptr().add(g * gs), p.k, p.m, acc.as_mut_ptr());
                 }
             }
             for m in 0..p.m {
@@ -639,11 +631,34 @@ pub(crate) mod avx2 {
         }
     }
 
+    /// Every one of `m` rows of `x` (`k` apart, `x0` at the group's first
+    /// column) against one dequantized group, two rows at a time (`mac_rows`);
+    /// row `r`'s tile sums at `acc[r * TILES..]`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) unsafe fn mac_all_rows<const BF: bool>(
+        wd: &[__m256; TILES * MAX_GROUP],
+        gs: usize,
+        x0: *const f32,
+        k: usize,
+        m: usize,
+        acc: *mut __m256,
+    ) {
+        let mut r = 0;
+        while r + 2 <= m {
+            mac_rows::<2, BF>(wd, gs, [x0.add(r * k), x0.add((r + 1) * k)], acc.add(r * TILES));
+            r += 2;
+        }
+        if r < m {
+            mac_rows::<1, BF>(wd, gs, [x0.add(r * k)], acc.add(r * TILES));
+        }
+    }
+
     /// `R` rows of `x` against one dequantized group: each row's four tile
     /// sums gain `x[k] * w[k]`, `k` in order.
     #[target_feature(enable = "avx2")]
     #[inline]
-    pub(crate) unsafe fn mac_rows<const R: usize, const BF: bool>(wd: &[__m256; TILES * MAX_GROUP], gs: usize, x: [*const f32; R], acc: *mut __m256) {
+    unsafe fn mac_rows<const R: usize, const BF: bool>(wd: &[__m256; TILES * MAX_GROUP], gs: usize, x: [*const f32; R], acc: *mut __m256) {
         let mut a = [[_mm256_setzero_ps(); TILES]; R];
         for r in 0..R {
             for t in 0..TILES {

@@ -20,7 +20,7 @@ use crate::cpu::half::round_bf16;
 use crate::cpu::kernel::{par_ranges, KernelF32, OutPtr};
 use crate::cpu::qmm::PARALLEL_MIN;
 use crate::cpu::qmm_int8::TILE;
-use crate::cpu::qmm_repack::{dims, format, repacked_weight, scale_bias, tile_words, SbFormat};
+use crate::cpu::qmm_repack::{operands, repacked_weight, scale_bias, SbFormat};
 
 /// Tiles per block of columns, the unit split over the cores (`cpu::qmm`'s
 /// 32-column blocks, whose row loop takes four tiles).
@@ -31,23 +31,9 @@ const BLOCK_TILES: usize = 4;
 /// `inputs`: `x` (float32), the repacked weights and scales; `out`: `x`'s
 /// rows by `n`.
 pub(crate) const QMM_EXACT_REPACKED: KernelF32 = |params, inputs, out| {
-    let [k, n, group_size, bits] = dims(params);
-    let (x, w, sb) = (inputs[0], inputs[1], inputs[2]);
-    let (Some(format), Some(&bf16)) = (format(params), params.get(6)) else { return out.fill(f32::NAN) };
-    let ok = k > 0
-        && n > 0
-        && matches!(bits, 2 | 4 | 8)
-        && matches!(group_size, 32 | 64 | 128)
-        && k % group_size == 0
-        && x.len() % k == 0
-        && out.len() == x.len() / k * n
-        && w.len() == n.div_ceil(TILE) * tile_words(k, bits)
-        && sb.len() == n.div_ceil(TILE) * (k / group_size) * format.group_words();
-    if !ok {
+    let (Some(([k, n, group_size, bits], format, x, w, sb)), Some(&bf16)) = (operands(params, inputs, out.len()), params.get(6)) else {
         return out.fill(f32::NAN);
-    }
-    // SAFETY: f32 and u32 have the same size and alignment; the words are only read as integers.
-    let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) };
+    };
     let p = Exact { x, w, sb, format, m: x.len() / k, n, k, group_size, bits, bf16: bf16 == 1.0 };
     let (path, out) = (Path::detect(), OutPtr(out.as_mut_ptr()));
     let tiles = n.div_ceil(TILE);
@@ -143,7 +129,7 @@ mod x86 {
 
     use super::{Exact, BLOCK_TILES};
     use crate::cpu::kernel::OutPtr;
-    use crate::cpu::qmm::avx2::{dequant, mac, mac_rows, MAX_GROUP, TILES};
+    use crate::cpu::qmm::avx2::{dequant, mac, mac_all_rows, MAX_GROUP, TILES};
     use crate::cpu::qmm_int8::TILE;
     use crate::cpu::qmm_repack::tile_words;
     use crate::cpu::qmm_repack::x86::scale_bias;
@@ -262,15 +248,7 @@ mod x86 {
                     }
                 }
             }
-            let x0 = p.x.as_ptr().add(g * gs);
-            let mut m = 0;
-            while m + 2 <= p.m {
-                mac_rows::<2, BF>(&wd, gs, [x0.add(m * p.k), x0.add((m + 1) * p.k)], acc.as_mut_ptr().add(m * TILES));
-                m += 2;
-            }
-            if m < p.m {
-                mac_rows::<1, BF>(&wd, gs, [x0.add(m * p.k)], acc.as_mut_ptr().add(m * TILES));
-            }
+            mac_all_rows::<BF>(&wd, gs, p.x.as_ptr().add(g * gs), p.k, p.m, acc.as_mut_ptr());
         }
         for m in 0..p.m {
             for t in 0..count {

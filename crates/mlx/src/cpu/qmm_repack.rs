@@ -398,25 +398,29 @@ impl Packed<'_> {
     }
 }
 
-const QMM_REPACKED: KernelF32 = |params, inputs, out| {
+/// A repacked matmul's operands (`params` `[k, n, group_size, bits, format,
+/// c, ..]`, `inputs` `x`, weights, scales) checked against each other and
+/// `out`'s length: its dimensions, format and weights' words, or `None`.
+pub(super) fn operands<'a>(params: &[f32], inputs: &[&'a [f32]], out_len: usize) -> Option<([usize; 4], SbFormat, &'a [f32], &'a [u32], &'a [f32])> {
     let [k, n, group_size, bits] = dims(params);
-    let (x, w, sb) = (inputs[0], inputs[1], inputs[2]);
-    let Some(format) = format(params) else { return out.fill(f32::NAN) };
+    let format = format(params)?;
+    let [x, w, sb] = [*inputs.first()?, *inputs.get(1)?, *inputs.get(2)?];
     let ok = k > 0
         && n > 0
         && matches!(bits, 2 | 4 | 8)
         && matches!(group_size, 32 | 64 | 128)
         && k % group_size == 0
         && x.len() % k == 0
-        && out.len() == x.len() / k * n
+        && out_len == x.len() / k * n
         && w.len() == n.div_ceil(TILE) * tile_words(k, bits)
         && sb.len() == n.div_ceil(TILE) * (k / group_size) * format.group_words();
-    if !ok {
-        out.fill(f32::NAN);
-        return;
-    }
     // SAFETY: f32 and u32 have the same size and alignment; the words are only read as integers.
     let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) };
+    ok.then_some(([k, n, group_size, bits], format, x, w, sb))
+}
+
+const QMM_REPACKED: KernelF32 = |params, inputs, out| {
+    let Some(([k, n, group_size, bits], format, x, w, sb)) = operands(params, inputs, out.len()) else { return out.fill(f32::NAN) };
     let m = x.len() / k;
     let groups = k / group_size;
     let mut compute = |(xq, xd, xsum): &mut Scratch| {
