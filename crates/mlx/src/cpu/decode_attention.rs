@@ -384,12 +384,39 @@ fn group_body(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transp
     } else {
         scores_prompt(qs, &kt, d, cols, scores);
     }
-    for (i, weights) in scores.chunks_exact_mut(cols).enumerate() {
+    // Row `i`'s position and output (head `g * rep + r` of position `pos` of batch row `b`).
+    let out_row = |i: usize| {
         let (pos, r) = (first + i / rep, i % rep);
-        let weights = &mut weights[..seen(pos)];
-        // SAFETY: `out` holds `B * T * n_q * d` floats (checked by `Problem::new`), and this
-        // unit alone writes head `g * rep + r` of position `pos` of batch row `b`.
-        let o = unsafe { std::slice::from_raw_parts_mut(out.0.add(((b * t + pos) * p.n_q + g * rep + r) * d), d) };
+        // SAFETY: `out` holds `B * T * n_q * d` floats (checked by `Problem::new`), and this unit
+        // alone writes this head of this position; distinct rows are distinct heads or positions.
+        (pos, unsafe { std::slice::from_raw_parts_mut(out.0.add(((b * t + pos) * p.n_q + g * rep + r) * d), d) })
+    };
+    // A prompt's rows two at a time where AVX2 runs: each value read once for both (a row's
+    // weighted sum reads every value it sees, from L2 for a long context).
+    #[cfg(target_arch = "x86_64")]
+    let paired = t > 1 && d % 32 == 0 && crate::cpu::math::avx2_fma();
+    #[cfg(not(target_arch = "x86_64"))]
+    let paired = false;
+    let rows = scores.len() / cols;
+    let mut i = 0;
+    while i < rows {
+        if paired && i + 1 < rows {
+            let (first_row, rest) = scores[i * cols..].split_at_mut(cols);
+            let ((pos0, o0), (pos1, o1)) = (out_row(i), out_row(i + 1));
+            let (w0, w1) = (&mut first_row[..seen(pos0)], &mut rest[..seen(pos1)]);
+            let (inv0, inv1) = (1.0 / exp_in_place(w0), 1.0 / exp_in_place(w1));
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `paired`: the CPU has AVX2 and FMA, and `d` is a multiple of 32.
+            unsafe {
+                x86::weighted_sum_pair(w0, w1, values, o0, o1)
+            };
+            scale(o0, inv0);
+            scale(o1, inv1);
+            i += 2;
+            continue;
+        }
+        let (pos, o) = out_row(i);
+        let weights = &mut scores[i * cols..][..seen(pos)];
         let inv = 1.0 / exp_in_place(weights);
         match d {
             #[cfg(target_arch = "x86_64")]
@@ -406,9 +433,8 @@ fn group_body(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transp
                 }
             }
         }
-        for o in o.iter_mut() {
-            *o *= inv;
-        }
+        scale(o, inv);
+        i += 1;
     }
     SCRATCH.with(|cell| cell.replace(s));
     WIDE.with(|cell| cell.replace(wide));
@@ -429,6 +455,14 @@ fn weighted_sum<const V: usize>(weights: &[f32], values: &[f32], o: &mut [f32]) 
     }
     for (o, a) in o.chunks_exact_mut(8).zip(&acc) {
         o.copy_from_slice(a);
+    }
+}
+
+/// `o *= inv`: the weighted sum divided by the exponentials' sum.
+#[inline(always)]
+fn scale(o: &mut [f32], inv: f32) {
+    for o in o.iter_mut() {
+        *o *= inv;
     }
 }
 
@@ -622,6 +656,50 @@ mod x86 {
             }
             for (i, a) in acc.iter().enumerate() {
                 _mm256_storeu_ps(o.as_mut_ptr().add(e0 + 8 * i), *a);
+            }
+        }
+    }
+
+    /// `weighted_sum` for two rows at once, 32 elements at a time (eight
+    /// registers of sums, each value loaded once for both): over the keys
+    /// both see, then each row alone over the rest of its own, so each element
+    /// is still one multiply-add chain from zero in key order.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `o0` and `o1` hold `d` (a multiple of
+    /// 32), and `values` as many rows of `d` as the longer weights.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn weighted_sum_pair(w0: &[f32], w1: &[f32], values: &[f32], o0: &mut [f32], o1: &mut [f32]) {
+        let d = o0.len();
+        let common = w0.len().min(w1.len());
+        for e0 in (0..d).step_by(32) {
+            let (mut a0, mut a1) = ([_mm256_setzero_ps(); 4], [_mm256_setzero_ps(); 4]);
+            for j in 0..common {
+                let v = values.as_ptr().add(j * d + e0);
+                let (b0, b1) = (_mm256_set1_ps(*w0.get_unchecked(j)), _mm256_set1_ps(*w1.get_unchecked(j)));
+                for i in 0..4 {
+                    let x = _mm256_loadu_ps(v.add(8 * i));
+                    a0[i] = _mm256_fmadd_ps(b0, x, a0[i]);
+                    a1[i] = _mm256_fmadd_ps(b1, x, a1[i]);
+                }
+            }
+            alone(w0, common, values, d, e0, &mut a0);
+            alone(w1, common, values, d, e0, &mut a1);
+            for i in 0..4 {
+                _mm256_storeu_ps(o0.as_mut_ptr().add(e0 + 8 * i), a0[i]);
+                _mm256_storeu_ps(o1.as_mut_ptr().add(e0 + 8 * i), a1[i]);
+            }
+        }
+    }
+
+    /// One row's sums of elements `e0..e0 + 32` continued over its keys from `from` on.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn alone(w: &[f32], from: usize, values: &[f32], d: usize, e0: usize, acc: &mut [__m256; 4]) {
+        for (j, &w) in w.iter().enumerate().skip(from) {
+            let (w, v) = (_mm256_set1_ps(w), values.as_ptr().add(j * d + e0));
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_fmadd_ps(w, _mm256_loadu_ps(v.add(8 * i)), *a);
             }
         }
     }
