@@ -19,7 +19,7 @@ use std::ops::Range;
 use crate::cpu::half::round_bf16;
 use crate::cpu::kernel::{par_ranges, KernelF32, OutPtr};
 use crate::cpu::qmm::PARALLEL_MIN;
-use crate::cpu::qmm_int8::TILE;
+use crate::cpu::qmm_int8::{Isa, TILE};
 use crate::cpu::qmm_repack::{operands, repacked_weight, scale_bias, SbFormat};
 
 /// Tiles per block of columns, the unit split over the cores (`cpu::qmm`'s
@@ -35,11 +35,11 @@ pub(crate) const QMM_EXACT_REPACKED: KernelF32 = |params, inputs, out| {
         return out.fill(f32::NAN);
     };
     let p = Exact { x, w, sb, format, m: x.len() / k, n, k, group_size, bits, bf16: bf16 == 1.0 };
-    let (path, out) = (Path::detect(), OutPtr(out.as_mut_ptr()));
+    let (isa, out) = (Isa::detect(), OutPtr(out.as_mut_ptr()));
     let tiles = n.div_ceil(TILE);
     par_ranges(tiles.div_ceil(BLOCK_TILES), p.m * n * k >= PARALLEL_MIN, |blocks| {
         let tiles = blocks.start * BLOCK_TILES..(blocks.end * BLOCK_TILES).min(tiles);
-        run_tiles(&p, tiles, out, path)
+        run_tiles(&p, tiles, out, isa)
     });
 };
 
@@ -64,41 +64,14 @@ impl Exact<'_> {
     }
 }
 
-/// The code a call runs; every one gives the same bits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Path {
-    Scalar,
-    /// AVX2, with F16C for 16-bit scales (as `qmm_repack`'s).
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-}
-
-impl Path {
-    fn detect() -> Path {
+/// The exact kernel has a portable path and an AVX2 one: any `Isa` but the
+/// portable one (each needs AVX2 and F16C, as this path does) runs AVX2.
+fn run_tiles(p: &Exact, tiles: Range<usize>, out: OutPtr, isa: Isa) {
+    match isa {
+        Isa::Scalar => scalar_tiles(p, tiles, out),
         #[cfg(target_arch = "x86_64")]
-        if crate::cpu::math::has_avx2() && is_x86_feature_detected!("f16c") {
-            return Path::Avx2;
-        }
-        Path::Scalar
-    }
-
-    /// Every path this CPU can run (for the tests).
-    #[cfg(test)]
-    fn available() -> Vec<Path> {
-        let mut v = vec![Path::Scalar];
-        if Path::detect() != Path::Scalar {
-            v.push(Path::detect());
-        }
-        v
-    }
-}
-
-fn run_tiles(p: &Exact, tiles: Range<usize>, out: OutPtr, path: Path) {
-    match path {
-        Path::Scalar => scalar_tiles(p, tiles, out),
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Path::detect` (or the tests' `available`) chose it: the CPU has AVX2 and F16C.
-        Path::Avx2 => unsafe { x86::tiles_avx2(p, tiles, out) },
+        // SAFETY: `Isa::detect` (or the tests' `available`) chose it: the CPU has AVX2 and F16C.
+        _ => unsafe { x86::tiles_avx2(p, tiles, out) },
     }
 }
 
@@ -344,10 +317,11 @@ mod tests {
             for format in formats {
                 let (w, sb, format) = repack(&wq.to_vec::<u32>().unwrap(), &s, &b, (k, n, gs, bits), format);
                 let p = Exact { x: &xs, w: &w, sb: &sb, format, m, n, k, group_size: gs, bits, bf16 };
-                for path in Path::available() {
+                // Every `Isa` this CPU has (the VNNI ones run the AVX2 path too).
+                for isa in Isa::available() {
                     let mut got = vec![f32::NAN; m * n];
-                    run_tiles(&p, 0..n.div_ceil(TILE), OutPtr(got.as_mut_ptr()), path);
-                    assert!(same(&got, &want), "case {i}, {path:?}, {format:?}: differs from MLX's op");
+                    run_tiles(&p, 0..n.div_ceil(TILE), OutPtr(got.as_mut_ptr()), isa);
+                    assert!(same(&got, &want), "case {i}, {isa:?}, {format:?}: differs from MLX's op");
                 }
                 let [code, c] = format.params();
                 let params = [k, n, gs, bits].map(|v| v as f32).into_iter().chain([code, c, bf16 as u8 as f32]).collect::<Vec<_>>();
