@@ -272,7 +272,12 @@ export class Chat {
   readonly messages: ChatMessage[];
   readonly promptCache: PromptCache;
   readonly disposed: boolean;
-  /** Appends the message (a string is a user message) and, once generated, the reply. */
+  /**
+   * Appends the message (a string is a user message) and, once generated, the reply. The turn
+   * keeps the ids the cache holds where the rendered conversation still starts with their text
+   * (the model continues from its own reply ids) and encodes the rest; its ids are the first
+   * `result.promptTokens` of `promptCache.tokens`.
+   */
   send(message: string | ChatMessage, options?: Omit<GenerateOptions, 'promptCache'>): Promise<GenerationResult>;
   /** As send(), streamed. An aborted turn leaves the messages (and the cache's prefix) as they were. */
   stream(

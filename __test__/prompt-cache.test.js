@@ -226,6 +226,44 @@ function chatPrompt(m, messages, templateOptions = {}) {
   return m.applyChatTemplate(messages, { ...templateOptions, addGenerationPrompt: true });
 }
 
+// One chat turn against the conversation it answered. The turn's input (the first
+// promptTokens ids its cache holds afterwards) equals the uncached generation of that input.
+// Where the rendered text starts with the text of what the cache held before the turn (the
+// previous input, `heldInput` ids, then the reply as generated), or with that text less the
+// space the reply's first id starts with (the detokenizer drops it from result.text, as
+// MLX-LM's does), those ids start the input, all served from the cache, and the rest of the
+// text follows encoded; otherwise the input is the plain encoding of the text, as
+// generate(messages) runs it. Returns how the held ids were kept: 'text', 'space' or false.
+async function assertChatTurn(m, chat, r, held, heldInput, options, label, templateOptions = {}) {
+  const text = chatPrompt(m, chat.messages.slice(0, -1), templateOptions);
+  const input = chat.promptCache.tokens.slice(0, r.promptTokens);
+  assert.equal(input.length, r.promptTokens, `${label}: the cache holds the turn's input`);
+  assertSameTokens(r, await m.generate(input, options), `${label}: against the uncached run of its input`);
+  const enc = (t) => m.encode(t, { addSpecialTokens: false });
+  let how = false;
+  let prefix = '';
+  if (held.length > 0 && text.startsWith(m.decode(held))) {
+    how = 'text';
+    prefix = m.decode(held);
+  } else if (heldInput !== null && heldInput < held.length) {
+    const reply = m.decode(held.slice(heldInput));
+    const shown = m.decode(held.slice(0, heldInput)) + reply.slice(1);
+    if (reply.startsWith(' ') && text.startsWith(shown)) {
+      how = 'space';
+      prefix = shown;
+    }
+  }
+  if (how) {
+    assert.deepEqual(input.slice(0, held.length), held, `${label}: the held ids start the input`);
+    assert.deepEqual(input.slice(held.length), enc(text.slice(prefix.length)), `${label}: then the rest, encoded`);
+    assert.equal(r.cachedTokens, held.length, `${label}: every held id served from the cache`);
+  } else {
+    assert.deepEqual(input, enc(text), `${label}: the plain encoding`);
+    assert.equal(m.decode(input), text, `${label}: the input is the rendered conversation`);
+  }
+  return how;
+}
+
 async function collect(s) {
   const chunks = [];
   for await (const c of s) chunks.push(c);
@@ -659,13 +697,16 @@ test('no logprobs unless asked; topLogprobs 0 gives empty top lists', async () =
 // ---------------------------------------------------------------------------------
 // Chat
 
-test('Chat: three send() turns each equal the uncached generate() of the whole conversation', async () => {
+test('Chat: three send() turns each equal the uncached generate() of their input, which keeps the reply ids', async () => {
   const m = await model(M);
   const chat = m.createChat({ system: SYSTEM, maxTokens: 16 });
   assert.deepEqual(chat.messages, [{ role: 'system', content: SYSTEM }]);
   const questions = ['What is the capital of France?', 'And of Italy? 🇮🇹', { role: 'user', content: 'Thanks! Anything else?' }];
+  const kept = [];
+  let heldInput = null;
   for (let i = 0; i < questions.length; i++) {
     const q = questions[i];
+    const held = chat.promptCache.tokens;
     const r = await chat.send(q);
     const msgs = chat.messages;
     assert.equal(msgs.length, 1 + 2 * (i + 1), `turn ${i + 1}: messages grow by 2`);
@@ -673,10 +714,34 @@ test('Chat: three send() turns each equal the uncached generate() of the whole c
     assert.equal(msgs[msgs.length - 2].content, typeof q === 'string' ? q : q.content);
     assert.equal(msgs[msgs.length - 1].role, 'assistant');
     assert.equal(msgs[msgs.length - 1].content, r.text);
-    const want = await m.generate(chatPrompt(m, msgs.slice(0, -1)), { maxTokens: 16 });
-    assertSameTokens(r, want, `chat turn ${i + 1}`);
+    kept.push(await assertChatTurn(m, chat, r, held, heldInput, { maxTokens: 16 }, `chat turn ${i + 1}`));
+    heldInput = r.promptTokens;
     if (i > 0) assert.ok(r.cachedTokens > 0, `turn ${i + 1}: cachedTokens ${r.cachedTokens}`);
   }
+  // Turn 2 keeps turn 1's ids by their text; turn 2's reply starts with a space that its text
+  // (as MLX-LM's detokenizer gives it) drops, and turn 3 keeps its ids all the same.
+  assert.deepEqual(kept, [false, 'text', 'space'], 'how each turn kept the held ids');
+  chat.dispose();
+});
+
+test('Chat: a reply that does not encode back to its own ids is served from the cache, not computed again', async () => {
+  const m = await model(M);
+  const [a] = m.encode('a', { addSpecialTokens: false });
+  // Three forced "a" ids: their text "aaa" encodes to fewer, merged ids.
+  assert.notDeepEqual(m.encode('aaa', { addSpecialTokens: false }), [a, a, a], 'the case needs a reply that BPE merges');
+  const chat = m.createChat({ system: SYSTEM });
+  const r1 = await chat.send('Say aaa.', { maxTokens: 3, logitBias: { [a]: 1e9 } });
+  assert.deepEqual(r1.tokens, [a, a, a]);
+  assert.equal(r1.text, 'aaa');
+  const held = chat.promptCache.tokens;
+  assert.deepEqual(held.slice(-3), [a, a, a], 'the cache holds the reply as generated');
+  const r2 = await chat.send('And now?', { maxTokens: 8 });
+  assert.equal(await assertChatTurn(m, chat, r2, held, r1.promptTokens, { maxTokens: 8 }, 'after a merged reply'), 'text', 'the held ids are kept');
+  // Encoding the conversation again (generate(messages), a server) would compute the reply again.
+  const plain = m.encode(chatPrompt(m, chat.messages.slice(0, -1)), { addSpecialTokens: false });
+  const parts = plain.findIndex((x, i) => x !== held[i]);
+  assert.ok(parts >= 0 && parts < held.length - 2, `the plain encoding parts from the held ids inside the reply (at ${parts} of ${held.length})`);
+  assert.equal(r2.promptTokens - r2.cachedTokens, r2.promptTokens - held.length, 'only what the template added is processed');
   chat.dispose();
 });
 
@@ -689,8 +754,9 @@ test('Chat: options per send(), templateOptions, initial messages', async () => 
   });
   assert.equal(chat.messages.length, 3);
   const r = await chat.send('Tell me a story.', { maxTokens: 12, temperature: 0.8, seed: 3 });
+  await assertChatTurn(m, chat, r, [], null, { maxTokens: 12, temperature: 0.8, seed: 3 }, 'send with its own options', { enableThinking: false });
   const want = await m.generate(chatPrompt(m, chat.messages.slice(0, -1), { enableThinking: false }), { maxTokens: 12, temperature: 0.8, seed: 3 });
-  assertSameTokens(r, want, 'send with its own options');
+  assertSameTokens(r, want, 'send with its own options, against generate(messages)');
   assert.equal(r.tokens.length, 12);
   chat.dispose();
 });
@@ -706,6 +772,8 @@ test('Chat: stream() gives the same reply as send(); an aborted stream() leaves 
   assert.equal(chat.messages.length, 3);
   assert.equal(chat.messages[2].content, r.text);
   assertSameTokens(r, await m.generate(chatPrompt(m, chat.messages.slice(0, -1)), { maxTokens: 16 }), 'chat stream');
+  const turn1 = chat.promptCache.tokens;
+  const turn1Input = r.promptTokens;
 
   // A6: aborting rejects and changes no message.
   const before = JSON.parse(JSON.stringify(chat.messages));
@@ -721,9 +789,10 @@ test('Chat: stream() gives the same reply as send(); an aborted stream() leaves 
   );
   await assert.rejects(a.result, (e) => e === reason);
   assert.deepEqual(chat.messages, before, 'messages unchanged by the aborted turn');
-  // The next send() is still right (whatever the aborted turn left in the cache).
+  // The cache is back at the first turn's ids; the next send() is still right.
+  assert.deepEqual(chat.promptCache.tokens, turn1, 'the aborted turn left the cache as it was');
   const next = await chat.send('And of Spain?');
-  assertSameTokens(next, await m.generate(chatPrompt(m, chat.messages.slice(0, -1)), { maxTokens: 16 }), 'send after abort');
+  assert.ok(await assertChatTurn(m, chat, next, turn1, turn1Input, { maxTokens: 16 }, 'send after abort'));
   assert.equal(chat.messages.length, 5);
   chat.dispose();
 });
@@ -732,17 +801,19 @@ test('Chat: save() / loadChat() round trip continues identically', async () => {
   const m = await model(M);
   const chat = m.createChat({ system: SYSTEM, maxTokens: 16 });
   await chat.send('What is the capital of France?');
-  await chat.send('And of Italy?');
+  const r2 = await chat.send('And of Italy?');
   const f = file('chat.safetensors');
   await chat.save(f);
   const loaded = await m.loadChat(f);
   assert.deepEqual(loaded.messages, chat.messages);
+  const held = loaded.promptCache.tokens;
+  assert.deepEqual(held, chat.promptCache.tokens);
   const a = await chat.send('Thanks!');
   const b = await loaded.send('Thanks!');
   assertSameTokens(b, a, 'loaded chat vs original');
   assert.ok(b.cachedTokens > 0, 'the loaded chat reuses its saved cache');
   assert.equal(b.cachedTokens, a.cachedTokens);
-  assertSameTokens(b, await m.generate(chatPrompt(m, loaded.messages.slice(0, -1)), { maxTokens: 16 }), 'loaded chat vs uncached');
+  assert.ok(await assertChatTurn(m, loaded, b, held, r2.promptTokens, { maxTokens: 16 }, 'loaded chat vs uncached'));
   assert.deepEqual(loaded.messages, chat.messages);
   loaded.dispose();
   chat.dispose();
@@ -755,14 +826,19 @@ test('Chat: reset()', async () => {
   // A6: back to the messages it was created with.
   chat.reset();
   assert.deepEqual(chat.messages, [{ role: 'system', content: SYSTEM }]);
+  let held = chat.promptCache.tokens;
   const r = await chat.send('Hello there');
-  assertSameTokens(r, await m.generate(chatPrompt(m, chat.messages.slice(0, -1)), { maxTokens: 16 }), 'after reset()');
+  assert.equal(await assertChatTurn(m, chat, r, held, null, { maxTokens: 16 }, 'after reset()'), false, 'after reset() the plain encoding');
+  assertSameTokens(r, await m.generate(chatPrompt(m, chat.messages.slice(0, -1)), { maxTokens: 16 }), 'after reset(), against generate(messages)');
+  assert.ok(r.cachedTokens > 0, 'the system prompt is still served from the cache');
   const msgs = [{ role: 'user', content: 'Count to three.' }, { role: 'assistant', content: 'One, two, three.' }];
   chat.reset(msgs);
   assert.deepEqual(chat.messages, msgs);
+  held = chat.promptCache.tokens;
   const r2 = await chat.send('Now to five.');
   assert.equal(chat.messages.length, 4);
-  assertSameTokens(r2, await m.generate(chatPrompt(m, chat.messages.slice(0, -1)), { maxTokens: 16 }), 'after reset(messages)');
+  assert.equal(await assertChatTurn(m, chat, r2, held, null, { maxTokens: 16 }, 'after reset(messages)'), false);
+  assertSameTokens(r2, await m.generate(chatPrompt(m, chat.messages.slice(0, -1)), { maxTokens: 16 }), 'after reset(messages), against generate(messages)');
   chat.dispose();
 });
 

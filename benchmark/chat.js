@@ -4,12 +4,13 @@
 // same machine, the same libmlx and the same BLAS:
 //   chat      mlx-node's Chat (createChat, one turn per message): the whole conversation is
 //             rendered each turn and the chat's prompt cache serves the common prefix;
-//   no cache  mlx-node re-sending the whole conversation each turn (generate(messages), no
+//   no cache  mlx-node re-sending the whole conversation each turn (generate(ids), no
 //             prompt cache): every turn processes every token again;
 //   MLX-LM    MLX-LM 0.32.2 with one prompt cache kept across turns, reused by the longest
 //             common prefix as mlx_lm.server does (benchmark/mlx_lm_bench.py, "chat").
-// Same system prompt, user messages, greedy decoding, maxTokens and chat template; each
-// side appends its own reply text to its conversation. Turns are interleaved (turn k of the
+// Same system prompt, user messages, greedy decoding and maxTokens. The two sides without a
+// Chat get the ids the chat ran each turn (from an untimed run of the same conversation), so
+// all three answer the same conversation with the same replies. Turns are interleaved (turn k of the
 // three, then turn k+1), the order of the three rotating from round to round. Prints
 // markdown; a default run also writes benchmark/RESULTS-chat.md. The issue's check: with
 // the chat, turn 10's prompt time is at most 1.2x turn 2's.
@@ -85,6 +86,11 @@ function parseArgs(argv) {
 }
 
 const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+function commonPrefix(a, b) {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
+}
 
 // ---------------------------------------------------------------- one turn per side
 
@@ -130,7 +136,9 @@ class ChatSide {
 
   async turn(message) {
     const { r, first, wall } = await timedStream(() => this.chat.stream(message));
-    return { ...ourTurn(r, first, wall), cacheLength: this.chat.promptCache.length, messages: this.chat.messages };
+    // The ids the turn ran (outside the timing): the start of what the cache holds.
+    const input = this.chat.promptCache.tokens.slice(0, r.promptTokens);
+    return { ...ourTurn(r, first, wall), cacheLength: this.chat.promptCache.length, input };
   }
 
   dispose() {
@@ -139,43 +147,38 @@ class ChatSide {
 }
 
 class NoCacheSide {
-  constructor(model, maxTokens) {
+  constructor(model, maxTokens, script) {
     this.model = model;
     this.maxTokens = maxTokens;
-    this.messages = [{ role: 'system', content: SYSTEM }];
+    this.script = script;
   }
 
-  async turn(message) {
-    const messages = [...this.messages, { role: 'user', content: message }];
-    const { r, first, wall } = await timedStream(() => this.model.stream(messages, { maxTokens: this.maxTokens }));
-    this.messages = [...messages, { role: 'assistant', content: r.text }];
-    return { ...ourTurn(r, first, wall), messages: this.messages };
+  async turn(_message, t) {
+    const { r, first, wall } = await timedStream(() => this.model.stream(this.script.inputs[t], { maxTokens: this.maxTokens }));
+    return ourTurn(r, first, wall);
   }
 
   dispose() {}
 }
 
 class MlxLmSide {
-  constructor(worker, maxTokens) {
+  constructor(worker, maxTokens, script) {
     this.worker = worker;
     this.maxTokens = maxTokens;
-    this.messages = [{ role: 'system', content: SYSTEM }];
+    this.script = script;
     this.reset = true;
   }
 
-  async turn(message) {
-    const messages = [...this.messages, { role: 'user', content: message }];
+  async turn(_message, t) {
     const t0 = performance.now();
-    const r = await this.worker.request({ cmd: 'chat', messages, options: { maxTokens: this.maxTokens }, reset: this.reset });
+    const r = await this.worker.request({ cmd: 'chat', ids: this.script.inputs[t], options: { maxTokens: this.maxTokens }, reset: this.reset });
     const roundTrip = (performance.now() - t0) / 1000;
     this.reset = false;
-    this.messages = [...messages, { role: 'assistant', content: r.text }];
     return {
       tokens: r.tokens,
       text: r.text,
       finishReason: r.finishReason,
       promptTokens: r.promptTokens,
-      promptIds: r.promptIds,
       processed: r.processedTokens,
       firstTokenSeconds: r.firstTokenSeconds,
       promptSeconds: r.promptSeconds,
@@ -184,15 +187,41 @@ class MlxLmSide {
       wallSeconds: r.wallSeconds,
       roundTripSeconds: roundTrip,
       cacheLength: r.cacheLength,
-      messages: this.messages,
     };
   }
 
   dispose() {}
 }
 
-function makeSides(model, worker, maxTokens) {
-  return { chat: new ChatSide(model, maxTokens), nocache: new NoCacheSide(model, maxTokens), mlxlm: new MlxLmSide(worker, maxTokens) };
+function makeSides(model, worker, maxTokens, script) {
+  return { chat: new ChatSide(model, maxTokens), nocache: new NoCacheSide(model, maxTokens, script), mlxlm: new MlxLmSide(worker, maxTokens, script) };
+}
+
+// The conversation the sides answer, run once untimed with a Chat: per turn the ids it ran
+// and its messages afterwards; and what encoding the conversation again from its text each
+// turn (generate(messages) on a kept cache, or mlx_lm.server) would process instead: from
+// the first id where the plain encoding parts from what the cache held.
+async function script(model, turns, maxTokens) {
+  const chat = model.createChat({ system: SYSTEM, maxTokens });
+  const out = { inputs: [], replies: [], held: [], conversations: [], plainProcessed: [], plainMatches: [] };
+  try {
+    for (const message of turns) {
+      const held = chat.promptCache.tokens;
+      const r = await chat.send(message);
+      const input = chat.promptCache.tokens.slice(0, r.promptTokens);
+      const plain = model.encode(model.applyChatTemplate(chat.messages.slice(0, -1), { addGenerationPrompt: true }), { addSpecialTokens: false });
+      const shared = Math.min(plain.length - 1, commonPrefix(plain, held));
+      out.inputs.push(input);
+      out.replies.push(r.tokens);
+      out.held.push(held);
+      out.conversations.push(chat.messages.slice(0, -1));
+      out.plainProcessed.push(plain.length - shared);
+      out.plainMatches.push(same(plain, input));
+    }
+  } finally {
+    chat.dispose();
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------- summary
@@ -217,8 +246,8 @@ function summarize(rounds, turns) {
     const ref = rounds[0].chat[t].tokens;
     row.sameReply = Object.fromEntries(SIDE_KEYS.map((k) => [k, rounds.every((r) => same(r[k][t].tokens, ref))]));
     row.sameReplyAll = SIDE_KEYS.every((k) => row.sameReply[k]);
-    // The prompt ids: ours as the chat renders them (checked outside the timing) against MLX-LM's.
-    row.samePromptIds = rounds.every((r) => r.promptIdsMatch[t]);
+    // The chat ran the script's ids in every round (the ids the other sides were given).
+    row.sameInput = rounds.every((r) => r.inputMatch[t]);
     row.promptTokens = rounds[0].chat[t].promptTokens;
     rows.push(row);
   }
@@ -351,7 +380,7 @@ function anomalies(report) {
   if (slow.length) notes.push(`decode under 80% of its side's fastest turn, most likely other work on the machine during the turn: ${slow.join('; ')}.`);
   for (const row of report.summary) {
     if (!row.sameReplyAll) notes.push(`turn ${row.turn}: reply tokens differ (${SIDE_KEYS.filter((k) => !row.sameReply[k]).map((k) => SIDES[k]).join(', ')} against the chat's round 1).`);
-    if (!row.samePromptIds) notes.push(`turn ${row.turn}: MLX-LM's prompt ids differ from the chat's.`);
+    if (!row.sameInput) notes.push(`turn ${row.turn}: the chat ran other ids than in the untimed run the other sides were given.`);
     for (const k of SIDE_KEYS) {
       if (new Set(row[k].promptTokens).size !== 1 || row[k].promptTokens[0] !== row.promptTokens) {
         notes.push(`turn ${row.turn}: prompt tokens of ${SIDES[k]} ${row[k].promptTokens.join(', ')} (chat: ${row.promptTokens}).`);
@@ -362,33 +391,10 @@ function anomalies(report) {
   return notes;
 }
 
-// How many of the ids a reply was generated as each cached side served from its cache on
-// the next turn. The cache holds the reply as generated; the next prompt has it re-encoded
-// from its text by the chat template. Random weights make replies that do not always encode
-// back to the same ids: from the first id that differs, the rest of the reply is processed
-// again.
-function replyReuse(report) {
-  const out = [];
-  const round = report.rounds[0];
-  for (let t = 0; t + 1 < round.chat.length; t++) {
-    const row = { turn: t + 1 };
-    for (const k of ['chat', 'mlxlm']) {
-      const now = round[k][t];
-      const next = round[k][t + 1];
-      const cachedNext = next.promptTokens - next.processed;
-      // The cache after turn t: its prompt, then the reply (EOS included).
-      const held = now.generationTokens;
-      row[k] = { held, reused: Math.max(0, Math.min(held, cachedNext - now.promptTokens)) };
-    }
-    out.push(row);
-  }
-  return out;
-}
-
 function renderReport(report) {
   const { table, verdict } = checkTable(report);
-  const rt = report.replyReuse;
-  const reuse = (k) => rt.map((x) => `${x[k].reused}/${x[k].held}`).join(', ');
+  const sc = report.script;
+  const merged = sc.plainMatches.map((m, i) => (m ? null : i + 1)).filter((x) => x !== null);
   const parts = [
     '# Chat benchmark results',
     '',
@@ -404,15 +410,16 @@ function renderReport(report) {
       ? `- Model: \`.cache/bench-models/${MODEL}\` (benchmark/models.py: MLX-LM's Qwen3 class, seeded random weights, the real Qwen3 tokenizer and chat template). Its replies are noise, but the work per token is a real 100M model's.`
       : `- Model: \`.cache/bench-models/${report.modelName}\` (prepared by \`npm run bench:llama\`: see benchmark/RESULTS-llama.md), with its own chat template.`,
     "- mlx-node loads the model with `precision: 'exact'` (MLX's arithmetic, as MLX-LM; quantized models on the CPU default to fast precision).",
-    `- One conversation of ${report.turns} user turns (1-3 sentences each, in \`benchmark/chat.js\`) after a system prompt; greedy, ${report.maxTokens} tokens per reply at most; each side appends its own reply text to its conversation.`,
-    `- **chat**: \`model.createChat({ system, maxTokens })\`, one \`chat.stream(message)\` per turn (the path of \`chat.send\`): the whole conversation is rendered with the chat template and the chat's prompt cache serves the common prefix.`,
-    '- **no cache**: `model.stream(messages, { maxTokens })` with the whole conversation each turn and no prompt cache.',
-    '- **MLX-LM + cache**: the worker (`benchmark/mlx_lm_bench.py`, command `chat`) gets the whole conversation each turn as mlx_lm.server does, renders it with `tokenizer.apply_chat_template(messages, add_generation_prompt=True)`, ' +
+    `- One conversation of ${report.turns} user turns (1-3 sentences each, in \`benchmark/chat.js\`) after a system prompt; greedy, ${report.maxTokens} tokens per reply at most.`,
+    `- **chat**: \`model.createChat({ system, maxTokens })\`, one \`chat.stream(message)\` per turn (the path of \`chat.send\`): the whole conversation is rendered with the chat template; the ids the cache holds (the last turn's input and the reply as generated) stay where the text starts with theirs, the rest is encoded, and the cache serves the common prefix.`,
+    '- The conversation is run once untimed with a chat first; the two other sides get, each turn, the ids the chat ran in it, so that all three answer the same conversation (every timed turn of the chat ran those ids again, checked).',
+    '- **no cache**: `model.stream(ids, { maxTokens })` with the whole conversation each turn and no prompt cache.',
+    '- **MLX-LM + cache**: the worker (`benchmark/mlx_lm_bench.py`, command `chat`) gets the whole conversation\'s ids each turn, ' +
       'keeps one `make_prompt_cache` cache between turns, cuts it back to the longest common prefix with `trim_prompt_cache` (at most all but the last prompt id, as `LRUPromptCache.fetch_nearest_cache`) and runs `stream_generate` on the rest with `prompt_cache`. ' +
-      'Unlike the server it keeps one cache and does not deep-copy it per request, which would only add to MLX-LM\'s times.',
+      'Unlike the server it keeps one cache and does not deep-copy it per request, which would only add to MLX-LM\'s times; and mlx_lm.server encodes the conversation again from its text, which costs more wherever a reply does not encode back to its own ids (below).',
     `- One untimed warm-up conversation (${WARMUP_TURNS.length} short turns, ${WARMUP_TOKENS} tokens) per side, then ${report.roundCount} rounds; in a round turn k runs on all three sides before turn k+1, the order of the sides rotating from round to round. Each round starts new conversations (a new chat, a new MLX-LM cache).`,
     '- processed: prompt tokens run through the model this turn (prompt tokens - cached tokens); the rest came from the cache.',
-    '- time to first token: as the caller sees it, from the call (rendering and encoding the conversation, finding the prefix, trimming, prefill) to the first generated token (ours: the first chunk of the stream in JS; MLX-LM: the first response of `stream_generate` in the worker, from the start of the request).',
+    '- time to first token: as the caller sees it, from the call (the chat: rendering and encoding the conversation; finding the prefix, trimming, prefill) to the first generated token (ours: the first chunk of the stream in JS; MLX-LM: the first response of `stream_generate` in the worker, from the start of the request).',
     '- own prompt time: each library\'s own figure, processed tokens / `promptTps` (the time from the start of the generation loop to the first token; MLX-LM\'s from its `GenerationResponse`).',
     '- Each cell is the median over the rounds. "same reply tokens": every round of every side generated the ids of the chat\'s first round.',
     '',
@@ -426,10 +433,11 @@ function renderReport(report) {
     '',
     table,
     '',
-    `- Prompt ids: MLX-LM's rendered and encoded conversation ${report.summary.every((r) => r.samePromptIds) ? 'equals' : '**differs from**'} the chat's on every turn and round.`,
-    `- Reply ids served from the cache on the next turn, of those generated (round 1, turns 1-${rt.length}): chat ${reuse('chat')}; MLX-LM ${reuse('mlxlm')}. ` +
-      'The cache holds each reply as generated, the next prompt has it encoded again from its text; a reply that does not encode back to the same ids ' +
-      '(random-weight text often does not) is processed again from the first id that differs (the same on both cached sides).',
+    `- The chat ran ${report.summary.every((r) => r.sameInput) ? 'the same ids as the untimed run on every turn and round' : '**other ids than the untimed run on some turns** (anomalies)'}.`,
+    `- Encoding the conversation again from its text each turn (as \`generate(messages)\` on a kept cache or mlx_lm.server would) gives the chat's ids on ${sc.plainMatches.filter(Boolean).length} of ${sc.plainMatches.length} turns; ` +
+      (merged.length
+        ? `on turns ${merged.join(', ')} an earlier reply does not encode back to the ids it was generated as (random-weight text often does not), and that way would process ${sc.plainProcessed.join(', ')} tokens on turns 1-${sc.plainProcessed.length} (${sc.plainProcessed.reduce((x, y) => x + y, 0)} in all) where the chat processes ${report.summary.map((r) => fmt(r.chat.processed, 0)).join(', ')}.`
+        : 'every reply encodes back to its own ids.'),
   ];
   const r2 = report.summary[CHECK.from - 1];
   const r10 = report.summary[CHECK.to - 1];
@@ -440,9 +448,7 @@ function renderReport(report) {
     '',
     `Turn ${CHECK.to} processes ${fmt(r10.chat.processed, 0)} new tokens on top of ${r10.promptTokens - r10.chat.processed} cached ones; turn ${CHECK.from}, ${fmt(r2.chat.processed, 0)} on top of ${r2.promptTokens - r2.chat.processed}. ` +
       'The user messages of both turns are 32 tokens, with the same template markers around them' +
-      (r10.chat.processed !== r2.chat.processed
-        ? '; the rest of the difference is the previous reply, processed again from where it stopped encoding back to its own ids (above). '
-        : '. ') +
+      (r10.chat.processed !== r2.chat.processed ? ` (turn ${CHECK.to}'s input also ends the previous reply differently). ` : '. ') +
       `Per processed token, turn ${CHECK.to} costs ${fmt(report.check.chat.perTokenRatio, 2)}x turn ${CHECK.from} with the chat.`,
     '',
     `The same amounts timed apart, on a fresh cache prefilled with the first ids of turn ${CHECK.to}'s prompt, then a 1-token generation; each library's own prompt time, ` +
@@ -452,7 +458,7 @@ function renderReport(report) {
     '|---|--:|--:|--:|--:|',
     ...pr.map((c) => `| ${c.label} | ${ms(c.ours)} | ${fmt(c.ours / pr[0].ours, 2)} | ${ms(c.theirs)} | ${fmt(c.theirs / pr[0].theirs, 2)} |`),
     '',
-    `Rendering and encoding the whole conversation (\`applyChatTemplate\` + \`encode\`, part of the chat's first-token time) takes ${fmt(report.render.from * 1000, 2)} ms at turn ${CHECK.from} and ${fmt(report.render.to * 1000, 2)} ms at turn ${CHECK.to}.`,
+    `Rendering, encoding and decoding the conversation (\`applyChatTemplate\`, \`encode\` of the whole text and \`decode\` of the held ids: at most the chat's own work in its first-token time) takes ${fmt(report.render.from * 1000, 2)} ms at turn ${CHECK.from} and ${fmt(report.render.to * 1000, 2)} ms at turn ${CHECK.to}.`,
   );
   const notes = anomalies(report);
   if (notes.length) parts.push('', '## Anomalies', '', ...notes.map((n) => `- ${n}`));
@@ -463,9 +469,9 @@ function renderReport(report) {
 // ---------------------------------------------------------------- main
 
 async function warmUp(model, worker) {
-  const sides = makeSides(model, worker, WARMUP_TOKENS);
+  const sides = makeSides(model, worker, WARMUP_TOKENS, await script(model, WARMUP_TURNS, WARMUP_TOKENS));
   try {
-    for (const m of WARMUP_TURNS) for (const k of SIDE_KEYS) await sides[k].turn(m);
+    for (const [t, m] of WARMUP_TURNS.entries()) for (const k of SIDE_KEYS) await sides[k].turn(m, t);
   } finally {
     for (const k of SIDE_KEYS) sides[k].dispose();
   }
@@ -499,7 +505,6 @@ async function main() {
     rounds: [],
   };
   let model = null;
-  let probeIds = null;
   try {
     report.theirs = await worker.request({ cmd: 'info' });
     checkReference(report, log);
@@ -509,21 +514,26 @@ async function main() {
     await worker.request({ cmd: 'load', model: dir });
     log('warm-up');
     await warmUp(model, worker);
+    log('the conversation, untimed');
+    const sc = await script(model, TURNS, maxTokens);
+    report.script = { plainProcessed: sc.plainProcessed, plainMatches: sc.plainMatches };
+    const probeIds = sc.inputs[CHECK.to - 1];
     for (let r = 0; r < rounds; r++) {
-      const sides = makeSides(model, worker, maxTokens);
+      const sides = makeSides(model, worker, maxTokens, sc);
       const order = SIDE_KEYS.map((_, i) => SIDE_KEYS[(i + r) % SIDE_KEYS.length]);
-      const round = { order, chat: [], nocache: [], mlxlm: [], promptIdsMatch: [] };
+      const round = { order, chat: [], nocache: [], mlxlm: [], inputMatch: [] };
       try {
         for (let t = 0; t < TURNS.length; t++) {
-          for (const k of order) round[k].push(await sides[k].turn(TURNS[t]));
-          // Outside the timing: the chat's conversation as the chat renders it, against MLX-LM's ids.
-          // Its time too: how much of the chat's first-token time rendering and encoding the
-          // growing conversation takes.
+          for (const k of order) round[k].push(await sides[k].turn(TURNS[t], t));
+          round.inputMatch.push(same(round.chat[t].input, sc.inputs[t]));
+          delete round.chat[t].input;
+          // Outside the timing: how much of the chat's first-token time its own work on the
+          // growing conversation takes (rendering it, decoding the held ids, encoding; the
+          // whole text encoded, an upper bound of encoding the rest).
           const tr = performance.now();
-          const ids = model.encode(model.applyChatTemplate(round.chat[t].messages.slice(0, -1), { addGenerationPrompt: true }), { addSpecialTokens: false });
+          model.encode(model.applyChatTemplate(sc.conversations[t], { addGenerationPrompt: true }), { addSpecialTokens: false });
+          model.decode(sc.held[t]);
           round.chat[t].renderSeconds = (performance.now() - tr) / 1000;
-          round.promptIdsMatch.push(same(ids, round.mlxlm[t].promptIds));
-          if (r === 0 && t === CHECK.to - 1) probeIds = ids;
           const c = round.chat[t];
           const n = round.nocache[t];
           const m = round.mlxlm[t];
@@ -536,9 +546,6 @@ async function main() {
       } finally {
         for (const k of SIDE_KEYS) sides[k].dispose();
       }
-      // Keep the raw record small: the ids and messages were only needed for the checks.
-      for (const t of round.mlxlm) delete t.promptIds;
-      for (const k of SIDE_KEYS) for (const t of round[k]) delete t.messages;
       report.rounds.push(round);
     }
     report.summary = summarize(report.rounds, TURNS.length);
@@ -547,7 +554,6 @@ async function main() {
     report.render = { from: render(CHECK.from), to: render(CHECK.to) };
     log('probe: the check\'s two turns taken apart');
     report.probe = await probe(model, worker, probeIds, probeCases(report));
-    report.replyReuse = replyReuse(report);
   } finally {
     worker.close();
     if (model) await model.dispose();

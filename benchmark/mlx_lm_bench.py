@@ -21,24 +21,24 @@ stdout (anything the libraries print goes to stderr). Requests:
       stream_generate queues past the last token ran on after it returned
       (waited for before answering, outside every figure).
 
-  {"cmd": "chat", "messages": [...], "options": {...}, "reset": bool}
-      -> {"tokens", "text", "finishReason", "promptIds", "promptTokens",
+  {"cmd": "chat", "ids": [ids], "options": {...}, "reset": bool}
+      -> {"tokens", "text", "finishReason", "promptTokens",
           "cachedTokens", "processedTokens", "promptTps", "promptSeconds",
           "firstTokenSeconds", "generationTokens", "generationTps",
           "wallSeconds", "tailSeconds", "cacheLength"}
-      One turn of a chat kept in one prompt cache, the way mlx_lm.server
-      serves a chat request: the whole conversation is rendered with
-      tokenizer.apply_chat_template(messages, add_generation_prompt=True),
-      the cache (make_prompt_cache, kept between requests; "reset" starts a
-      new one) is cut back to the longest common prefix with the ids it holds
-      (at most all but the last prompt id, trim_prompt_cache, as
-      LRUPromptCache.fetch_nearest_cache), and stream_generate runs the rest on
-      it. Afterwards the cache holds the prompt and every generated id (EOS
-      included), as the server's cache key. promptSeconds = processed /
+      One turn of a chat kept in one prompt cache, reused as mlx_lm.server
+      reuses its caches: "ids" is the whole conversation (benchmark/chat.js
+      sends the ids mlx-node's Chat ran, so that both sides answer the same
+      conversation), the cache (make_prompt_cache, kept between requests;
+      "reset" starts a new one) is cut back to the longest common prefix with
+      the ids it holds (at most all but the last prompt id, trim_prompt_cache,
+      as LRUPromptCache.fetch_nearest_cache), and stream_generate runs the
+      rest on it. Afterwards the cache holds the prompt and every generated id
+      (EOS included), as the server's cache key. promptSeconds = processed /
       MLX-LM's promptTps (its own time to the first token, for the processed
-      ids); firstTokenSeconds: from the request (template, tokenizing, prefix
-      and trim included) to the first token. Unlike the server it keeps one
-      cache and does not deep-copy it per request (benchmark/chat.js).
+      ids); firstTokenSeconds: from the request (prefix and trim included) to
+      the first token. Unlike the server it keeps one cache and does not
+      deep-copy it per request (benchmark/chat.js).
 
   {"cmd": "probe", "ids": [ids], "cached": n}
       -> {"promptSeconds", "promptTps", "processedTokens"}
@@ -188,7 +188,7 @@ def cmd_chat(req):
     mx.reset_peak_memory()
     tokens, chunks, last, first = [], [], None, None
     t0 = time.perf_counter()
-    prompt = tokenizer.apply_chat_template(req["messages"], add_generation_prompt=True)
+    prompt = [int(x) for x in req["ids"]]
     cache, held = chat["cache"], chat["tokens"]
     # LRUPromptCache.fetch_nearest_cache: keep the common prefix, but at least
     # one prompt id is processed (the logits of the first new token need it).
@@ -229,7 +229,6 @@ def cmd_chat(req):
         "tokens": tokens,
         "text": "".join(chunks),
         "finishReason": last.finish_reason,
-        "promptIds": prompt,
         "promptTokens": len(prompt),
         "cachedTokens": prefix,
         "processedTokens": last.prompt_tokens,

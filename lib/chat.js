@@ -10,6 +10,8 @@ const { eventStream } = require('./event-stream');
 // The metadata key a saved chat keeps its messages and options under.
 const CHAT_KEY = 'mlx_node_chat';
 const OWN_OPTIONS = ['system', 'messages', 'templateOptions'];
+// chatFromFile's way to restore what only a saved chat knows (kept off the public class).
+const RESTORE = Symbol('restore');
 
 function checkMessages(messages, where) {
   if (!Array.isArray(messages)) throw invalid(`${where} must be an array of chat messages`);
@@ -49,6 +51,8 @@ class Chat {
   #cache;
   #messages;
   #initial;
+  // How many of the held ids were the last turn's input (the reply's follow); null if unknown.
+  #lastInput = null;
   #templateOptions;
   #defaults;
   #tail = Promise.resolve();
@@ -89,9 +93,43 @@ class Chat {
     if (this.disposed) throw new MlxNodeError('DISPOSED', 'the chat has been disposed');
   }
 
+  #render(messages, addGenerationPrompt) {
+    return this.#model.applyChatTemplate(messages, { ...this.#templateOptions, addGenerationPrompt });
+  }
+
   #ids(messages, addGenerationPrompt) {
-    const text = this.#model.applyChatTemplate(messages, { ...this.#templateOptions, addGenerationPrompt });
-    return this.#model.encode(text, { addSpecialTokens: false });
+    return this.#model.encode(this.#render(messages, addGenerationPrompt), { addSpecialTokens: false });
+  }
+
+  // A turn's input: the conversation rendered with the generation prompt. Where that text
+  // starts with the text of what the cache holds (the last turn's input and the reply as
+  // generated), the held ids stay and only the rest is encoded, so the model continues from
+  // its own reply ids, as mlx_lm.chat and llama.cpp do. Encoding the whole text again would
+  // give other ids wherever a reply does not encode back to the ids it was generated as
+  // (BPE merges the pieces), and everything from there would be computed again. Otherwise
+  // (a template that rewrites earlier turns, reset(), a stop string cut from the reply, a
+  // cache without its ids) the whole text is encoded and the cache serves the common prefix.
+  #turnIds(messages) {
+    const text = this.#render(messages, true);
+    const held = this.#cache.tokens;
+    const kept = held.length > 0 && held.length === this.#cache.length ? this.#heldPrefix(text, held) : null;
+    if (kept === null) return this.#model.encode(text, { addSpecialTokens: false });
+    return [...held, ...this.#model.encode(text.slice(kept), { addSpecialTokens: false })];
+  }
+
+  // How much of `text` the held ids stand for, or null. The reply's text is the
+  // detokenizer's, which drops the space its first id starts with (as MLX-LM's does): the
+  // held reply may stand for its text with that space.
+  #heldPrefix(text, held) {
+    const all = this.#model.decode(held);
+    if (text.startsWith(all)) return all.length;
+    const n = this.#lastInput;
+    if (n === null || n >= held.length) return null;
+    const input = this.#model.decode(held.slice(0, n));
+    const reply = this.#model.decode(held.slice(n));
+    if (!reply.startsWith(' ')) return null;
+    const shown = input + reply.slice(1);
+    return text.startsWith(shown) ? shown.length : null;
   }
 
   // Runs `turn` after the turns queued before it.
@@ -122,7 +160,7 @@ class Chat {
       this.#live();
       opts.signal?.throwIfAborted();
       const messages = [...this.#messages, msg];
-      const ids = this.#ids(messages, true);
+      const ids = this.#turnIds(messages);
       const before = this.#cache.tokens;
       try {
         const s = this.#model.stream(ids, opts);
@@ -138,6 +176,7 @@ class Chat {
           this.#rollback(before);
         } else {
           this.#messages = [...messages, { role: 'assistant', content: r.text }];
+          this.#lastInput = ids.length;
         }
         return r;
       } catch (e) {
@@ -178,9 +217,21 @@ class Chat {
         if (this.#messages.length === 0) throw invalid('the chat is empty: there is nothing to save');
         await this.#cache.prefill(this.#ids(this.#messages, false));
       }
-      const chat = { messages: this.#messages, initial: this.#initial, templateOptions: this.#templateOptions, options: storable(this.#defaults) };
+      const chat = {
+        messages: this.#messages,
+        initial: this.#initial,
+        templateOptions: this.#templateOptions,
+        options: storable(this.#defaults),
+        lastInput: this.#lastInput,
+      };
       await this.#cache.save(path, { [CHAT_KEY]: JSON.stringify(chat) });
     });
+  }
+
+  [RESTORE](saved) {
+    this.reset(saved.messages);
+    const n = saved.lastInput;
+    this.#lastInput = Number.isInteger(n) && n > 0 ? n : null;
   }
 
   dispose() {
@@ -206,7 +257,7 @@ function chatFromFile(model, cache) {
     throw new MlxNodeError('INVALID_CACHE_FILE', `the file is a prompt cache but not a saved chat (no valid "${CHAT_KEY}" metadata)`);
   }
   const chat = new Chat(model, cache, { messages: saved.initial ?? [], templateOptions: saved.templateOptions, ...(saved.options ?? {}) });
-  chat.reset(saved.messages);
+  chat[RESTORE](saved);
   return chat;
 }
 
