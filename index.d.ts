@@ -274,9 +274,10 @@ export class Chat {
   readonly disposed: boolean;
   /**
    * Appends the message (a string is a user message) and, once generated, the reply. The turn
-   * keeps the ids the cache holds where the rendered conversation still starts with their text
-   * (the model continues from its own reply ids) and encodes the rest; its ids are the first
-   * `result.promptTokens` of `promptCache.tokens`.
+   * keeps the ids the cache holds where the rendered conversation still starts with what they
+   * stand for (the last input, the reply as `result.text`, its EOS): the model continues from its
+   * own reply ids. It encodes the rest; its ids are the first `result.promptTokens` of
+   * `promptCache.tokens`.
    */
   send(message: string | ChatMessage, options?: Omit<GenerateOptions, 'promptCache'>): Promise<GenerationResult>;
   /** As send(), streamed. An aborted turn leaves the messages (and the cache's prefix) as they were. */

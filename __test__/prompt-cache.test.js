@@ -228,30 +228,28 @@ function chatPrompt(m, messages, templateOptions = {}) {
 
 // One chat turn against the conversation it answered. The turn's input (the first
 // promptTokens ids its cache holds afterwards) equals the uncached generation of that input.
-// Where the rendered text starts with the text of what the cache held before the turn (the
-// previous input, `heldInput` ids, then the reply as generated), or with that text less the
-// space the reply's first id starts with (the detokenizer drops it from result.text, as
-// MLX-LM's does), those ids start the input, all served from the cache, and the rest of the
-// text follows encoded; otherwise the input is the plain encoding of the text, as
-// generate(messages) runs it. Returns how the held ids were kept: 'text', 'space' or false.
-async function assertChatTurn(m, chat, r, held, heldInput, options, label, templateOptions = {}) {
+// Where the rendered text starts with `heldText`, what the held ids stood for (the previous
+// turn's rendered input, then its result.text, the EOS's text where one ended it), or with
+// the held ids' own text,
+// those ids start the input, all served from the cache, and the rest of the text follows
+// encoded; otherwise the input is the plain encoding of the text, as generate(messages) runs
+// it. Returns how the held ids were kept ('held', 'own' or false) and what the ids held after
+// the turn stand for.
+async function assertChatTurn(m, chat, r, held, heldText, options, label, templateOptions = {}) {
   const text = chatPrompt(m, chat.messages.slice(0, -1), templateOptions);
-  const input = chat.promptCache.tokens.slice(0, r.promptTokens);
+  const now = chat.promptCache.tokens;
+  const input = now.slice(0, r.promptTokens);
   assert.equal(input.length, r.promptTokens, `${label}: the cache holds the turn's input`);
   assertSameTokens(r, await m.generate(input, options), `${label}: against the uncached run of its input`);
   const enc = (t) => m.encode(t, { addSpecialTokens: false });
   let how = false;
   let prefix = '';
-  if (held.length > 0 && text.startsWith(m.decode(held))) {
-    how = 'text';
+  if (held.length > 0 && heldText !== null && text.startsWith(heldText)) {
+    how = 'held';
+    prefix = heldText;
+  } else if (held.length > 0 && text.startsWith(m.decode(held))) {
+    how = 'own';
     prefix = m.decode(held);
-  } else if (heldInput !== null && heldInput < held.length) {
-    const reply = m.decode(held.slice(heldInput));
-    const shown = m.decode(held.slice(0, heldInput)) + reply.slice(1);
-    if (reply.startsWith(' ') && text.startsWith(shown)) {
-      how = 'space';
-      prefix = shown;
-    }
   }
   if (how) {
     assert.deepEqual(input.slice(0, held.length), held, `${label}: the held ids start the input`);
@@ -261,7 +259,16 @@ async function assertChatTurn(m, chat, r, held, heldInput, options, label, templ
     assert.deepEqual(input, enc(text), `${label}: the plain encoding`);
     assert.equal(m.decode(input), text, `${label}: the input is the rendered conversation`);
   }
-  return how;
+  const reply = now.slice(r.promptTokens);
+  let shown = null;
+  if (r.finishReason === 'length') {
+    assert.deepEqual(reply, r.tokens, `${label}: the cache holds the reply's ids`);
+    shown = r.text;
+  } else if (r.finishReason === 'stop' && reply.length === r.tokens.length + 1 && EOS_IDS.includes(reply.at(-1))) {
+    assert.deepEqual(reply.slice(0, -1), r.tokens, `${label}: the cache holds the reply's ids and the EOS`);
+    shown = r.text + m.decode(reply.slice(-1));
+  }
+  return { how, heldText: shown === null ? null : text + shown };
 }
 
 async function collect(s) {
@@ -703,7 +710,7 @@ test('Chat: three send() turns each equal the uncached generate() of their input
   assert.deepEqual(chat.messages, [{ role: 'system', content: SYSTEM }]);
   const questions = ['What is the capital of France?', 'And of Italy? 🇮🇹', { role: 'user', content: 'Thanks! Anything else?' }];
   const kept = [];
-  let heldInput = null;
+  let heldText = null;
   for (let i = 0; i < questions.length; i++) {
     const q = questions[i];
     const held = chat.promptCache.tokens;
@@ -714,13 +721,14 @@ test('Chat: three send() turns each equal the uncached generate() of their input
     assert.equal(msgs[msgs.length - 2].content, typeof q === 'string' ? q : q.content);
     assert.equal(msgs[msgs.length - 1].role, 'assistant');
     assert.equal(msgs[msgs.length - 1].content, r.text);
-    kept.push(await assertChatTurn(m, chat, r, held, heldInput, { maxTokens: 16 }, `chat turn ${i + 1}`));
-    heldInput = r.promptTokens;
+    const t = await assertChatTurn(m, chat, r, held, heldText, { maxTokens: 16 }, `chat turn ${i + 1}`);
+    kept.push(t.how);
+    heldText = t.heldText;
     if (i > 0) assert.ok(r.cachedTokens > 0, `turn ${i + 1}: cachedTokens ${r.cachedTokens}`);
   }
   // Turn 2 keeps turn 1's ids by their text; turn 2's reply starts with a space that its text
   // (as MLX-LM's detokenizer gives it) drops, and turn 3 keeps its ids all the same.
-  assert.deepEqual(kept, [false, 'text', 'space'], 'how each turn kept the held ids');
+  assert.deepEqual(kept, [false, 'held', 'held'], 'how each turn kept the held ids');
   chat.dispose();
 });
 
@@ -731,17 +739,50 @@ test('Chat: a reply that does not encode back to its own ids is served from the 
   assert.notDeepEqual(m.encode('aaa', { addSpecialTokens: false }), [a, a, a], 'the case needs a reply that BPE merges');
   const chat = m.createChat({ system: SYSTEM });
   const r1 = await chat.send('Say aaa.', { maxTokens: 3, logitBias: { [a]: 1e9 } });
+  const { heldText } = await assertChatTurn(m, chat, r1, [], null, { maxTokens: 3, logitBias: { [a]: 1e9 } }, 'the forced reply');
   assert.deepEqual(r1.tokens, [a, a, a]);
   assert.equal(r1.text, 'aaa');
   const held = chat.promptCache.tokens;
   assert.deepEqual(held.slice(-3), [a, a, a], 'the cache holds the reply as generated');
   const r2 = await chat.send('And now?', { maxTokens: 8 });
-  assert.equal(await assertChatTurn(m, chat, r2, held, r1.promptTokens, { maxTokens: 8 }, 'after a merged reply'), 'text', 'the held ids are kept');
+  assert.equal((await assertChatTurn(m, chat, r2, held, heldText, { maxTokens: 8 }, 'after a merged reply')).how, 'held', 'the held ids are kept');
   // Encoding the conversation again (generate(messages), a server) would compute the reply again.
   const plain = m.encode(chatPrompt(m, chat.messages.slice(0, -1)), { addSpecialTokens: false });
   const parts = plain.findIndex((x, i) => x !== held[i]);
   assert.ok(parts >= 0 && parts < held.length - 2, `the plain encoding parts from the held ids inside the reply (at ${parts} of ${held.length})`);
   assert.equal(r2.promptTokens - r2.cachedTokens, r2.promptTokens - held.length, 'only what the template added is processed');
+  chat.dispose();
+});
+
+test('Chat: after a reply ended by EOS the held ids are kept; after a stop string the conversation is encoded again', async () => {
+  const m = await model(M);
+  // CHAT's message and E's sampling: the turn the EOS test above ends on an EOS.
+  const chat = m.createChat();
+  const r1 = await chat.send(CHAT[0].content, E);
+  assert.equal(r1.finishReason, 'stop');
+  assert.ok(EOS_IDS.includes(chat.promptCache.tokens.at(-1)), 'the cache holds the EOS');
+  const t1 = await assertChatTurn(m, chat, r1, [], null, E, 'EOS turn');
+  assert.notEqual(t1.heldText, null);
+  const held = chat.promptCache.tokens;
+  const r2 = await chat.send('Go on.', G);
+  assert.equal((await assertChatTurn(m, chat, r2, held, t1.heldText, G, 'after the EOS')).how, 'held');
+
+  // The same first turn without a stop string, then with one cut out of its reply.
+  const plain = m.createChat({ system: SYSTEM });
+  const full = await plain.send('Tell me a story.', G);
+  plain.dispose();
+  const stop = full.text.slice(8, 14);
+  const cut = m.createChat({ system: SYSTEM });
+  const c1 = await cut.send('Tell me a story.', { ...G, stop: [stop] });
+  assert.equal(c1.finishReason, 'stop');
+  assert.equal(c1.text, full.text.slice(0, full.text.indexOf(stop)), 'the reply cut at the stop string');
+  const c = await assertChatTurn(m, cut, c1, [], null, { ...G, stop: [stop] }, 'stop string turn');
+  assert.equal(c.heldText, null, 'ids past the reply text: nothing known');
+  const h = cut.promptCache.tokens;
+  const c2 = await cut.send('Go on.', G);
+  assert.equal((await assertChatTurn(m, cut, c2, h, null, G, 'after the stop string')).how, false, 'encoded again');
+  assert.ok(c2.cachedTokens > 0 && c2.cachedTokens < h.length, 'the cache serves the common prefix only');
+  cut.dispose();
   chat.dispose();
 });
 
@@ -765,6 +806,7 @@ test('Chat: stream() gives the same reply as send(); an aborted stream() leaves 
   const m = await model(M);
   const chat = m.createChat({ system: SYSTEM, maxTokens: 16 });
   const s = chat.stream('What is the capital of France?');
+  const h0 = chat.promptCache.tokens;
   const chunks = await collect(s);
   const r = await s.result;
   assert.deepEqual(chunks.map((c) => c.token).slice(0, r.tokens.length), r.tokens);
@@ -773,7 +815,7 @@ test('Chat: stream() gives the same reply as send(); an aborted stream() leaves 
   assert.equal(chat.messages[2].content, r.text);
   assertSameTokens(r, await m.generate(chatPrompt(m, chat.messages.slice(0, -1)), { maxTokens: 16 }), 'chat stream');
   const turn1 = chat.promptCache.tokens;
-  const turn1Input = r.promptTokens;
+  const { heldText } = await assertChatTurn(m, chat, r, h0, null, { maxTokens: 16 }, 'chat stream turn');
 
   // A6: aborting rejects and changes no message.
   const before = JSON.parse(JSON.stringify(chat.messages));
@@ -792,7 +834,7 @@ test('Chat: stream() gives the same reply as send(); an aborted stream() leaves 
   // The cache is back at the first turn's ids; the next send() is still right.
   assert.deepEqual(chat.promptCache.tokens, turn1, 'the aborted turn left the cache as it was');
   const next = await chat.send('And of Spain?');
-  assert.ok(await assertChatTurn(m, chat, next, turn1, turn1Input, { maxTokens: 16 }, 'send after abort'));
+  assert.equal((await assertChatTurn(m, chat, next, turn1, heldText, { maxTokens: 16 }, 'send after abort')).how, 'held');
   assert.equal(chat.messages.length, 5);
   chat.dispose();
 });
@@ -800,8 +842,11 @@ test('Chat: stream() gives the same reply as send(); an aborted stream() leaves 
 test('Chat: save() / loadChat() round trip continues identically', async () => {
   const m = await model(M);
   const chat = m.createChat({ system: SYSTEM, maxTokens: 16 });
-  await chat.send('What is the capital of France?');
+  const r1 = await chat.send('What is the capital of France?');
+  const t1 = await assertChatTurn(m, chat, r1, [], null, { maxTokens: 16 }, 'turn 1');
+  const h1 = chat.promptCache.tokens;
   const r2 = await chat.send('And of Italy?');
+  const t2 = await assertChatTurn(m, chat, r2, h1, t1.heldText, { maxTokens: 16 }, 'turn 2');
   const f = file('chat.safetensors');
   await chat.save(f);
   const loaded = await m.loadChat(f);
@@ -813,7 +858,7 @@ test('Chat: save() / loadChat() round trip continues identically', async () => {
   assertSameTokens(b, a, 'loaded chat vs original');
   assert.ok(b.cachedTokens > 0, 'the loaded chat reuses its saved cache');
   assert.equal(b.cachedTokens, a.cachedTokens);
-  assert.ok(await assertChatTurn(m, loaded, b, held, r2.promptTokens, { maxTokens: 16 }, 'loaded chat vs uncached'));
+  assert.equal((await assertChatTurn(m, loaded, b, held, t2.heldText, { maxTokens: 16 }, 'loaded chat vs uncached')).how, 'held');
   assert.deepEqual(loaded.messages, chat.messages);
   loaded.dispose();
   chat.dispose();
@@ -828,7 +873,7 @@ test('Chat: reset()', async () => {
   assert.deepEqual(chat.messages, [{ role: 'system', content: SYSTEM }]);
   let held = chat.promptCache.tokens;
   const r = await chat.send('Hello there');
-  assert.equal(await assertChatTurn(m, chat, r, held, null, { maxTokens: 16 }, 'after reset()'), false, 'after reset() the plain encoding');
+  assert.equal((await assertChatTurn(m, chat, r, held, null, { maxTokens: 16 }, 'after reset()')).how, false, 'after reset() the plain encoding');
   assertSameTokens(r, await m.generate(chatPrompt(m, chat.messages.slice(0, -1)), { maxTokens: 16 }), 'after reset(), against generate(messages)');
   assert.ok(r.cachedTokens > 0, 'the system prompt is still served from the cache');
   const msgs = [{ role: 'user', content: 'Count to three.' }, { role: 'assistant', content: 'One, two, three.' }];
@@ -837,7 +882,7 @@ test('Chat: reset()', async () => {
   held = chat.promptCache.tokens;
   const r2 = await chat.send('Now to five.');
   assert.equal(chat.messages.length, 4);
-  assert.equal(await assertChatTurn(m, chat, r2, held, null, { maxTokens: 16 }, 'after reset(messages)'), false);
+  assert.equal((await assertChatTurn(m, chat, r2, held, null, { maxTokens: 16 }, 'after reset(messages)')).how, false);
   assertSameTokens(r2, await m.generate(chatPrompt(m, chat.messages.slice(0, -1)), { maxTokens: 16 }), 'after reset(messages), against generate(messages)');
   chat.dispose();
 });

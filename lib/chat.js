@@ -23,6 +23,8 @@ function checkMessages(messages, where) {
   return structuredClone(messages);
 }
 
+const sameIds = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+
 function toMessage(message) {
   if (typeof message === 'string') return { role: 'user', content: message };
   return checkMessages([message], 'message')[0];
@@ -51,8 +53,9 @@ class Chat {
   #cache;
   #messages;
   #initial;
-  // How many of the held ids were the last turn's input (the reply's follow); null if unknown.
-  #lastInput = null;
+  // What the held ids stand for in a rendering of the conversation, after a turn: its
+  // rendered input, then its reply as result.text shows it ({ text, ids }); null if unknown.
+  #held = null;
   #templateOptions;
   #defaults;
   #tail = Promise.resolve();
@@ -101,35 +104,46 @@ class Chat {
     return this.#model.encode(this.#render(messages, addGenerationPrompt), { addSpecialTokens: false });
   }
 
-  // A turn's input: the conversation rendered with the generation prompt. Where that text
-  // starts with the text of what the cache holds (the last turn's input and the reply as
-  // generated), the held ids stay and only the rest is encoded, so the model continues from
+  // A turn's input: the conversation rendered with the generation prompt, and its ids.
+  // Where that text starts with what the held ids stand for (the last turn's input and the
+  // reply as generated), they stay and only the rest is encoded, so the model continues from
   // its own reply ids, as mlx_lm.chat and llama.cpp do. Encoding the whole text again would
-  // give other ids wherever a reply does not encode back to the ids it was generated as
-  // (BPE merges the pieces), and everything from there would be computed again. Otherwise
-  // (a template that rewrites earlier turns, reset(), a stop string cut from the reply, a
-  // cache without its ids) the whole text is encoded and the cache serves the common prefix.
-  #turnIds(messages) {
+  // give other ids wherever a reply does not encode back to the ids it was generated as (BPE
+  // merges the pieces, or the detokenizer dropped the space its first id starts with), and
+  // everything from there would be computed again. Otherwise (a template that rewrites
+  // earlier turns, a stop string cut from the reply, reset()) the whole text is encoded and
+  // the cache serves the common prefix.
+  #turnInput(messages) {
     const text = this.#render(messages, true);
     const held = this.#cache.tokens;
     const kept = held.length > 0 && held.length === this.#cache.length ? this.#heldPrefix(text, held) : null;
-    if (kept === null) return this.#model.encode(text, { addSpecialTokens: false });
-    return [...held, ...this.#model.encode(text.slice(kept), { addSpecialTokens: false })];
+    const rest = kept === null ? text : text.slice(kept);
+    const ids = this.#model.encode(rest, { addSpecialTokens: false });
+    return { text, ids: kept === null ? ids : [...held, ...ids] };
   }
 
-  // How much of `text` the held ids stand for, or null. The reply's text is the
-  // detokenizer's, which drops the space its first id starts with (as MLX-LM's does): the
-  // held reply may stand for its text with that space.
+  // How much of `text` the held ids stand for, or null.
   #heldPrefix(text, held) {
-    const all = this.#model.decode(held);
-    if (text.startsWith(all)) return all.length;
-    const n = this.#lastInput;
-    if (n === null || n >= held.length) return null;
-    const input = this.#model.decode(held.slice(0, n));
-    const reply = this.#model.decode(held.slice(n));
-    if (!reply.startsWith(' ')) return null;
-    const shown = input + reply.slice(1);
-    return text.startsWith(shown) ? shown.length : null;
+    const known = this.#held;
+    if (known !== null && sameIds(known.ids, held) && text.startsWith(known.text)) return known.text.length;
+    // A loaded cache, or ids left by an aborted turn: their own text.
+    const own = this.#model.decode(held);
+    return text.startsWith(own) ? own.length : null;
+  }
+
+  // After a turn: its input stands for `text`, and the reply ids held after it for
+  // result.text, the reply's message (the detokenizer's text, which drops the space the first
+  // id starts with, as MLX-LM's does), then the EOS where one ended it (held, but not in
+  // result.tokens). A reply cut by a stop string has ids past its text: nothing is known.
+  #afterTurn(text, input, r) {
+    const held = this.#cache.tokens;
+    const reply = held.slice(input);
+    let shown = null;
+    if (r.finishReason === 'length' && sameIds(reply, r.tokens)) shown = r.text;
+    else if (r.finishReason === 'stop' && reply.length === r.tokens.length + 1 && sameIds(reply.slice(0, -1), r.tokens)) {
+      shown = r.text + this.#model.decode(reply.slice(-1));
+    }
+    this.#held = shown === null ? null : { text: text + shown, ids: held };
   }
 
   // Runs `turn` after the turns queued before it.
@@ -160,7 +174,7 @@ class Chat {
       this.#live();
       opts.signal?.throwIfAborted();
       const messages = [...this.#messages, msg];
-      const ids = this.#turnIds(messages);
+      const { text, ids } = this.#turnInput(messages);
       const before = this.#cache.tokens;
       try {
         const s = this.#model.stream(ids, opts);
@@ -176,7 +190,7 @@ class Chat {
           this.#rollback(before);
         } else {
           this.#messages = [...messages, { role: 'assistant', content: r.text }];
-          this.#lastInput = ids.length;
+          this.#afterTurn(text, ids.length, r);
         }
         return r;
       } catch (e) {
@@ -222,7 +236,7 @@ class Chat {
         initial: this.#initial,
         templateOptions: this.#templateOptions,
         options: storable(this.#defaults),
-        lastInput: this.#lastInput,
+        heldText: this.#held?.text,
       };
       await this.#cache.save(path, { [CHAT_KEY]: JSON.stringify(chat) });
     });
@@ -230,8 +244,8 @@ class Chat {
 
   [RESTORE](saved) {
     this.reset(saved.messages);
-    const n = saved.lastInput;
-    this.#lastInput = Number.isInteger(n) && n > 0 ? n : null;
+    // The file holds the cache's ids (PromptCache.save), which the text was saved for.
+    this.#held = typeof saved.heldText === 'string' ? { text: saved.heldText, ids: this.#cache.tokens } : null;
   }
 
   dispose() {
