@@ -117,15 +117,23 @@ function clipSamples(name) {
   return readSafetensors(path.join(folder, 'ref', `clip_${name}.safetensors`)).mono.data;
 }
 
-// The seeded speech mlx-audio's generate gave with a clip's voice: tokens identical, audio within 1e-3.
-function assertSpeaksAsReference(audio, name, meta) {
+// The seeded speech mlx-audio's generate gave with a clip's voice: tokens identical, audio within
+// `tolerance` (1e-3 unless said).
+function assertSpeaksAsReference(audio, name, meta, tolerance = AUDIO_TOLERANCE, label = name) {
   const { meta: ref, arrays } = refCase(`clone_${name}_speech`);
-  assert.deepEqual(audio.speechTokens, ref.speech_tokens.filter((t) => t < SPEECH_VOCAB), `${name}: speech tokens`);
-  assert.equal(audio.promptTokens, 1 + meta.shapes['t3.cond_prompt_speech_tokens'][1] + ref.text_tokens.length + 1, `${name}: promptTokens`);
-  assert.equal(audio.audio.length, arrays.wav.data.length, `${name}: sample count`);
+  assert.deepEqual(audio.speechTokens, ref.speech_tokens.filter((t) => t < SPEECH_VOCAB), `${label}: speech tokens`);
+  assert.equal(audio.promptTokens, 1 + meta.shapes['t3.cond_prompt_speech_tokens'][1] + ref.text_tokens.length + 1, `${label}: promptTokens`);
+  assert.equal(audio.audio.length, arrays.wav.data.length, `${label}: sample count`);
   const diff = maxAbsDiff(audio.audio, arrays.wav.data);
-  assert.ok(diff < AUDIO_TOLERANCE, `${name}: max abs audio difference ${diff}`);
+  assert.ok(diff < tolerance, `${label}: max abs audio difference ${diff}`);
 }
+
+// Speech from our own cloned voice against mlx-audio's from its own: the voice tensors agree to
+// a few 1e-6 (the mel's float rounding, which differs by CPU), and S3Gen's flow matching
+// amplifies that: on an AVX2-only EPYC, 3.3e-6 in gen.prompt_feat gave 1.18e-3 in the audio, while
+// the same generation from mlx-audio's own voice tensors gives its audio within 2e-7. The
+// generation itself is held to 1e-3 with mlx-audio's voice (below); from ours, 5e-3.
+const CLONED_AUDIO_TOLERANCE = 5e-3;
 
 test('Turbo createVoice (7 s at 24 kHz): every tensor as mlx-audio\'s Turbo prepare_conditionals, saved as its conds.safetensors; it speaks as its generate', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-turbo-voice-'));
@@ -144,7 +152,12 @@ test('Turbo createVoice (7 s at 24 kHz): every tensor as mlx-audio\'s Turbo prep
     else assert.ok(maxAbsDiff(ours[key].data, r.data) <= AUDIO_TOLERANCE, `${key} differs by ${maxAbsDiff(ours[key].data, r.data)}`);
   }
   const { meta: speech } = refCase(`clone_${name}_speech`);
-  assertSpeaksAsReference(await model.synthesize(speech.text, { ...optionsOf(speech), voice }), name, meta);
+  const opts = optionsOf(speech);
+  // mlx-audio's voice (its conds.safetensors) speaks as mlx-audio's generate; ours as closely as
+  // its tensors allow.
+  const refVoice = path.join(folder, 'ref', `clone_${name}.safetensors`);
+  assertSpeaksAsReference(await model.synthesize(speech.text, { ...opts, voice: refVoice }), name, meta, AUDIO_TOLERANCE, `${name} (mlx-audio's voice)`);
+  assertSpeaksAsReference(await model.synthesize(speech.text, { ...opts, voice }), name, meta, CLONED_AUDIO_TOLERANCE);
   voice.dispose();
 });
 
