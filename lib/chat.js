@@ -236,7 +236,8 @@ class Chat {
         initial: this.#initial,
         templateOptions: this.#templateOptions,
         options: storable(this.#defaults),
-        heldText: this.#held?.text,
+        // Only while the cache still holds the ids it was known for.
+        heldText: this.#held !== null && sameIds(this.#held.ids, this.#cache.tokens) ? this.#held.text : undefined,
       };
       await this.#cache.save(path, { [CHAT_KEY]: JSON.stringify(chat) });
     });
