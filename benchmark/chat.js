@@ -19,6 +19,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { PythonWorker } = require('./python-worker');
+const { commonPrefix } = require('../lib/prompt-cache');
 const { median, loadavg, argReaders } = require('./machine');
 const { ROOT, MODELS_DIR, fmt, logger, warnIfBusy, newReport, checkReference, machineLines, writeRaw } = require('./common');
 
@@ -86,11 +87,6 @@ function parseArgs(argv) {
 }
 
 const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
-function commonPrefix(a, b) {
-  let i = 0;
-  while (i < a.length && i < b.length && a[i] === b[i]) i++;
-  return i;
-}
 
 // ---------------------------------------------------------------- one turn per side
 

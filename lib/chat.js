@@ -23,7 +23,7 @@ function checkMessages(messages, where) {
   return structuredClone(messages);
 }
 
-const sameIds = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+const sameIds = (a, b) => a.length === b.length && commonPrefix(a, b) === a.length;
 
 function toMessage(message) {
   if (typeof message === 'string') return { role: 'user', content: message };
