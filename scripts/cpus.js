@@ -5,7 +5,7 @@
 // reference venv inherits the variable, so both sides of a parity test use the same one.
 const fs = require('node:fs');
 const { spawnSync } = require('node:child_process');
-const { ROOT } = require('./mlx');
+const { ROOT, log } = require('./mlx');
 
 // What each core type's kernels execute (OpenBLAS's own checks, kernel/x86_64 and
 // driver/others/dynamic.c, ask for these), strongest last.
@@ -54,11 +54,16 @@ function infoFor(core, env = {}) {
   return JSON.parse(r.stdout);
 }
 
-// Runnable core types with the one OpenBLAS reports for each, without repeats.
+// Runnable core types with the one OpenBLAS reports for each, without repeats. Named core
+// types this CPU cannot run (SkylakeX's AVX-512 kernels on an AVX2-only CPU die of SIGILL) are
+// left out, as the default list leaves them out.
 function distinctCoreTypes(names = runnableCoreTypes()) {
+  const runnable = runnableCoreTypes();
+  const lacking = names.filter((n) => !runnable.includes(n));
+  if (lacking.length) log(`not run, this CPU lacks their instructions: ${lacking.join(', ')}`);
   const seen = new Set();
   const out = [];
-  for (const name of names) {
+  for (const name of names.filter((n) => runnable.includes(n))) {
     const info = infoFor(name);
     if (seen.has(info.openblasCore)) continue;
     seen.add(info.openblasCore);
