@@ -56,7 +56,7 @@ function main() {
   suite.setup();
   for (const crate of suite.crates || []) {
     const cargo = { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' };
-    const r = spawnSync('cargo', ['test', '--release', '-p', crate], { cwd: ROOT, stdio: 'inherit', env: cargo });
+    const r = spawnSync('cargo', ['test', '--release', '-p', crate, '--tests'], { cwd: ROOT, stdio: 'inherit', env: cargo });
     if (r.status !== 0) {
       console.error(`[mlx-node] cargo test -p ${crate} failed`);
       process.exit(1);

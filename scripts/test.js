@@ -33,9 +33,11 @@ function main() {
   require('./fixtures-gguf').ensureGgufFixtures();
   log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   // Release profile: shares the dependency builds with the addon. The speech crate's tests
-  // run in `npm run test:speech` (scripts/test-suite.js).
+  // run in `npm run test:speech` (scripts/test-suite.js). `--tests`: the unit and integration
+  // tests, not the examples (each a binary linked with thin LTO for minutes of CI's 2 cores;
+  // `npm run lint` checks that they compile).
   const exclude = SEPARATE_CRATES.flatMap((c) => ['--exclude', c]);
-  run('cargo', ['test', '--release', '--workspace', ...exclude], { env: { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' } });
+  run('cargo', ['test', '--release', '--workspace', ...exclude, '--tests'], { env: { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' } });
   const files = fs
     .readdirSync(path.join(ROOT, '__test__'))
     .filter((f) => f.endsWith('.test.js') && !separate(f))

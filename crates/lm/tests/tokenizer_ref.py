@@ -1,4 +1,4 @@
-"""Reference answers for crates/lm/tests/tokenizer_parity.rs.
+"""Reference answers for crates/lm/tests/integration/tokenizer_parity.rs.
 
 Reads one JSON request on stdin and writes one JSON answer on stdout, using
 transformers' AutoTokenizer and MLX-LM's TokenizerWrapper on the same

@@ -1,7 +1,7 @@
 //! MLX's CPU float32 math reproduced step for step, for kernels whose results
 //! must equal what MLX's own ops give (MLX-LM parity rests on it), and the
 //! kernels built on it. Each is checked bit for bit against MLX in
-//! `tests/cpu_math.rs`.
+//! `tests/integration/cpu_math.rs`.
 use crate::cpu::kernel::{cpu_kernel_f32, cpu_kernel_f32_in_place, KernelF32};
 use crate::cpu::row_ops::row_max;
 use crate::{Array, Dtype, Result};

@@ -66,7 +66,7 @@ pub(crate) fn quantized_matmul(x: &Array, w: &Array, scales: &Array, biases: &Ar
 /// kernel covers 2, 4 and 8 bits, and MLX's CPU op gives the same bits at
 /// either width: it packs those widths as one little-endian bit stream, and
 /// dequantizes and sums the integers the same way whatever their width
-/// (`tests/qmm_cpu.rs`). Costs 8/bits the memory of the packed weights.
+/// (`tests/integration/qmm_cpu.rs`). Costs 8/bits the memory of the packed weights.
 pub(crate) fn widen_packed(w: &Array, bits: i32) -> Result<Option<Array>> {
     if !matches!(bits, 3 | 5 | 6) || w.dtype() != Dtype::Uint32 || w.ndim() != 2 || !enabled() {
         return Ok(None);

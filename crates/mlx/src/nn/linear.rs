@@ -167,7 +167,7 @@ impl Linear {
     /// On the CPU each output of a quantized matmul is computed from its own
     /// row of the weight alone (MLX's op, `cpu::qmm`, `cpu::qmm_int8`), so it
     /// keeps its bits whatever rows sit beside it (`lm`'s
-    /// `tests/fused_projections.rs`).
+    /// `tests/integration/fused_projections.rs`).
     pub fn concat_outputs(parts: &[Linear]) -> Result<Option<Linear>> {
         let Some(Linear::Quantized { q, .. }) = parts.first() else { return Ok(None) };
         let (mut weights, mut scales, mut biases, mut bias) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());

@@ -5,7 +5,7 @@
 //!
 //! The measure is the `ebur128` crate's (a port of libebur128, whose filter design and gating
 //! mlx-audio's follows: the same filter prototypes, blocks and gates): on the fixture clips it
-//! is within 5e-13 LU of mlx-audio's (`crates/tts/tests/turbo_voice.rs`), so the gains agree to
+//! is within 5e-13 LU of mlx-audio's (`crates/tts/tests/integration/turbo_voice.rs`), so the gains agree to
 //! about 1e-13 and the normalised clips to f32 rounding.
 use ebur128::{EbuR128, Mode};
 

@@ -12,8 +12,8 @@ use mlx::Array;
 use tts::voice::{read_wav, CamPlus, Flavor, ReferenceSignals, SpeakerEncoders};
 use tts::TtsError;
 
-mod common;
-use common::{get, load_ref, max_abs_diff, require};
+use crate::common;
+use crate::common::{get, load_ref, max_abs_diff, require};
 
 const PREFIX: &str = "s3gen.speaker_encoder.";
 

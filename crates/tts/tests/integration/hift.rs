@@ -7,8 +7,8 @@ use mlx::random::KeySequence;
 use mlx::Array;
 use tts::hift::{fade_in, Hift, HiftConfig};
 
-mod common;
-use common::{get, load_ref, max_abs_diff, require};
+use crate::common;
+use crate::common::{get, load_ref, max_abs_diff, require};
 
 fn fixtures() -> PathBuf {
     common::cache_dir().join("fixtures-tts")

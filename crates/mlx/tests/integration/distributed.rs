@@ -51,7 +51,8 @@ fn two_ranks_over_the_ring_backend() {
     let mut children: Vec<_> = (0..2)
         .map(|rank| {
             Command::new(&exe)
-                .args(["two_ranks_over_the_ring_backend", "--exact", "--nocapture", "--test-threads=1"])
+                .arg(crate::test_name(module_path!(), "two_ranks_over_the_ring_backend"))
+                .args(["--exact", "--nocapture", "--test-threads=1"])
                 .env(CHILD, "1")
                 .env("MLX_RANK", rank.to_string())
                 .env("MLX_HOSTFILE", &hostfile)
@@ -97,7 +98,8 @@ fn a_ring_without_its_hosts_is_an_error_or_a_group_of_one() {
         return;
     }
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["a_ring_without_its_hosts_child", "--exact", "--nocapture", "--ignored"])
+        .arg(crate::test_name(module_path!(), "a_ring_without_its_hosts_child"))
+        .args(["--exact", "--nocapture", "--ignored"])
         .env_remove("MLX_HOSTFILE")
         .env_remove("MLX_RANK")
         .output()

@@ -189,7 +189,8 @@ fn decode_attention_declines_what_it_does_not_fit() {
 #[test]
 fn the_switch_turns_it_off() {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["switched_off_child", "--exact", "--nocapture", "--ignored"])
+        .arg(crate::test_name(module_path!(), "switched_off_child"))
+        .args(["--exact", "--nocapture", "--ignored"])
         .env("MLX_NODE_DECODE_ATTENTION_KERNEL", "0")
         .output()
         .unwrap();
@@ -234,7 +235,8 @@ fn bits_of_one_batch() -> Vec<u32> {
 #[test]
 fn the_portable_path_gives_the_same_bits() {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["portable_child", "--exact", "--nocapture", "--ignored"])
+        .arg(crate::test_name(module_path!(), "portable_child"))
+        .args(["--exact", "--nocapture", "--ignored"])
         .env("MLX_NODE_CPU_FEATURES", "baseline")
         .env("MLX_NODE_DECODE_ATTENTION_KERNEL", "")
         .env("MLX_NODE_CPU_KERNELS", "")

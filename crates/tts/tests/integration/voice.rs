@@ -11,8 +11,8 @@ use mlx::Array;
 use tts::voice::{encoder, mel, read_wav, resample, Clip, Flavor, ReferenceSignals, VoiceEncoder};
 use tts::TtsError;
 
-mod common;
-use common::{get, load_ref, max_abs_diff, require};
+use crate::common;
+use crate::common::{get, load_ref, max_abs_diff, require};
 
 fn root() -> PathBuf {
     common::cache_dir()

@@ -4,12 +4,12 @@
 //! -70 LUFS gate left as it is (mlx-audio skips its normalisation), every conditioning tensor
 //! within 1e-3 with token ids equal for the 16 s clip (past every cut; __test__/tts-turbo.test.js
 //! checks the 7 s one's through `Voice.save()`), and a clip of 5 s refused.
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use common::{get, load_ref, max_abs_diff};
+use crate::common::{get, load_ref, max_abs_diff};
 use mlx::{Array, Dtype};
 use tts::config::ChatterboxConfig;
 use tts::t3::T3Config;

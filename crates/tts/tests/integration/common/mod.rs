@@ -1,5 +1,5 @@
 //! What the speech tests that read the fixture setup's reference dumps share.
-#![allow(dead_code)] // each test binary uses its own part of it
+#![allow(dead_code)] // each test module uses its own part of it
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

@@ -15,9 +15,7 @@ use serde_json::{json, Value};
 
 // A test crate root resolves modules next to itself; these live in a
 // folder that cargo does not take for a test target.
-#[path = "tokenizer_parity/cases.rs"]
 mod cases;
-#[path = "tokenizer_parity/folders.rs"]
 mod folders;
 
 use cases::{chat_cases, encode_texts, random_ids, stream_cases};

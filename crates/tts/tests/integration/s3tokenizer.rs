@@ -11,7 +11,7 @@ use hub::{find_s3_tokenizer, HubError, S3_TOKENIZER};
 use mlx::Array;
 use tts::voice::{mel, read_wav, ReferenceSignals, S3TokenizerV2};
 
-mod common;
+use crate::common;
 
 fn fixtures() -> PathBuf {
     common::cache_dir().join("fixtures-voice")

@@ -1,0 +1,20 @@
+//! The mlx crate's integration tests, one module per file, in one test binary: each binary links the
+//! crate again (thin LTO), so one binary instead of one per file saves minutes of CI's build.
+//! `tests/in_place.rs` stays a binary of its own: it reads MLX's process-wide memory counters,
+//! so nothing may run beside it.
+mod attention_cpu;
+mod cpu_math;
+mod decode_attention_cpu;
+mod distributed;
+mod gemv_cpu;
+mod ops;
+mod qmm_cpu;
+mod row_ops;
+mod rows_cpu;
+
+/// A test's name as the harness lists it (its module path without the crate's name), for a
+/// test that runs this binary again as a child process with `--exact`.
+pub fn test_name(module_path: &str, test: &str) -> String {
+    let module = module_path.split_once("::").map_or("", |(_, rest)| rest);
+    format!("{module}::{test}")
+}
