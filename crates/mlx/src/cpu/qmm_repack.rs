@@ -513,7 +513,7 @@ pub(crate) mod x86 {
     /// time (up to `$most`) against each vector of weights, unpacked once
     /// for them.
     macro_rules! tiles {
-        ($name:ident, $features:literal, $dot:ident, $most:literal) => {
+        ($name:ident, $features:literal, $dot:ident, $most:literal, $pairs16:literal) => {
             #[target_feature(enable = $features)]
             pub(super) unsafe fn $name(p: &Packed, tiles: Range<usize>, out: OutPtr) {
                 /// Rows `m0..m0 + R` of tile `tile`, at `BITS` bits a weight.
@@ -533,6 +533,13 @@ pub(crate) mod x86 {
                         // One row alone sums into two accumulators per part (alternate slots), so
                         // that its dot products do not all wait on one another.
                         let (mut hi, mut lo) = ([[_mm256_setzero_si256(); 2]; R], [[_mm256_setzero_si256(); 2]; R]);
+                        // With AVX2 and 2- or 4-bit weights, `vpmaddubsw`'s pair sums (at most
+                        // 2 * 15 * 127 = 3810 in size) are added up in i16 over 8 slots (30480 at
+                        // most, exact), then widened into the row's `256 * hi + lo` at once (`vpmaddwd`
+                        // by 256 and by 1): half the vector operations per row of widening every
+                        // slot, and the same integers.
+                        let pairs16 = $pairs16 && BITS < 8;
+                        let (mut hi16, mut lo16, mut isum16) = ([_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R]);
                         for u in g * per_group..(g + 1) * per_group {
                             let w = _mm256_loadu_si256(wt.add(u * TILE).cast());
                             for j in 0..per {
@@ -541,17 +548,32 @@ pub(crate) mod x86 {
                                     4 if j == 0 => _mm256_and_si256(w, mask),
                                     _ => _mm256_and_si256(_mm256_srl_epi16(w, _mm_cvtsi32_si128((j * BITS) as i32)), mask),
                                 };
-                                let (o, a) = (4 * (u * per + j), if R == 1 { (u * per + j) % 2 } else { 0 });
+                                let slot = u * per + j;
+                                let (o, a) = (4 * slot, if R == 1 { slot % 2 } else { 0 });
                                 for r in 0..R {
-                                    hi[r][a] = $dot(hi[r][a], wj, bcast(xh[r], o), BITS);
-                                    lo[r][a] = $dot(lo[r][a], wj, bcast(xl[r], o), BITS);
+                                    if pairs16 {
+                                        hi16[r] = _mm256_add_epi16(hi16[r], _mm256_maddubs_epi16(wj, bcast(xh[r], o)));
+                                        lo16[r] = _mm256_add_epi16(lo16[r], _mm256_maddubs_epi16(wj, bcast(xl[r], o)));
+                                    } else {
+                                        hi[r][a] = $dot(hi[r][a], wj, bcast(xh[r], o), BITS);
+                                        lo[r][a] = $dot(lo[r][a], wj, bcast(xl[r], o), BITS);
+                                    }
+                                }
+                                // Every 8 slots (a group holds 8, 16 or 32).
+                                if pairs16 && slot % SLOTS16 == SLOTS16 - 1 {
+                                    let (by256, ones) = (_mm256_set1_epi16(256), _mm256_set1_epi16(1));
+                                    for r in 0..R {
+                                        let part = _mm256_add_epi32(_mm256_madd_epi16(hi16[r], by256), _mm256_madd_epi16(lo16[r], ones));
+                                        isum16[r] = _mm256_add_epi32(isum16[r], part);
+                                        (hi16[r], lo16[r]) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                                    }
                                 }
                             }
                         }
                         let (scale, bias) = scale_bias(sb, p.format, g);
                         for r in 0..R {
                             let (h, l) = (_mm256_add_epi32(hi[r][0], hi[r][1]), _mm256_add_epi32(lo[r][0], lo[r][1]));
-                            let isum = _mm256_add_epi32(_mm256_slli_epi32::<8>(h), l);
+                            let isum = if pairs16 { isum16[r] } else { _mm256_add_epi32(_mm256_slli_epi32::<8>(h), l) };
                             let at = (m0 + r) * groups + g;
                             add_group(&mut acc[r], isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
                         }
@@ -628,10 +650,14 @@ pub(crate) mod x86 {
         }
     }
 
-    // Rows at a time: 4 in AVX2's 16 vector registers, 8 in AVX-512's 32.
-    tiles!(tiles_avx2, "avx2,f16c", dot_lanes_avx2, 4);
-    tiles!(tiles_avxvnni, "avx2,f16c,avxvnni", dot_avxvnni, 4);
-    tiles!(tiles_avx512vnni, "avx2,f16c,avx512vnni,avx512vl", dot_avx512vnni, 8);
+    /// Slots whose `vpmaddubsw` pair sums the AVX2 path adds up in i16 before widening.
+    const SLOTS16: usize = 8;
+
+    // Rows at a time: 4 in AVX2's 16 vector registers, 8 in AVX-512's 32. VNNI's `vpdpbusd`
+    // sums into i32 itself, so only AVX2 adds pair sums in i16.
+    tiles!(tiles_avx2, "avx2,f16c", dot_lanes_avx2, 4, true);
+    tiles!(tiles_avxvnni, "avx2,f16c,avxvnni", dot_avxvnni, 4, false);
+    tiles!(tiles_avx512vnni, "avx2,f16c,avx512vnni,avx512vl", dot_avx512vnni, 8, false);
 }
 
 #[cfg(test)]
@@ -741,6 +767,34 @@ pub(super) mod tests {
 
     /// Scales and biases are held in 16 bits where every one of them is a
     /// float16 value (else a bfloat16 one) exactly, else in float32.
+    #[test]
+    fn the_largest_integer_sums_are_exact_on_every_path() {
+        // Every weight at its largest (15 or 3) and every `x` quantized to parts of the largest
+        // size, so the AVX2 path's i16 sums of 8 slots reach their bound (30480): a row of 1.0s
+        // (hi 127), one of -1.0s (hi -127) and one whose parts are 126 and 127 (lo near its
+        // largest), 1 and 3 rows (the lone row's accumulators and the 2-row block).
+        for bits in [2usize, 4] {
+            let (k, n, gs) = (256usize, 16usize, 64usize);
+            let w = vec![u32::MAX; n * k * bits / 32];
+            let (s, b) = (vec![1.0f32; n * k / gs], vec![0.0f32; n * k / gs]);
+            let near = (126.0 + 127.0 / 256.0) / 127.0;
+            let rows: Vec<f32> = [1.0f32, -1.0, near]
+                .iter()
+                .flat_map(|&v| (0..k).map(move |e| if e % gs == 0 { v.signum() } else { v }))
+                .collect();
+            for m in [1usize, 3] {
+                let x = &rows[..m * k];
+                let dims = (m, k, n, gs, bits);
+                let portable = run(Isa::Scalar, x, &w, &s, &b, dims);
+                let packed = repack(&w, &s, &b, (k, n, gs, bits), SbFormat::F32);
+                for isa in Isa::available() {
+                    let got = run_repacked(isa, x, &packed, dims);
+                    assert!(got.iter().zip(&portable).all(|(g, p)| g.to_bits() == p.to_bits()), "{bits} bits, {m} rows, {isa:?}: {:?} against {:?}", &got[..4], &portable[..4]);
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_scales_take_the_narrowest_exact_format() {
         let arr = |v: &[f32]| Array::from_slice(v, &[v.len() as i32]).unwrap();
