@@ -539,7 +539,8 @@ pub(crate) mod x86 {
                         // by 256 and by 1): half the vector operations per row of widening every
                         // slot, and the same integers.
                         let pairs16 = $pairs16 && BITS < 8;
-                        let (mut hi16, mut lo16, mut isum16) = ([_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R]);
+                        let (mut hi16, mut lo16, mut isum16) =
+                            ([_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R]);
                         for u in g * per_group..(g + 1) * per_group {
                             let w = _mm256_loadu_si256(wt.add(u * TILE).cast());
                             for j in 0..per {
@@ -778,10 +779,7 @@ pub(super) mod tests {
             let w = vec![u32::MAX; n * k * bits / 32];
             let (s, b) = (vec![1.0f32; n * k / gs], vec![0.0f32; n * k / gs]);
             let near = (126.0 + 127.0 / 256.0) / 127.0;
-            let rows: Vec<f32> = [1.0f32, -1.0, near]
-                .iter()
-                .flat_map(|&v| (0..k).map(move |e| if e % gs == 0 { v.signum() } else { v }))
-                .collect();
+            let rows: Vec<f32> = [1.0f32, -1.0, near].iter().flat_map(|&v| (0..k).map(move |e| if e % gs == 0 { v.signum() } else { v })).collect();
             for m in [1usize, 3] {
                 let x = &rows[..m * k];
                 let dims = (m, k, n, gs, bits);
@@ -789,7 +787,12 @@ pub(super) mod tests {
                 let packed = repack(&w, &s, &b, (k, n, gs, bits), SbFormat::F32);
                 for isa in Isa::available() {
                     let got = run_repacked(isa, x, &packed, dims);
-                    assert!(got.iter().zip(&portable).all(|(g, p)| g.to_bits() == p.to_bits()), "{bits} bits, {m} rows, {isa:?}: {:?} against {:?}", &got[..4], &portable[..4]);
+                    assert!(
+                        got.iter().zip(&portable).all(|(g, p)| g.to_bits() == p.to_bits()),
+                        "{bits} bits, {m} rows, {isa:?}: {:?} against {:?}",
+                        &got[..4],
+                        &portable[..4]
+                    );
                 }
             }
         }
