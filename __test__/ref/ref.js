@@ -1,16 +1,55 @@
 'use strict';
 // Runs the live MLX-LM reference (mlx_lm_ref.py) in the project venv.
-// One Python process per call; all cases of a call share it (models load once).
+// A call's cases run in one Python process (models load once per process), or, where
+// every case stands alone, dealt over two processes at once: most of a reference run is
+// one-threaded Python and MLX work, and the suites spend minutes of CI's 2 cores in it.
 
+const os = require('node:os');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { ensureVenv } = require('../../scripts/venv');
 
 const SCRIPT = path.join(__dirname, 'mlx_lm_ref.py');
 
+// Case kinds whose result depends on the case alone. A "cached" case may save a file that
+// a later "cache_file" case of the same call reads, so a call with either stays in one
+// process.
+const STANDALONE = new Set(['generate', 'chat_template', 'encode', 'decode']);
+
+// How many processes a call may use: MLX_NODE_REF_PROCESSES, else 2 where there are two
+// cores or more.
+function processCount() {
+  const asked = Number.parseInt(process.env.MLX_NODE_REF_PROCESSES || '', 10);
+  if (asked >= 1) return asked;
+  return Math.min(2, os.availableParallelism ? os.availableParallelism() : os.cpus().length);
+}
+
+// The cases' indices in `parts` groups, sorted by model and dealt in turn, so that each
+// group gets a share of every model's (slow and fast) cases; one group where they cannot
+// be split.
+function deal(cases, parts) {
+  const alone = cases.every((c) => STANDALONE.has(c.mode || 'generate'));
+  const n = alone ? Math.min(parts, cases.length) : 1;
+  const order = cases.map((_, i) => i);
+  if (n <= 1) return [order];
+  order.sort((a, b) => String(cases[a].model).localeCompare(String(cases[b].model)) || a - b);
+  const groups = Array.from({ length: n }, () => []);
+  order.forEach((i, k) => groups[k % n].push(i));
+  return groups.map((g) => g.sort((a, b) => a - b));
+}
+
 // cases: see mlx_lm_ref.py. Resolves to one result per case, in order; a case that
 // failed in Python resolves to { error, errorType }. Rejects if the run itself fails.
-function runReference(cases, { timeoutMs = 10 * 60 * 1000 } = {}) {
+async function runReference(cases, options = {}) {
+  const groups = deal(cases, processCount());
+  const parts = await Promise.all(groups.map((g) => runProcess(g.map((i) => cases[i]), options)));
+  const results = new Array(cases.length);
+  groups.forEach((g, j) => g.forEach((i, k) => (results[i] = parts[j][k])));
+  return results;
+}
+
+// One Python process for `cases`.
+function runProcess(cases, { timeoutMs = 10 * 60 * 1000 } = {}) {
   return new Promise((resolve, reject) => {
     let venv;
     try {
@@ -59,4 +98,4 @@ function runReference(cases, { timeoutMs = 10 * 60 * 1000 } = {}) {
   });
 }
 
-module.exports = { runReference };
+module.exports = { runReference, deal };
