@@ -11,10 +11,10 @@ const { ensureVenv } = require('../../scripts/venv');
 
 const SCRIPT = path.join(__dirname, 'mlx_lm_ref.py');
 
-// Case kinds whose result depends on the case alone. A "cached" case may save a file that
-// a later "cache_file" case of the same call reads, so a call with either stays in one
-// process.
-const STANDALONE = new Set(['generate', 'chat_template', 'encode', 'decode']);
+// A "cached" case with "save" writes a file that a later case of the same call may read
+// ("cache_file", or a cache loaded from a file), so a call with one stays in one process;
+// every other case's result depends on that case alone.
+const writesFile = (c) => c.save !== undefined && c.save !== null;
 
 // How many processes a call may use: MLX_NODE_REF_PROCESSES, else 2 where there are two
 // cores or more.
@@ -28,8 +28,7 @@ function processCount() {
 // group gets a share of every model's (slow and fast) cases; one group where they cannot
 // be split.
 function deal(cases, parts) {
-  const alone = cases.every((c) => STANDALONE.has(c.mode || 'generate'));
-  const n = alone ? Math.min(parts, cases.length) : 1;
+  const n = cases.some(writesFile) ? 1 : Math.min(parts, cases.length);
   const order = cases.map((_, i) => i);
   if (n <= 1) return [order];
   order.sort((a, b) => String(cases[a].model).localeCompare(String(cases[b].model)) || a - b);
