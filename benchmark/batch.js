@@ -6,7 +6,8 @@
 // the same BLAS:
 //   mlx-node       `mlx-node serve --model DIR --max-batch N --precision exact` (lib/server over
 //                  the library's continuous-batching scheduler, in MLX's arithmetic as
-//                  mlx_lm.server: quantized models default to fast precision), in its own process;
+//                  mlx_lm.server; `--precision fast` measures the default of quantized models
+//                  instead), in its own process;
 //   mlx_lm.server  MLX-LM 0.32.2's `python -m mlx_lm server --model DIR
 //                  --decode-concurrency N --prompt-concurrency N` (its BatchGenerator), in its
 //                  own process, from the project venv with the same OpenBLAS preloaded.
@@ -71,6 +72,8 @@ const USAGE = `usage: npm run bench:batch -- [options]
   --mlx-lm-rounds N  of those, how many include mlx_lm.server (default: ${Object.entries(PLAN).map(([k, v]) => `${k} ${v.mlxLmRounds}`).join(', ')}; at most --rounds)
   --concurrency N    requests sent at once, and both servers' batch size (default ${CONCURRENCY}, at most ${PROMPTS.length})
   --max-tokens N     tokens per request (default ${MAX_TOKENS}; EOS is blocked, so every request makes exactly N)
+  --precision P      mlx-node's arithmetic: exact (default: MLX's, as mlx_lm.server) or fast (quantized
+                     models' default on the CPU: integer dot products, docs/kernels.md)
   --no-library       skip the library rows (model.stream() in this process)
   --out FILE         write the report there (a default run writes benchmark/RESULTS-batch.md)
   --no-build         use the addon as built (default: build it first if stale, as npm run bench)`;
@@ -78,7 +81,7 @@ const USAGE = `usage: npm run bench:batch -- [options]
 const { log, fail } = logger('bench:batch');
 
 function parseArgs(argv) {
-  const a = { models: [], rounds: null, mlxLmRounds: null, concurrency: CONCURRENCY, maxTokens: MAX_TOKENS, library: true, out: null, build: true, defaults: true };
+  const a = { models: [], rounds: null, mlxLmRounds: null, concurrency: CONCURRENCY, maxTokens: MAX_TOKENS, library: true, precision: 'exact', out: null, build: true, defaults: true };
   const { value, positive } = argReaders(argv, fail, USAGE);
   for (let i = 0; i < argv.length; i++) {
     const f = argv[i];
@@ -92,6 +95,11 @@ function parseArgs(argv) {
     else if (f === '--mlx-lm-rounds') (a.mlxLmRounds = positive(value(i++, f), f)), (a.defaults = false);
     else if (f === '--concurrency') (a.concurrency = positive(value(i++, f), f)), (a.defaults = false);
     else if (f === '--max-tokens') (a.maxTokens = positive(value(i++, f), f)), (a.defaults = false);
+    else if (f === '--precision') {
+      a.precision = value(i++, f);
+      if (a.precision !== 'exact' && a.precision !== 'fast') fail(`--precision is exact or fast, not ${a.precision}`);
+      a.defaults = false;
+    }
     else if (f === '--out') a.out = path.resolve(value(i++, f));
     else fail(`unknown argument ${f}\n${USAGE}`);
   }
@@ -138,14 +146,14 @@ async function stopServer(child) {
   clearTimeout(t);
 }
 
-async function startOurs(dir, concurrency) {
+async function startOurs(dir, concurrency, precision) {
   const port = await freePort();
-  // Exact precision (quantized models default to fast): the arithmetic mlx_lm.server runs.
-  const argv = [path.join(ROOT, 'bin', 'mlx-node.js'), 'serve', '--model', dir, '--port', String(port), '--max-batch', String(concurrency), '--precision', 'exact', '--quiet'];
+  // Exact precision by default (quantized models default to fast): the arithmetic mlx_lm.server runs.
+  const argv = [path.join(ROOT, 'bin', 'mlx-node.js'), 'serve', '--model', dir, '--port', String(port), '--max-batch', String(concurrency), '--precision', precision, '--quiet'];
   const child = spawnServer(process.execPath, argv, process.env, 'mlx-node serve');
   const url = `http://127.0.0.1:${port}`;
   await waitHealthy(url, child, 'mlx-node serve');
-  return { child, url, command: `node bin/mlx-node.js serve --model DIR --port PORT --max-batch ${concurrency} --precision exact --quiet` };
+  return { child, url, command: `node bin/mlx-node.js serve --model DIR --port PORT --max-batch ${concurrency} --precision ${precision} --quiet` };
 }
 
 async function startTheirs(python, env, dir, concurrency) {
@@ -320,13 +328,13 @@ async function benchModel(name, args, ctx, report) {
   if (need > LEADS.length) fail(`${rounds} rounds need ${need} distinct lead words; there are ${LEADS.length}`);
 
   log(`${name}: starting both servers`);
-  const ours = await startOurs(dir, n);
+  const ours = await startOurs(dir, n, args.precision);
   let theirs = null;
   let model = null;
   try {
     theirs = await startTheirs(ctx.python, ctx.env, dir, n);
     entry.commands = { ours: ours.command, theirs: theirs.command };
-    if (args.library) model = await ctx.loadModel(dir, { maxBatch: n, precision: 'exact' });
+    if (args.library) model = await ctx.loadModel(dir, { maxBatch: n, precision: args.precision });
     const sides = {
       ours: (p, t0, m = maxTokens) => httpRequest(ours.url, p, m, logitBias, t0),
       theirs: (p, t0, m = maxTokens) => httpRequest(theirs.url, p, m, logitBias, t0),
@@ -477,7 +485,7 @@ function renderReport(report) {
       `\`--decode-concurrency\` (default 32) is how many sequences its BatchGenerator decodes together, \`--prompt-concurrency\` (default 8) how many prompts it prefills together; ` +
       `both set to ${report.concurrency}, the load's size, as mlx-node's \`--max-batch\`. Batching is on by default in 0.32.2 for requests without a seed (\`_is_batchable\`).`,
     '- Client: this process, plain `fetch` to `POST /v1/completions` with `stream: true` and `stream_options: { include_usage: true }`; every server-sent event is timed on arrival.',
-    `- Library rows (mlx-node only): the same loads as \`model.stream()\` calls in this process (\`loadModel(dir, { maxBatch: ${report.concurrency}, precision: 'exact' })\`), to show what HTTP adds.`,
+    `- Library rows (mlx-node only): the same loads as \`model.stream()\` calls in this process (\`loadModel(dir, { maxBatch: ${report.concurrency}, precision: '${report.precision}' })\`), to show what HTTP adds.`,
     '- Per request: **TTFT** from sending the request to the first event carrying text (mlx_lm.server sends an event only when its detokenizer has text, mlx-node one per token; ' +
       'with greedy decoding both generate the same first tokens, so this is the same token on both sides); **decode tok/s** = (tokens - 1) / (time of the last token - time of the first). ' +
       '**tokens**: the server\'s `usage.completion_tokens`.',
@@ -529,6 +537,7 @@ async function main() {
   const report = {
     ...newReport('bench:batch', env, mlxInfo()),
     concurrency: args.concurrency,
+    precision: args.precision,
     maxTokens: args.maxTokens,
     promptTokens: null,
     models: [],
