@@ -99,6 +99,8 @@ const USAGE = `usage: npm run bench:llama -- [options]
   --rounds N         timed rounds per model (default ${ROUNDS}; --quick: ${QUICK.rounds})
   --mlx-lm-rounds N  MLX-LM's rounds on every model (default: the rounds, but 1 on the 0.6B models)
   --threads N        node-llama-cpp's threads (default: the number of CPUs, ${os.cpus().length} here)
+  --prompt-tokens N  only the first N prompt ids (default: all, ~380): decode at a short context, where
+                     the KV cache is small beside the weights
   --quick            smoke run: ${QUICK.promptTokens}-token prompt, ${QUICK.maxTokens} tokens, ${QUICK.rounds} round, nothing written
   --max-wait S       before each round, wait up to S seconds for other work on the CPUs to stop (default ${MAX_WAIT})
   --no-write         print only; leave benchmark/RESULTS-llama.md as it is
@@ -120,6 +122,7 @@ function parseArgs(argv) {
     build: true,
     quality: true,
     qualityOnly: false,
+    promptTokens: null,
   };
   const { value, positive } = argReaders(argv, fail, USAGE);
   for (let i = 0; i < argv.length; i++) {
@@ -136,6 +139,7 @@ function parseArgs(argv) {
     else if (f === '--rounds') a.rounds = positive(value(i++, f), f);
     else if (f === '--mlx-lm-rounds') a.mlxLmRounds = positive(value(i++, f), f);
     else if (f === '--threads') a.threads = positive(value(i++, f), f);
+    else if (f === '--prompt-tokens') a.promptTokens = positive(value(i++, f), f);
     else if (f === '--max-wait') a.maxWait = Number(value(i++, f));
     else fail(`unknown argument ${f}\n${USAGE}`);
   }
@@ -407,6 +411,7 @@ async function benchModel(name, args, ctx, report) {
     let ids = (await peers.ours.worker.request({ cmd: 'tokenize', text: PROMPT })).ids;
     entry.tokenizer = { ours: ids.length, llama: llamaIds.length, firstDiff: firstDiff(ids, llamaIds), addsBos: entry.load.llama.addsBos };
     if (args.quick) ids = ids.slice(0, QUICK.promptTokens);
+    if (args.promptTokens) ids = ids.slice(0, args.promptTokens);
     if (ids.length + maxTokens > CONTEXT_SIZE) fail(`${name}: ${ids.length} + ${maxTokens} tokens do not fit the ${CONTEXT_SIZE}-token context`);
     entry.promptTokens = ids.length;
     const bias = blockedIds(dir, [entry.load.llama.eos, entry.load.llama.eot]);
@@ -631,7 +636,7 @@ function renderReport(report) {
     "- mlx-node runs in both precisions: mlx-node (exact), `loadModel(dir, { precision: 'exact' })` (MLX's arithmetic, the same tokens as MLX-LM), and mlx-node (fast), " +
       "`loadModel(dir, { precision: 'fast' })` (the default for quantized models on the CPU): quantized matmuls as integer dot products on activations rounded per group (`crates/mlx/src/cpu/qmm_int8.rs`). " +
       'Each mode is compared with node-llama-cpp and MLX-LM on its own; how far fast stays from exact is measured under Fast precision quality.',
-    `- The same prompt ids on every peer: ~380 tokens of plain text (no chat template, no BOS: neither tokenizer adds one), encoded by mlx-node's tokenizer. ${report.quick ? `(--quick: the first ${QUICK.promptTokens}.) ` : ''}` +
+    `- The same prompt ids on every peer: ~380 tokens of plain text (no chat template, no BOS: neither tokenizer adds one), encoded by mlx-node's tokenizer. ${report.quick ? `(--quick: the first ${QUICK.promptTokens}.) ` : ''}${report.promptTokens ? `(--prompt-tokens: the first ${report.promptTokens}.) ` : ''}` +
       `Greedy, ${report.models[0]?.maxTokens ?? MAX_TOKENS} tokens, every control token (EOS among them) given a logit bias of ${BLOCK.toExponential()} on every peer ` +
       '(node-llama-cpp: a `TokenBias` map, filled directly since `TokenBias.set` ignores EOS/EOT; mlx-node: `logitBias`; MLX-LM: `logit_bias` in `make_logits_processors`), so that every peer generates exactly that many tokens.',
     `- node-llama-cpp: \`getLlama({ gpu: false, build: 'never', maxThreads })\`, \`createContext({ contextSize: ${CONTEXT_SIZE}, batchSize: ${BATCH_SIZE}, threads, sequences: 1 })\`; per generation \`sequence.clearHistory()\` then ` +
@@ -813,7 +818,7 @@ async function main() {
 
   const { mlxInfo } = require('..');
   const report = newReport('bench:llama', env, mlxInfo());
-  Object.assign(report, { quick: args.quick, threads: args.threads, maxWait: args.maxWait, peers: null, models: [] });
+  Object.assign(report, { quick: args.quick, promptTokens: args.promptTokens, threads: args.threads, maxWait: args.maxWait, peers: null, models: [] });
   for (const name of args.models) {
     await benchModel(name, args, { python, env }, report);
     if (!report.theirs) {
