@@ -956,7 +956,7 @@ def main():
             entries[name] = fixture_entry(out, name, seed=seed, check=check)
             log(f"{name}: seed {seed}, {secs:.1f} s, greedy {check['prompt']['tokens'][:8]}")
 
-        derived = [name for name, _, _ in derived_fixtures(out, tok_dir, gemma_dir)]
+        derived = list(_worker["derived"])
         checks = {}
         for group in (DERIVED_FIRST, [n for n in derived if n not in DERIVED_FIRST]):
             for name, _, check, secs in run_jobs([("derived", n) for n in group], pool):

@@ -21,7 +21,7 @@ const writesFile = (c) => c.save !== undefined && c.save !== null;
 function processCount() {
   const asked = Number.parseInt(process.env.MLX_NODE_REF_PROCESSES || '', 10);
   if (asked >= 1) return asked;
-  return Math.min(2, os.availableParallelism ? os.availableParallelism() : os.cpus().length);
+  return Math.min(2, os.availableParallelism());
 }
 
 // The cases' indices in `parts` groups, sorted by model and dealt in turn, so that each
@@ -97,4 +97,4 @@ function runProcess(cases, { timeoutMs = 10 * 60 * 1000 } = {}) {
   });
 }
 
-module.exports = { runReference, deal };
+module.exports = { runReference };
