@@ -206,23 +206,13 @@ fn build(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape:
     })
 }
 
-/// Runs `f` over `0..count` (column blocks of a kernel's output), split into
-/// one range per core of rayon's pool when `parallel`; the calling thread takes
-/// the first range. Each range must write only its own part of the output.
+/// Runs `f` over `0..count` (column blocks of a kernel's output), shared in
+/// chunks with rayon's pool when `parallel` (`share`: the calling thread works
+/// too and never waits for a pool thread that has not started). Each range must
+/// write only its own part of the output.
 pub(crate) fn par_ranges(count: usize, parallel: bool, f: impl Fn(Range<usize>) + Sync) {
-    let parts = if parallel { rayon::current_num_threads().min(count) } else { 1 };
-    if parts <= 1 {
-        return f(0..count);
-    }
-    let per = count.div_ceil(parts);
-    let f = &f;
-    rayon::in_place_scope(|s| {
-        for t in 1..parts {
-            let range = (t * per).min(count)..((t + 1) * per).min(count);
-            s.spawn(move |_| f(range));
-        }
-        f(0..per.min(count));
-    });
+    let helpers = if parallel { rayon::current_num_threads() - 1 } else { 0 };
+    super::share::share(count, helpers, &f);
 }
 
 /// A kernel's output buffer shared by the threads of `par_ranges`, which

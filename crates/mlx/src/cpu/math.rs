@@ -4,6 +4,7 @@
 //! `tests/integration/cpu_math.rs`.
 use crate::cpu::kernel::{cpu_kernel_f32, cpu_kernel_f32_in_place, KernelF32};
 use crate::cpu::row_ops::row_max;
+use crate::cpu::share::{share, Disjoint};
 use crate::{Array, Dtype, Result};
 
 /// MLX's CPU `exp` for float32, step for step (`backend/cpu/simd/math.h`: a
@@ -280,22 +281,13 @@ pub fn par_chunks(data: &mut [f32], unit: usize, min_len: usize, f: impl Fn(&mut
 /// `par_chunks`, with `f` given each piece's offset in `data` (elements)
 /// instead of `unit`: for kernels that read other inputs alongside.
 pub fn par_chunks_at(data: &mut [f32], unit: usize, min_len: usize, f: impl Fn(&mut [f32], usize) + Sync) {
-    let units = data.len() / unit;
-    let threads = if data.len() < min_len { 1 } else { rayon::current_num_threads().min(units) };
-    if threads <= 1 {
-        return f(data, 0);
-    }
-    let per = units.div_ceil(threads) * unit;
-    let f = &f;
-    rayon::in_place_scope(|s| {
-        let mut parts = data.chunks_mut(per).enumerate();
-        let first = parts.next();
-        for (i, part) in parts {
-            s.spawn(move |_| f(part, i * per));
-        }
-        if let Some((_, part)) = first {
-            f(part, 0);
-        }
+    let (len, unit) = (data.len(), unit.max(1));
+    let helpers = if len < min_len { 0 } else { rayon::current_num_threads() - 1 };
+    let data = Disjoint::new(data);
+    share(len.div_ceil(unit), helpers, &|units| {
+        let (start, end) = (units.start * unit, (units.end * unit).min(len));
+        // SAFETY: `share` gives each range of units to one thread only.
+        f(unsafe { data.part(start, end - start) }, start)
     });
 }
 

@@ -14,3 +14,4 @@ pub(crate) mod qmm_repack;
 pub(crate) mod qmm_repack_rows;
 pub mod row_ops;
 pub mod rows;
+pub(crate) mod share;

@@ -20,6 +20,7 @@ use std::ops::Range;
 
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::qmm::compute_dtype;
+use crate::cpu::share::{share, Disjoint};
 use crate::{Array, Dtype, Result};
 
 /// The kernel's result for `quantized_matmul(x, w, scales, biases, transpose =
@@ -182,16 +183,14 @@ const QUANTIZE_PARALLEL_MIN: usize = 1 << 16;
 /// one thread it was a tenth of a fast prompt (perf, SmolLM2-135M, Zen 4).
 pub(super) fn quantize_rows(x: &[f32], k: usize, gs: usize, bits: usize, xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) {
     let (m, groups) = (x.len() / k, k / gs);
-    let threads = if x.len() < QUANTIZE_PARALLEL_MIN { 1 } else { rayon::current_num_threads().min(m) };
-    if threads <= 1 {
-        return quantize_some_rows(x, k, gs, bits, xq, xd, xsum);
-    }
-    let per = m.div_ceil(threads);
-    rayon::in_place_scope(|s| {
-        let parts = x.chunks(per * k).zip(xq.chunks_mut(per * 2 * k)).zip(xd.chunks_mut(per * groups).zip(xsum.chunks_mut(per * groups)));
-        for ((x, xq), (xd, xsum)) in parts {
-            s.spawn(move |_| quantize_some_rows(x, k, gs, bits, xq, xd, xsum));
-        }
+    let helpers = if x.len() < QUANTIZE_PARALLEL_MIN { 0 } else { rayon::current_num_threads() - 1 };
+    let (xq, xd, xsum) = (Disjoint::new(xq), Disjoint::new(xd), Disjoint::new(xsum));
+    share(m, helpers, &|rows| {
+        let (a, n) = (rows.start, rows.len());
+        // SAFETY: `share` gives each range of rows to one thread only, and a row's parts of the three
+        // outputs are its own.
+        let (q, d, s) = unsafe { (xq.part(a * 2 * k, n * 2 * k), xd.part(a * groups, n * groups), xsum.part(a * groups, n * groups)) };
+        quantize_some_rows(&x[a * k..][..n * k], k, gs, bits, q, d, s)
     });
 }
 
