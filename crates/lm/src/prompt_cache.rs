@@ -293,7 +293,9 @@ fn check_layers(caches: &[Box<dyn Cache>], shape: &Shape, layout: Option<&[Layer
             _ => return Err(LmError::InvalidCacheFile(format!("{}: layer {l} has no keys", path.display()))),
         };
         let (kv_heads, head_dim) = shape.heads[l];
-        if (heads, dim, dtype) != (kv_heads, head_dim, shape.dtype) {
+        // Fast precision keeps a float32 model's keys and values in float16 (docs/kernels.md).
+        let dtype_fits = dtype == shape.dtype || (shape.dtype == Dtype::Float32 && dtype == Dtype::Float16);
+        if (heads, dim) != (kv_heads, head_dim) || !dtype_fits {
             return Err(mismatch(format!(
                 "layer {l} holds {heads} heads of size {dim} in {}, the model uses {kv_heads} heads of size {head_dim} in {}",
                 dtype.name(),

@@ -4,6 +4,7 @@
 //! for plain keys and values, MLX-LM's `quantized_scaled_dot_product_attention`
 //! for quantized ones.
 use mlx::cpu::decode_attention::{decode_attention, CachedKv};
+use mlx::cpu::kernel::Kernel;
 use mlx::fast::{scaled_dot_product_attention, scaled_dot_product_attention_sinks, AttentionMask};
 use mlx::nn::{Linear, RmsNorm, Rope};
 use mlx::quant::{quantized_matmul_mlx, Mode, Precision};
@@ -132,7 +133,7 @@ impl SelfAttention {
     /// sums are not MLX's; None where it does not apply (sinks, quantized or
     /// no buffers, shapes the kernel declines): the caller runs MLX's ops.
     fn attend_in_place(&self, q: &Array, caches: &[&dyn Cache]) -> Result<Option<Array>> {
-        if self.o_proj.precision() != Precision::Fast || self.sinks.is_some() {
+        if !self.reads_in_place() {
             return Ok(None);
         }
         let Some(kv) = caches.iter().map(|c| c.buffers().map(|(keys, values, len)| CachedKv { keys, values, len })).collect::<Option<Vec<_>>>()
@@ -140,6 +141,30 @@ impl SelfAttention {
             return Ok(None);
         };
         decode_attention(q, &kv, self.scale)
+    }
+
+    /// Whether attention may read the caches' buffers with the fast kernel
+    /// (`attend_in_place`; switched off, fast precision attends as exact does).
+    fn reads_in_place(&self) -> bool {
+        self.o_proj.precision() == Precision::Fast && self.sinks.is_none() && Kernel::DecodeAttention.enabled()
+    }
+
+    /// New keys and values `[B, kv_heads, L, dim]` as `cache` should store
+    /// them. Where the fast kernel reads the cache, float32 ones become
+    /// float16, as llama.cpp's default cache: a decode step reads half the
+    /// bytes (docs/kernels.md#a-float16-kv-cache; `MLX_NODE_HALF_KV=0` keeps float32). A cache that already holds
+    /// another dtype (from a file) keeps it, and a quantized one quantizes what
+    /// it is given.
+    fn for_cache(&self, k: Array, v: Array, cache: &dyn Cache) -> Result<(Array, Array)> {
+        let held = cache.buffers().map(|(keys, _, _)| keys.dtype());
+        let half = half_cache_on()
+            && self.reads_in_place()
+            && k.dtype() == Dtype::Float32
+            && held.map_or(cache.class_name() != "QuantizedKVCache", |d| d == Dtype::Float16);
+        if !half {
+            return Ok((k, v));
+        }
+        Ok((k.astype(Dtype::Float16)?, v.astype(Dtype::Float16)?))
     }
 
     /// `o_proj` of the heads' outputs `[B, L, heads * dim]`, gated where the family gates them.
@@ -199,6 +224,7 @@ impl SelfAttention {
         let q = self.scale_positions(rope.forward(&q, offset)?, offset)?;
         let k = rope.forward(&k, offset)?;
         let mask = cache.mask(l)?;
+        let (k, v) = self.for_cache(k, v, &*cache)?;
         let fetched = cache.update_and_fetch(&k, &v)?;
         let kept = Attended { fetched: fetched.clone(), mask: mask.clone(), offset };
         // One new position sees the whole cache; a prompt's chunk sees it causally, which the
@@ -241,6 +267,7 @@ impl SelfAttention {
         let offsets: Vec<i32> = caches.iter().map(|seq| seq[layer].offset()).collect();
         let q = rope.forward_rows(&q, &offsets)?;
         let k = rope.forward_rows(&k, &offsets)?;
+        let (k, v) = self.for_cache(k, v, caches.first().map(|seq| &*seq[layer]).ok_or_else(|| mlx::Error::new("no rows"))?)?;
         let mut fetched = Vec::with_capacity(b as usize);
         for (row, seq) in caches.iter_mut().enumerate() {
             let cache = seq[layer].as_mut();
@@ -303,6 +330,13 @@ pub fn attend(queries: &Array, fetched: Fetched, scale: f32, mask: CacheMask, si
         }
         Fetched::Quantized { keys, values, group_size, bits } => quantized(queries, &keys, &values, scale, mask, group_size, bits),
     }
+}
+
+/// Fast precision's caches hold float16 unless `MLX_NODE_HALF_KV=0` (read once
+/// per process; a switch for measuring what it saves, and to keep float32).
+fn half_cache_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !std::env::var("MLX_NODE_HALF_KV").is_ok_and(|v| v.trim() == "0"))
 }
 
 /// The most negative finite value of a float dtype (`mx.finfo(dtype).min`).
