@@ -13,13 +13,14 @@ use std::sync::Arc;
 /// finds work and that the caller's wait for a running helper is one chunk.
 const CHUNKS_PER_THREAD: usize = 8;
 
-/// The closure of one call, with its lifetime erased: helpers reach it only
-/// between `enter` and `leave`, while the caller is still inside `share`.
+/// The closure of one call, with its lifetime erased: a helper calls it only
+/// while counted in `active` with the call not yet closed (`help`), and the
+/// caller does not leave `share` while any helper is counted.
 type Work = dyn Fn(Range<usize>) + Sync;
 
 struct Shared {
     next: AtomicUsize,
-    /// Helpers between `enter` and `leave`.
+    /// Helpers inside `help`.
     active: AtomicUsize,
     closed: AtomicBool,
     panicked: AtomicBool,
