@@ -22,9 +22,12 @@
 // there too MLX_NODE_REPACK=0 gives the same bits (and parity.test.js checks them against MLX-LM).
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { fixtures, expectReject } = require('./helpers');
+const { maxAbsDiff } = require('./safetensors');
 
 const CHAT = [{ role: 'user', content: 'What is the capital of France?' }];
 const OPTIONS = { maxTokens: 24, logprobs: true, topLogprobs: 3, logitBias: { 151645: -1e9, 151643: -1e9 } };
@@ -106,15 +109,13 @@ test('precision must be "exact" or "fast"', async () => {
   }
 });
 
-const worstDiff = (a, b) => Math.max(...a.logprobs.map((l, i) => Math.abs(l - b.logprobs[i])));
-
 test('fast precision: the exact mode greedy tokens, log-probabilities within 1e-2 (float32 caches)', () => {
   assert.equal(fast.kernels.qmmInt8, true);
   assert.equal(fast.kernels.decodeAttention, true);
   for (const name of FLOAT32) {
     assert.deepEqual(fast[name].tokens, exact[name].tokens, name);
     assert.deepEqual(fastF32Cache[name].tokens, exact[name].tokens, name);
-    const worst = worstDiff(fastF32Cache[name], exact[name]);
+    const worst = maxAbsDiff(fastF32Cache[name].logprobs, exact[name].logprobs);
     assert.ok(worst < 1e-2, `${name}: log-probabilities differ by up to ${worst}`);
     // Not the exact bits: the kernel really ran.
     assert.notDeepEqual(fastF32Cache[name].logprobs, exact[name].logprobs, `${name}: fast mode gave exact mode's bits`);
@@ -129,7 +130,7 @@ test('fast precision keeps float32 keys and values as float16 (MLX_NODE_HALF_KV=
   for (const name of FLOAT32) {
     assert.deepEqual(fast[name].tokens, fastF32Cache[name].tokens, name);
     assert.notDeepEqual(fast[name].logprobs, fastF32Cache[name].logprobs, `${name}: the cache was not float16`);
-    const worst = worstDiff(fast[name], fastF32Cache[name]);
+    const worst = maxAbsDiff(fast[name].logprobs, fastF32Cache[name].logprobs);
     assert.ok(worst < 0.1, `${name}: log-probabilities differ by up to ${worst}`);
   }
   // A bfloat16 model's cache is bfloat16 already: untouched.
@@ -197,7 +198,7 @@ test('fast precision\'s decode steps run attention as one kernel: not the bits o
   for (const name of FLOAT32) {
     assert.deepEqual(fastF32Cache[name].tokens, ops[name].tokens, name);
     assert.notDeepEqual(fastF32Cache[name].logprobs, ops[name].logprobs, `${name}: the kernel did not run`);
-    const worst = worstDiff(fastF32Cache[name], ops[name]);
+    const worst = maxAbsDiff(fastF32Cache[name].logprobs, ops[name].logprobs);
     assert.ok(worst < 1e-3, `${name}: log-probabilities differ by up to ${worst}`);
   }
 });
@@ -210,8 +211,6 @@ test('with MLX_NODE_QMM_INT8_KERNEL=0 and MLX_NODE_DECODE_ATTENTION_KERNEL=0, fa
 });
 
 test('a fast model\'s saved chat (float16 cache) continues the same when loaded back, and loads in exact mode too', async () => {
-  const fs = require('node:fs');
-  const os = require('node:os');
   const { loadModel } = require('..');
   const dir = fixtures().fixtures['qwen3-q4'].path;
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-precision-'));
