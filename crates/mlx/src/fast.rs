@@ -7,7 +7,17 @@ use crate::array::{make, raw_or_null, Array};
 use crate::error::Result;
 use crate::Dtype;
 
+/// RMSNorm over the last axis: one CPU kernel node with MLX's bits for
+/// float32 (`cpu::rms_norm`), MLX's op otherwise.
 pub fn rms_norm(x: &Array, weight: Option<&Array>, eps: f32) -> Result<Array> {
+    if let Some(y) = crate::cpu::rms_norm::rms_norm(x, weight, eps)? {
+        return Ok(y);
+    }
+    rms_norm_mlx(x, weight, eps)
+}
+
+/// MLX's own `fast::rms_norm` (on the CPU, its fallback's seven ops).
+pub fn rms_norm_mlx(x: &Array, weight: Option<&Array>, eps: f32) -> Result<Array> {
     // SAFETY: `x.raw` is live and `raw_or_null` gives a live handle or null (no weight); `out` and
     // errors as in `make`.
     make(|out| unsafe { sys::mlxn_rms_norm(x.raw, raw_or_null(weight), eps, out) })
@@ -21,13 +31,23 @@ pub fn layer_norm(x: &Array, weight: Option<&Array>, bias: Option<&Array>, eps: 
 
 /// Where the rotary embedding starts: one position for all of `x`, or one per
 /// batch row (an int32 array `[B]`; each row gets the bits it gets alone).
+#[derive(Clone, Copy)]
 pub enum RopeOffset<'a> {
     At(i32),
     PerRow(&'a Array),
 }
 
-/// Rotary embedding; `base` and `freqs` are exclusive, as in MLX.
+/// Rotary embedding; `base` and `freqs` are exclusive, as in MLX. One CPU
+/// kernel node with MLX's bits for float32 (`cpu::rope`), MLX's op otherwise.
 pub fn rope(x: &Array, dims: i32, traditional: bool, base: Option<f32>, scale: f32, offset: RopeOffset, freqs: Option<&Array>) -> Result<Array> {
+    if let Some(y) = crate::cpu::rope::rope(x, dims, traditional, base, scale, offset, freqs)? {
+        return Ok(y);
+    }
+    rope_mlx(x, dims, traditional, base, scale, offset, freqs)
+}
+
+/// MLX's own `fast::rope` (on the CPU, its fallback's ops).
+pub fn rope_mlx(x: &Array, dims: i32, traditional: bool, base: Option<f32>, scale: f32, offset: RopeOffset, freqs: Option<&Array>) -> Result<Array> {
     let (at, rows) = match offset {
         RopeOffset::At(o) => (o, None),
         RopeOffset::PerRow(a) => (0, Some(a)),

@@ -58,6 +58,31 @@ pub fn sin_needs_libm(v: f32) -> bool {
 /// every element).
 #[inline(always)]
 pub fn cpu_sin_reduced(v: f32) -> f32 {
+    sincos_reduced::<true>(v)
+}
+
+/// MLX's CPU `cos` for float32, step for step (`sincos_checked<false>`: the
+/// same reduction and polynomials as `cpu_sin`, the other one chosen, and
+/// libm's `cosf` past 2^23).
+#[inline(always)]
+pub fn cpu_cos(v: f32) -> f32 {
+    if sin_needs_libm(v) {
+        v.cos()
+    } else {
+        cpu_cos_reduced(v)
+    }
+}
+
+/// `cpu_cos` where `sin_needs_libm` is false (arithmetic only, as `cpu_sin_reduced`).
+#[inline(always)]
+pub fn cpu_cos_reduced(v: f32) -> f32 {
+    sincos_reduced::<false>(v)
+}
+
+/// MLX's `sincos<SINE>`: the Cephes reduction by multiples of pi/4 in three
+/// fused multiply-adds, then one of two polynomials and a sign.
+#[inline(always)]
+fn sincos_reduced<const SINE: bool>(v: f32) -> f32 {
     let negative = v < 0.0;
     let x = v.abs();
     // The integer part of x * 4/pi, rounded up to even (NaN converts to 0, as
@@ -67,7 +92,6 @@ pub fn cpu_sin_reduced(v: f32) -> f32 {
     let x = y.mul_add(-0.78515625, x);
     let x = y.mul_add(-2.4187564849853515625e-4, x);
     let x = y.mul_add(-3.77489497744594108e-8, x);
-    let flip = negative ^ (j & 4 != 0);
     let z = x * x;
     let mut c = z.mul_add(2.443315711809948e-5, -1.388731625493765e-3);
     let mut s = z.mul_add(-1.9515295891e-4, 8.3321608736e-3);
@@ -79,11 +103,21 @@ pub fn cpu_sin_reduced(v: f32) -> f32 {
     s = x.mul_add(s, x);
     c = z.mul_add(-0.5, c);
     c += 1.0;
-    let r = if j & 2 != 0 { c } else { s };
-    if flip {
-        -r
+    let poly = j & 2 != 0;
+    if SINE {
+        let r = if poly { c } else { s };
+        if negative ^ (j & 4 != 0) {
+            -r
+        } else {
+            r
+        }
     } else {
-        r
+        let r = if poly { s } else { c };
+        if j.wrapping_sub(2) & 4 != 0 {
+            r
+        } else {
+            -r
+        }
     }
 }
 

@@ -12,6 +12,8 @@ pub(crate) mod qmm_exact_repack;
 pub(crate) mod qmm_int8;
 pub(crate) mod qmm_repack;
 pub(crate) mod qmm_repack_rows;
+pub mod rms_norm;
+pub mod rope;
 pub mod row_ops;
 pub mod rows;
 pub(crate) mod share;

@@ -1,6 +1,6 @@
 //! `mlx::cpu::math` must equal MLX's own CPU `exp` bit for bit: the top-p
 //! kernel's probabilities (and so MLX-LM parity) rest on it.
-use mlx::cpu::math::{cpu_exp, cpu_sin, gelu, logsumexp_last, sin, softmax_last_kernel, swiglu, swiglu_halves};
+use mlx::cpu::math::{cpu_cos, cpu_exp, cpu_sin, gelu, logsumexp_last, sin, softmax_last_kernel, swiglu, swiglu_halves};
 use mlx::{Array, Dtype};
 
 fn check(xs: &[f32]) {
@@ -345,6 +345,12 @@ fn sin_equals_mlx_bit_for_bit() {
     }
     xs.extend([8388608.0, 8388609.0, -8388608.0, -8388609.0, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
     let x = Array::from_slice(&xs, &[xs.len() as i32]).unwrap();
+    // `cos` (RoPE's kernel): the same reduction, the other polynomial.
+    let cos: Vec<f32> = x.cos().unwrap().to_vec().unwrap();
+    for (v, w) in xs.iter().zip(&cos) {
+        let c = cpu_cos(*v);
+        assert!(w.to_bits() == c.to_bits() || (w.is_nan() && c.is_nan()), "cos({v:e}) = {w:e} on MLX, {c:e} here");
+    }
     let want: Vec<f32> = x.sin().unwrap().to_vec().unwrap();
     let ours: Vec<f32> = sin(&x).unwrap().to_vec().unwrap();
     for ((v, w), o) in xs.iter().zip(&want).zip(&ours) {
@@ -359,4 +365,83 @@ fn sin_equals_mlx_bit_for_bit() {
         let (w, o): (Vec<f32>, Vec<f32>) = (a.sin().unwrap().to_vec().unwrap(), sin(a).unwrap().to_vec().unwrap());
         assert!(w.iter().zip(&o).all(|(p, q)| p.to_bits() == q.to_bits()));
     }
+}
+
+fn f32_bits(a: &Array) -> Vec<u32> {
+    a.to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect()
+}
+
+/// The RMSNorm kernel (one node) gives the bits of MLX's CPU fallback (seven
+/// ops): rows of several widths, with and without a weight, a transposed
+/// view, a prompt's rows split over the cores, and zero and infinite rows.
+#[test]
+fn rms_norm_equals_mlx_bit_for_bit() {
+    use mlx::fast::{rms_norm, rms_norm_mlx};
+    use mlx::random;
+    let normal = |shape: &[i32], seed: u64, sd: f32| random::normal(shape, Dtype::Float32, 0.0, sd, Some(&random::key(seed).unwrap())).unwrap();
+    let mut cases = vec![
+        (normal(&[1, 1, 576], 1, 1.0), 1e-5),
+        (normal(&[1, 1, 16, 128], 2, 30.0), 1e-6),
+        (normal(&[2, 400, 1024], 3, 0.01), 1e-6),
+        (normal(&[64, 40], 4, 1.0).transpose(&[1, 0]).unwrap(), 1e-5),
+        (normal(&[3, 7], 5, 1e-3), 0.5),
+    ];
+    let mut edge = vec![0f32; 64];
+    edge.extend(std::iter::repeat_n(1e30, 64));
+    edge.extend((0..64).map(|i| if i == 7 { f32::INFINITY } else { 1.0 }));
+    edge.extend((0..64).map(|i| if i == 3 { f32::NAN } else { -2.0 }));
+    cases.push((Array::from_slice(&edge, &[4, 64]).unwrap(), 1e-5));
+    for (n, (x, eps)) in cases.iter().enumerate() {
+        let d = x.dim(-1);
+        let w = normal(&[d], 100 + n as u64, 1.0);
+        for weight in [Some(&w), None] {
+            let ours = mlx::cpu::rms_norm::rms_norm(x, weight, *eps).unwrap().expect("the kernel applies");
+            let theirs = rms_norm_mlx(x, weight, *eps).unwrap();
+            assert_eq!(ours.shape(), theirs.shape(), "case {n}");
+            let (a, b) = (f32_bits(&ours), f32_bits(&theirs));
+            let same = a.iter().zip(&b).all(|(p, q)| p == q || (f32::from_bits(*p).is_nan() && f32::from_bits(*q).is_nan()));
+            assert!(same, "case {n}, weight {}: first difference at {:?}", weight.is_some(), a.iter().zip(&b).position(|(p, q)| p != q));
+        }
+    }
+    // A weight of the wrong length is MLX's error, not the kernel's NaNs.
+    assert!(rms_norm(&normal(&[2, 8], 7, 1.0), Some(&normal(&[7], 8, 1.0)), 1e-5).is_err());
+}
+
+/// The RoPE kernel (one node) gives the bits of MLX's CPU fallback: halves and
+/// neighbours, part of the head rotated, a base or frequencies, a scale, one
+/// offset or one per row, a prompt's positions, a decode step far into the
+/// context, and a transposed view as the models pass it.
+#[test]
+fn rope_equals_mlx_bit_for_bit() {
+    use mlx::fast::{rope, rope_mlx, RopeOffset};
+    use mlx::random;
+    let normal = |shape: &[i32], seed: u64| random::normal(shape, Dtype::Float32, 0.0, 2.0, Some(&random::key(seed).unwrap())).unwrap();
+    let freqs = Array::arange(1.0, 33.0, 1.0, Dtype::Float32).unwrap().multiply_scalar(3.5).unwrap();
+    let prompt = normal(&[1, 300, 8, 64], 1).transpose(&[0, 2, 1, 3]).unwrap();
+    let step = normal(&[1, 16, 1, 128], 2);
+    let batch = normal(&[4, 2, 1, 64], 3);
+    let offsets = Array::from_slice(&[0i32, 9, 40000, 3_000_000], &[4]).unwrap();
+    type Case<'a> = (&'a Array, i32, bool, Option<f32>, f32, RopeOffset<'a>, Option<&'a Array>);
+    let cases: Vec<Case> = vec![
+        (&prompt, 64, false, Some(10000.0), 1.0, RopeOffset::At(0), None),
+        (&prompt, 64, true, Some(500000.0), 1.0, RopeOffset::At(17), None),
+        (&prompt, 32, false, Some(10000.0), 0.25, RopeOffset::At(5), None),
+        (&prompt, 64, false, None, 1.0, RopeOffset::At(100), Some(&freqs)),
+        (&step, 128, false, Some(1_000_000.0), 1.0, RopeOffset::At(4095), None),
+        (&step, 128, false, Some(10000.0), 1.0, RopeOffset::At(9_000_000), None),
+        (&step, 96, true, Some(10000.0), 1.0, RopeOffset::At(77), None),
+        (&batch, 64, false, Some(10000.0), 1.0, RopeOffset::PerRow(&offsets), None),
+        (&batch, 64, true, None, 1.0, RopeOffset::PerRow(&offsets), Some(&freqs)),
+    ];
+    for (n, &(x, dims, traditional, base, scale, offset, f)) in cases.iter().enumerate() {
+        let ours = mlx::cpu::rope::rope(x, dims, traditional, base, scale, offset, f).unwrap().expect("the kernel applies");
+        let theirs = rope_mlx(x, dims, traditional, base, scale, offset, f).unwrap();
+        assert_eq!(ours.shape(), theirs.shape(), "case {n}");
+        let (a, b) = (f32_bits(&ours), f32_bits(&theirs));
+        assert!(a == b, "case {n}: first difference at {:?}", a.iter().zip(&b).position(|(p, q)| p != q));
+    }
+    // Arguments MLX refuses stay its errors: odd dims, dims past the head, base and freqs both.
+    assert!(rope(&step, 7, false, Some(10000.0), 1.0, RopeOffset::At(0), None).is_err());
+    assert!(rope(&step, 256, false, Some(10000.0), 1.0, RopeOffset::At(0), None).is_err());
+    assert!(rope(&batch, 64, false, Some(10000.0), 1.0, RopeOffset::At(0), Some(&freqs)).is_err());
 }
