@@ -49,6 +49,35 @@ pub(crate) fn round_f16(v: f32) -> f32 {
     f16_value(f16_bits(v))
 }
 
+/// How a 16-bit output dtype rounds each result MLX stores in it.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Rounding {
+    None = 0,
+    Bf16 = 1,
+    F16 = 2,
+}
+
+impl Rounding {
+    pub(crate) fn of(dtype: crate::Dtype) -> Rounding {
+        match dtype {
+            crate::Dtype::Bfloat16 => Rounding::Bf16,
+            crate::Dtype::Float16 => Rounding::F16,
+            _ => Rounding::None,
+        }
+    }
+    pub(crate) fn from_param(v: f32) -> Rounding {
+        [Rounding::Bf16, Rounding::F16].into_iter().find(|r| *r as u8 as f32 == v).unwrap_or(Rounding::None)
+    }
+    #[inline(always)]
+    pub(crate) fn round(self, v: f32) -> f32 {
+        match self {
+            Rounding::None => v,
+            Rounding::Bf16 => round_bf16(v),
+            Rounding::F16 => round_f16(v),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

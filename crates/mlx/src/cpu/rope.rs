@@ -11,17 +11,21 @@
 //! - `theta = p * f_i`, MLX's `cos` and `sin` of it;
 //! - `x1 * cos - x2 * sin` and `x1 * sin + x2 * cos` for the pairs (halves, or
 //!   neighbours when `traditional`); the dimensions past `dims` as they are.
+//!
+//! In a 16-bit `x` (a bfloat16 model's) MLX stores `cos`, `sin`, each product
+//! and each sum in that dtype, so each is rounded to it here too.
+use crate::cpu::half::Rounding;
 use crate::cpu::kernel::{cpu_kernel_f32, Kernel, KernelF32};
 use crate::cpu::math::{cpu_cos, cpu_cos_reduced, cpu_exp, cpu_sin, cpu_sin_reduced, par_chunks_at, sin_needs_libm, PARALLEL_MIN};
 use crate::fast::RopeOffset;
 use crate::{Array, Dtype, Result};
 
-/// Parameters: `[b, heads, t, d, dims, traditional, scale, base, has freqs, per row, offset]`.
-const PARAMS: usize = 11;
+/// Parameters: `[b, heads, t, d, dims, traditional, scale, base, has freqs, per row, offset, rounding]`.
+const PARAMS: usize = 12;
 
 /// `x` `[B, heads, T, D]` rotated as MLX's `fast::rope`, or `None` where the
-/// kernel does not apply (switched off, not the CPU, not float32 or not four
-/// axes, arguments MLX would refuse: MLX's op then runs and reports them).
+/// kernel does not apply (switched off, not the CPU, not a float dtype or not
+/// four axes, arguments MLX would refuse: MLX's op then runs and reports them).
 pub fn rope(
     x: &Array,
     dims: i32,
@@ -31,7 +35,8 @@ pub fn rope(
     offset: RopeOffset,
     freqs: Option<&Array>,
 ) -> Result<Option<Array>> {
-    if x.dtype() != Dtype::Float32 || x.ndim() != 4 || !Kernel::Math.enabled() {
+    let float = matches!(x.dtype(), Dtype::Float32 | Dtype::Bfloat16 | Dtype::Float16);
+    if !float || x.ndim() != 4 || !Kernel::Math.enabled() {
         return Ok(None);
     }
     let (b, heads, t, d) = (x.dim(0), x.dim(1), x.dim(2), x.dim(3));
@@ -70,18 +75,23 @@ pub fn rope(
         freqs.is_some() as u8 as f32,
         matches!(offset, RopeOffset::PerRow(_)) as u8 as f32,
         at as f32,
+        Rounding::of(x.dtype()) as u8 as f32,
     ];
     let mut inputs = vec![x];
     inputs.extend(freqs);
     if let RopeOffset::PerRow(o) = &offset {
         inputs.push(o);
     }
-    cpu_kernel_f32("Rope", ROPE, &params, &inputs, &x.shape()).map(Some)
+    // The node widens a 16-bit `x` to float32 (exact); its float32 result holds values of
+    // `x`'s dtype, so the cast back is exact.
+    let y = cpu_kernel_f32("Rope", ROPE, &params, &inputs, &x.shape())?;
+    Ok(Some(if x.dtype() == Dtype::Float32 { y } else { y.astype(x.dtype())? }))
 }
 
 const ROPE: KernelF32 = |params, inputs, out| {
     let [b, heads, t, d, dims] = [0, 1, 2, 3, 4].map(|i| params[i] as usize);
     let (traditional, scale, base, has_freqs, per_row, at) = (params[5] != 0.0, params[6], params[7], params[8] != 0.0, params[9] != 0.0, params[10]);
+    let rounding = Rounding::from_param(params[11]);
     let half = dims / 2;
     let x = inputs[0];
     let freqs = if has_freqs { inputs.get(1).copied() } else { None };
@@ -98,8 +108,8 @@ const ROPE: KernelF32 = |params, inputs, out| {
     let inv = frequencies(base, half, freqs);
     // One table of cos and sin per distinct offset: per batch row, or one for all.
     let tables: Vec<Vec<(f32, f32)>> = match offsets {
-        Some(o) => o.iter().map(|&off| angles(t, off, scale, &inv)).collect(),
-        None => vec![angles(t, at, scale, &inv)],
+        Some(o) => o.iter().map(|&off| angles(t, off, scale, &inv, rounding)).collect(),
+        None => vec![angles(t, at, scale, &inv, rounding)],
     };
     let head = t * d;
     par_chunks_at(out, head, PARALLEL_MIN, |part, start| {
@@ -108,7 +118,7 @@ const ROPE: KernelF32 = |params, inputs, out| {
             let table = &tables[if per_row { unit / heads } else { 0 }];
             let xh = &x[unit * head..][..head];
             for ((xr, or), cs) in xh.chunks_exact(d).zip(oh.chunks_exact_mut(d)).zip(table.chunks_exact(half)) {
-                rotate(xr, or, cs, traditional);
+                rotate(xr, or, cs, traditional, rounding);
             }
         }
     });
@@ -138,11 +148,14 @@ fn exp_all_body(v: &mut [f32]) {
 }
 
 /// `(cos, sin)` of `theta = p * f_i` for each position `p` of `t` from
-/// `offset` (`t` rows of `f.len()`).
-fn angles(t: usize, offset: f32, scale: f32, f: &[f32]) -> Vec<(f32, f32)> {
+/// `offset` (`t` rows of `f.len()`), rounded to `x`'s dtype.
+fn angles(t: usize, offset: f32, scale: f32, f: &[f32], rounding: Rounding) -> Vec<(f32, f32)> {
     let theta: Vec<f32> = (0..t).flat_map(|i| f.iter().map(move |&fi| ((i as f32 + offset) * scale) * fi)).collect();
     let mut out = vec![(0f32, 0f32); theta.len()];
     cos_sin(&theta, &mut out);
+    if rounding != Rounding::None {
+        out.iter_mut().for_each(|(c, s)| (*c, *s) = (rounding.round(*c), rounding.round(*s)));
+    }
     out
 }
 
@@ -163,13 +176,19 @@ fn cos_sin_body(theta: &[f32], out: &mut [(f32, f32)]) {
 /// One row of `d`: its first `dims = 2 * cs.len()` values rotated in pairs,
 /// the rest copied.
 #[inline]
-fn rotate(x: &[f32], out: &mut [f32], cs: &[(f32, f32)], traditional: bool) {
+fn rotate(x: &[f32], out: &mut [f32], cs: &[(f32, f32)], traditional: bool, rounding: Rounding) {
     let half = cs.len();
+    let r = |v: f32| rounding.round(v);
     for (i, &(c, s)) in cs.iter().enumerate() {
         let (a, b) = if traditional { (2 * i, 2 * i + 1) } else { (i, half + i) };
         let (x1, x2) = (x[a], x[b]);
-        out[a] = x1 * c - x2 * s;
-        out[b] = x1 * s + x2 * c;
+        if rounding == Rounding::None {
+            out[a] = x1 * c - x2 * s;
+            out[b] = x1 * s + x2 * c;
+        } else {
+            out[a] = r(r(x1 * c) - r(x2 * s));
+            out[b] = r(r(x1 * s) + r(x2 * c));
+        }
     }
     out[2 * half..].copy_from_slice(&x[2 * half..]);
 }

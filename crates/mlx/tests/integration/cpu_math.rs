@@ -403,6 +403,24 @@ fn rms_norm_equals_mlx_bit_for_bit() {
             assert!(same, "case {n}, weight {}: first difference at {:?}", weight.is_some(), a.iter().zip(&b).position(|(p, q)| p != q));
         }
     }
+    // 16-bit rows (a bfloat16 model's), alone and with weights of each float dtype: MLX's
+    // output dtype and its roundings.
+    let x16 = normal(&[3, 2, 256], 9, 4.0);
+    for (xd, wd) in [
+        (Dtype::Bfloat16, Some(Dtype::Bfloat16)),
+        (Dtype::Bfloat16, None),
+        (Dtype::Float16, Some(Dtype::Float16)),
+        (Dtype::Bfloat16, Some(Dtype::Float32)),
+        (Dtype::Float16, Some(Dtype::Bfloat16)),
+    ] {
+        let x = x16.astype(xd).unwrap();
+        let w = wd.map(|d| normal(&[256], 10, 1.0).astype(d).unwrap());
+        let ours = mlx::cpu::rms_norm::rms_norm(&x, w.as_ref(), 1e-6).unwrap().expect("the kernel applies");
+        let theirs = rms_norm_mlx(&x, w.as_ref(), 1e-6).unwrap();
+        assert_eq!(ours.dtype(), theirs.dtype(), "{xd:?} with {wd:?}");
+        let wide = |a: &Array| f32_bits(&a.astype(Dtype::Float32).unwrap());
+        assert!(wide(&ours) == wide(&theirs), "{xd:?} with {wd:?}: values differ");
+    }
     // A weight of the wrong length is MLX's error, not the kernel's NaNs.
     assert!(rms_norm(&normal(&[2, 8], 7, 1.0), Some(&normal(&[7], 8, 1.0)), 1e-5).is_err());
 }
@@ -439,6 +457,17 @@ fn rope_equals_mlx_bit_for_bit() {
         assert_eq!(ours.shape(), theirs.shape(), "case {n}");
         let (a, b) = (f32_bits(&ours), f32_bits(&theirs));
         assert!(a == b, "case {n}: first difference at {:?}", a.iter().zip(&b).position(|(p, q)| p != q));
+    }
+    // 16-bit heads (a bfloat16 model's): `cos`, `sin`, the products and sums rounded as MLX's.
+    for dtype in [Dtype::Bfloat16, Dtype::Float16] {
+        for (n, &(x, dims, traditional, base, scale, offset, f)) in cases.iter().enumerate() {
+            let x = x.astype(dtype).unwrap();
+            let ours = mlx::cpu::rope::rope(&x, dims, traditional, base, scale, offset, f).unwrap().expect("the kernel applies");
+            let theirs = rope_mlx(&x, dims, traditional, base, scale, offset, f).unwrap();
+            assert_eq!(ours.dtype(), dtype);
+            let wide = |a: &Array| f32_bits(&a.astype(Dtype::Float32).unwrap());
+            assert!(wide(&ours) == wide(&theirs), "{dtype:?} case {n}: values differ");
+        }
     }
     // Arguments MLX refuses stay its errors: odd dims, dims past the head, base and freqs both.
     assert!(rope(&step, 7, false, Some(10000.0), 1.0, RopeOffset::At(0), None).is_err());
