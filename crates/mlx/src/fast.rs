@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::Dtype;
 
 /// RMSNorm over the last axis: one CPU kernel node with MLX's bits for
-/// float32 (`cpu::rms_norm`), MLX's op otherwise.
+/// float dtypes on the CPU (`cpu::rms_norm`), MLX's op otherwise.
 pub fn rms_norm(x: &Array, weight: Option<&Array>, eps: f32) -> Result<Array> {
     if let Some(y) = crate::cpu::rms_norm::rms_norm(x, weight, eps)? {
         return Ok(y);
@@ -16,7 +16,7 @@ pub fn rms_norm(x: &Array, weight: Option<&Array>, eps: f32) -> Result<Array> {
     rms_norm_mlx(x, weight, eps)
 }
 
-/// MLX's own `fast::rms_norm` (on the CPU, its fallback's seven ops).
+/// MLX's own `fast::rms_norm` (on the CPU, its fallback's eight ops).
 pub fn rms_norm_mlx(x: &Array, weight: Option<&Array>, eps: f32) -> Result<Array> {
     // SAFETY: `x.raw` is live and `raw_or_null` gives a live handle or null (no weight); `out` and
     // errors as in `make`.
@@ -38,7 +38,8 @@ pub enum RopeOffset<'a> {
 }
 
 /// Rotary embedding; `base` and `freqs` are exclusive, as in MLX. One CPU
-/// kernel node with MLX's bits for float32 (`cpu::rope`), MLX's op otherwise.
+/// kernel node with MLX's bits for float dtypes on the CPU (`cpu::rope`),
+/// MLX's op otherwise.
 pub fn rope(x: &Array, dims: i32, traditional: bool, base: Option<f32>, scale: f32, offset: RopeOffset, freqs: Option<&Array>) -> Result<Array> {
     if let Some(y) = crate::cpu::rope::rope(x, dims, traditional, base, scale, offset, freqs)? {
         return Ok(y);

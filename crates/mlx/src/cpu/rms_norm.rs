@@ -1,4 +1,4 @@
-//! MLX's `fast::rms_norm` for float32 as one node, with MLX's bits. On the
+//! MLX's `fast::rms_norm` as one node, with MLX's bits (float32, bfloat16, float16). On the
 //! CPU MLX has no RMSNorm kernel: `fast.cpp` runs its fallback, eight graph
 //! nodes per call (square, sum, the mean's `1 / n` and its product, the
 //! epsilon, `rsqrt`, the product, the weight), and a decoder layer calls it

@@ -1,4 +1,4 @@
-//! MLX's `fast::rope` for float32 as one node, with MLX's bits. On the CPU
+//! MLX's `fast::rope` as one node, with MLX's bits (float32, bfloat16, float16). On the CPU
 //! MLX has no RoPE kernel: `fast.cpp` runs its fallback, about twenty graph
 //! nodes per call (the positions, the frequencies, their product, `cos` and
 //! `sin`, the halves, four products, a difference, a sum, the concatenation),
@@ -58,7 +58,7 @@ pub fn rope(
         && base.is_some() != freqs.is_some()
         && freqs_fit
         && rows_fit
-        && small(x.size() as i64)
+        && [b, heads, t, d].iter().all(|&n| small(n as i64))
         && small(at.unsigned_abs() as i64);
     if !fits {
         return Ok(None);
