@@ -237,7 +237,8 @@ impl Repacked {
     }
 
     /// `x @ dequantize(w).T` by its precision's arithmetic, with its bits:
-    /// `cpu::qmm_int8`'s (fast), or `cpu::qmm`'s and MLX's op's (exact).
+    /// `cpu::qmm_int8`'s (fast; a prompt chunk on 8-bit weights: exact, see
+    /// `quant::fast_prompt_runs_exact`), or `cpu::qmm`'s and MLX's op's (exact).
     pub fn matmul(&self, x: &Array) -> Result<Array> {
         if x.ndim() == 0 || x.dim(-1) != self.k {
             return Err(Error::new(format!("quantized matmul: x has shape {:?}, the weight takes {} inputs", x.shape(), self.k)));
@@ -248,10 +249,12 @@ impl Repacked {
         *out_shape.last_mut().expect("x has a last axis") = self.n;
         let [code, c] = self.format.params();
         let params = [self.k as f32, self.n as f32, self.group_size as f32, self.bits as f32, code, c];
-        let y = match self.precision {
-            Precision::Fast => cpu_kernel_f32("QuantizedMatmulInt8Repacked", QMM_REPACKED, &params, &[x, &self.weight, &self.sb], &out_shape)?,
-            Precision::Exact => {
-                // `new` took float32 or bfloat16 scales and biases: the compute type is one of them.
+        let exact = self.precision == Precision::Exact || crate::quant::fast_prompt_runs_exact(x, self.bits);
+        let y = match exact {
+            false => cpu_kernel_f32("QuantizedMatmulInt8Repacked", QMM_REPACKED, &params, &[x, &self.weight, &self.sb], &out_shape)?,
+            true => {
+                // Exact layers: `new` took float32 or bfloat16 scales and biases, so the compute type
+                // is one of them; fast ones come here with float32 `x`, so float32.
                 let bf16 = (out_dtype == Dtype::Bfloat16) as u8 as f32;
                 let params = [params.as_slice(), &[bf16]].concat();
                 let kernel = crate::cpu::qmm_exact_repack::QMM_EXACT_REPACKED;
