@@ -258,6 +258,22 @@ pub(crate) mod avx2 {
 
     pub(crate) const TILES: usize = BLOCK / 8;
     pub(crate) const MAX_GROUP: usize = 128;
+
+    /// The first `count` lanes of `v` to `dst` (`count` past eight: all eight). A whole
+    /// vector is one store; a loop over the lanes compiled to a `memcpy` call per vector,
+    /// 6% of a Qwen3-0.6B prompt's samples in the exact kernel's panel path.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) unsafe fn store_lanes(dst: *mut f32, v: __m256, count: usize) {
+        if count >= 8 {
+            return _mm256_storeu_ps(dst, v);
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), v);
+        for (c, &l) in lanes.iter().enumerate().take(count) {
+            *dst.add(c) = l;
+        }
+    }
     /// How far ahead in each row the next words are prefetched (128 bytes):
     /// the 32 rows read side by side are more streams than the hardware
     /// prefetcher follows (decode's LM head: 30 ms to 25 ms here, measured
@@ -302,15 +318,8 @@ pub(crate) mod avx2 {
                 }
             }
             for m in 0..p.m {
-                for t in 0..TILES {
-                    let mut lanes = [0f32; 8];
-                    _mm256_storeu_ps(lanes.as_mut_ptr(), acc[m * TILES + t]);
-                    for (j, &v) in lanes.iter().enumerate() {
-                        let n = n0 + t * 8 + j;
-                        if n < p.n {
-                            *out.0.add(m * p.n + n) = v;
-                        }
-                    }
+                for t in (0..TILES).filter(|t| n0 + t * 8 < p.n) {
+                    store_lanes(out.0.add(m * p.n + n0 + t * 8), acc[m * TILES + t], p.n - n0 - t * 8);
                 }
             }
         }

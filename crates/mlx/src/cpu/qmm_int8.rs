@@ -383,6 +383,7 @@ pub(super) mod x86 {
     use std::ops::Range;
 
     use super::{OutPtr, Problem, BLOCK, CHUNK, ROWS, TILE, UNIT};
+    use crate::cpu::qmm::avx2::store_lanes;
 
     /// `acc` plus the dot products of 4-byte runs of `w` (u8) and `x` (i8),
     /// per i32 lane, with AVX2 only: `vpmaddubsw` + `vpmaddwd` for 2- and
@@ -560,13 +561,7 @@ pub(super) mod x86 {
     #[inline]
     unsafe fn store_rows(p: &Problem, m0: usize, n0: usize, acc: &[__m256], out: OutPtr) {
         for (r, a) in acc.iter().enumerate() {
-            let mut lanes = [0f32; TILE];
-            _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
-            for (c, &v) in lanes.iter().enumerate() {
-                if n0 + c < p.n {
-                    *out.0.add((m0 + r) * p.n + n0 + c) = v;
-                }
-            }
+            store_lanes(out.0.add((m0 + r) * p.n + n0), *a, p.n - n0);
         }
     }
 
@@ -664,13 +659,7 @@ pub(super) mod x86 {
                         }
                     }
                     for (m, a) in acc.iter().enumerate() {
-                        let mut lanes = [0f32; TILE];
-                        _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
-                        for (c, &v) in lanes.iter().enumerate() {
-                            if n0 + c < p.n {
-                                *out.0.add(m * p.n + n0 + c) = v;
-                            }
-                        }
+                        store_lanes(out.0.add(m * p.n + n0), *a, p.n - n0);
                     }
                 }
             }

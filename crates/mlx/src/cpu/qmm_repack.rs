@@ -508,6 +508,7 @@ pub(crate) mod x86 {
 
     use super::{tile_words, Packed, SbFormat, TILE};
     use crate::cpu::kernel::OutPtr;
+    use crate::cpu::qmm::avx2::store_lanes;
     use crate::cpu::qmm_int8::x86::{add_group, dot_avx512vnni, dot_avxvnni, dot_lanes_avx2};
     use crate::cpu::qmm_int8::CHUNK;
 
@@ -584,11 +585,7 @@ pub(crate) mod x86 {
                     }
                     let n0 = tile * TILE;
                     for (r, a) in acc.iter().enumerate() {
-                        let mut lanes = [0f32; TILE];
-                        _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
-                        for (c, &v) in lanes.iter().enumerate().take(p.n - n0) {
-                            *out.0.add((m0 + r) * p.n + n0 + c) = v;
-                        }
+                        store_lanes(out.0.add((m0 + r) * p.n + n0), *a, p.n - n0);
                     }
                 }
 
