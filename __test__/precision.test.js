@@ -1,5 +1,7 @@
 'use strict';
-// loadModel(dir, { precision: 'fast' }): quantized layers on 8-bit integer dot products
+// loadModel(dir, { precision: 'fast' }): quantized layers on 8-bit integer dot products (prompt
+// chunks of 64 positions or more on 8-bit weights, or 4-bit ones in groups of 32, run the exact
+// kernel: docs/kernels.md#fast-precision; these fixtures' chat prompts are shorter)
 // (crates/mlx/src/cpu/qmm_int8.rs), the default for affine-quantized models on the CPU
 // (LanguageModel.precision says which applies; 'exact' elsewhere and on request). Its results are not MLX-LM's bits, so it is checked
 // against our exact mode (itself checked against MLX-LM in parity.test.js): the same greedy

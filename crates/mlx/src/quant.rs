@@ -112,24 +112,28 @@ pub enum Precision {
     Fast,
 }
 
-/// Positions of a prompt chunk from which fast precision's 8-bit layers
-/// compute as exact precision does (`fast_prompt_runs_exact`).
-const FAST_EXACT_MIN_POSITIONS: i32 = 16;
+/// Positions of a prompt chunk from which fast precision runs exact
+/// precision's kernel on some layers (`fast_prompt_runs_exact`).
+const FAST_EXACT_MIN_POSITIONS: i32 = 64;
 
-/// Whether a fast-precision matmul of `x` against `bits`-bit weights runs
-/// exact precision's kernel (MLX's arithmetic and bits) instead of
-/// `cpu::qmm_int8`: 8-bit weights, float32 `x` with at least 16 positions
-/// in its second-to-last axis (a prompt chunk; a batched decode step is `[B,
-/// 1, K]` and keeps the integer kernel, so a batch keeps its sequences' bits
-/// alone), with the exact kernel on. There `cpu::qmm_int8` cannot add up
-/// `vpmaddubsw`'s 8-bit pair sums in 16 bits (they overflow) and widens
-/// every slot, and a prompt's rows compute faster as floats: 408 x 1024 ->
-/// 3072, group 32, one thread on an AVX2 Zen 3, 39.6-41.0 ms exact against
-/// 71-77 ms (equal at 16 rows; 4-bit weights are as fast either way, and keep
-/// the integer kernel). Both paths (MLX's layout and the repacked one) decide
-/// alike, so `MLX_NODE_REPACK=0` keeps the same bits.
-pub(crate) fn fast_prompt_runs_exact(x: &Array, bits: i32) -> bool {
-    bits == 8
+/// Whether a fast-precision matmul of `x` against `bits`-bit weights in
+/// groups of `group_size` runs exact precision's kernel (MLX's arithmetic
+/// and bits) instead of `cpu::qmm_int8`: float32 `x` with at least 64
+/// positions in its second-to-last axis (a prompt chunk; a batched decode
+/// step is `[B, 1, K]` and keeps the integer kernel, so a batch keeps its
+/// sequences' bits alone), 8-bit weights or 4-bit ones in groups of 32, the
+/// exact kernel on. There the exact kernel's panel path is the faster
+/// (one thread, AVX2 Zen 3, minimum of 30 calls, alternated): 8 bits, where
+/// `vpmaddubsw`'s pair sums overflow 16 bits and the integer kernel widens
+/// every slot, 408 x 1024 -> 3072 in 39.6-41.0 ms against 71-77 (7.1-7.7
+/// against 11.1-11.3 at 64 rows); 4 bits in groups of 32 (GGUF Q4_0 and
+/// Q4_1), where the integer kernel finishes a group every 32 weights,
+/// 0.83-0.90 of its time at 408 rows, even at 64. Groups of 64 and 128, 2
+/// bits, bfloat16 `x` and shorter chunks keep the integer kernel. Both paths
+/// (MLX's layout and the repacked one) decide alike, so `MLX_NODE_REPACK=0`
+/// keeps the same bits.
+pub(crate) fn fast_prompt_runs_exact(x: &Array, bits: i32, group_size: i32) -> bool {
+    (bits == 8 || (bits == 4 && group_size == 32))
         && x.dtype() == crate::Dtype::Float32
         && x.ndim() >= 2
         && x.dim(-2) >= FAST_EXACT_MIN_POSITIONS
@@ -155,7 +159,7 @@ pub fn quantized_matmul(
 ) -> Result<Array> {
     // Our kernels read affine packing only (scale and bias per group).
     if let (Mode::Affine, true, Some(b)) = (mode, transpose, biases) {
-        if precision == Precision::Fast && !fast_prompt_runs_exact(x, bits) {
+        if precision == Precision::Fast && !fast_prompt_runs_exact(x, bits, group_size) {
             if let Some(y) = crate::cpu::qmm_int8::quantized_matmul(x, w, scales, b, group_size, bits)? {
                 return Ok(y);
             }

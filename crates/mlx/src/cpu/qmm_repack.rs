@@ -237,7 +237,7 @@ impl Repacked {
     }
 
     /// `x @ dequantize(w).T` by its precision's arithmetic, with its bits:
-    /// `cpu::qmm_int8`'s (fast; a prompt chunk on 8-bit weights: exact, see
+    /// `cpu::qmm_int8`'s (fast; some prompt chunks: exact, see
     /// `quant::fast_prompt_runs_exact`), or `cpu::qmm`'s and MLX's op's (exact).
     pub fn matmul(&self, x: &Array) -> Result<Array> {
         if x.ndim() == 0 || x.dim(-1) != self.k {
@@ -249,7 +249,7 @@ impl Repacked {
         *out_shape.last_mut().expect("x has a last axis") = self.n;
         let [code, c] = self.format.params();
         let params = [self.k as f32, self.n as f32, self.group_size as f32, self.bits as f32, code, c];
-        let exact = self.precision == Precision::Exact || crate::quant::fast_prompt_runs_exact(x, self.bits);
+        let exact = self.precision == Precision::Exact || crate::quant::fast_prompt_runs_exact(x, self.bits, self.group_size);
         let y = match exact {
             false => cpu_kernel_f32("QuantizedMatmulInt8Repacked", QMM_REPACKED, &params, &[x, &self.weight, &self.sb], &out_shape)?,
             true => {
