@@ -284,6 +284,9 @@ mod x86 {
         for pass in 0..passes {
             let r = (p.m - m).div_ceil(passes - pass);
             match r {
+                // Not reached (see above), kept so that no row count reads past `x`.
+                1 => panel_rows::<1, BF>(p, m, wd, tile0, count, out),
+                2 => panel_rows::<2, BF>(p, m, wd, tile0, count, out),
                 3 => panel_rows::<3, BF>(p, m, wd, tile0, count, out),
                 4 => panel_rows::<4, BF>(p, m, wd, tile0, count, out),
                 5 => panel_rows::<5, BF>(p, m, wd, tile0, count, out),
