@@ -4,6 +4,7 @@
 //! for plain keys and values, MLX-LM's `quantized_scaled_dot_product_attention`
 //! for quantized ones.
 use mlx::cpu::decode_attention::{decode_attention, CachedKv};
+use mlx::cpu::exact_attention::exact_decode_attention;
 use mlx::cpu::kernel::Kernel;
 use mlx::fast::{scaled_dot_product_attention, scaled_dot_product_attention_sinks, AttentionMask};
 use mlx::nn::{Linear, RmsNorm, Rope};
@@ -127,20 +128,27 @@ impl SelfAttention {
 
     /// The new positions of each sequence (`q` `[B, heads, L, dim]`, after RoPE
     /// and any position scale) against the keys and values each cache just
-    /// fetched, read in its buffers, causally, as one node
-    /// (`mlx::cpu::decode_attention`): `[B, L, heads * dim]`. In `precision: 'fast'` only (taken from the
-    /// output projection: fast applies to quantized layers), as the kernel's
-    /// sums are not MLX's; None where it does not apply (sinks, quantized or
-    /// no buffers, shapes the kernel declines): the caller runs MLX's ops.
+    /// fetched, read in its buffers, causally, as one node: `[B, L, heads * dim]`.
+    /// In `precision: 'fast'` (taken from the output projection: fast applies to
+    /// quantized layers) by `mlx::cpu::decode_attention`, whose sums are not
+    /// MLX's; otherwise, for one position per sequence, by
+    /// `mlx::cpu::exact_attention` (MLX's bits). None where neither applies
+    /// (sinks, quantized or no buffers, shapes the kernels decline): the caller
+    /// runs MLX's ops.
     fn attend_in_place(&self, q: &Array, caches: &[&dyn Cache]) -> Result<Option<Array>> {
-        if !self.reads_in_place() {
+        let fast = self.reads_in_place();
+        if !fast && (self.sinks.is_some() || q.dim(2) != 1) {
             return Ok(None);
         }
         let Some(kv) = caches.iter().map(|c| c.buffers().map(|(keys, values, len)| CachedKv { keys, values, len })).collect::<Option<Vec<_>>>()
         else {
             return Ok(None);
         };
-        decode_attention(q, &kv, self.scale)
+        if fast {
+            decode_attention(q, &kv, self.scale)
+        } else {
+            exact_decode_attention(q, &kv, self.scale)
+        }
     }
 
     /// Whether attention may read the caches' buffers with the fast kernel

@@ -3,6 +3,7 @@
 //! chosen at run time from the CPU's features, and has an off switch.
 pub mod attention;
 pub mod decode_attention;
+pub mod exact_attention;
 pub mod gemv;
 pub(crate) mod half;
 pub mod kernel;

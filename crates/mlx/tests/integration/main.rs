@@ -6,6 +6,7 @@ mod attention_cpu;
 mod cpu_math;
 mod decode_attention_cpu;
 mod distributed;
+mod exact_attention_cpu;
 mod gemv_cpu;
 mod ops;
 mod qmm_cpu;

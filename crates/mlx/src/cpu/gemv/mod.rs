@@ -201,6 +201,33 @@ fn calibrate(b: Blocking, probes: &[(i32, i32, i32, bool)]) -> Result<bool> {
     Ok(true)
 }
 
+/// `x @ w.T` for `m` rows of `x` (`k` apart) against the `n` rows of `w` into
+/// `out` (`m` x `n`), on the calling thread, each row with the bits of its own
+/// one-row `sgemm` (a row's sums never depend on the others): for kernels that
+/// run such products inside themselves (`cpu::exact_attention`). False, with
+/// `out` untouched, where the kernel is off or the sizes do not fit (`k` a
+/// multiple of 64, as `matmul_t` asks).
+pub(crate) fn rows_times_t(x: &[f32], w: &[f32], m: usize, n: usize, k: usize, out: &mut [f32]) -> bool {
+    let Some(b) = blocking() else { return false };
+    if k == 0 || !k.is_multiple_of(64) || n == 0 || x.len() != m * k || w.len() < n * k || out.len() != m * n {
+        return false;
+    }
+    let p = Problem { x, w: &w[..n * k], bias: None, m, n, k, blocks: k_blocks(k, b) };
+    let dst = OutPtr(out.as_mut_ptr());
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `blocking` is only Some after `has_avx2_fma`; `out` holds `m * n` values.
+    unsafe {
+        if b.takes_small_path(1, n, k) {
+            lanes16::columns(&p, 0..n, dst)
+        } else {
+            blocked::blocks(&p, 0..n.div_ceil(BLOCK), dst)
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, dst);
+    true
+}
+
 /// The `(start, len)` blocks OpenBLAS's level-3 driver cuts `k` into.
 fn k_blocks(k: usize, b: Blocking) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
