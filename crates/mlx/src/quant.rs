@@ -117,8 +117,9 @@ pub enum Precision {
 const FAST_EXACT_MIN_POSITIONS: i32 = 64;
 
 /// Whether a fast-precision matmul of `x` against `bits`-bit weights in
-/// groups of `group_size` runs exact precision's kernel (MLX's arithmetic
-/// and bits) instead of `cpu::qmm_int8`: float32 `x` with at least 64
+/// groups of `group_size` runs exact precision's kernel (on the repacked
+/// layout, its panel path, each step a fused multiply-add: not MLX's bits,
+/// `cpu::qmm_exact_repack::Exact::fused`) instead of `cpu::qmm_int8`: float32 `x` with at least 64
 /// positions in its second-to-last axis (a prompt chunk; a batched decode
 /// step is `[B, 1, K]` and keeps the integer kernel, so a batch keeps its
 /// sequences' bits alone), 8-bit weights or 4-bit ones in groups of 32, the
@@ -162,6 +163,12 @@ pub fn quantized_matmul(
         if precision == Precision::Fast && !fast_prompt_runs_exact(x, bits, group_size) {
             if let Some(y) = crate::cpu::qmm_int8::quantized_matmul(x, w, scales, b, group_size, bits)? {
                 return Ok(y);
+            }
+        } else if precision == Precision::Fast {
+            // The fused sums run on the repacked layout only: laid out for this call, as the
+            // layer would have been at load (one pass over the weights, against a chunk's rows).
+            if let Some(r) = crate::cpu::qmm_repack::Repacked::new(w, scales, b, group_size, bits, precision)? {
+                return r.matmul(x);
             }
         }
         if let Some(y) = crate::cpu::qmm::quantized_matmul(x, w, scales, b, group_size, bits)? {

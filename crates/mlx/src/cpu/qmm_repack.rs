@@ -237,8 +237,9 @@ impl Repacked {
     }
 
     /// `x @ dequantize(w).T` by its precision's arithmetic, with its bits:
-    /// `cpu::qmm_int8`'s (fast; some prompt chunks: exact, see
-    /// `quant::fast_prompt_runs_exact`), or `cpu::qmm`'s and MLX's op's (exact).
+    /// `cpu::qmm_int8`'s (fast; some prompt chunks: the exact kernel with fused
+    /// multiply-adds, see `quant::fast_prompt_runs_exact`), or `cpu::qmm`'s and
+    /// MLX's op's (exact).
     pub fn matmul(&self, x: &Array) -> Result<Array> {
         if x.ndim() == 0 || x.dim(-1) != self.k {
             return Err(Error::new(format!("quantized matmul: x has shape {:?}, the weight takes {} inputs", x.shape(), self.k)));
@@ -256,7 +257,9 @@ impl Repacked {
                 // Exact layers: `new` took float32 or bfloat16 scales and biases, so the compute type
                 // is one of them; fast ones come here with float32 `x`, so float32.
                 let bf16 = (out_dtype == Dtype::Bfloat16) as u8 as f32;
-                let params = [params.as_slice(), &[bf16]].concat();
+                // Fast layers' prompt chunks sum with fused multiply-adds (`qmm_exact_repack::Exact::fused`).
+                let fused = (self.precision == Precision::Fast) as u8 as f32;
+                let params = [params.as_slice(), &[bf16, fused]].concat();
                 let kernel = crate::cpu::qmm_exact_repack::QMM_EXACT_REPACKED;
                 cpu_kernel_f32("QuantizedMatmulExactRepacked", kernel, &params, &[x, &self.weight, &self.sb], &out_shape)?
             }

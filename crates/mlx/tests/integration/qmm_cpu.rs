@@ -208,21 +208,38 @@ fn fast_precision_on_a_prompt_gives_each_row_its_own_bits() {
 }
 
 /// Fast precision computes a prompt chunk (64 positions or more) of float32
-/// `x` on 8-bit weights, or 4-bit ones in groups of 32, by the exact kernel,
-/// MLX's bits, on MLX's layout and on the repacked one alike; 63 positions,
-/// a batched decode step (`[B, 1, K]`), 4-bit weights in groups of 64, 2-bit
-/// ones and bfloat16 `x` keep the integer kernel.
+/// `x` on 8-bit weights, or 4-bit ones in groups of 32, by the exact kernel
+/// with fused multiply-adds (one `mul_add` per weight, in index order, on
+/// the weights dequantized as MLX does), on MLX's layout and on the repacked
+/// one alike; 63 positions, a batched decode step (`[B, 1, K]`), 4-bit
+/// weights in groups of 64, 2-bit ones and bfloat16 `x` keep the integer
+/// kernel. Neither gives MLX's bits.
 #[test]
-fn fast_precision_runs_some_prompts_exactly() {
+fn fast_precision_runs_some_prompts_fused() {
     let (k, n) = (256, 44);
     for (bits, gs) in [(8, 64), (4, 32), (4, 64), (2, 32)] {
         let (wq, s, b) = affine(&normal(&[n, k], 0.05, 810 + bits as u64 + gs as u64), gs, bits).unwrap();
         let r = Repacked::new(&wq, &s, &b, gs, bits, Precision::Fast).unwrap().expect("the fast kernel applies");
         let per_call = |x: &Array| quantized_matmul(x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine, Precision::Fast).unwrap();
         let mlx = |x: &Array| quantized_matmul_mlx(x, &wq, &s, Some(&b), true, gs, bits, Mode::Affine).unwrap();
-        let same = |a: &Array, b: &Array| {
-            let (a, b) = (a.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap(), b.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap());
-            a.len() == b.len() && a.iter().zip(&b).all(|(a, b)| a.to_bits() == b.to_bits())
+        let same = |a: &Array, b: &[f32]| {
+            let a = a.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap();
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits())
+        };
+        // The weights as MLX dequantizes them (`scale * q + bias`, two roundings), from its layout.
+        let (words, scales, biases) = (wq.to_vec::<u32>().unwrap(), s.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+        let per_word = 32 / bits as usize;
+        let (k_, gs_) = (k as usize, gs as usize);
+        let weight = |col: usize, e: usize| {
+            let q = (words[col * k_ / per_word + e / per_word] >> (e % per_word * bits as usize)) & ((1u32 << bits) - 1);
+            let g = col * (k_ / gs_) + e / gs_;
+            scales[g] * q as f32 + biases[g]
+        };
+        let fused = |x: &Array| -> Vec<f32> {
+            let x = x.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap();
+            (0..x.len() / k_ * n as usize)
+                .map(|o| (0..k_).fold(0f32, |sum, e| x[o / n as usize * k_ + e].mul_add(weight(o % n as usize, e), sum)))
+                .collect()
         };
         for (shape, dtype) in [
             ([1, 64, k], Dtype::Float32),
@@ -235,9 +252,11 @@ fn fast_precision_runs_some_prompts_exactly() {
             let (fast, repacked) = (per_call(&x), r.matmul(&x).unwrap());
             let what = format!("{bits} bits, groups of {gs}, x {shape:?} {dtype:?}");
             assert_same_bits(&repacked.astype(Dtype::Float32).unwrap(), &fast.astype(Dtype::Float32).unwrap(), &what);
-            let exact = (bits == 8 || gs == 32 && bits == 4) && shape[1] >= 64 && dtype == Dtype::Float32;
-            assert_eq!(same(&fast, &mlx(&x)), exact, "{what}: MLX's bits expected: {exact}");
-            if !exact && shape[0] > 1 {
+            let expect_fused = (bits == 8 || gs == 32 && bits == 4) && shape[1] >= 64 && dtype == Dtype::Float32;
+            assert_eq!(same(&fast, &fused(&x)), expect_fused, "{what}: fused sums expected: {expect_fused}");
+            let mlx_bits = mlx(&x).astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap();
+            assert!(!same(&fast, &mlx_bits), "{what}: MLX's bits");
+            if !expect_fused && shape[0] > 1 {
                 // A batch keeps each sequence's bits alone.
                 for row in (0..shape[0]).step_by(9) {
                     let one = x.slice_axis(0, row, row + 1).unwrap();
