@@ -67,24 +67,10 @@ impl Split {
     /// The blocks of `k` positions for a weighted sum of `d` outputs.
     fn blocks(self, k: usize, d: usize) -> Vec<(usize, usize)> {
         let halves = if k * d > THREADED_MIN { self.threaded } else { self.halves };
-        let mut out = Vec::new();
-        let mut start = 0;
-        while start < k {
-            let rest = k - start;
-            let len = if rest >= 2 * self.q {
-                self.q
-            } else if rest > self.q {
-                match halves {
-                    Halves::Up(u) => (rest / 2).div_ceil(u) * u,
-                    Halves::Ceil => rest.div_ceil(2),
-                }
-            } else {
-                rest
-            };
-            out.push((start, len));
-            start += len;
-        }
-        out
+        gemv::blocks_of(k, self.q, |rest| match halves {
+            Halves::Up(u) => (rest / 2).div_ceil(u) * u,
+            Halves::Ceil => rest.div_ceil(2),
+        })
     }
 }
 
@@ -172,8 +158,8 @@ const PROBES: [(i32, i32); 17] = [
 /// The weighted sum with `s` against MLX's `p @ v`, bit for bit.
 fn calibrate(s: Split) -> Result<bool> {
     for (i, &(n, d)) in PROBES.iter().enumerate() {
-        let p = probe_data(n, 5 * i as u64 + 1, 0.0, 1.0 / n as f32)?.reshape(&[1, n])?;
-        let v = probe_data(n * d, 5 * i as u64 + 2, -2.0, 2.0)?.reshape(&[n, d])?;
+        let p = gemv::probe_data(n, 5 * i as u64 + 1, 0.0, 1.0 / n as f32)?.reshape(&[1, n])?;
+        let v = gemv::probe_data(n * d, 5 * i as u64 + 2, -2.0, 2.0)?.reshape(&[n, d])?;
         let want = p.matmul(&v)?.to_vec::<f32>()?;
         let (pv, vv) = (p.to_vec::<f32>()?, v.to_vec::<f32>()?);
         let mut got = vec![0f32; d as usize];
@@ -183,20 +169,6 @@ fn calibrate(s: Split) -> Result<bool> {
         }
     }
     Ok(true)
-}
-
-/// `len` values in `lo..hi` from a fixed xorshift sequence.
-fn probe_data(len: i32, seed: u64, lo: f32, hi: f32) -> Result<Array> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let v: Vec<f32> = (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + (s >> 40) as f32 / (1u64 << 24) as f32 * (hi - lo)
-        })
-        .collect();
-    Array::from_slice(&v, &[len])
 }
 
 const EXACT: KernelF32 = |params, inputs, out| {

@@ -6,13 +6,13 @@ use mlx::cpu::decode_attention::{decode_attention, CachedKv};
 use mlx::fast::{scaled_dot_product_attention_mlx, AttentionMask};
 use mlx::{random, Array, Dtype};
 
-fn normal(shape: &[i32], seed: u64) -> Array {
+pub(crate) fn normal(shape: &[i32], seed: u64) -> Array {
     random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap()
 }
 
 /// A cache buffer `[rows, heads, capacity, d]`: `len` random positions, then
 /// NaN where a cache has not written yet (read by mistake, they would show).
-fn buffer(rows: i32, heads: i32, len: i32, capacity: i32, d: i32, seed: u64) -> Array {
+pub(crate) fn buffer(rows: i32, heads: i32, len: i32, capacity: i32, d: i32, seed: u64) -> Array {
     let held = normal(&[rows, heads, len, d], seed);
     if capacity == len {
         return held;
@@ -24,7 +24,7 @@ fn buffer(rows: i32, heads: i32, len: i32, capacity: i32, d: i32, seed: u64) -> 
 /// MLX's attention, batch row by batch row over each cache's held positions,
 /// for `q` `[B, n_q, T, d]` whose positions are the last `T` each cache holds
 /// (causal for several positions), as `[B, T, n_q * d]`.
-fn reference(q: &Array, kv: &[CachedKv], scale: f32, causal: bool) -> Vec<f32> {
+pub(crate) fn reference(q: &Array, kv: &[CachedKv], scale: f32, causal: bool) -> Vec<f32> {
     let mut out = Vec::new();
     let mut b = 0;
     for c in kv {

@@ -3,38 +3,13 @@
 //! cache holds.
 use mlx::cpu::decode_attention::CachedKv;
 use mlx::cpu::exact_attention::{active, exact_decode_attention};
-use mlx::fast::{scaled_dot_product_attention_mlx, AttentionMask};
-use mlx::{info, random, Array, Dtype};
+use mlx::{info, Array, Dtype};
 
-fn normal(shape: &[i32], seed: u64) -> Array {
-    random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap()
-}
+use super::decode_attention_cpu::{buffer, normal};
 
-/// A cache buffer `[rows, heads, capacity, d]`: `len` random positions, then
-/// NaN where a cache has not written yet (read by mistake, they would show).
-fn buffer(rows: i32, heads: i32, len: i32, capacity: i32, d: i32, seed: u64) -> Array {
-    let held = normal(&[rows, heads, len, d], seed);
-    if capacity == len {
-        return held;
-    }
-    let unwritten = Array::full(&[rows, heads, capacity - len, d], f64::NAN, Dtype::Float32).unwrap();
-    Array::concatenate(&[&held, &unwritten], 2).unwrap()
-}
-
-/// MLX's attention, batch row by batch row, as `[B, 1, n_q * d]` values.
+/// MLX's attention (no mask), batch row by batch row, as `[B, 1, n_q * d]` values.
 fn reference(q: &Array, kv: &[CachedKv], scale: f32) -> Vec<f32> {
-    let mut out = Vec::new();
-    let mut b = 0;
-    for c in kv {
-        for r in 0..c.keys.dim(0) {
-            let held = |a: &Array| a.slice_axis(0, r, r + 1).unwrap().slice_axis(2, 0, c.len).unwrap();
-            let qb = q.slice_axis(0, b, b + 1).unwrap();
-            let o = scaled_dot_product_attention_mlx(&qb, &held(c.keys), &held(c.values), scale, AttentionMask::None).unwrap();
-            out.extend(o.transpose(&[0, 2, 1, 3]).unwrap().to_vec::<f32>().unwrap());
-            b += 1;
-        }
-    }
-    out
+    super::decode_attention_cpu::reference(q, kv, scale, false)
 }
 
 /// Equal bits, or both NaN (MLX's and the kernel's NaN may differ in payload).

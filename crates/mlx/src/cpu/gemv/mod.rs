@@ -173,18 +173,7 @@ const MORE_ROWS_PROBES: [(i32, i32, i32, bool); 7] = [
 /// The kernel with blocking `b` against MLX's matmul on `probes`, bit for bit.
 fn calibrate(b: Blocking, probes: &[(i32, i32, i32, bool)]) -> Result<bool> {
     for (i, &(m, k, n, with_bias)) in probes.iter().enumerate() {
-        let data = |len: i32, seed: u64| -> Result<Array> {
-            let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let v: Vec<f32> = (0..len)
-                .map(|_| {
-                    s ^= s << 13;
-                    s ^= s >> 7;
-                    s ^= s << 17;
-                    (s >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
-                })
-                .collect();
-            Array::from_slice(&v, &[len])
-        };
+        let data = |len: i32, seed: u64| probe_data(len, seed, -2.0, 2.0);
         let x = data(m * k, 3 * i as u64 + 1)?.reshape(&[m, k])?;
         let w = data(n * k, 3 * i as u64 + 2)?.reshape(&[n, k])?;
         let bias = if with_bias { Some(data(n, 3 * i as u64 + 3)?) } else { None };
@@ -228,16 +217,24 @@ pub(crate) fn rows_times_t(x: &[f32], w: &[f32], m: usize, n: usize, k: usize, o
     true
 }
 
-/// The `(start, len)` blocks OpenBLAS's level-3 driver cuts `k` into.
+/// The `(start, len)` blocks OpenBLAS's level-3 driver cuts `k` into (with
+/// `k` a multiple of 64, the half needs no rounding: see `Blocking`).
 fn k_blocks(k: usize, b: Blocking) -> Vec<(usize, usize)> {
+    blocks_of(k, b.q, |rest| rest / 2)
+}
+
+/// Blocks of `q` while two more would fit, then a rest of more than one
+/// block in two, the first `half(rest)` long (how the driver rounds it
+/// depends on the driver and the core type), else the rest whole.
+pub(crate) fn blocks_of(k: usize, q: usize, half: impl Fn(usize) -> usize) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut start = 0;
     while start < k {
         let rest = k - start;
-        let len = if rest >= 2 * b.q {
-            b.q
-        } else if rest > b.q {
-            rest / 2
+        let len = if rest >= 2 * q {
+            q
+        } else if rest > q {
+            half(rest).clamp(1, rest)
         } else {
             rest
         };
@@ -245,6 +242,20 @@ fn k_blocks(k: usize, b: Blocking) -> Vec<(usize, usize)> {
         start += len;
     }
     out
+}
+
+/// `len` values in `lo..hi` from a fixed xorshift sequence (calibration probes).
+pub(crate) fn probe_data(len: i32, seed: u64, lo: f32, hi: f32) -> Result<Array> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let v: Vec<f32> = (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            lo + (s >> 40) as f32 / (1u64 << 24) as f32 * (hi - lo)
+        })
+        .collect();
+    Array::from_slice(&v, &[len])
 }
 
 /// Below this many multiply-adds one thread does it all.
