@@ -79,6 +79,7 @@ fn run_tiles(p: &Exact, tiles: Range<usize>, out: OutPtr, isa: Isa) {
     match isa {
         Isa::Scalar => scalar_tiles(p, tiles, out),
         // An AVX2 CPU without FMA (none is known) sums fused steps in the portable loop.
+        #[cfg(target_arch = "x86_64")]
         _ if p.fused && !crate::cpu::math::has_avx2_fma() => scalar_tiles(p, tiles, out),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::detect` (or the tests' `available`) chose it: the CPU has AVX2 and F16C
