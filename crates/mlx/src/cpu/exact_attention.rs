@@ -35,7 +35,7 @@ use crate::{Array, Dtype, Result};
 /// Below this many multiply-adds one thread does it all.
 const PARALLEL_MIN: usize = 1 << 17;
 /// Parameters before the per-cache ones, and per cache.
-const FIXED: usize = 6;
+const FIXED: usize = 5;
 const PER_CACHE: usize = 3;
 
 /// How OpenBLAS's level-3 driver cuts `k` (here: the positions) into blocks:
@@ -107,7 +107,7 @@ pub fn exact_decode_attention(q: &Array, kv: &[CachedKv], scale: f32) -> Result<
     if !fits || split().is_none() {
         return Ok(None);
     }
-    let mut params = vec![b as f32, n_q as f32, n_kv as f32, d as f32, scale, 0.0];
+    let mut params = vec![b as f32, n_q as f32, n_kv as f32, d as f32, scale];
     let mut inputs = vec![q];
     for c in kv {
         params.extend([c.keys.dim(0) as f32, c.keys.dim(2) as f32, c.len as f32]);
