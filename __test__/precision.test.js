@@ -175,6 +175,13 @@ test('fast precision gives the same bits on the portable path (a CPU without AVX
   for (const name of MODELS) assert.deepEqual(portable[name], fast[name], name);
 });
 
+// On an AVX-512 or AVX-VNNI CPU this compares its VNNI paths with the AVX2 ones (8-bit weights
+// there sum as signed bytes); on an AVX2-only CPU both runs take the same paths.
+test('fast precision gives the same bits with AVX2 alone (MLX_NODE_CPU_FEATURES=avx2)', () => {
+  const avx2 = child({ precision: 'fast' }, { MLX_NODE_CPU_FEATURES: 'avx2' });
+  for (const name of MODELS) assert.deepEqual(avx2[name], fast[name], name);
+});
+
 test('weights repacked at load give fast precision\'s bits laid out per call (MLX_NODE_REPACK=0)', () => {
   const perCall = child({ precision: 'fast' }, { MLX_NODE_REPACK: '0' });
   for (const name of MODELS) assert.deepEqual(perCall[name], fast[name], name);

@@ -13,7 +13,8 @@
 //! `cpu::math`'s row softmax (MLX's), and the weighted sum in OpenBLAS's
 //! order for the values' call: the positions cut into its K blocks, each
 //! block summed from zero in position order by fused multiply-adds, the
-//! block sums added in order.
+//! block sums added in order (OpenBLAS's AVX-512 core types sum short calls
+//! as one such chain, see `Split::whole`).
 //!
 //! How OpenBLAS cuts an odd count of positions into blocks is not assumed:
 //! the first call compares the weighted sum with MLX's matmul on probe
@@ -57,7 +58,18 @@ struct Split {
     halves: Halves,
     /// Longer calls (OpenBLAS's threaded driver, where it has threads).
     threaded: Halves,
+    /// Calls of at most this many multiply-adds are one chain over all the
+    /// positions (0: none). OpenBLAS's AVX-512 core types send small
+    /// `NoTrans x NoTrans` products to kernels that skip the blocking: its
+    /// "direct" `sgemm` (up to 2 * 350 * 512 multiply-adds with threads, up to
+    /// 28 * 512 * 512 without) and then its small-matrix kernel (up to 1e6);
+    /// both sum each output from zero in order by fused multiply-adds.
+    whole: usize,
 }
+
+/// The candidates for `Split::whole`: none (Haswell, Zen), the small-matrix
+/// limit (AVX-512 with threads) and the direct limit (AVX-512, one thread).
+const WHOLE: [usize; 3] = [0, 1_000_000, 28 * 512 * 512 - 1];
 
 /// OpenBLAS's `sgemm` runs its threaded driver above this many multiply-adds
 /// (`SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD`, 65536 * 4).
@@ -66,6 +78,9 @@ const THREADED_MIN: usize = 262_144;
 impl Split {
     /// The blocks of `k` positions for a weighted sum of `d` outputs.
     fn blocks(self, k: usize, d: usize) -> Vec<(usize, usize)> {
+        if k * d <= self.whole {
+            return vec![(0, k)];
+        }
         let halves = if k * d > THREADED_MIN { self.threaded } else { self.halves };
         gemv::blocks_of(k, self.q, |rest| match halves {
             Halves::Up(u) => (rest / 2).div_ceil(u) * u,
@@ -121,21 +136,30 @@ pub fn active() -> bool {
     Kernel::Attention.enabled() && split().is_some()
 }
 
+/// The rule the calibration found, for reports: `None` where it found none.
+pub fn rule() -> Option<String> {
+    split().map(|s| format!("{s:?}"))
+}
+
 fn split() -> Option<Split> {
     static CHOSEN: OnceLock<Option<Split>> = OnceLock::new();
     *CHOSEN.get_or_init(|| {
         let q = gemv::chosen()?.q;
         let candidates = [Halves::Up(8), Halves::Ceil, Halves::Up(16), Halves::Up(4), Halves::Up(1), Halves::Up(32)];
-        let splits = candidates.into_iter().flat_map(|halves| candidates.map(|threaded| Split { q, halves, threaded }));
-        splits.into_iter().find(|&s| calibrate(s).unwrap_or(false))
+        let splits = WHOLE
+            .into_iter()
+            .flat_map(|whole| candidates.into_iter().flat_map(move |halves| candidates.map(|threaded| Split { q, halves, threaded, whole })));
+        let probes = probes().ok()?;
+        splits.into_iter().find(|&s| fits(s, &probes))
     })
 }
 
 /// Probe `(positions, D)`: below, at and past one block, odd rests that each
 /// rounding cuts differently, long ones past OpenBLAS's threading threshold
 /// (`D * positions` > 262144 multiply-adds), and on both sides of the AVX-512
-/// core types' small-matrix limit (1e6), where another summation would show.
-const PROBES: [(i32, i32); 17] = [
+/// core types' limits for one chain (`WHOLE`: 358,400 and 1e6 with threads,
+/// 7,340,032 without), where another summation would show.
+const PROBES: [(i32, i32); 18] = [
     (1, 64),
     (37, 128),
     (320, 128),
@@ -153,22 +177,35 @@ const PROBES: [(i32, i32); 17] = [
     (8203, 128),
     (15001, 64),
     (16411, 64),
+    (57345, 128),
 ];
 
-/// The weighted sum with `s` against MLX's `p @ v`, bit for bit.
-fn calibrate(s: Split) -> Result<bool> {
+/// A probe's weights `p`, values `v` (`[n, d]`) and MLX's `p @ v`.
+struct Probe {
+    d: usize,
+    p: Vec<f32>,
+    v: Vec<f32>,
+    want: Vec<f32>,
+}
+
+fn probes() -> Result<Vec<Probe>> {
+    let mut out = Vec::with_capacity(PROBES.len());
     for (i, &(n, d)) in PROBES.iter().enumerate() {
         let p = gemv::probe_data(n, 5 * i as u64 + 1, 0.0, 1.0 / n as f32)?.reshape(&[1, n])?;
         let v = gemv::probe_data(n * d, 5 * i as u64 + 2, -2.0, 2.0)?.reshape(&[n, d])?;
         let want = p.matmul(&v)?.to_vec::<f32>()?;
-        let (pv, vv) = (p.to_vec::<f32>()?, v.to_vec::<f32>()?);
-        let mut got = vec![0f32; d as usize];
-        weighted_sum(&pv, &vv, d as usize, &s.blocks(n as usize, d as usize), &mut got);
-        if want.iter().zip(&got).any(|(a, b)| a.to_bits() != b.to_bits()) {
-            return Ok(false);
-        }
+        out.push(Probe { d: d as usize, p: p.to_vec::<f32>()?, v: v.to_vec::<f32>()?, want });
     }
-    Ok(true)
+    Ok(out)
+}
+
+/// Whether the weighted sum with `s` gives MLX's `p @ v` bit for bit on every probe.
+fn fits(s: Split, probes: &[Probe]) -> bool {
+    probes.iter().all(|pr| {
+        let mut got = vec![0f32; pr.d];
+        weighted_sum(&pr.p, &pr.v, pr.d, &s.blocks(pr.p.len(), pr.d), &mut got);
+        pr.want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits())
+    })
 }
 
 const EXACT: KernelF32 = |params, inputs, out| {

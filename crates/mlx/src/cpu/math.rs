@@ -135,12 +135,39 @@ fn floor_half_up(x: f32) -> f32 {
     }
 }
 
+/// `MLX_NODE_CPU_FEATURES`: what the kernels may use of the CPU's features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FeatureCap {
+    /// Everything the CPU has (unset, or any other value).
+    All,
+    /// `avx2`: AVX2, FMA and F16C, none of AVX-512 or AVX-VNNI, so an AVX-512
+    /// machine runs (and tests, and measures) the paths of an AVX2-only CPU.
+    Avx2,
+    /// `baseline`: none of AVX, AVX2 and FMA, so the portable code every kernel
+    /// falls back to runs on any machine.
+    Baseline,
+}
+
+/// Read once per process.
+fn feature_cap() -> FeatureCap {
+    static CAP: std::sync::OnceLock<FeatureCap> = std::sync::OnceLock::new();
+    *CAP.get_or_init(|| match std::env::var("MLX_NODE_CPU_FEATURES").as_deref().map(str::trim) {
+        Ok("baseline") => FeatureCap::Baseline,
+        Ok("avx2") => FeatureCap::Avx2,
+        _ => FeatureCap::All,
+    })
+}
+
 /// `MLX_NODE_CPU_FEATURES=baseline`: act as on an x86-64 CPU without AVX, AVX2
-/// and FMA, so the portable code every kernel falls back to runs (and is tested)
-/// on any machine. Read once per process.
+/// and FMA.
 pub fn baseline_only() -> bool {
-    static BASELINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *BASELINE.get_or_init(|| std::env::var("MLX_NODE_CPU_FEATURES").is_ok_and(|v| v.trim() == "baseline"))
+    feature_cap() == FeatureCap::Baseline
+}
+
+/// Whether the kernels may use AVX-512 and AVX-VNNI where the CPU has them
+/// (not under `MLX_NODE_CPU_FEATURES=avx2` or `baseline`).
+pub fn beyond_avx2() -> bool {
+    feature_cap() == FeatureCap::All
 }
 
 /// Whether the CPU has AVX2 and FMA (the condition of `avx2_fma_dispatch!`'s

@@ -139,7 +139,7 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
     let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) };
     let m = x.len() / k;
     let groups = k / group_size;
-    let mut compute = |(xq, xd, xsum): &mut Scratch| {
+    let mut compute = |(xq, xd, xsum, _): &mut Scratch| {
         xq.resize(2 * m * k, 0);
         xd.resize(m * groups, 0.0);
         xsum.resize(m * groups, 0.0);
@@ -158,15 +158,16 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
     }
 };
 
-/// The quantized rows of `x`, their scales and sums (`quantize_rows`).
-pub(super) type Scratch = (Vec<i8>, Vec<f32>, Vec<f32>);
+/// The quantized rows of `x`, their scales and sums (`quantize_rows`), and
+/// the repacked kernel's integer group sums (`qmm_repack::group_sums`).
+pub(super) type Scratch = (Vec<i8>, Vec<f32>, Vec<f32>, Vec<i32>);
 
 thread_local! {
     /// The quantized rows of a decode step's or small batch's `x`, kept per
     /// thread from call to call: a decode step makes about 200 of these
     /// calls, and allocating them each time showed up as malloc lock
     /// contention with the thread building the next graph.
-    pub(super) static SCRATCH: std::cell::RefCell<Scratch> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    pub(super) static SCRATCH: std::cell::RefCell<Scratch> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new(), Vec::new())) };
 }
 
 // Compiled for AVX2 where the CPU has it (the rounding loop then runs 8 lanes at a time; plain
@@ -287,11 +288,17 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         {
             // F16C (every AVX2 CPU has it) widens the repacked layout's 16-bit scales.
+            use crate::cpu::math::beyond_avx2;
             let has_avx2 = || crate::cpu::math::has_avx2() && is_x86_feature_detected!("f16c");
-            if has_avx2() && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
+            if has_avx2()
+                && beyond_avx2()
+                && is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512vnni")
+                && is_x86_feature_detected!("avx512vl")
+            {
                 return Isa::Avx512Vnni;
             }
-            if has_avx2() && is_x86_feature_detected!("avxvnni") {
+            if has_avx2() && beyond_avx2() && is_x86_feature_detected!("avxvnni") {
                 return Isa::AvxVnni;
             }
             if has_avx2() {
@@ -308,12 +315,17 @@ impl Isa {
         let mut v = vec![Isa::Scalar];
         #[cfg(target_arch = "x86_64")]
         {
+            use crate::cpu::math::beyond_avx2;
             if crate::cpu::math::has_avx2() && is_x86_feature_detected!("f16c") {
                 v.push(Isa::Avx2);
-                if is_x86_feature_detected!("avxvnni") {
+                if beyond_avx2() && is_x86_feature_detected!("avxvnni") {
                     v.push(Isa::AvxVnni);
                 }
-                if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
+                if beyond_avx2()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512vnni")
+                    && is_x86_feature_detected!("avx512vl")
+                {
                     v.push(Isa::Avx512Vnni);
                 }
             }
