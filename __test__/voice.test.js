@@ -216,6 +216,29 @@ test('createVoice: bad audio and options are clear errors; nothing is written to
   assert.deepEqual(fs.readdirSync(VOICE).sort(), before, 'the fixture folder changed');
 });
 
+// Work queued behind a synthesis and stopped before it begins ends without a voice or a file:
+// createVoice() rejects with the signal's reason, save() with ABORTED when the model is disposed.
+test('createVoice and save stopped while queued: the reason or ABORTED, no voice, no file', async () => {
+  const tts = await loadTTS(CHATTERBOX, { s3Tokenizer: tokenizerDir() });
+  const samples = samplesOf('pcm16_16k_mono');
+  const voice = await tts.createVoice({ samples, sampleRate: 16000 });
+  const busy = tts.synthesize('Busy for a while.', { maxTokens: 16, seed: 1 });
+  const stop = new AbortController();
+  const queued = tts.createVoice({ samples, sampleRate: 16000 }, { signal: stop.signal });
+  stop.abort(new Error('stopped while queued'));
+  await assert.rejects(queued, /stopped while queued/);
+  await busy;
+  const file = path.join(tmp, 'queued.safetensors');
+  const busyAgain = tts.synthesize('Busy again.', { maxTokens: 16, seed: 1 }).catch((e) => e);
+  const saved = voice.save(file).then(() => 'resolved', (e) => e);
+  await tts.dispose();
+  const e = await saved;
+  assert.equal(e?.code, 'ABORTED', `save queued at dispose: ${e}`);
+  assert.match(e.message, /stopped before the voice was written/);
+  assert.equal(fs.existsSync(file), false, 'a save stopped before it began wrote a file');
+  await busyAgain;
+});
+
 test('a disposed Voice, a Voice of another model, and a disposed model: DISPOSED or INVALID_ARGUMENT', async () => {
   const tts = await model();
   const samples = samplesOf('pcm16_16k_mono');

@@ -150,7 +150,14 @@ class TextToSpeech extends NativeOwner {
     const { signal } = options;
     let made;
     try {
-      made = await this.#job({ signal }, (n) => n.createVoice(...args, exaggeration), undefined, (v) => v).result;
+      made = await this.#job({ signal }, (n) => n.createVoice(...args, exaggeration), undefined, (r) => {
+        // Stopped before it began (queued behind other work): the job ends with an aborted
+        // summary instead of a voice.
+        if (r.aborted) {
+          throw signal?.aborted ? signal.reason : new MlxNodeError('ABORTED', 'createVoice() was stopped before it finished: the speech model was disposed');
+        }
+        return r;
+      }).result;
     } catch (e) {
       if (signal?.aborted) throw signal.reason;
       throw e;

@@ -55,7 +55,10 @@ class Voice {
     } catch (e) {
       throw fromNative(e);
     }
-    await runJob(this.#native, id, undefined, () => {}, () => undefined).result;
+    await runJob(this.#native, id, undefined, () => {}, (r) => {
+      // Stopped before it began (the model disposed while it was queued): nothing was written.
+      if (r.aborted) throw new MlxNodeError('ABORTED', 'save() was stopped before the voice was written: the speech model was disposed');
+    }).result;
   }
 
   dispose() {
