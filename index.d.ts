@@ -57,6 +57,12 @@ export interface MlxInfo {
    * backend, with the CPU features it needs. See docs/kernels.md for the switches.
    */
   kernels: Record<'gemv' | 'qmm' | 'qmmInt8' | 'rows' | 'attention' | 'decodeAttention' | 'math' | 'sampling' | 'speech', boolean>;
+  /**
+   * Whether `precision: 'exact'` decode steps run attention as one kernel with MLX's bits:
+   * `attention` and `gemv` on, and OpenBLAS's summation of that call found by calibration
+   * on this CPU (docs/kernels.md#exact-decode-attention). Otherwise MLX's own ops run.
+   */
+  exactDecodeAttention: boolean;
 }
 
 export function mlxInfo(): MlxInfo;

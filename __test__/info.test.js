@@ -70,6 +70,14 @@ test('mlxInfo lists every custom CPU kernel; MLX_NODE_CPU_KERNELS=0 and each swi
   assert.deepEqual(noInt8.kernels, { ...on.kernels, qmmInt8: false });
   const noDecode = childInfo({ ...clean, [SWITCH('decodeAttention')]: '0' });
   assert.deepEqual(noDecode.kernels, { ...on.kernels, decodeAttention: false });
+  // The exact decode attention needs both switches and the gemv kernel's calibration, and
+  // calibrates on every core type Debian's OpenBLAS picks on x86-64 CPUs with AVX2.
+  assert.equal(off.exactDecodeAttention, false);
+  assert.equal(noGemv.exactDecodeAttention, false);
+  assert.equal(childInfo({ ...clean, [SWITCH('attention')]: '0' }).exactDecodeAttention, false);
+  if (on.kernels.gemv && ['Haswell', 'Zen', 'SkylakeX', 'Cooperlake', 'SapphireRapids'].includes(on.openblasCore)) {
+    assert.equal(on.exactDecodeAttention, true, `OpenBLAS core ${on.openblasCore}`);
+  }
 });
 
 test('mlxInfo names the OpenBLAS core type; one without fused multiply-adds runs with the gemv kernel off', { skip: process.platform !== 'linux' || process.env.MLX_NODE_OPENBLAS === 'none' }, () => {
@@ -87,6 +95,7 @@ test('MLX_NODE_CPU_FEATURES=baseline runs as on a CPU without AVX2: the kernels 
   const info = childInfo({ MLX_NODE_CPU_FEATURES: 'baseline', MLX_NODE_CPU_KERNELS: '' });
   assert.equal(info.kernels.gemv, false);
   assert.equal(info.kernels.rows, false);
+  assert.equal(info.exactDecodeAttention, false);
   // Their portable code (same bits) still runs.
   for (const k of ['decodeAttention', 'math', 'qmm', 'qmmInt8', 'sampling', 'speech']) assert.equal(info.kernels[k], true, k);
 });

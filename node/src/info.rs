@@ -19,6 +19,10 @@ pub struct MlxInfo {
     pub openblas_core: String,
     /// Each custom CPU kernel and whether it runs in this process.
     pub kernels: HashMap<String, bool>,
+    /// Whether exact-precision decode steps run attention as one kernel with
+    /// MLX's bits: the `attention` and `gemv` kernels on, and OpenBLAS's
+    /// summation of that call found by calibration on this CPU.
+    pub exact_decode_attention: bool,
 }
 
 #[napi]
@@ -41,5 +45,6 @@ pub fn mlx_info() -> napi::Result<MlxInfo, String> {
         blas_path: mlx::info::blas_library_path().map_err(mlx_error)?,
         openblas_core: mlx::info::openblas_core().map_err(mlx_error)?,
         kernels: mlx::info::cpu_kernels().into_iter().map(|(k, on)| (k.to_string(), on)).collect(),
+        exact_decode_attention: mlx::cpu::exact_attention::active(),
     })
 }
