@@ -293,6 +293,7 @@ impl Isa {
             if has_avx2()
                 && beyond_avx2()
                 && is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
                 && is_x86_feature_detected!("avx512vnni")
                 && is_x86_feature_detected!("avx512vl")
             {
@@ -323,6 +324,7 @@ impl Isa {
                 }
                 if beyond_avx2()
                     && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
                     && is_x86_feature_detected!("avx512vnni")
                     && is_x86_feature_detected!("avx512vl")
                 {

