@@ -646,27 +646,13 @@ pub(crate) mod x86 {
                     for r0 in (0..p.m).step_by(CHUNK) {
                         let end = (r0 + CHUNK).min(p.m);
                         for tile in tiles.clone() {
-                            let mut m = r0;
-                            while m < end {
-                                let step = match end - m {
-                                    left if $most >= 8 && left >= 8 => {
-                                        rows::<8, BITS>(p, m, tile, out);
-                                        8
-                                    }
-                                    1 => {
-                                        rows::<1, BITS>(p, m, tile, out);
-                                        1
-                                    }
-                                    2 | 3 => {
-                                        rows::<2, BITS>(p, m, tile, out);
-                                        2
-                                    }
-                                    _ => {
-                                        rows::<4, BITS>(p, m, tile, out);
-                                        4
-                                    }
-                                };
-                                m += step;
+                            for (m, r) in row_blocks(end - r0, $most) {
+                                match r {
+                                    8 => rows::<8, BITS>(p, r0 + m, tile, out),
+                                    4 => rows::<4, BITS>(p, r0 + m, tile, out),
+                                    2 => rows::<2, BITS>(p, r0 + m, tile, out),
+                                    _ => rows::<1, BITS>(p, r0 + m, tile, out),
+                                }
                             }
                         }
                     }
@@ -679,6 +665,24 @@ pub(crate) mod x86 {
                 }
             }
         };
+    }
+
+    /// The blocks `(first row, rows)` a chunk's `len` rows are taken in: eight
+    /// at a time where the path holds eight rows (`most`), then four, two (for
+    /// two or three left) or one.
+    fn row_blocks(len: usize, most: usize) -> impl Iterator<Item = (usize, usize)> {
+        let mut m = 0;
+        std::iter::from_fn(move || {
+            let r = match len - m {
+                0 => return None,
+                left if most >= 8 && left >= 8 => 8,
+                1 => 1,
+                2 | 3 => 2,
+                _ => 4,
+            };
+            m += r;
+            Some((m - r, r))
+        })
     }
 
     /// Group `g`'s eight scales and eight biases from a tile's `sb`, widened
@@ -779,27 +783,13 @@ pub(crate) mod x86 {
             for r0 in (0..p.m).step_by(CHUNK) {
                 let end = (r0 + CHUNK).min(p.m);
                 for tile in pairs.clone().step_by(2) {
-                    let mut m = r0;
-                    while m < end {
-                        let step = match end - m {
-                            left if left >= 8 => {
-                                rows::<8, BITS>(p, m, tile, out);
-                                8
-                            }
-                            1 => {
-                                rows::<1, BITS>(p, m, tile, out);
-                                1
-                            }
-                            2 | 3 => {
-                                rows::<2, BITS>(p, m, tile, out);
-                                2
-                            }
-                            _ => {
-                                rows::<4, BITS>(p, m, tile, out);
-                                4
-                            }
-                        };
-                        m += step;
+                    for (m, r) in row_blocks(end - r0, 8) {
+                        match r {
+                            8 => rows::<8, BITS>(p, r0 + m, tile, out),
+                            4 => rows::<4, BITS>(p, r0 + m, tile, out),
+                            2 => rows::<2, BITS>(p, r0 + m, tile, out),
+                            _ => rows::<1, BITS>(p, r0 + m, tile, out),
+                        }
                     }
                 }
             }
