@@ -63,6 +63,21 @@ export interface MlxInfo {
    * on this CPU (docs/kernels.md#exact-decode-attention). Otherwise MLX's own ops run.
    */
   exactDecodeAttention: boolean;
+  /**
+   * The instruction set `precision: 'fast'`'s integer kernel takes on this CPU: 'amx' (AMX
+   * tiles for 16 rows or more, AVX-512 VNNI for fewer), 'avx512-vnni', 'avx-vnni', 'avx2' or
+   * 'portable'. All give the same bits; `MLX_NODE_CPU_FEATURES` caps it
+   * (docs/kernels.md#cpu-features).
+   */
+  fastKernelPath: 'amx' | 'avx512-vnni' | 'avx-vnni' | 'avx2' | 'portable';
+  /**
+   * Whether fast precision's prompt chunks of 64 positions or more on 8-bit weights, or 4-bit
+   * ones in groups of 32, run the exact kernel's panel with fused multiply-adds, the faster
+   * choice where the integer kernel is 'avx2', 'avx-vnni' or 'portable' (true there), rather
+   * than the integer kernel. The one place where fast precision's bits depend on the CPU
+   * (docs/kernels.md#fast-precision).
+   */
+  fastPromptsFused: boolean;
 }
 
 export function mlxInfo(): MlxInfo;

@@ -99,3 +99,23 @@ test('MLX_NODE_CPU_FEATURES=baseline runs as on a CPU without AVX2: the kernels 
   // Their portable code (same bits) still runs.
   for (const k of ['decodeAttention', 'math', 'qmm', 'qmmInt8', 'sampling', 'speech']) assert.equal(info.kernels[k], true, k);
 });
+
+// Fast precision's integer kernel: the best path this CPU has, capped by MLX_NODE_CPU_FEATURES;
+// prompt chunks take the fused panel exactly where that path is not AVX-512 VNNI or AMX.
+test('mlxInfo names the fast kernel\'s path and whether its prompt chunks run fused, under each feature cap', { skip: process.platform !== 'linux' || process.arch !== 'x64' }, () => {
+  const PATHS = ['amx', 'avx512-vnni', 'avx-vnni', 'avx2', 'portable'];
+  const fused = (path) => !['amx', 'avx512-vnni'].includes(path);
+  const infos = { all: childInfo({ MLX_NODE_CPU_FEATURES: '' }) };
+  for (const cap of ['avx512', 'avx2', 'baseline']) infos[cap] = childInfo({ MLX_NODE_CPU_FEATURES: cap });
+  for (const [cap, info] of Object.entries(infos)) {
+    assert.ok(PATHS.includes(info.fastKernelPath), `${cap}: ${info.fastKernelPath}`);
+    assert.equal(info.fastPromptsFused, fused(info.fastKernelPath), cap);
+  }
+  assert.equal(infos.baseline.fastKernelPath, 'portable');
+  assert.ok(['avx2', 'portable'].includes(infos.avx2.fastKernelPath), infos.avx2.fastKernelPath);
+  assert.notEqual(infos.avx512.fastKernelPath, 'amx');
+  // Each cap takes away only what it names: without AMX the CPU keeps the path below it.
+  if (infos.all.fastKernelPath === 'amx') assert.equal(infos.avx512.fastKernelPath, 'avx512-vnni');
+  else assert.equal(infos.avx512.fastKernelPath, infos.all.fastKernelPath);
+  assert.ok(PATHS.includes(mlxInfo().fastKernelPath));
+});

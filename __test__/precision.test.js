@@ -1,7 +1,8 @@
 'use strict';
 // loadModel(dir, { precision: 'fast' }): quantized layers on 8-bit integer dot products (prompt
 // chunks of 64 positions or more on 8-bit weights, or 4-bit ones in groups of 32, run the exact
-// kernel: docs/kernels.md#fast-precision; these fixtures' chat prompts are shorter)
+// kernel on CPUs without AVX-512 VNNI: docs/kernels.md#fast-precision; these fixtures' chat
+// prompts are shorter)
 // (crates/mlx/src/cpu/qmm_int8.rs), the default for affine-quantized models on the CPU
 // (LanguageModel.precision says which applies; 'exact' elsewhere and on request). Its results are not MLX-LM's bits, so it is checked
 // against our exact mode (itself checked against MLX-LM in parity.test.js): the same greedy
@@ -11,7 +12,7 @@
 // bfloat16 models exact mode repeats MLX's bfloat16 arithmetic, which rounds every partial sum
 // to bfloat16, while fast mode sums in float32: there it must land closer than exact mode to
 // the same model computed in float32. The kernel gives the same bits on every CPU path
-// (AVX-512 VNNI, AVX-VNNI, AVX2, portable), so these outcomes do not depend on the machine;
+// (AMX, AVX-512 VNNI, AVX-VNNI, AVX2, portable), so these outcomes do not depend on the machine;
 // a child process on the portable path (MLX_NODE_CPU_FEATURES=baseline) must match this one
 // bit for bit, and with the kernel switched off fast mode is exact mode. Fast mode's decode
 // steps also run attention as one kernel (crates/mlx/src/cpu/decode_attention.rs, its own sums,
@@ -39,7 +40,7 @@ const MODELS = [...FLOAT32, 'qwen3-bf16-q4'];
 
 // Greedy tokens and log-probabilities of each model loaded with `load` options, in a child
 // process with `env` added (mlxInfo().kernels too), as JSON.
-function child(load, env = {}) {
+function child(load, env = {}, chat = CHAT) {
   const paths = Object.fromEntries(MODELS.map((m) => [m, fixtures().fixtures[m].path]));
   const script = `
     const { loadModel, mlxInfo } = require('.');
@@ -47,7 +48,7 @@ function child(load, env = {}) {
       const out = { kernels: mlxInfo().kernels };
       for (const [name, dir] of Object.entries(${JSON.stringify(paths)})) {
         const m = await loadModel(dir, ${JSON.stringify(load)});
-        const r = await m.generate(${JSON.stringify(CHAT)}, ${JSON.stringify(OPTIONS)});
+        const r = await m.generate(${JSON.stringify(chat)}, ${JSON.stringify(OPTIONS)});
         out[name] = { tokens: r.tokens, logprobs: r.logprobs.map((l) => l.logprob), top: r.logprobs.map((l) => l.top) };
         await m.dispose();
       }
@@ -180,6 +181,14 @@ test('fast precision gives the same bits on the portable path (a CPU without AVX
 test('fast precision gives the same bits with AVX2 alone (MLX_NODE_CPU_FEATURES=avx2)', () => {
   const avx2 = child({ precision: 'fast' }, { MLX_NODE_CPU_FEATURES: 'avx2' });
   for (const name of MODELS) assert.deepEqual(avx2[name], fast[name], name);
+});
+
+// On an AMX CPU this compares the tiles with the AVX-512 path: the prompt (a longer chat, 16
+// positions or more and under 64) runs on them. Elsewhere both runs take the same paths.
+test('fast precision gives the same bits without AMX (MLX_NODE_CPU_FEATURES=avx512)', () => {
+  const chat = [{ role: 'user', content: 'What is the capital of France? Please answer in one short sentence.' }];
+  const [amx, noAmx] = [child({ precision: 'fast' }, {}, chat), child({ precision: 'fast' }, { MLX_NODE_CPU_FEATURES: 'avx512' }, chat)];
+  for (const name of MODELS) assert.deepEqual(noAmx[name], amx[name], name);
 });
 
 test('weights repacked at load give fast precision\'s bits laid out per call (MLX_NODE_REPACK=0)', () => {

@@ -23,6 +23,8 @@ pub struct MlxInfo {
     /// MLX's bits: the `attention` and `gemv` kernels on, and OpenBLAS's
     /// summation of that call found by calibration on this CPU.
     pub exact_decode_attention: bool,
+    pub fast_kernel_path: String,
+    pub fast_prompts_fused: bool,
 }
 
 #[napi]
@@ -46,5 +48,7 @@ pub fn mlx_info() -> napi::Result<MlxInfo, String> {
         openblas_core: mlx::info::openblas_core().map_err(mlx_error)?,
         kernels: mlx::info::cpu_kernels().into_iter().map(|(k, on)| (k.to_string(), on)).collect(),
         exact_decode_attention: mlx::cpu::exact_attention::active(),
+        fast_kernel_path: mlx::info::fast_kernel_path().into(),
+        fast_prompts_fused: mlx::info::fast_prompts_fused(),
     })
 }

@@ -73,3 +73,21 @@ pub fn cpu_kernels() -> Vec<(&'static str, bool)> {
         })
         .collect()
 }
+
+/// The instruction set fast precision's integer kernel (`qmmInt8`) takes on
+/// this CPU, under `MLX_NODE_CPU_FEATURES`: `amx` (tiles for 16 rows or more,
+/// AVX-512 VNNI below), `avx512-vnni`, `avx-vnni`, `avx2` or `portable`.
+/// Every one gives the same bits.
+pub fn fast_kernel_path() -> &'static str {
+    crate::cpu::qmm_int8::Isa::detect().name()
+}
+
+/// Whether fast precision's prompt chunks of 64 positions or more on 8-bit
+/// weights, or 4-bit ones in groups of 32, run the exact kernel's panel with
+/// fused multiply-adds here (where the integer kernel is AVX2's or the
+/// portable one) rather than the integer kernel (AVX-512 VNNI, AMX): the one
+/// place where fast precision's bits depend on the CPU
+/// (`quant::fast_prompt_runs_exact`).
+pub fn fast_prompts_fused() -> bool {
+    !crate::cpu::qmm_int8::Isa::detect().prompts_beat_panel()
+}

@@ -130,15 +130,19 @@ const FAST_EXACT_MIN_POSITIONS: i32 = 64;
 /// against 11.1-11.3 at 64 rows); 4 bits in groups of 32 (GGUF Q4_0 and
 /// Q4_1), where the integer kernel finishes a group every 32 weights,
 /// 0.83-0.90 of its time at 408 rows, even at 64. Groups of 64 and 128, 2
-/// bits, bfloat16 `x` and shorter chunks keep the integer kernel. Both paths
-/// (MLX's layout and the repacked one) decide alike, so `MLX_NODE_REPACK=0`
-/// keeps the same bits.
+/// bits, bfloat16 `x` and shorter chunks keep the integer kernel, and so does
+/// every chunk where the integer path is AVX-512 VNNI's or AMX's
+/// (`Isa::prompts_beat_panel`: 1.2-1.9x the panel's speed there), the one
+/// place where fast precision's bits depend on the CPU
+/// (`info::fast_prompts_fused`). Both paths (MLX's layout and the repacked
+/// one) decide alike, so `MLX_NODE_REPACK=0` keeps the same bits.
 pub(crate) fn fast_prompt_runs_exact(x: &Array, bits: i32, group_size: i32) -> bool {
     (bits == 8 || (bits == 4 && group_size == 32))
         && x.dtype() == crate::Dtype::Float32
         && x.ndim() >= 2
         && x.dim(-2) >= FAST_EXACT_MIN_POSITIONS
         && crate::cpu::kernel::Kernel::Qmm.enabled()
+        && !crate::cpu::qmm_int8::Isa::detect().prompts_beat_panel()
 }
 
 /// `x @ dequantize(w).T` (or without the transpose). Affine weights, float32

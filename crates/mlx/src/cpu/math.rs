@@ -143,6 +143,9 @@ enum FeatureCap {
     /// `avx2`: AVX2, FMA and F16C, none of AVX-512 or AVX-VNNI, so an AVX-512
     /// machine runs (and tests, and measures) the paths of an AVX2-only CPU.
     Avx2,
+    /// `avx512`: everything but AMX, so an AMX machine runs (and tests, and
+    /// measures) the AVX-512 paths its tiles replace.
+    Avx512,
     /// `baseline`: none of AVX, AVX2 and FMA, so the portable code every kernel
     /// falls back to runs on any machine.
     Baseline,
@@ -154,6 +157,7 @@ fn feature_cap() -> FeatureCap {
     *CAP.get_or_init(|| match std::env::var("MLX_NODE_CPU_FEATURES").as_deref().map(str::trim) {
         Ok("baseline") => FeatureCap::Baseline,
         Ok("avx2") => FeatureCap::Avx2,
+        Ok("avx512") => FeatureCap::Avx512,
         _ => FeatureCap::All,
     })
 }
@@ -167,6 +171,12 @@ pub fn baseline_only() -> bool {
 /// Whether the kernels may use AVX-512 and AVX-VNNI where the CPU has them
 /// (not under `MLX_NODE_CPU_FEATURES=avx2` or `baseline`).
 pub fn beyond_avx2() -> bool {
+    matches!(feature_cap(), FeatureCap::All | FeatureCap::Avx512)
+}
+
+/// Whether the kernels may use AMX tiles where the CPU has them (not under
+/// any `MLX_NODE_CPU_FEATURES` cap).
+pub fn amx_allowed() -> bool {
     feature_cap() == FeatureCap::All
 }
 

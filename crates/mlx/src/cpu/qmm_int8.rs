@@ -281,6 +281,11 @@ pub(crate) enum Isa {
     AvxVnni,
     #[cfg(target_arch = "x86_64")]
     Avx512Vnni,
+    /// Avx512Vnni's CPU with AMX-INT8 granted by the OS: the repacked
+    /// kernel's rows of a batch or prompt run on tiles (`qmm_repack::amx`);
+    /// everything else runs as on Avx512Vnni.
+    #[cfg(target_arch = "x86_64")]
+    Amx,
 }
 
 impl Isa {
@@ -297,7 +302,10 @@ impl Isa {
                 && is_x86_feature_detected!("avx512vnni")
                 && is_x86_feature_detected!("avx512vl")
             {
-                return Isa::Avx512Vnni;
+                return match crate::cpu::qmm_repack::amx_usable() {
+                    true => Isa::Amx,
+                    false => Isa::Avx512Vnni,
+                };
             }
             if has_avx2() && beyond_avx2() && is_x86_feature_detected!("avxvnni") {
                 return Isa::AvxVnni;
@@ -307,6 +315,37 @@ impl Isa {
             }
         }
         Isa::Scalar
+    }
+
+    /// Its name in `mlxInfo().fastKernelPath`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "portable",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => "avx2",
+            #[cfg(target_arch = "x86_64")]
+            Isa::AvxVnni => "avx-vnni",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => "avx512-vnni",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Amx => "amx",
+        }
+    }
+
+    /// Whether this path's prompt rows beat the exact kernel's fused panel
+    /// on the shapes where `quant::fast_prompt_runs_exact` weighs them: AVX-512
+    /// VNNI's 512-bit rows and AMX's tiles do; AVX2's `vpmaddubsw` pairs and
+    /// the portable loop do not (AVX-VNNI's 256-bit rows are unmeasured and
+    /// count as not).
+    pub(crate) fn prompts_beat_panel(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            matches!(self, Isa::Avx512Vnni | Isa::Amx)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
     }
 
     /// Every path this CPU can run (for the tests).
@@ -329,6 +368,9 @@ impl Isa {
                     && is_x86_feature_detected!("avx512vl")
                 {
                     v.push(Isa::Avx512Vnni);
+                    if crate::cpu::qmm_repack::amx_usable() {
+                        v.push(Isa::Amx);
+                    }
                 }
             }
         }
@@ -347,7 +389,7 @@ fn run_tiles(p: &Problem, tiles: Range<usize>, out: OutPtr, isa: Isa) {
         Isa::AvxVnni if p.m > ROWS => unsafe { x86::prompt_avxvnni(p, tiles, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above: the CPU has AVX2, AVX-512 VNNI and AVX-512 VL.
-        Isa::Avx512Vnni if p.m > ROWS => unsafe { x86::prompt_avx512(p, tiles, out) },
+        Isa::Avx512Vnni | Isa::Amx if p.m > ROWS => unsafe { x86::prompt_avx512(p, tiles, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above: the CPU has AVX2.
         Isa::Avx2 => unsafe { x86::tiles_avx2(p, tiles, out) },
@@ -356,7 +398,7 @@ fn run_tiles(p: &Problem, tiles: Range<usize>, out: OutPtr, isa: Isa) {
         Isa::AvxVnni => unsafe { x86::tiles_avxvnni(p, tiles, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above: the CPU has AVX2, AVX-512 VNNI and AVX-512 VL.
-        Isa::Avx512Vnni => unsafe { x86::tiles_avx512vnni(p, tiles, out) },
+        Isa::Avx512Vnni | Isa::Amx => unsafe { x86::tiles_avx512vnni(p, tiles, out) },
     }
 }
 

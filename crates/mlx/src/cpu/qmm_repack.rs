@@ -483,6 +483,29 @@ pub(super) fn run_tiles(p: &Packed, tiles: Range<usize>, out: OutPtr, isa: Isa) 
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above: the CPU has AVX2, F16C, AVX-512 F, BW, VNNI and VL.
         Isa::Avx512Vnni => unsafe { x86::tiles_avx512_wide(p, tiles, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above, and the OS granted this process AMX's tile data (`amx_usable`).
+        Isa::Amx if p.m >= amx::MIN_ROWS => unsafe { amx::tiles(p, tiles, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as for Avx512Vnni (Amx's CPU has all it has).
+        Isa::Amx => unsafe { x86::tiles_avx512_wide(p, tiles, out) },
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[path = "qmm_repack_amx.rs"]
+mod amx;
+
+/// Whether this CPU has AMX-INT8 and the OS grants this process its tile
+/// data (asked once), and `MLX_NODE_CPU_FEATURES` allows it.
+pub(crate) fn amx_usable() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::cpu::math::amx_allowed() && amx::granted()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 
@@ -859,7 +882,8 @@ pub(super) mod tests {
     #[test]
     fn the_repacked_layout_gives_the_portable_bits_for_every_row_count() {
         // Every width and group size, `n` a multiple of the tile and not, 1 to 8 rows and more
-        // (a partial row block of 4 after whole ones, and more than a CHUNK of 64).
+        // (a partial row block of 4 after whole ones, and more than a CHUNK of 64, with AMX's
+        // tiles where the CPU has them).
         let cases = [
             (1, 256, 70, 64, 4),
             (3, 128, 33, 32, 8),
@@ -874,6 +898,13 @@ pub(super) mod tests {
             (11, 128, 20, 64, 8),
             (70, 64, 13, 32, 4),
             (9, 256, 16, 128, 2),
+            // AMX's rows (16 or more): groups of 128 (two products a group) with a lone row after
+            // two blocks, one group a row, an odd tile count (a lone tile) with a partial block,
+            // a partial last tile.
+            (17, 128, 24, 128, 4),
+            (16, 64, 16, 64, 8),
+            (21, 96, 40, 32, 2),
+            (24, 256, 9, 64, 8),
         ];
         for (i, &(m, k, n, gs, bits)) in cases.iter().enumerate() {
             let Data { mut x, w, mut s, mut b, .. } = problem_data(m, k, n, gs, bits, 40 + i as u64);
@@ -919,8 +950,8 @@ pub(super) mod tests {
         // Every weight at its largest (15 or 3) and every `x` quantized to parts of the largest
         // size, so the AVX2 path's i16 sums of 8 slots reach their bound (30480): a row of 1.0s
         // (hi 127), one of -1.0s (hi -127) and one whose parts are 126 and 127 (lo near its
-        // largest), 1 and 3 rows (the lone row's accumulators and the 2-row block). 8-bit
-        // weights at 255, at 0 (AVX2 takes `q - 128`: 128 in size, its pair sums' bound
+        // largest), 1, 3 and 17 rows (the lone row's accumulators, the 2-row block, AMX's tiles).
+        // 8-bit weights at 255, at 0 (AVX2 takes `q - 128`: 128 in size, its pair sums' bound
         // 32512) and alternating.
         let cases = [(2usize, u32::MAX), (4, u32::MAX), (8, u32::MAX), (8, 0), (8, 0xFF00_FF00)];
         for (bits, word) in cases {
@@ -929,8 +960,8 @@ pub(super) mod tests {
             let (s, b) = (vec![1.0f32; n * k / gs], vec![0.0f32; n * k / gs]);
             let near = (126.0 + 127.0 / 256.0) / 127.0;
             let rows: Vec<f32> = [1.0f32, -1.0, near].iter().flat_map(|&v| (0..k).map(move |e| if e % gs == 0 { v.signum() } else { v })).collect();
-            for m in [1usize, 3] {
-                let x = &rows[..m * k];
+            for m in [1usize, 3, 17] {
+                let x = &rows.iter().cycle().take(m * k).copied().collect::<Vec<f32>>();
                 let dims = (m, k, n, gs, bits);
                 let portable = run(Isa::Scalar, x, &w, &s, &b, dims);
                 let packed = repack(&w, &s, &b, (k, n, gs, bits), SbFormat::F32);
