@@ -74,7 +74,8 @@ impl Exact<'_> {
 }
 
 /// The exact kernel has a portable path and an AVX2 one: any `Isa` but the
-/// portable one (each needs AVX2 and F16C, as this path does) runs AVX2.
+/// portable one (each needs AVX2 and F16C, as this path does) runs AVX2, and
+/// the AVX-512 ones run float32 rows on 512-bit vectors where they can.
 fn run_tiles(p: &Exact, tiles: Range<usize>, out: OutPtr, isa: Isa) {
     match isa {
         Isa::Scalar => scalar_tiles(p, tiles, out),
@@ -83,8 +84,8 @@ fn run_tiles(p: &Exact, tiles: Range<usize>, out: OutPtr, isa: Isa) {
         _ if p.fused && !crate::cpu::math::has_avx2_fma() => scalar_tiles(p, tiles, out),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::detect` (or the tests' `available`) chose it: the CPU has AVX2 and F16C
-        // (and FMA, checked above, for fused sums).
-        _ => unsafe { x86::tiles_avx2(p, tiles, out) },
+        // (and FMA, checked above, for fused sums), and AVX-512 F for the AVX-512 ones.
+        _ => unsafe { x86::tiles_avx2(p, tiles, out, matches!(isa, Isa::Avx512Vnni | Isa::Amx)) },
     }
 }
 
@@ -119,7 +120,7 @@ mod x86 {
     use crate::cpu::qmm::avx2::{dequant, mac, mac_all_rows, store_lanes, MAX_GROUP, TILES};
     use crate::cpu::qmm_int8::TILE;
     use crate::cpu::qmm_repack::tile_words;
-    use crate::cpu::qmm_repack::x86::scale_bias;
+    use crate::cpu::qmm_repack::x86::{join, scale_bias};
 
     /// Tiles per column panel of the many-rows path, and rows per pass over
     /// it: 6 x 2 sums, two weights and a broadcast fill 15 of AVX2's 16
@@ -129,36 +130,49 @@ mod x86 {
     const PANEL: usize = 2;
     const ROWS: usize = 6;
 
+    /// Rows per pass over a panel on 512-bit vectors: twelve sums, a weight
+    /// vector and a broadcast in AVX-512's 32 registers with room to spare.
+    const WIDE_ROWS: usize = 12;
+
     /// # Safety
-    /// The CPU must have AVX2 and F16C, and FMA for `p.fused`.
+    /// The CPU must have AVX2 and F16C, FMA for `p.fused`, and AVX-512 F
+    /// for `wide` (float32 exact rows on 512-bit vectors: `single_row_wide`,
+    /// `panel_rows_wide`).
     #[target_feature(enable = "avx2,f16c")]
-    pub(super) unsafe fn tiles_avx2(p: &Exact, tiles: Range<usize>, out: OutPtr) {
+    pub(super) unsafe fn tiles_avx2(p: &Exact, tiles: Range<usize>, out: OutPtr, wide: bool) {
+        let wide = wide && !p.bf16 && !p.fused;
         match (p.bits, p.bf16, p.fused) {
-            (2, false, false) => all::<2, false, false>(p, tiles, out),
-            (4, false, false) => all::<4, false, false>(p, tiles, out),
-            (8, false, false) => all::<8, false, false>(p, tiles, out),
-            (2, true, _) => all::<2, true, false>(p, tiles, out),
-            (4, true, _) => all::<4, true, false>(p, tiles, out),
-            (8, true, _) => all::<8, true, false>(p, tiles, out),
-            (2, false, true) => all::<2, false, true>(p, tiles, out),
-            (4, false, true) => all::<4, false, true>(p, tiles, out),
-            _ => all::<8, false, true>(p, tiles, out),
+            (2, false, false) => all::<2, false, false>(p, tiles, out, wide),
+            (4, false, false) => all::<4, false, false>(p, tiles, out, wide),
+            (8, false, false) => all::<8, false, false>(p, tiles, out, wide),
+            (2, true, _) => all::<2, true, false>(p, tiles, out, false),
+            (4, true, _) => all::<4, true, false>(p, tiles, out, false),
+            (8, true, _) => all::<8, true, false>(p, tiles, out, false),
+            (2, false, true) => all::<2, false, true>(p, tiles, out, false),
+            (4, false, true) => all::<4, false, true>(p, tiles, out, false),
+            _ => all::<8, false, true>(p, tiles, out, false),
         }
     }
 
     /// The tiles two at a time (a panel) for `ROWS` rows or more (any number with fused
-    /// sums, `F`), four at a time for fewer, two at a time for one (then one, at the end of `n`).
+    /// sums, `F`), four at a time for fewer, two at a time for one (then one, at the end of `n`;
+    /// `wide`: four at a time, then two, then one).
     #[target_feature(enable = "avx2,f16c")]
     #[inline]
-    unsafe fn all<const B: usize, const BF: bool, const F: bool>(p: &Exact, tiles: Range<usize>, out: OutPtr) {
+    unsafe fn all<const B: usize, const BF: bool, const F: bool>(p: &Exact, tiles: Range<usize>, out: OutPtr, wide: bool) {
         let mut wd = Vec::new();
         let mut acc = vec![_mm256_setzero_ps(); if (2..ROWS).contains(&p.m) { p.m * TILES } else { 0 }];
         let mut t = tiles.start;
         while t < tiles.end {
             let left = tiles.end - t;
             t += if p.m >= ROWS || F {
-                panel::<B, BF, F>(p, t, left.min(PANEL), &mut wd, out);
+                panel::<B, BF, F>(p, t, left.min(PANEL), &mut wd, out, wide);
                 left.min(PANEL)
+            } else if wide && p.m == 1 && left >= 2 {
+                match left {
+                    2 | 3 => single_row_wide::<1, B>(p, t, out),
+                    _ => single_row_wide::<2, B>(p, t, out),
+                }
             } else if p.m > 1 {
                 few_rows::<B, BF>(p, t, left.min(TILES), &mut acc, out);
                 left.min(TILES)
@@ -221,6 +235,60 @@ mod x86 {
         T
     }
 
+    /// `single_row` on 512-bit vectors: `P` pairs of tiles from `tile0`, each
+    /// pair's sixteen columns in one vector (the first tile's eight lanes low,
+    /// the next's high), so each step is half the instructions; each lane has
+    /// `dequant`'s and `mac`'s operations in their order, so the same bits.
+    /// Float32 only. Measured: docs/kernels.md#exact-precision-on-repacked-weights.
+    #[target_feature(enable = "avx2,f16c,avx512f")]
+    #[inline]
+    unsafe fn single_row_wide<const P: usize, const B: usize>(p: &Exact, tile0: usize, out: OutPtr) -> usize {
+        let (groups, per) = (p.groups(), 8 / B);
+        let vpg = p.group_size * B / 32;
+        let (tw, gw) = (tile_words(p.k, B), groups * p.format.group_words());
+        let wt: [[*const u32; 2]; P] = std::array::from_fn(|t| [0, 1].map(|h| p.w.as_ptr().add((tile0 + 2 * t + h) * tw)));
+        let sbt: [[*const f32; 2]; P] = std::array::from_fn(|t| [0, 1].map(|h| p.sb.as_ptr().add((tile0 + 2 * t + h) * gw)));
+        let x = p.x.as_ptr();
+        let mask = _mm512_set1_epi32(((1u32 << B) - 1) as i32);
+        let mut acc = [_mm512_setzero_ps(); P];
+        for g in 0..groups {
+            let sb: [[__m512; 2]; P] = std::array::from_fn(|t| {
+                let [(s0, b0), (s1, b1)] = sbt[t].map(|at| scale_bias(at, p.format, g));
+                [join(s0, s1), join(b0, b1)]
+            });
+            for u in g * vpg..(g + 1) * vpg {
+                let v: [__m512i; P] = std::array::from_fn(|t| {
+                    let low = _mm512_castsi256_si512(_mm256_loadu_si256(wt[t][0].add(u * TILE).cast()));
+                    _mm512_inserti64x4::<1>(low, _mm256_loadu_si256(wt[t][1].add(u * TILE).cast()))
+                });
+                for j in 0..per {
+                    for i in 0..4 {
+                        let xv = _mm512_set1_ps(*x.add(4 * (u * per + j) + i));
+                        for t in 0..P {
+                            let shifted = _mm512_srl_epi32(v[t], _mm_cvtsi32_si128((8 * i + j * B) as i32));
+                            let q = if B == 8 && i == 3 { shifted } else { _mm512_and_si512(shifted, mask) };
+                            let [scale, bias] = sb[t];
+                            let w = _mm512_add_ps(_mm512_mul_ps(scale, _mm512_cvtepi32_ps(q)), bias);
+                            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(xv, w));
+                        }
+                    }
+                }
+            }
+        }
+        for (t, a) in acc.iter().enumerate() {
+            store_wide(p, 0, tile0 + 2 * t, *a, out);
+        }
+        2 * P
+    }
+
+    /// Row `m`'s sums of tiles `tile` and `tile + 1` (low and high half).
+    #[target_feature(enable = "avx2,avx512f")]
+    #[inline]
+    unsafe fn store_wide(p: &Exact, m: usize, tile: usize, sums: __m512, out: OutPtr) {
+        store(p, m, tile, _mm512_castps512_ps256(sums), out);
+        store(p, m, tile + 1, _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(sums))), out);
+    }
+
     /// Rows of `x` (a small batch) against `count` (at most four) tiles
     /// from `tile0`: per group, the tiles' weights dequantized once into a
     /// buffer (`cpu::qmm`'s `[tile][k]`), then every row's sums gain them,
@@ -265,7 +333,14 @@ mod x86 {
     /// loads, set the pace). A tile past `count` is zeros, its sums not stored.
     #[target_feature(enable = "avx2,f16c")]
     #[inline]
-    unsafe fn panel<const B: usize, const BF: bool, const F: bool>(p: &Exact, tile0: usize, count: usize, wd: &mut Vec<__m256>, out: OutPtr) {
+    unsafe fn panel<const B: usize, const BF: bool, const F: bool>(
+        p: &Exact,
+        tile0: usize,
+        count: usize,
+        wd: &mut Vec<__m256>,
+        out: OutPtr,
+        wide: bool,
+    ) {
         let (groups, per, gs) = (p.groups(), 8 / B, p.group_size);
         let vpg = gs * B / 32;
         let tw = tile_words(p.k, B);
@@ -296,10 +371,16 @@ mod x86 {
         // Passes of at most `ROWS` rows, as even as can be (8 rows: 4 + 4, not 6 + 2; at least
         // three where `p.m >= ROWS`): a pass of one or two rows has too few sums in flight to hide
         // the adds' latency.
-        let passes = p.m.div_ceil(ROWS);
+        let wide = wide && count == PANEL;
+        let passes = p.m.div_ceil(if wide { WIDE_ROWS } else { ROWS });
         let mut m = 0;
         for pass in 0..passes {
             let r = (p.m - m).div_ceil(passes - pass);
+            if wide {
+                pass_rows_wide(p, m, r, wd, tile0, out);
+                m += r;
+                continue;
+            }
             match r {
                 // Exact sums reach these only past `ROWS` rows (see above); fused ones, any count.
                 1 => pass_rows::<1, BF, F>(p, m, wd, tile0, count, out),
@@ -310,6 +391,47 @@ mod x86 {
                 _ => pass_rows::<ROWS, BF, F>(p, m, wd, tile0, count, out),
             }
             m += r;
+        }
+    }
+
+    /// `panel_rows_wide::<r>` (`r` from `ROWS` to `WIDE_ROWS`: passes split a
+    /// call's rows evenly).
+    #[inline(always)]
+    unsafe fn pass_rows_wide(p: &Exact, m0: usize, r: usize, wd: &[__m256], tile0: usize, out: OutPtr) {
+        match r {
+            1 => panel_rows_wide::<1>(p, m0, wd, tile0, out),
+            2 => panel_rows_wide::<2>(p, m0, wd, tile0, out),
+            3 => panel_rows_wide::<3>(p, m0, wd, tile0, out),
+            4 => panel_rows_wide::<4>(p, m0, wd, tile0, out),
+            5 => panel_rows_wide::<5>(p, m0, wd, tile0, out),
+            6 => panel_rows_wide::<6>(p, m0, wd, tile0, out),
+            7 => panel_rows_wide::<7>(p, m0, wd, tile0, out),
+            8 => panel_rows_wide::<8>(p, m0, wd, tile0, out),
+            9 => panel_rows_wide::<9>(p, m0, wd, tile0, out),
+            10 => panel_rows_wide::<10>(p, m0, wd, tile0, out),
+            11 => panel_rows_wide::<11>(p, m0, wd, tile0, out),
+            _ => panel_rows_wide::<WIDE_ROWS>(p, m0, wd, tile0, out),
+        }
+    }
+
+    /// `panel_rows` (float32, MLX's steps) on 512-bit vectors: a panel
+    /// position's two tiles are adjacent in `wd`, so one 512-bit load holds
+    /// them (the first low, the second high) and each row's step is one
+    /// multiply and one add for sixteen columns. Each lane keeps its column's
+    /// operations and order: the same bits.
+    #[target_feature(enable = "avx2,avx512f")]
+    unsafe fn panel_rows_wide<const R: usize>(p: &Exact, m0: usize, wd: &[__m256], tile0: usize, out: OutPtr) {
+        let x: [*const f32; R] = std::array::from_fn(|r| p.x.as_ptr().add((m0 + r) * p.k));
+        let w = wd.as_ptr().cast::<f32>();
+        let mut acc = [_mm512_setzero_ps(); R];
+        for e in 0..p.k {
+            let wv = _mm512_loadu_ps(w.add(e * PANEL * TILE));
+            for r in 0..R {
+                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_set1_ps(*x[r].add(e)), wv));
+            }
+        }
+        for (r, &a) in acc.iter().enumerate() {
+            store_wide(p, m0 + r, tile0, a, out);
         }
     }
 
@@ -383,7 +505,7 @@ mod tests {
 
     /// Every path this CPU has, on the repacked layout, gives the bits of
     /// MLX's op and of `cpu::qmm` on MLX's layout: float32 and bfloat16,
-    /// every width and group size, 1 to 9, 11 and 70 rows and a prompt, `n`
+    /// every width and group size, 1 to 9, 11, 12, 25 and 70 rows and a prompt, `n`
     /// a multiple of the tile and not, the scales and biases held in each
     /// format; a NaN and an infinity in `x` included. The whole kernel (its
     /// split over the cores too) gives them as well. With fused sums (fast
@@ -407,6 +529,13 @@ mod tests {
             (70, 64, 13, 32, 4, false),
             (1, 512, 44, 128, 8, true),
             (1, 64, 5, 32, 2, false),
+            // One row on 512-bit vectors: four tiles at a time then two, at each width; 12 and 25
+            // rows: a whole and an even split of AVX-512's passes.
+            (1, 128, 48, 32, 8, false),
+            (1, 256, 32, 64, 4, false),
+            (1, 128, 24, 32, 2, false),
+            (12, 128, 32, 32, 8, false),
+            (25, 64, 17, 32, 4, false),
             // Enough work to split over the cores (`PARALLEL_MIN`).
             (200, 128, 44, 32, 4, false),
         ];
@@ -450,7 +579,8 @@ mod tests {
             for format in formats {
                 let (w, sb, format) = repack(&wq.to_vec::<u32>().unwrap(), &s, &b, (k, n, gs, bits), format);
                 let p = Exact { x: &xs, w: &w, sb: &sb, format, m, n, k, group_size: gs, bits, bf16, fused: false };
-                // Every `Isa` this CPU has (the VNNI ones run the AVX2 path too).
+                // Every `Isa` this CPU has (the VNNI ones run the AVX2 path too, and the AVX-512
+                // ones its float32 rows on 512-bit vectors).
                 for isa in Isa::available() {
                     let mut got = vec![f32::NAN; m * n];
                     run_tiles(&p, 0..n.div_ceil(TILE), OutPtr(got.as_mut_ptr()), isa);

@@ -498,15 +498,9 @@ mod amx;
 
 /// Whether this CPU has AMX-INT8 and the OS grants this process its tile
 /// data (asked once), and `MLX_NODE_CPU_FEATURES` allows it.
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn amx_usable() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        crate::cpu::math::amx_allowed() && amx::granted()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::cpu::math::amx_allowed() && amx::granted()
 }
 
 /// The portable path on the repacked layout: `qmm_int8::scalar_tiles`'
@@ -727,6 +721,14 @@ pub(crate) mod x86 {
                 (widen(half(0)), widen(half(1)))
             }
         }
+    }
+
+    /// `a` in the low half, `b` in the high half (AVX-512 F alone): two
+    /// tiles' eight lanes side by side.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) unsafe fn join(a: __m256, b: __m256) -> __m512 {
+        _mm512_castpd_ps(_mm512_insertf64x4::<1>(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b)))
     }
 
     /// Slots whose `vpmaddubsw` pair sums the AVX2 path adds up in i16 before widening.

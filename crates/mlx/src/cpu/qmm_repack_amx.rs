@@ -25,7 +25,7 @@ use std::arch::asm;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::x86::{scale_bias, tiles_avx512vnni};
+use super::x86::{join, scale_bias, tiles_avx512vnni};
 use super::{tile_words, Packed};
 use crate::cpu::kernel::OutPtr;
 use crate::cpu::qmm::avx2::store_lanes;
@@ -77,8 +77,8 @@ fn request_tile_data() -> bool {
     false
 }
 
-/// A tile configuration (palette 1): tmm0-3 C (16 rows of 16 i32); tmm4 and 5 A (16 rows of `kc` bytes); tmm6
-/// and 7 B (`kc / 4` rows of 64 bytes).
+/// A tile configuration (palette 1): tmm0-3 C (16 rows of 16 i32); tmm4
+/// and 5 A (16 rows of `kc` bytes); tmm6 and 7 B (`kc / 4` rows of 64 bytes).
 #[repr(C, align(64))]
 struct Config([u8; 64]);
 
@@ -196,7 +196,8 @@ unsafe fn unpack<const BITS: usize>(p: &Packed, tile: usize, pair: &mut Pair) {
 
 /// `tdpbsud` of group `g`'s bytes of the rows at `xq` (tile A, stride `k`)
 /// and of the pair's weights (tile B) into C tile `c` (0 to 3), through A and
-/// B tiles of their own for each group of a set (`c % 2`).
+/// B tiles 4 and 6 for an even `c`, 5 and 7 for an odd one, so that the next
+/// group's loads need not wait for this group's products.
 #[inline(always)]
 unsafe fn group_sums(p: &Packed, xq: *const i8, w: &[__m512i], g: usize, c: usize) {
     macro_rules! tiles {
@@ -292,11 +293,4 @@ unsafe fn block<const ROWS: usize>(p: &Packed, m0: usize, tile: usize, xq: *cons
         let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(*a)));
         store_lanes(row.add(n0 + TILE), high, p.n - n0 - TILE);
     }
-}
-
-/// `a` in the low half, `b` in the high half (AVX-512 F alone).
-#[target_feature(enable = "avx512f")]
-#[inline]
-unsafe fn join(a: __m256, b: __m256) -> __m512 {
-    _mm512_castpd_ps(_mm512_insertf64x4::<1>(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b)))
 }

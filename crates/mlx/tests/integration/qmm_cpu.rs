@@ -263,7 +263,7 @@ fn fast_precision_runs_some_prompts_fused() {
                 // The integer kernel: a batch keeps each sequence's bits alone, and a prompt each
                 // position's.
                 let axis = if shape[0] > 1 { 0 } else { 1 };
-                for row in (0..shape[axis] as i32).step_by(9) {
+                for row in (0..shape[axis]).step_by(9) {
                     let one = x.slice_axis(axis as i32, row, row + 1).unwrap();
                     let got = fast.slice_axis(axis as i32, row, row + 1).unwrap();
                     assert_same_bits(&got, &per_call(&one), &format!("{what}, row {row}"));
