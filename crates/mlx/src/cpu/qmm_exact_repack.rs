@@ -120,7 +120,7 @@ mod x86 {
     use crate::cpu::qmm::avx2::{dequant, mac, mac_all_rows, store_lanes, MAX_GROUP, TILES};
     use crate::cpu::qmm_int8::TILE;
     use crate::cpu::qmm_repack::tile_words;
-    use crate::cpu::qmm_repack::x86::{join, scale_bias};
+    use crate::cpu::qmm_repack::x86::{join, pair_vector, scale_bias};
 
     /// Tiles per column panel of the many-rows path, and rows per pass over
     /// it: 6 x 2 sums, two weights and a broadcast fill 15 of AVX2's 16
@@ -257,10 +257,7 @@ mod x86 {
                 [join(s0, s1), join(b0, b1)]
             });
             for u in g * vpg..(g + 1) * vpg {
-                let v: [__m512i; P] = std::array::from_fn(|t| {
-                    let low = _mm512_castsi256_si512(_mm256_loadu_si256(wt[t][0].add(u * TILE).cast()));
-                    _mm512_inserti64x4::<1>(low, _mm256_loadu_si256(wt[t][1].add(u * TILE).cast()))
-                });
+                let v: [__m512i; P] = std::array::from_fn(|t| pair_vector(wt[t][0], wt[t][1], u));
                 for j in 0..per {
                     for i in 0..4 {
                         let xv = _mm512_set1_ps(*x.add(4 * (u * per + j) + i));

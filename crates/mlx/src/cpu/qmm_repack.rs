@@ -723,6 +723,27 @@ pub(crate) mod x86 {
         }
     }
 
+    /// Vector `u` of two tiles' repacked weights (at `wa` and `wb`), the
+    /// first tile's eight words in the low half, the second's in the high.
+    #[target_feature(enable = "avx2,avx512f")]
+    #[inline]
+    pub(crate) unsafe fn pair_vector(wa: *const u32, wb: *const u32, u: usize) -> __m512i {
+        let low = _mm512_castsi256_si512(_mm256_loadu_si256(wa.add(u * TILE).cast()));
+        _mm512_inserti64x4::<1>(low, _mm256_loadu_si256(wb.add(u * TILE).cast()))
+    }
+
+    /// Slot `j` of a `pair_vector` at `BITS` bits a weight: each byte's weight
+    /// in bits `j * BITS ..` (`mask` that many ones in every byte).
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    pub(super) unsafe fn pair_slot<const BITS: usize>(w: __m512i, j: usize, mask: __m512i) -> __m512i {
+        match BITS {
+            8 => w,
+            4 if j == 0 => _mm512_and_si512(w, mask),
+            _ => _mm512_and_si512(_mm512_srl_epi16(w, _mm_cvtsi32_si128((j * BITS) as i32)), mask),
+        }
+    }
+
     /// `a` in the low half, `b` in the high half (AVX-512 F alone): two
     /// tiles' eight lanes side by side.
     #[target_feature(enable = "avx512f")]
@@ -768,14 +789,9 @@ pub(crate) mod x86 {
                 // As the 256-bit path: one row alone alternates two accumulators per part.
                 let (mut hi, mut lo) = ([[_mm512_setzero_si512(); 2]; R], [[_mm512_setzero_si512(); 2]; R]);
                 for u in g * per_group..(g + 1) * per_group {
-                    let low = _mm512_castsi256_si512(_mm256_loadu_si256(wa.add(u * TILE).cast()));
-                    let w = _mm512_inserti64x4::<1>(low, _mm256_loadu_si256(wb.add(u * TILE).cast()));
+                    let w = pair_vector(wa, wb, u);
                     for j in 0..per {
-                        let wj = match BITS {
-                            8 => w,
-                            4 if j == 0 => _mm512_and_si512(w, mask),
-                            _ => _mm512_and_si512(_mm512_srl_epi16(w, _mm_cvtsi32_si128((j * BITS) as i32)), mask),
-                        };
+                        let wj = pair_slot::<BITS>(w, j, mask);
                         let slot = u * per + j;
                         let (o, a) = (4 * slot, if R == 1 { slot % 2 } else { 0 });
                         for r in 0..R {

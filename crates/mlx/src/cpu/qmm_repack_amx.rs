@@ -25,7 +25,7 @@ use std::arch::asm;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::x86::{join, scale_bias, tiles_avx512vnni};
+use super::x86::{join, pair_slot, pair_vector, scale_bias, tiles_avx512vnni};
 use super::{tile_words, Packed};
 use crate::cpu::kernel::OutPtr;
 use crate::cpu::qmm::avx2::store_lanes;
@@ -174,15 +174,9 @@ unsafe fn unpack<const BITS: usize>(p: &Packed, tile: usize, pair: &mut Pair) {
     let (wa, wb) = (p.w.as_ptr().add(tile * tw), p.w.as_ptr().add((tile + 1) * tw));
     let mask = _mm512_set1_epi8(((1u32 << BITS) - 1) as u8 as i8);
     for u in 0..p.k * BITS / 32 {
-        let low = _mm512_castsi256_si512(_mm256_loadu_si256(wa.add(u * TILE).cast()));
-        let w = _mm512_inserti64x4::<1>(low, _mm256_loadu_si256(wb.add(u * TILE).cast()));
+        let w = pair_vector(wa, wb, u);
         for j in 0..per {
-            let wj = match BITS {
-                8 => w,
-                4 if j == 0 => _mm512_and_si512(w, mask),
-                _ => _mm512_and_si512(_mm512_srl_epi16(w, _mm_cvtsi32_si128((j * BITS) as i32)), mask),
-            };
-            *pair.w.get_unchecked_mut(u * per + j) = wj;
+            *pair.w.get_unchecked_mut(u * per + j) = pair_slot::<BITS>(w, j, mask);
         }
     }
     let gw = p.groups() * p.format.group_words();
