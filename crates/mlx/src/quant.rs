@@ -142,7 +142,7 @@ pub(crate) fn fast_prompt_runs_exact(x: &Array, bits: i32, group_size: i32) -> b
         && x.ndim() >= 2
         && x.dim(-2) >= FAST_EXACT_MIN_POSITIONS
         && crate::cpu::kernel::Kernel::Qmm.enabled()
-        && !crate::cpu::qmm_int8::Isa::detect().prompts_beat_panel()
+        && crate::info::fast_prompts_fused()
 }
 
 /// `x @ dequantize(w).T` (or without the transpose). Affine weights, float32

@@ -120,7 +120,7 @@ mod x86 {
     use crate::cpu::qmm::avx2::{dequant, mac, mac_all_rows, store_lanes, MAX_GROUP, TILES};
     use crate::cpu::qmm_int8::TILE;
     use crate::cpu::qmm_repack::tile_words;
-    use crate::cpu::qmm_repack::x86::{join, pair_vector, scale_bias};
+    use crate::cpu::qmm_repack::x86::{pair_scale_bias, pair_vector, scale_bias};
 
     /// Tiles per column panel of the many-rows path, and rows per pass over
     /// it: 6 x 2 sums, two weights and a broadcast fill 15 of AVX2's 16
@@ -140,7 +140,6 @@ mod x86 {
     /// `panel_rows_wide`).
     #[target_feature(enable = "avx2,f16c")]
     pub(super) unsafe fn tiles_avx2(p: &Exact, tiles: Range<usize>, out: OutPtr, wide: bool) {
-        let wide = wide && !p.bf16 && !p.fused;
         match (p.bits, p.bf16, p.fused) {
             (2, false, false) => all::<2, false, false>(p, tiles, out, wide),
             (4, false, false) => all::<4, false, false>(p, tiles, out, wide),
@@ -252,10 +251,7 @@ mod x86 {
         let mask = _mm512_set1_epi32(((1u32 << B) - 1) as i32);
         let mut acc = [_mm512_setzero_ps(); P];
         for g in 0..groups {
-            let sb: [[__m512; 2]; P] = std::array::from_fn(|t| {
-                let [(s0, b0), (s1, b1)] = sbt[t].map(|at| scale_bias(at, p.format, g));
-                [join(s0, s1), join(b0, b1)]
-            });
+            let sb: [[__m512; 2]; P] = std::array::from_fn(|t| pair_scale_bias(sbt[t][0], sbt[t][1], p.format, g));
             for u in g * vpg..(g + 1) * vpg {
                 let v: [__m512i; P] = std::array::from_fn(|t| pair_vector(wt[t][0], wt[t][1], u));
                 for j in 0..per {
@@ -365,9 +361,9 @@ mod x86 {
                 }
             }
         }
-        // Passes of at most `ROWS` rows, as even as can be (8 rows: 4 + 4, not 6 + 2; at least
-        // three where `p.m >= ROWS`): a pass of one or two rows has too few sums in flight to hide
-        // the adds' latency.
+        // Passes of at most `ROWS` rows (`WIDE_ROWS` on 512-bit vectors), as even as can be (8
+        // rows: 4 + 4, not 6 + 2; at least three where `p.m >= ROWS`): a pass of one or two rows
+        // has too few sums in flight to hide the adds' latency.
         let wide = wide && count == PANEL;
         let passes = p.m.div_ceil(if wide { WIDE_ROWS } else { ROWS });
         let mut m = 0;
@@ -391,16 +387,11 @@ mod x86 {
         }
     }
 
-    /// `panel_rows_wide::<r>` (`r` from `ROWS` to `WIDE_ROWS`: passes split a
-    /// call's rows evenly).
+    /// `panel_rows_wide::<r>` (`r` from `ROWS` to `WIDE_ROWS`: the panel runs
+    /// for `ROWS` rows or more, and passes split them evenly).
     #[inline(always)]
     unsafe fn pass_rows_wide(p: &Exact, m0: usize, r: usize, wd: &[__m256], tile0: usize, out: OutPtr) {
         match r {
-            1 => panel_rows_wide::<1>(p, m0, wd, tile0, out),
-            2 => panel_rows_wide::<2>(p, m0, wd, tile0, out),
-            3 => panel_rows_wide::<3>(p, m0, wd, tile0, out),
-            4 => panel_rows_wide::<4>(p, m0, wd, tile0, out),
-            5 => panel_rows_wide::<5>(p, m0, wd, tile0, out),
             6 => panel_rows_wide::<6>(p, m0, wd, tile0, out),
             7 => panel_rows_wide::<7>(p, m0, wd, tile0, out),
             8 => panel_rows_wide::<8>(p, m0, wd, tile0, out),

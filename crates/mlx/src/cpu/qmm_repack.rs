@@ -744,12 +744,15 @@ pub(crate) mod x86 {
         }
     }
 
-    /// `a` in the low half, `b` in the high half (AVX-512 F alone): two
-    /// tiles' eight lanes side by side.
-    #[target_feature(enable = "avx512f")]
+    /// Group `g`'s scales and biases of two tiles (their `sb` at `sa` and
+    /// `sb`), widened as `scale_bias` does, side by side as `pair_vector`
+    /// lays their weights: `[scales, biases]`, the first tile's low.
+    #[target_feature(enable = "avx2,f16c,avx512f")]
     #[inline]
-    pub(crate) unsafe fn join(a: __m256, b: __m256) -> __m512 {
-        _mm512_castpd_ps(_mm512_insertf64x4::<1>(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b)))
+    pub(crate) unsafe fn pair_scale_bias(sa: *const f32, sb: *const f32, format: SbFormat, g: usize) -> [__m512; 2] {
+        let join = |a: __m256, b: __m256| _mm512_castpd_ps(_mm512_insertf64x4::<1>(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b)));
+        let ((scale_a, bias_a), (scale_b, bias_b)) = (scale_bias(sa, format, g), scale_bias(sb, format, g));
+        [join(scale_a, scale_b), join(bias_a, bias_b)]
     }
 
     /// Slots whose `vpmaddubsw` pair sums the AVX2 path adds up in i16 before widening.

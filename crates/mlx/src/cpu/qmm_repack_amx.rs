@@ -25,7 +25,7 @@ use std::arch::asm;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::x86::{join, pair_slot, pair_vector, scale_bias, tiles_avx512vnni};
+use super::x86::{pair_scale_bias, pair_slot, pair_vector, tiles_avx512vnni};
 use super::{tile_words, Packed};
 use crate::cpu::kernel::OutPtr;
 use crate::cpu::qmm::avx2::store_lanes;
@@ -113,9 +113,9 @@ pub(super) unsafe fn tiles(p: &Packed, tiles: Range<usize>, out: OutPtr) {
         let config = Config::new(p.group_size.min(64));
         asm!("ldtilecfg [{}]", in(reg) config.0.as_ptr(), options(nostack, readonly));
         // The last block's rows where it has fewer than eight, the rest zero, so that tile A
-        // never reads past `xq`.
+        // never reads past `xq` (none where the rows make whole blocks).
         let tail_rows = p.m % BLOCK;
-        let mut tail = vec![0i8; 2 * BLOCK * p.k];
+        let mut tail = vec![0i8; if tail_rows > 0 { 2 * BLOCK * p.k } else { 0 }];
         tail[..2 * tail_rows * p.k].copy_from_slice(&p.xq[2 * (p.m - tail_rows) * p.k..]);
         let xq = |m0: usize| match m0 + BLOCK <= p.m {
             true => p.xq.as_ptr().add(2 * m0 * p.k),
@@ -183,8 +183,7 @@ unsafe fn unpack<const BITS: usize>(p: &Packed, tile: usize, pair: &mut Pair) {
     let (sa, sb) = (p.sb.as_ptr().add(tile * gw), p.sb.as_ptr().add((tile + 1) * gw));
     pair.sb.clear();
     for g in 0..p.groups() {
-        let ((scale_a, bias_a), (scale_b, bias_b)) = (scale_bias(sa, p.format, g), scale_bias(sb, p.format, g));
-        pair.sb.push([join(scale_a, scale_b), join(bias_a, bias_b)]);
+        pair.sb.push(pair_scale_bias(sa, sb, p.format, g));
     }
 }
 
