@@ -120,7 +120,7 @@ mod x86 {
     use crate::cpu::qmm::avx2::{dequant, mac, mac_all_rows, store_lanes, MAX_GROUP, TILES};
     use crate::cpu::qmm_int8::TILE;
     use crate::cpu::qmm_repack::tile_words;
-    use crate::cpu::qmm_repack::x86::{pair_scale_bias, pair_vector, scale_bias};
+    use crate::cpu::qmm_repack::x86::{pair_scale_bias, pair_vector, prefetch_tiles, scale_bias};
 
     /// Tiles per column panel of the many-rows path, and rows per pass over
     /// it: 6 x 2 sums, two weights and a broadcast fill 15 of AVX2's 16
@@ -214,7 +214,9 @@ mod x86 {
         let sbt: [*const f32; T] = std::array::from_fn(|t| p.sb.as_ptr().add((tile0 + t) * groups * p.format.group_words()));
         let x = p.x.as_ptr();
         let mut acc = [_mm256_setzero_ps(); T];
+        let ahead = tile0 + T..tile0 + 2 * T;
         for g in 0..groups {
+            prefetch_tiles(p.w, p.sb, (tw, groups * p.format.group_words()), ahead.clone(), g, groups);
             let sb: [(__m256, __m256); T] = std::array::from_fn(|t| scale_bias(sbt[t], p.format, g));
             for u in g * vpg..(g + 1) * vpg {
                 let v: [__m256i; T] = std::array::from_fn(|t| _mm256_loadu_si256(wt[t].add(u * TILE).cast()));
@@ -250,7 +252,9 @@ mod x86 {
         let x = p.x.as_ptr();
         let mask = _mm512_set1_epi32(((1u32 << B) - 1) as i32);
         let mut acc = [_mm512_setzero_ps(); P];
+        let ahead = tile0 + 2 * P..tile0 + 4 * P;
         for g in 0..groups {
+            prefetch_tiles(p.w, p.sb, (tw, gw), ahead.clone(), g, groups);
             let sb: [[__m512; 2]; P] = std::array::from_fn(|t| pair_scale_bias(sbt[t][0], sbt[t][1], p.format, g));
             for u in g * vpg..(g + 1) * vpg {
                 let v: [__m512i; P] = std::array::from_fn(|t| pair_vector(wt[t][0], wt[t][1], u));
@@ -296,6 +300,7 @@ mod x86 {
         let mut wd = [_mm256_setzero_ps(); TILES * MAX_GROUP];
         acc.fill(_mm256_setzero_ps());
         for g in 0..groups {
+            prefetch_tiles(p.w, p.sb, (tw, groups * p.format.group_words()), tile0 + TILES..tile0 + 2 * TILES, g, groups);
             for t in 0..count {
                 let wt = p.w.as_ptr().add((tile0 + t) * tw);
                 let (scale, bias) = scale_bias(p.sb.as_ptr().add((tile0 + t) * groups * p.format.group_words()), p.format, g);
@@ -345,17 +350,24 @@ mod x86 {
                 *wd.get_unchecked_mut(e * PANEL + t) = _mm256_setzero_ps();
             }
         }
-        for t in 0..count {
-            let wt = p.w.as_ptr().add((tile0 + t) * tw);
-            let sbt = p.sb.as_ptr().add((tile0 + t) * groups * p.format.group_words());
-            for g in 0..groups {
-                let (scale, bias) = scale_bias(sbt, p.format, g);
-                for u in 0..vpg {
-                    let v = _mm256_loadu_si256(wt.add((g * vpg + u) * TILE).cast());
-                    for j in 0..per {
-                        for i in 0..4 {
-                            let e = g * gs + 4 * (u * per + j) + i;
-                            *wd.get_unchecked_mut(e * PANEL + t) = dequant::<BF>(scale, unpack::<B>(v, j, i), bias);
+        // `wide` only for float32 (`all`), and a whole panel (its tiles side by side).
+        let wide = wide && count == PANEL;
+        if wide {
+            dequant_panel_wide::<B>(p, tile0, wd);
+        } else {
+            for t in 0..count {
+                let wt = p.w.as_ptr().add((tile0 + t) * tw);
+                let sbt = p.sb.as_ptr().add((tile0 + t) * groups * p.format.group_words());
+                for g in 0..groups {
+                    prefetch_tiles(p.w, p.sb, (tw, groups * p.format.group_words()), tile0 + PANEL + t..tile0 + PANEL + t + 1, g, groups);
+                    let (scale, bias) = scale_bias(sbt, p.format, g);
+                    for u in 0..vpg {
+                        let v = _mm256_loadu_si256(wt.add((g * vpg + u) * TILE).cast());
+                        for j in 0..per {
+                            for i in 0..4 {
+                                let e = g * gs + 4 * (u * per + j) + i;
+                                *wd.get_unchecked_mut(e * PANEL + t) = dequant::<BF>(scale, unpack::<B>(v, j, i), bias);
+                            }
                         }
                     }
                 }
@@ -364,7 +376,6 @@ mod x86 {
         // Passes of at most `ROWS` rows (`WIDE_ROWS` on 512-bit vectors), as even as can be (8
         // rows: 4 + 4, not 6 + 2; at least three where `p.m >= ROWS`): a pass of one or two rows
         // has too few sums in flight to hide the adds' latency.
-        let wide = wide && count == PANEL;
         let passes = p.m.div_ceil(if wide { WIDE_ROWS } else { ROWS });
         let mut m = 0;
         for pass in 0..passes {
@@ -384,6 +395,39 @@ mod x86 {
                 _ => pass_rows::<ROWS, BF, F>(p, m, wd, tile0, count, out),
             }
             m += r;
+        }
+    }
+
+    /// The panel's two tiles (`PANEL`) dequantized into `wd` on 512-bit
+    /// vectors, both tiles' eight columns of a position in one (as
+    /// `single_row_wide` takes them): `dequant`'s operations per lane, half
+    /// the instructions (the 256-bit dequantizing was more of a batch of
+    /// eight's time than its sums). Float32 only.
+    #[target_feature(enable = "avx2,f16c,avx512f")]
+    #[inline]
+    unsafe fn dequant_panel_wide<const B: usize>(p: &Exact, tile0: usize, wd: &mut [__m256]) {
+        let (groups, per, gs) = (p.groups(), 8 / B, p.group_size);
+        let vpg = gs * B / 32;
+        let (tw, gw) = (tile_words(p.k, B), groups * p.format.group_words());
+        let [wa, wb] = [0, 1].map(|t| p.w.as_ptr().add((tile0 + t) * tw));
+        let [sa, sb] = [0, 1].map(|t| p.sb.as_ptr().add((tile0 + t) * gw));
+        let mask = _mm512_set1_epi32(((1u32 << B) - 1) as i32);
+        let out = wd.as_mut_ptr().cast::<f32>();
+        for g in 0..groups {
+            prefetch_tiles(p.w, p.sb, (tw, gw), tile0 + PANEL..tile0 + 2 * PANEL, g, groups);
+            let [scale, bias] = pair_scale_bias(sa, sb, p.format, g);
+            for u in g * vpg..(g + 1) * vpg {
+                let v = pair_vector(wa, wb, u);
+                for j in 0..per {
+                    for i in 0..4 {
+                        let shifted = _mm512_srl_epi32(v, _mm_cvtsi32_si128((8 * i + j * B) as i32));
+                        let q = if B == 8 && i == 3 { shifted } else { _mm512_and_si512(shifted, mask) };
+                        let w = _mm512_add_ps(_mm512_mul_ps(scale, _mm512_cvtepi32_ps(q)), bias);
+                        let e = 4 * (u * per + j) + i;
+                        _mm512_storeu_ps(out.add(e * PANEL * TILE), w);
+                    }
+                }
+            }
         }
     }
 

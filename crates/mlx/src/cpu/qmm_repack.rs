@@ -565,7 +565,7 @@ pub(crate) mod x86 {
                 /// Rows `m0..m0 + R` of tile `tile`, at `BITS` bits a weight.
                 #[target_feature(enable = $features)]
                 #[inline]
-                unsafe fn rows<const R: usize, const BITS: usize>(p: &Packed, m0: usize, tile: usize, out: OutPtr) {
+                unsafe fn rows<const R: usize, const BITS: usize>(p: &Packed, m0: usize, tile: usize, out: OutPtr, ahead: Option<Range<usize>>) {
                     let groups = p.groups();
                     let (per, per_group) = (8 / BITS, p.group_size * BITS / 32);
                     let wt = p.w.as_ptr().add(tile * tile_words(p.k, BITS));
@@ -576,6 +576,9 @@ pub(crate) mod x86 {
                     let mask = _mm256_set1_epi8(((1u32 << BITS) - 1) as u8 as i8);
                     let mut acc = [_mm256_setzero_ps(); R];
                     for g in 0..groups {
+                        if let Some(t) = &ahead {
+                            prefetch_packed(p, t.clone(), g, groups);
+                        }
                         // One row alone sums into two accumulators per part (alternate slots), so
                         // that its dot products do not all wait on one another.
                         let (mut hi, mut lo) = ([[_mm256_setzero_si256(); 2]; R], [[_mm256_setzero_si256(); 2]; R]);
@@ -664,11 +667,13 @@ pub(crate) mod x86 {
                         let end = (r0 + CHUNK).min(p.m);
                         for tile in tiles.clone() {
                             for (m, r) in row_blocks(end - r0, $most) {
+                                // The next tile, read from memory under the first rows' work.
+                                let ahead = (m == 0).then_some(tile + 1..tile + 2);
                                 match r {
-                                    8 => rows::<8, BITS>(p, r0 + m, tile, out),
-                                    4 => rows::<4, BITS>(p, r0 + m, tile, out),
-                                    2 => rows::<2, BITS>(p, r0 + m, tile, out),
-                                    _ => rows::<1, BITS>(p, r0 + m, tile, out),
+                                    8 => rows::<8, BITS>(p, r0 + m, tile, out, ahead),
+                                    4 => rows::<4, BITS>(p, r0 + m, tile, out, ahead),
+                                    2 => rows::<2, BITS>(p, r0 + m, tile, out, ahead),
+                                    _ => rows::<1, BITS>(p, r0 + m, tile, out, ahead),
                                 }
                             }
                         }
@@ -744,6 +749,31 @@ pub(crate) mod x86 {
         }
     }
 
+    /// Part `part` of `parts` of tiles `tiles`' repacked weights and scales
+    /// (`tile_words` and `gw` words a tile), brought toward L1: issued while
+    /// the tiles before them compute, so that their reads from memory overlap
+    /// that work instead of stalling their own first loads (decode steps and
+    /// batches read every weight from memory once). Nothing past the arrays
+    /// is asked for.
+    #[inline(always)]
+    pub(crate) unsafe fn prefetch_tiles(w: &[u32], sb: &[f32], (tw, gw): (usize, usize), tiles: Range<usize>, part: usize, parts: usize) {
+        let regions = [(w.as_ptr().cast::<u8>(), w.len() * 4, tw * 4), (sb.as_ptr().cast::<u8>(), sb.len() * 4, gw * 4)];
+        for (base, len, per_tile) in regions {
+            let (from, to) = (tiles.start * per_tile, (tiles.end * per_tile).min(len));
+            let lines = to.saturating_sub(from).div_ceil(64);
+            for line in part * lines / parts..(part + 1) * lines / parts {
+                _mm_prefetch::<_MM_HINT_T0>(base.add(from + 64 * line).cast());
+            }
+        }
+    }
+
+    /// `prefetch_tiles` of `p`'s.
+    #[inline(always)]
+    pub(super) unsafe fn prefetch_packed(p: &Packed, tiles: Range<usize>, part: usize, parts: usize) {
+        let words = (tile_words(p.k, p.bits), p.groups() * p.format.group_words());
+        prefetch_tiles(p.w, p.sb, words, tiles, part, parts)
+    }
+
     /// Group `g`'s scales and biases of two tiles (their `sb` at `sa` and
     /// `sb`), widened as `scale_bias` does, side by side as `pair_vector`
     /// lays their weights: `[scales, biases]`, the first tile's low.
@@ -776,7 +806,7 @@ pub(crate) mod x86 {
         /// Rows `m0..m0 + R` of tiles `tile` and `tile + 1`, at `BITS` bits a weight.
         #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vnni,avx512vl")]
         #[inline]
-        unsafe fn rows<const R: usize, const BITS: usize>(p: &Packed, m0: usize, tile: usize, out: OutPtr) {
+        unsafe fn rows<const R: usize, const BITS: usize>(p: &Packed, m0: usize, tile: usize, out: OutPtr, ahead: Option<Range<usize>>) {
             let groups = p.groups();
             let (per, per_group) = (8 / BITS, p.group_size * BITS / 32);
             let tw = tile_words(p.k, BITS);
@@ -789,6 +819,9 @@ pub(crate) mod x86 {
             let mask = _mm512_set1_epi8(((1u32 << BITS) - 1) as u8 as i8);
             let mut acc = [[_mm256_setzero_ps(); 2]; R];
             for g in 0..groups {
+                if let Some(t) = &ahead {
+                    prefetch_packed(p, t.clone(), g, groups);
+                }
                 // As the 256-bit path: one row alone alternates two accumulators per part.
                 let (mut hi, mut lo) = ([[_mm512_setzero_si512(); 2]; R], [[_mm512_setzero_si512(); 2]; R]);
                 for u in g * per_group..(g + 1) * per_group {
@@ -828,11 +861,13 @@ pub(crate) mod x86 {
                 let end = (r0 + CHUNK).min(p.m);
                 for tile in pairs.clone().step_by(2) {
                     for (m, r) in row_blocks(end - r0, 8) {
+                        // The next pair, read from memory under the first rows' work.
+                        let ahead = (m == 0).then_some(tile + 2..tile + 4);
                         match r {
-                            8 => rows::<8, BITS>(p, r0 + m, tile, out),
-                            4 => rows::<4, BITS>(p, r0 + m, tile, out),
-                            2 => rows::<2, BITS>(p, r0 + m, tile, out),
-                            _ => rows::<1, BITS>(p, r0 + m, tile, out),
+                            8 => rows::<8, BITS>(p, r0 + m, tile, out, ahead),
+                            4 => rows::<4, BITS>(p, r0 + m, tile, out, ahead),
+                            2 => rows::<2, BITS>(p, r0 + m, tile, out, ahead),
+                            _ => rows::<1, BITS>(p, r0 + m, tile, out, ahead),
                         }
                     }
                 }

@@ -25,7 +25,7 @@ use std::arch::asm;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::x86::{pair_scale_bias, pair_slot, pair_vector, tiles_avx512vnni};
+use super::x86::{pair_scale_bias, pair_slot, pair_vector, prefetch_packed, tiles_avx512vnni};
 use super::{tile_words, Packed};
 use crate::cpu::kernel::OutPtr;
 use crate::cpu::qmm::avx2::store_lanes;
@@ -143,9 +143,11 @@ pub(super) unsafe fn tiles(p: &Packed, tiles: Range<usize>, out: OutPtr) {
                     unpack(t, next);
                 }
                 for m0 in rows.clone().step_by(BLOCK) {
+                    // The pair after the next one, read from memory under the first block's work.
+                    let ahead = (m0 == rows.start).then_some(tile + 4);
                     match p.m - m0 >= BLOCK {
-                        true => block::<BLOCK>(p, m0, tile, xq(m0), pair, &mut ring, out),
-                        false => block::<0>(p, m0, tile, xq(m0), pair, &mut ring, out),
+                        true => block::<BLOCK>(p, m0, tile, xq(m0), pair, &mut ring, out, ahead),
+                        false => block::<0>(p, m0, tile, xq(m0), pair, &mut ring, out, ahead),
                     }
                 }
             }
@@ -251,7 +253,17 @@ const RING: usize = 4;
 /// its `q . lo`), then `add_group`'s, in its order, on sixteen lanes.
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vnni,avx512vl")]
 #[inline]
-unsafe fn block<const ROWS: usize>(p: &Packed, m0: usize, tile: usize, xq: *const i8, pair: &Pair, ring: &mut [Sums; RING], out: OutPtr) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn block<const ROWS: usize>(
+    p: &Packed,
+    m0: usize,
+    tile: usize,
+    xq: *const i8,
+    pair: &Pair,
+    ring: &mut [Sums; RING],
+    out: OutPtr,
+    ahead: Option<usize>,
+) {
     let groups = p.groups();
     let rows = if ROWS == BLOCK { BLOCK } else { p.m - m0 };
     let mut acc = [_mm512_setzero_ps(); BLOCK];
@@ -265,6 +277,9 @@ unsafe fn block<const ROWS: usize>(p: &Packed, m0: usize, tile: usize, xq: *cons
     for g in 0..groups {
         if g + LEAD < groups {
             product(g + LEAD, ring);
+        }
+        if let Some(t) = ahead {
+            prefetch_packed(p, t..t + 2, g, groups);
         }
         let c = &ring.get_unchecked(g % RING).0;
         let [scale, bias] = *pair.sb.get_unchecked(g);
