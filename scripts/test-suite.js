@@ -12,6 +12,9 @@
 //   It also runs the speech crate's cargo tests (`cargo test -p tts`: S3Gen, HiFT, T3, the
 //   voice front ends, Turbo's streaming), which read the same fixtures. The speech parts of
 //   the CLI, the server and the package stay in `npm test`.
+// - `npm run test:package`: the paths users install by (__test__/package.test.js): `npm pack`
+//   installed into an empty project and built from source there (minutes of cargo on 2 cores),
+//   the prebuilt platform package, require/import/tsc and the missing-prerequisite messages.
 // `node scripts/test-suite.js NAME` runs the suite's files after the setup it needs.
 const fs = require('node:fs');
 const path = require('node:path');
@@ -24,6 +27,7 @@ const SPEECH = (f) => /^tts.*\.test\.js$/.test(f) || f === 'voice.test.js';
 // text fixtures, and the crates whose cargo tests it runs (`npm test` leaves those out).
 const SUITES = {
   distributed: { files: (f) => f === 'distributed.test.js', setup: () => {} },
+  package: { files: (f) => f === 'package.test.js', setup: () => {} },
   families: { files: (f) => f === 'families.test.js', setup: () => require('./chat-templates').ensureChatTemplates() },
   speech: {
     files: SPEECH,
