@@ -12,7 +12,8 @@
 //! attended (the fetched slice of a buffer is not one block, and reading it
 //! as one would cost a copy of the cache per step). A bfloat16 or float16
 //! cache (a 16-bit model's) arrives as its bits and each head is widened
-//! exactly as it is read, so the arithmetic is float32's whatever the cache
+//! exactly as it is read (a decode step's on x86 as each vector is loaded,
+//! with no buffer between), so the arithmetic is float32's whatever the cache
 //! holds, and a step reads half the bytes.
 //!
 //! Not MLX's bits: each score is eight lanes of fused multiply-adds over the
@@ -354,11 +355,14 @@ fn group_body(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transp
     let rep = p.n_q / p.n_kv;
     let at = (row * p.n_kv + g) * c.capacity * d;
     // A 16-bit cache's head widened once here (the keys only where scored from the cache:
-    // a prompt scores from `kt`); taken out of its cell as `SCRATCH` below.
+    // a prompt scores from `kt`); taken out of its cell as `SCRATCH` below. A decode step
+    // where AVX2, FMA and F16C run reads the head in place instead, each 16-bit value widened
+    // as it is loaded (the same values, so the same bits; `x86::InPlace`).
+    let in_place = t == 1 && d % 64 == 0 && avx2_fma_f16c();
     let mut wide = WIDE.with(RefCell::take);
     let (wide_keys, wide_values) = (&mut wide.0, &mut wide.1);
-    let keys = if t == 1 { values_f32(c.keys, p.half, at, c.len * d, wide_keys) } else { &[] };
-    let values = values_f32(c.values, p.half, at, c.len * d, wide_values);
+    let keys = if t == 1 && !in_place { values_f32(c.keys, p.half, at, c.len * d, wide_keys) } else { &[] };
+    let values = if in_place { &[] } else { values_f32(c.values, p.half, at, c.len * d, wide_values) };
     // The positions query `pos` sees: the cache's earlier ones and its chunk's up to its own.
     let seen = |pos: usize| c.len - t + 1 + pos;
     let (first, last) = (queries.start, queries.end - 1);
@@ -379,7 +383,14 @@ fn group_body(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transp
             *dst = x * p.scale;
         }
     }
-    if t == 1 {
+    if in_place {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `in_place`: the CPU has AVX2, FMA and F16C and `d` is a multiple of 64; the
+        // cache's buffers hold `len` keys and values of this head from `at` (`Problem::new`).
+        unsafe {
+            x86::InPlace::new(c.keys, p.half, at).scores(qs, c.len, d, cols, scores)
+        };
+    } else if t == 1 {
         scores_decode(qs, keys, d, cols, scores);
     } else {
         scores_prompt(qs, &kt, d, cols, scores);
@@ -420,8 +431,11 @@ fn group_body(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transp
         let inv = 1.0 / exp_in_place(weights);
         match d {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the CPU has AVX2 and FMA, checked in the guard.
-            _ if d % 64 == 0 && crate::cpu::math::avx2_fma() => unsafe { x86::weighted_sum(weights, values, o) },
+            // SAFETY: as for the scores above.
+            _ if in_place => unsafe { x86::InPlace::new(c.values, p.half, at).weighted_sum(weights, o) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX2, FMA and F16C, checked in the guard.
+            _ if d % 64 == 0 && avx2_fma_f16c() => unsafe { x86::weighted_sum(weights, x86::F32Lanes(values.as_ptr()), o) },
             64 => weighted_sum::<8>(weights, values, o),
             128 => weighted_sum::<16>(weights, values, o),
             _ => {
@@ -469,15 +483,24 @@ fn scale(o: &mut [f32], inv: f32) {
 /// Keys per pass of `scores_prompt` (two vectors of eight).
 const KEYS: usize = 16;
 
+/// Whether the x86 loops run: AVX2, FMA and F16C (false elsewhere).
+#[inline(always)]
+fn avx2_fma_f16c() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return crate::cpu::math::avx2_fma() && is_x86_feature_detected!("f16c");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// A decode step's scores: each query row against every key, four keys at a
 /// time (four independent sums, so the multiply-adds do not wait on each
 /// other; each score's own order is `dot`'s). `scores` is `[rows][cols]`.
 #[inline(always)]
 fn scores_decode(qs: &[f32], keys: &[f32], d: usize, cols: usize, scores: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if crate::cpu::math::avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA, checked just above.
-        return unsafe { x86::scores_decode(qs, keys, d, cols, scores) };
+    if avx2_fma_f16c() {
+        // SAFETY: the CPU has AVX2, FMA and F16C, checked just above.
+        return unsafe { x86::scores_decode(qs, x86::F32Lanes(keys.as_ptr()), keys.len() / d, d, cols, scores) };
     }
     let len = keys.len() / d;
     let quads = len / 4;
@@ -593,23 +616,104 @@ fn exp_in_place(x: &mut [f32]) -> f32 {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::lanes_sum;
+    use super::{lanes_sum, Half};
+
+    /// Where a head's keys or values are read from: float32, or a 16-bit
+    /// cache's bits widened as they are loaded (exactly, as `widen` does), so
+    /// that a decode step reads the cache in place instead of widening it into
+    /// a buffer first (a batch of eight spent 6% of its step there).
+    pub(super) trait Lanes: Copy {
+        /// Values `at..at + 8`.
+        unsafe fn load8(self, at: usize) -> __m256;
+    }
+
+    #[derive(Clone, Copy)]
+    pub(super) struct F32Lanes(pub(super) *const f32);
+    #[derive(Clone, Copy)]
+    pub(super) struct F16Lanes(*const u16);
+    #[derive(Clone, Copy)]
+    pub(super) struct Bf16Lanes(*const u16);
+
+    impl Lanes for F32Lanes {
+        #[inline(always)]
+        unsafe fn load8(self, at: usize) -> __m256 {
+            _mm256_loadu_ps(self.0.add(at))
+        }
+    }
+
+    impl Lanes for F16Lanes {
+        #[inline(always)]
+        unsafe fn load8(self, at: usize) -> __m256 {
+            _mm256_cvtph_ps(_mm_loadu_si128(self.0.add(at).cast()))
+        }
+    }
+
+    impl Lanes for Bf16Lanes {
+        #[inline(always)]
+        unsafe fn load8(self, at: usize) -> __m256 {
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(self.0.add(at).cast()))))
+        }
+    }
+
+    /// A head's keys or values read in place from a cache buffer's words.
+    #[derive(Clone, Copy)]
+    pub(super) enum InPlace {
+        F32(F32Lanes),
+        F16(F16Lanes),
+        Bf16(Bf16Lanes),
+    }
+
+    impl InPlace {
+        /// Values from `at` on of a buffer (its words) held as `half` says.
+        ///
+        /// # Safety
+        /// `at` lies within the buffer's values.
+        pub(super) unsafe fn new(words: &[f32], half: Half, at: usize) -> InPlace {
+            match half {
+                Half::None => InPlace::F32(F32Lanes(words.as_ptr().add(at))),
+                Half::F16 => InPlace::F16(F16Lanes(words.as_ptr().cast::<u16>().add(at))),
+                Half::Bf16 => InPlace::Bf16(Bf16Lanes(words.as_ptr().cast::<u16>().add(at))),
+            }
+        }
+
+        /// `scores_decode` with these as the keys.
+        ///
+        /// # Safety
+        /// As `scores_decode`'s, these holding `len` keys.
+        pub(super) unsafe fn scores(self, qs: &[f32], len: usize, d: usize, cols: usize, scores: &mut [f32]) {
+            match self {
+                InPlace::F32(k) => scores_decode(qs, k, len, d, cols, scores),
+                InPlace::F16(k) => scores_decode(qs, k, len, d, cols, scores),
+                InPlace::Bf16(k) => scores_decode(qs, k, len, d, cols, scores),
+            }
+        }
+
+        /// `weighted_sum` with these as the values.
+        ///
+        /// # Safety
+        /// As `weighted_sum`'s.
+        pub(super) unsafe fn weighted_sum(self, weights: &[f32], o: &mut [f32]) {
+            match self {
+                InPlace::F32(v) => weighted_sum(weights, v, o),
+                InPlace::F16(v) => weighted_sum(weights, v, o),
+                InPlace::Bf16(v) => weighted_sum(weights, v, o),
+            }
+        }
+    }
 
     /// # Safety
-    /// The CPU must have AVX2 and FMA; `d` a multiple of 8, `qs` rows of `d`,
-    /// `keys` whole keys of `d`, `scores` rows of `cols` >= the keys.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn scores_decode(qs: &[f32], keys: &[f32], d: usize, cols: usize, scores: &mut [f32]) {
-        let len = keys.len() / d;
+    /// The CPU must have AVX2, FMA and F16C; `d` a multiple of 8, `qs` rows of
+    /// `d`, `keys` `len` whole keys of `d`, `scores` rows of `cols` >= `len`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn scores_decode<K: Lanes>(qs: &[f32], keys: K, len: usize, d: usize, cols: usize, scores: &mut [f32]) {
         for (q, row) in qs.chunks_exact(d).zip(scores.chunks_exact_mut(cols)) {
             let mut j = 0;
             while j + 4 <= len {
-                let k = keys.as_ptr().add(j * d);
                 let mut acc = [_mm256_setzero_ps(); 4];
                 for c in (0..d).step_by(8) {
                     let qv = _mm256_loadu_ps(q.as_ptr().add(c));
                     for (i, a) in acc.iter_mut().enumerate() {
-                        *a = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k.add(i * d + c)), *a);
+                        *a = _mm256_fmadd_ps(qv, keys.load8((j + i) * d + c), *a);
                     }
                 }
                 for (i, a) in acc.iter().enumerate() {
@@ -618,10 +722,9 @@ mod x86 {
                 j += 4;
             }
             for j in j..len {
-                let k = keys.as_ptr().add(j * d);
                 let mut a = _mm256_setzero_ps();
                 for c in (0..d).step_by(8) {
-                    a = _mm256_fmadd_ps(_mm256_loadu_ps(q.as_ptr().add(c)), _mm256_loadu_ps(k.add(c)), a);
+                    a = _mm256_fmadd_ps(_mm256_loadu_ps(q.as_ptr().add(c)), keys.load8(j * d + c), a);
                 }
                 row[j] = sum(a);
             }
@@ -640,18 +743,17 @@ mod x86 {
     /// multiply-add chain from zero in key order, as the portable loop.
     ///
     /// # Safety
-    /// The CPU must have AVX2 and FMA; `values` holds `weights.len()` rows of
-    /// `o.len()` = `d`.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn weighted_sum(weights: &[f32], values: &[f32], o: &mut [f32]) {
+    /// The CPU must have AVX2, FMA and F16C; `values` holds `weights.len()`
+    /// rows of `o.len()` = `d`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn weighted_sum<V: Lanes>(weights: &[f32], values: V, o: &mut [f32]) {
         let d = o.len();
         for e0 in (0..d).step_by(64) {
             let mut acc = [_mm256_setzero_ps(); 8];
             for (j, &w) in weights.iter().enumerate() {
                 let w = _mm256_set1_ps(w);
-                let v = values.as_ptr().add(j * d + e0);
                 for (i, a) in acc.iter_mut().enumerate() {
-                    *a = _mm256_fmadd_ps(w, _mm256_loadu_ps(v.add(8 * i)), *a);
+                    *a = _mm256_fmadd_ps(w, values.load8(j * d + e0 + 8 * i), *a);
                 }
             }
             for (i, a) in acc.iter().enumerate() {
