@@ -184,6 +184,14 @@ mod x86 {
         }
     }
 
+    /// Group `g`'s share of `tiles`' weights and scales, read ahead
+    /// (`prefetch_tiles`, one share per group of the tiles computing now).
+    #[inline(always)]
+    unsafe fn prefetch(p: &Exact, tiles: Range<usize>, g: usize) {
+        let groups = p.groups();
+        prefetch_tiles(p.w, p.sb, (tile_words(p.k, p.bits), groups * p.format.group_words()), tiles, g, groups);
+    }
+
     /// Weight `e` of a tile's vector of words `v` (slot `e / 4` of the
     /// vector's, byte `e % 4`) in each lane: a shift and a mask.
     #[target_feature(enable = "avx2")]
@@ -216,7 +224,7 @@ mod x86 {
         let mut acc = [_mm256_setzero_ps(); T];
         let ahead = tile0 + T..tile0 + 2 * T;
         for g in 0..groups {
-            prefetch_tiles(p.w, p.sb, (tw, groups * p.format.group_words()), ahead.clone(), g, groups);
+            prefetch(p, ahead.clone(), g);
             let sb: [(__m256, __m256); T] = std::array::from_fn(|t| scale_bias(sbt[t], p.format, g));
             for u in g * vpg..(g + 1) * vpg {
                 let v: [__m256i; T] = std::array::from_fn(|t| _mm256_loadu_si256(wt[t].add(u * TILE).cast()));
@@ -254,7 +262,7 @@ mod x86 {
         let mut acc = [_mm512_setzero_ps(); P];
         let ahead = tile0 + 2 * P..tile0 + 4 * P;
         for g in 0..groups {
-            prefetch_tiles(p.w, p.sb, (tw, gw), ahead.clone(), g, groups);
+            prefetch(p, ahead.clone(), g);
             let sb: [[__m512; 2]; P] = std::array::from_fn(|t| pair_scale_bias(sbt[t][0], sbt[t][1], p.format, g));
             for u in g * vpg..(g + 1) * vpg {
                 let v: [__m512i; P] = std::array::from_fn(|t| pair_vector(wt[t][0], wt[t][1], u));
@@ -300,7 +308,7 @@ mod x86 {
         let mut wd = [_mm256_setzero_ps(); TILES * MAX_GROUP];
         acc.fill(_mm256_setzero_ps());
         for g in 0..groups {
-            prefetch_tiles(p.w, p.sb, (tw, groups * p.format.group_words()), tile0 + TILES..tile0 + 2 * TILES, g, groups);
+            prefetch(p, tile0 + TILES..tile0 + 2 * TILES, g);
             for t in 0..count {
                 let wt = p.w.as_ptr().add((tile0 + t) * tw);
                 let (scale, bias) = scale_bias(p.sb.as_ptr().add((tile0 + t) * groups * p.format.group_words()), p.format, g);
@@ -359,7 +367,7 @@ mod x86 {
                 let wt = p.w.as_ptr().add((tile0 + t) * tw);
                 let sbt = p.sb.as_ptr().add((tile0 + t) * groups * p.format.group_words());
                 for g in 0..groups {
-                    prefetch_tiles(p.w, p.sb, (tw, groups * p.format.group_words()), tile0 + PANEL + t..tile0 + PANEL + t + 1, g, groups);
+                    prefetch(p, tile0 + PANEL + t..tile0 + PANEL + t + 1, g);
                     let (scale, bias) = scale_bias(sbt, p.format, g);
                     for u in 0..vpg {
                         let v = _mm256_loadu_si256(wt.add((g * vpg + u) * TILE).cast());
@@ -414,7 +422,7 @@ mod x86 {
         let mask = _mm512_set1_epi32(((1u32 << B) - 1) as i32);
         let out = wd.as_mut_ptr().cast::<f32>();
         for g in 0..groups {
-            prefetch_tiles(p.w, p.sb, (tw, gw), tile0 + PANEL..tile0 + 2 * PANEL, g, groups);
+            prefetch(p, tile0 + PANEL..tile0 + 2 * PANEL, g);
             let [scale, bias] = pair_scale_bias(sa, sb, p.format, g);
             for u in g * vpg..(g + 1) * vpg {
                 let v = pair_vector(wa, wb, u);

@@ -144,7 +144,7 @@ pub(super) unsafe fn tiles(p: &Packed, tiles: Range<usize>, out: OutPtr) {
                 }
                 for m0 in rows.clone().step_by(BLOCK) {
                     // The pair after the next one, read from memory under the first block's work.
-                    let ahead = (m0 == rows.start).then_some(tile + 4);
+                    let ahead = (m0 == rows.start).then_some(tile + 4..tile + 6);
                     match p.m - m0 >= BLOCK {
                         true => block::<BLOCK>(p, m0, tile, xq(m0), pair, &mut ring, out, ahead),
                         false => block::<0>(p, m0, tile, xq(m0), pair, &mut ring, out, ahead),
@@ -262,7 +262,7 @@ unsafe fn block<const ROWS: usize>(
     pair: &Pair,
     ring: &mut [Sums; RING],
     out: OutPtr,
-    ahead: Option<usize>,
+    ahead: Option<Range<usize>>,
 ) {
     let groups = p.groups();
     let rows = if ROWS == BLOCK { BLOCK } else { p.m - m0 };
@@ -278,8 +278,8 @@ unsafe fn block<const ROWS: usize>(
         if g + LEAD < groups {
             product(g + LEAD, ring);
         }
-        if let Some(t) = ahead {
-            prefetch_packed(p, t..t + 2, g, groups);
+        if let Some(t) = &ahead {
+            prefetch_packed(p, t.clone(), g, groups);
         }
         let c = &ring.get_unchecked(g % RING).0;
         let [scale, bias] = *pair.sb.get_unchecked(g);
