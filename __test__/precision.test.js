@@ -6,9 +6,9 @@
 // (crates/mlx/src/cpu/qmm_int8.rs), the default for affine-quantized models on the CPU
 // (LanguageModel.precision says which applies; 'exact' elsewhere and on request). Its results are not MLX-LM's bits, so it is checked
 // against our exact mode (itself checked against MLX-LM in parity.test.js): the same greedy
-// tokens, log-probabilities within 1e-2 (up to 6.3e-3 on these random-weight fixtures, 3.6e-3
-// and 9.5e-4 on the others; up to 2.6e-3 when prompts still ran the exact kernel: now the
-// prompt's keys and values are fast mode's too, and later steps attend to them). For
+// tokens, log-probabilities within 6e-2 (up to 2.9e-2 on these random-weight fixtures since 4-bit
+// weights take 12-bit activations, lo_shift in qmm_int8.rs; 6.3e-3 with 15-bit ones; on the
+// trained model of bench:llama's quality gate the mean KL stays near 1e-5). For
 // bfloat16 models exact mode repeats MLX's bfloat16 arithmetic, which rounds every partial sum
 // to bfloat16, while fast mode sums in float32: there it must land closer than exact mode to
 // the same model computed in float32. The kernel gives the same bits on every CPU path
@@ -112,14 +112,14 @@ test('precision must be "exact" or "fast"', async () => {
   }
 });
 
-test('fast precision: the exact mode greedy tokens, log-probabilities within 1e-2 (float32 caches)', () => {
+test('fast precision: the exact mode greedy tokens, log-probabilities within 6e-2 (float32 caches)', () => {
   assert.equal(fast.kernels.qmmInt8, true);
   assert.equal(fast.kernels.decodeAttention, true);
   for (const name of FLOAT32) {
     assert.deepEqual(fast[name].tokens, exact[name].tokens, name);
     assert.deepEqual(fastF32Cache[name].tokens, exact[name].tokens, name);
     const worst = maxAbsDiff(fastF32Cache[name].logprobs, exact[name].logprobs);
-    assert.ok(worst < 1e-2, `${name}: log-probabilities differ by up to ${worst}`);
+    assert.ok(worst < 6e-2, `${name}: log-probabilities differ by up to ${worst}`);
     // Not the exact bits: the kernel really ran.
     assert.notDeepEqual(fastF32Cache[name].logprobs, exact[name].logprobs, `${name}: fast mode gave exact mode's bits`);
   }
@@ -217,7 +217,9 @@ test('fast precision\'s decode steps run attention as one kernel: not the bits o
     assert.deepEqual(fastF32Cache[name].tokens, ops[name].tokens, name);
     assert.notDeepEqual(fastF32Cache[name].logprobs, ops[name].logprobs, `${name}: the kernel did not run`);
     const worst = maxAbsDiff(fastF32Cache[name].logprobs, ops[name].logprobs);
-    assert.ok(worst < 1e-3, `${name}: log-probabilities differ by up to ${worst}`);
+    // Up to 3.2e-3 (9e-4 with 15-bit activations: an attention output that moves by its rounding
+    // can move the next layer's activations by a 12-bit step).
+    assert.ok(worst < 1e-2, `${name}: log-probabilities differ by up to ${worst}`);
   }
 });
 

@@ -1,17 +1,19 @@
 //! Affine quantized matmul (`x @ dequantize(w).T`) for `precision: 'fast'`:
-//! integer dot products on 8-bit activations, as llama.cpp does on the CPU.
+//! integer dot products on activations held as two 8-bit parts (llama.cpp's
+//! CPU path holds one).
 //!
 //! MLX's exact op dequantizes every weight in float (`scale * q + bias`) and
 //! sums in index order with a rounding after each operation, five float
 //! operations per weight: compute-bound on a CPU (`cpu::qmm`). Here each row
-//! of `x` is quantized per weight group to 8 bits (`d = max|x| / 127`,
-//! `xq = round(x / d)`), and per group and output column
+//! of `x` is quantized per weight group to about 12 or 15 bits in two 8-bit
+//! parts (`quantize_rows_body`: `x ~ d' * xq`, `xq = 2^s * hi + lo`), and per
+//! group and output column
 //!
-//! `y += (sum_k xq[k] * q[k]) * (scale * d) + bias * sum_k x[k]`
+//! `y += (sum_k xq[k] * q[k]) * (scale * d') + bias * sum_k x[k]`
 //!
-//! with `sum_k x[k]` taken as `d * sum_k xq[k]`. The integer sums are exact
-//! (AVX-VNNI/AVX-512 VNNI `vpdpbusd`, or AVX2's `vpmaddubsw`), so only the
-//! rounding of `x` to 8 bits differs from exact arithmetic. The float steps
+//! with `sum_k x[k]` taken as `d' * sum_k xq[k]`. The integer sums are exact
+//! (AVX-VNNI/AVX-512 VNNI `vpdpbusd`, AVX2's `vpmaddubsw`, AMX's `tdpbsud`),
+//! so only the rounding of `x` differs from exact arithmetic. The float steps
 //! run in one fixed order with no fused multiply-add in every code path, so
 //! the result has the same bits on every CPU (each path is checked against
 //! the portable one in the tests below). Quality against the exact kernel on
@@ -94,8 +96,8 @@ struct Problem<'a> {
     /// `x` quantized (`quantize_rows`): per row its `hi` part then its `lo`
     /// part, `k` values each, every unit of 64 in `position` order.
     xq: &'a [i8],
-    /// Per row and group: the scale `d / 256` of `256 * hi + lo`, and the
-    /// group's sum of the rounded `x`.
+    /// Per row and group: the scale `d / 2^s` of `2^s * hi + lo` (`s =
+    /// lo_shift(bits)`), and the group's sum of the rounded `x`.
     xd: &'a [f32],
     xsum: &'a [f32],
     m: usize,
@@ -143,7 +145,7 @@ const QMM_INT8: KernelF32 = |params, inputs, out| {
         xq.resize(2 * m * k, 0);
         xd.resize(m * groups, 0.0);
         xsum.resize(m * groups, 0.0);
-        quantize_rows(x, k, group_size, bits, xq, xd, xsum);
+        quantize_rows(x, k, group_size, (bits, lo_shift(bits)), xq, xd, xsum);
         let p = Problem { w, scales, biases, xq, xd, xsum, m, n, k, group_size, bits };
         let out_ptr = OutPtr(out.as_mut_ptr());
         let isa = Isa::detect();
@@ -173,7 +175,7 @@ thread_local! {
 // Compiled for AVX2 where the CPU has it (the rounding loop then runs 8 lanes at a time; plain
 // float adds and multiplies, so the same bits): it was 13% of a fast prompt on SmolLM2 as
 // baseline x86-64 code (perf, Zen 4).
-crate::avx2_fma_dispatch!(fn quantize_some_rows(x: &[f32], k: usize, gs: usize, bits: usize, xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) => quantize_rows_body);
+crate::avx2_fma_dispatch!(fn quantize_some_rows(x: &[f32], k: usize, gs: usize, layout: (usize, u32), xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) => quantize_rows_body);
 
 /// From this many values of `x` up (a prompt's rows, not a decode step's or a
 /// small batch's) `quantize_rows` splits the rows over the cores.
@@ -182,7 +184,7 @@ const QUANTIZE_PARALLEL_MIN: usize = 1 << 16;
 /// `quantize_rows_body` for every row of `x`, a prompt's rows split over the
 /// cores (each row is quantized alone, so the split does not change a bit): on
 /// one thread it was a tenth of a fast prompt (perf, SmolLM2-135M, Zen 4).
-pub(super) fn quantize_rows(x: &[f32], k: usize, gs: usize, bits: usize, xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) {
+pub(super) fn quantize_rows(x: &[f32], k: usize, gs: usize, (bits, shift): (usize, u32), xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) {
     let (m, groups) = (x.len() / k, k / gs);
     let helpers = if x.len() < QUANTIZE_PARALLEL_MIN { 0 } else { rayon::current_num_threads() - 1 };
     let (xq, xd, xsum) = (Disjoint::new(xq), Disjoint::new(xd), Disjoint::new(xsum));
@@ -191,22 +193,24 @@ pub(super) fn quantize_rows(x: &[f32], k: usize, gs: usize, bits: usize, xq: &mu
         // SAFETY: `share` gives each range of rows to one thread only, and a row's parts of the three
         // outputs are its own.
         let (q, d, s) = unsafe { (xq.part(a * 2 * k, n * 2 * k), xd.part(a * groups, n * groups), xsum.part(a * groups, n * groups)) };
-        quantize_some_rows(&x[a * k..][..n * k], k, gs, bits, q, d, s)
+        quantize_some_rows(&x[a * k..][..n * k], k, gs, (bits, shift), q, d, s)
     });
 }
 
-/// Each row's groups as two 8-bit parts: with `d = max|x| / 127`,
-/// `hi = round(x / d)` and `lo = round((x / d - hi) * 256)` (ties to even), so
-/// that `x ~ d / 256 * (256 * hi + lo)`: about 15 bits, where 8 alone moved a
-/// trained model's next-token distribution too far (docs/kernels.md). Each
-/// unit of 64 values is stored in the order `unpack` gives the weights.
-/// Per group, `xd` gets `d / 256` and `xsum` `d / 256 * sum(256 * hi + lo)`
+/// Each row's groups as two 8-bit parts: with `d = max|x| / 127`, `f = 2^shift`
+/// (`lo_shift`), `hi = round(x / d)` and `lo = round((x / d - hi) * f)` (ties
+/// to even), so that `x ~ d / f * (f * hi + lo)`: about 12 bits (`f` 16) or 15
+/// (`f` 256), where 8 alone moved a trained model's next-token distribution too
+/// far (docs/kernels.md). Each unit of 64 values is stored in the order
+/// `unpack` gives the weights (`bits`: the layout's).
+/// Per group, `xd` gets `d / f` and `xsum` `d / f * sum(f * hi + lo)`
 /// (the bias term takes the rounded `x` too, so the result is the product of
 /// the rounded `x` and the weights; with the float sum of `x` the rounding
 /// errors would meet the weights' offset, `bias`, not their centred values).
 #[inline(always)]
-fn quantize_rows_body(x: &[f32], k: usize, gs: usize, bits: usize, xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) {
+fn quantize_rows_body(x: &[f32], k: usize, gs: usize, (bits, shift): (usize, u32), xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) {
     let order = positions(bits);
+    let f = (1u32 << shift) as f32;
     let groups = k / gs;
     for (m, (xr, qr)) in x.chunks_exact(k).zip(xq.chunks_exact_mut(2 * k)).enumerate() {
         let (hi, lo) = qr.split_at_mut(k);
@@ -224,7 +228,7 @@ fn quantize_rows_body(x: &[f32], k: usize, gs: usize, bits: usize, xq: &mut [i8]
                     let t = xb[i] * id;
                     let r = round(t).clamp(-127.0, 127.0);
                     h[i] = r as i32;
-                    l[i] = round((t - r) * 256.0).clamp(-127.0, 127.0) as i32;
+                    l[i] = round((t - r) * f).clamp(-127.0, 127.0) as i32;
                 }
                 let e0 = g * gs + b * BLOCK;
                 if bits == 8 {
@@ -233,7 +237,7 @@ fn quantize_rows_body(x: &[f32], k: usize, gs: usize, bits: usize, xq: &mut [i8]
                     // 8% of a fast prompt on AMX, perf, Qwen3-0.6B Q4_0).
                     let (hs, ls) = (&mut hi[e0..e0 + BLOCK], &mut lo[e0..e0 + BLOCK]);
                     for i in 0..BLOCK {
-                        sum += 256 * h[i] + l[i];
+                        sum += (h[i] << shift) + l[i];
                         hs[i] = h[i] as i8;
                         ls[i] = l[i] as i8;
                     }
@@ -241,14 +245,27 @@ fn quantize_rows_body(x: &[f32], k: usize, gs: usize, bits: usize, xq: &mut [i8]
                 }
                 let (unit, half) = (e0 / UNIT * UNIT, e0 % UNIT);
                 for i in 0..BLOCK {
-                    sum += 256 * h[i] + l[i];
+                    sum += (h[i] << shift) + l[i];
                     hi[unit + order[half + i]] = h[i] as i8;
                     lo[unit + order[half + i]] = l[i] as i8;
                 }
             }
-            xd[m * groups + g] = d / 256.0;
-            xsum[m * groups + g] = d / 256.0 * sum as f32;
+            xd[m * groups + g] = d / f;
+            xsum[m * groups + g] = d / f * sum as f32;
         }
+    }
+}
+
+/// How many bits `lo` sits below `hi` for weights of `bits` bits: `x ~ d /
+/// 2^s * (2^s * hi + lo)`. 4 (about 12 bits of `x`) for 2- and 4-bit weights,
+/// whose bytes times 16 still fit in a byte, so that AMX can sum `16 q . hi +
+/// q . lo` in one product (`qmm_repack_amx`); 8 (about 15 bits) for 8-bit
+/// weights. Both meet the quality bar with room (docs/kernels.md).
+pub(super) fn lo_shift(bits: usize) -> u32 {
+    if bits == 8 {
+        8
+    } else {
+        4
     }
 }
 
@@ -415,12 +432,12 @@ fn run_tiles(p: &Problem, tiles: Range<usize>, out: OutPtr, isa: Isa) {
 }
 
 /// The portable path, and the definition of the result: per row, column and
-/// group, `isum = 256 * (q . hi) + q . lo` (exact in i32: at most
-/// 256 * 128 * 255 * 127 in magnitude), `acc = acc + isum * (scale * xd)`,
+/// group, `isum = 2^s * (q . hi) + q . lo` with `s = lo_shift(bits)` (exact in
+/// i32: at most 256 * 128 * 255 * 127 in magnitude), `acc = acc + isum * (scale * xd)`,
 /// then `acc = acc + bias * xsum`.
 fn scalar_tiles(p: &Problem, tiles: Range<usize>, out: OutPtr) {
     let (rw, groups, gs) = (p.row_words(), p.groups(), p.group_size);
-    let order = positions(p.bits);
+    let (order, shift) = (positions(p.bits), lo_shift(p.bits));
     for n in tiles.start * TILE..(tiles.end * TILE).min(p.n) {
         let row = &p.w[n * rw..(n + 1) * rw];
         for m in 0..p.m {
@@ -433,7 +450,7 @@ fn scalar_tiles(p: &Problem, tiles: Range<usize>, out: OutPtr) {
                     hi += q * xh[at] as i32;
                     lo += q * xl[at] as i32;
                 }
-                let isum = 256 * hi + lo;
+                let isum = (hi << shift) + lo;
                 let (scale, bias) = (p.scales[n * groups + g], p.biases[n * groups + g]);
                 let (d, xs) = (p.xd[m * groups + g], p.xsum[m * groups + g]);
                 acc += isum as f32 * (scale * d);
@@ -450,7 +467,7 @@ pub(super) mod x86 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
-    use super::{OutPtr, Problem, BLOCK, CHUNK, ROWS, TILE, UNIT};
+    use super::{lo_shift, OutPtr, Problem, BLOCK, CHUNK, ROWS, TILE, UNIT};
     use crate::cpu::qmm::avx2::store_lanes;
 
     /// `acc` plus the dot products of 4-byte runs of `w` (u8) and `x` (i8),
@@ -637,7 +654,7 @@ pub(super) mod x86 {
     /// be a generic parameter): tiles of eight output columns. The weights go
     /// a step at a time, a group or (4 bits, groups of 32) two groups: the
     /// tile's weights for the step are unpacked once, then every row of `x`
-    /// takes its eight columns' integer sums (`256 * hi + lo`, lane by lane)
+    /// takes its eight columns' integer sums (`2^s * hi + lo`, lane by lane)
     /// and adds them to its float sums in the portable path's order.
     macro_rules! tiles {
         ($name:ident, $features:literal, $dot:ident) => {
@@ -645,6 +662,7 @@ pub(super) mod x86 {
             pub(super) unsafe fn $name(p: &Problem, tiles: Range<usize>, out: OutPtr) {
                 let (rw, groups, gs) = (p.row_words(), p.groups(), p.group_size);
                 let four = p.bits == 4;
+                let shift = _mm256_set1_epi32(lo_shift(p.bits) as i32);
                 // Weights per step, and the vectors of one column's unpacked step.
                 let step = if four { gs.max(UNIT) } else { gs };
                 let per_col = step / BLOCK;
@@ -702,7 +720,7 @@ pub(super) mod x86 {
                             for part in 0..2 {
                                 if part == 1 {
                                     for sc in s.iter_mut() {
-                                        *sc = _mm256_slli_epi32::<8>(*sc);
+                                        *sc = _mm256_sllv_epi32(*sc, shift);
                                     }
                                 }
                                 let xp = p.xq(m, part).as_ptr().add(s0);
@@ -751,6 +769,7 @@ pub(super) mod x86 {
                 #[inline]
                 unsafe fn rows<const R: usize>(p: &Problem, m0: usize, n0: usize, wt: &[__m256i], sb: &[[__m256; 2]], offs: &[usize], out: OutPtr) {
                     let (groups, per_group) = (p.groups(), p.group_size / 4);
+                    let shift = _mm256_set1_epi32(lo_shift(p.bits) as i32);
                     let xh: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 0).as_ptr());
                     let xl: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 1).as_ptr());
                     let bcast = |x: *const i8, o: usize| _mm256_set1_epi32(x.add(o).cast::<i32>().read_unaligned());
@@ -765,7 +784,7 @@ pub(super) mod x86 {
                             }
                         }
                         for r in 0..R {
-                            let isum = _mm256_add_epi32(_mm256_slli_epi32::<8>(hi[r]), lo[r]);
+                            let isum = _mm256_add_epi32(_mm256_sllv_epi32(hi[r], shift), lo[r]);
                             let at = (m0 + r) * groups + g;
                             add_group(&mut acc[r], isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
                         }
@@ -817,6 +836,7 @@ pub(super) mod x86 {
         #[allow(clippy::too_many_arguments)]
         unsafe fn rows<const R: usize>(p: &Problem, m0: usize, c0: usize, n0: usize, wt: &[__m512i], sb: &[[__m256; 2]], xi: &[u64], out: OutPtr) {
             let (groups, per_group, per_row) = (p.groups(), p.group_size / 4, p.k / 4);
+            let shift = _mm512_set1_epi32(lo_shift(p.bits) as i32);
             let mut acc = [_mm256_setzero_ps(); R];
             for (g, &[scale, bias]) in sb.iter().enumerate() {
                 let mut s = [_mm512_setzero_si512(); R];
@@ -828,8 +848,8 @@ pub(super) mod x86 {
                     }
                 }
                 for (r, (a, sr)) in acc.iter_mut().zip(&s).enumerate() {
-                    // Lane 2c: 256 * hi + lo (lane 2c + 1 shifted down), then the even lanes.
-                    let isum = _mm512_cvtepi64_epi32(_mm512_add_epi32(_mm512_slli_epi32::<8>(*sr), _mm512_srli_epi64::<32>(*sr)));
+                    // Lane 2c: hi shifted up by `lo_shift` plus lo (lane 2c + 1 shifted down), then the even lanes.
+                    let isum = _mm512_cvtepi64_epi32(_mm512_add_epi32(_mm512_sllv_epi32(*sr, shift), _mm512_srli_epi64::<32>(*sr)));
                     let at = (m0 + r) * groups + g;
                     add_group(a, isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
                 }
@@ -909,12 +929,12 @@ pub(super) mod tests {
         let (ku, gu) = (k as usize, gs as usize);
         let mut xq = vec![0i8; 2 * xs.len()];
         let (mut xd, mut xsum) = (vec![0f32; xs.len() / gu], vec![0f32; xs.len() / gu]);
-        quantize_rows(&xs, ku, gu, bits as usize, &mut xq, &mut xd, &mut xsum);
+        quantize_rows(&xs, ku, gu, (bits as usize, lo_shift(bits as usize)), &mut xq, &mut xd, &mut xsum);
         let xr: Vec<f32> = (0..xs.len())
             .map(|i| {
                 let (r, e) = (i / ku, i % ku);
                 let at = 2 * r * ku + e / UNIT * UNIT + position(bits as usize, e % UNIT);
-                xd[i / gu] * (256 * xq[at] as i32 + xq[at + ku] as i32) as f32
+                xd[i / gu] * (((xq[at] as i32) << lo_shift(bits as usize)) + xq[at + ku] as i32) as f32
             })
             .collect();
         let xr = Array::from_slice(&xr, &[m, ku as i32]).unwrap();
@@ -933,7 +953,7 @@ pub(super) mod tests {
         let groups = k / gs;
         let mut xq = vec![0i8; 2 * m * k];
         let (mut xd, mut xsum) = (vec![0f32; m * groups], vec![0f32; m * groups]);
-        quantize_rows(x, k, gs, bits, &mut xq, &mut xd, &mut xsum);
+        quantize_rows(x, k, gs, (bits, lo_shift(bits)), &mut xq, &mut xd, &mut xsum);
         let p = Problem { w, scales: s, biases: b, xq: &xq, xd: &xd, xsum: &xsum, m, n, k, group_size: gs, bits };
         let mut got = vec![0f32; m * n];
         run_tiles(&p, 0..n.div_ceil(TILE), OutPtr(got.as_mut_ptr()), isa);
@@ -970,8 +990,10 @@ pub(super) mod tests {
             let worst = |want: &[f32]| portable.iter().zip(want).fold(0f32, |a, (g, w)| a.max((g - w).abs())) / scale;
             // The product of the rounded `x` and the weights, up to float32 rounding in another order.
             assert!(worst(&rounded) <= 2e-6, "case {i}: {} from MLX on the rounded x", worst(&rounded));
-            // About 15-bit activations: here up to 0.0035% of the largest output.
-            assert!(worst(&exact) <= 1e-4, "case {i}: {} from MLX's exact result", worst(&exact));
+            // About 15-bit activations for 8-bit weights (here up to 0.0035% of the largest
+            // output), about 12-bit ones for narrower weights (`lo_shift`; up to 0.03%).
+            let bound = if lo_shift(bits as usize) == 8 { 1e-4 } else { 1e-3 };
+            assert!(worst(&exact) <= bound, "case {i}: {} from MLX's exact result", worst(&exact));
         }
     }
 
@@ -1025,10 +1047,10 @@ pub(super) mod tests {
         assert!(m * k >= QUANTIZE_PARALLEL_MIN);
         let x: Vec<f32> = (0..m * k).map(|i| ((i * 2_654_435_761) % 10_007) as f32 / 997.0 - 5.0).collect();
         let (mut xq, mut xd, mut xsum) = (vec![0i8; 2 * m * k], vec![0f32; m * k / gs], vec![0f32; m * k / gs]);
-        quantize_rows(&x, k, gs, 4, &mut xq, &mut xd, &mut xsum);
+        quantize_rows(&x, k, gs, (4, lo_shift(4)), &mut xq, &mut xd, &mut xsum);
         for r in 0..m {
             let (mut q, mut d, mut sum) = (vec![0i8; 2 * k], vec![0f32; k / gs], vec![0f32; k / gs]);
-            quantize_some_rows(&x[r * k..(r + 1) * k], k, gs, 4, &mut q, &mut d, &mut sum);
+            quantize_some_rows(&x[r * k..(r + 1) * k], k, gs, (4, lo_shift(4)), &mut q, &mut d, &mut sum);
             assert_eq!(&xq[r * 2 * k..(r + 1) * 2 * k], &q[..], "row {r}");
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&xd[r * k / gs..(r + 1) * k / gs]), bits(&d), "row {r}");

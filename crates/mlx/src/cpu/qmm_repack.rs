@@ -30,7 +30,7 @@ use std::ops::Range;
 use crate::cpu::half::{f16_value, round_bf16, round_f16};
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::qmm::compute_dtype;
-use crate::cpu::qmm_int8::{quantize_rows, weight, Isa, Scratch, PARALLEL_MIN, SCRATCH, TILE};
+use crate::cpu::qmm_int8::{lo_shift, quantize_rows, weight, Isa, Scratch, PARALLEL_MIN, SCRATCH, TILE};
 use crate::quant::Precision;
 use crate::{Array, Dtype, Error, Result};
 
@@ -388,6 +388,7 @@ pub(super) struct Packed<'a> {
     xd: &'a [f32],
     xsum: &'a [f32],
     /// For 8-bit weights, per row and group the integer `sum(256 * hi + lo)`
+    /// (`lo_shift(8)`)
     /// of the quantized `x` (`group_sums`); empty otherwise. Only the x86 AVX2
     /// path reads it.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -400,7 +401,8 @@ pub(super) struct Packed<'a> {
 }
 
 /// For 8-bit weights, `xint` gets per row and group of the quantized `x`
-/// (`xq`, each row's `hi` then `lo` part) the integer `sum(256 * hi + lo)`:
+/// (`xq`, each row's `hi` then `lo` part) the integer `sum(256 * hi + lo)`
+/// (`lo_shift(8)`):
 /// AVX2's path sums the weights less 128 (see `x86::tiles`) and adds back
 /// `128` times it. Exact: at most 128 * 32,639 in size.
 fn group_sums(xq: &[i8], k: usize, group_size: usize, bits: usize, xint: &mut Vec<i32>) {
@@ -411,7 +413,7 @@ fn group_sums(xq: &[i8], k: usize, group_size: usize, bits: usize, xint: &mut Ve
     for row in xq.chunks_exact(2 * k) {
         let (hi, lo) = row.split_at(k);
         let sums = hi.chunks_exact(group_size).zip(lo.chunks_exact(group_size));
-        xint.extend(sums.map(|(h, l)| h.iter().zip(l).map(|(&h, &l)| 256 * h as i32 + l as i32).sum::<i32>()));
+        xint.extend(sums.map(|(h, l)| h.iter().zip(l).map(|(&h, &l)| ((h as i32) << lo_shift(bits)) + l as i32).sum::<i32>()));
     }
 }
 
@@ -455,7 +457,7 @@ const QMM_REPACKED: KernelF32 = |params, inputs, out| {
         xd.resize(m * groups, 0.0);
         xsum.resize(m * groups, 0.0);
         // 8 bits: index order (the layout above).
-        quantize_rows(x, k, group_size, 8, xq, xd, xsum);
+        quantize_rows(x, k, group_size, (8, lo_shift(bits)), xq, xd, xsum);
         group_sums(xq, k, group_size, bits, xint);
         let p = Packed { w, sb, format, xq, xd, xsum, xint, m, n, k, group_size, bits };
         let out_ptr = OutPtr(out.as_mut_ptr());
@@ -506,7 +508,7 @@ pub(crate) fn amx_usable() -> bool {
 /// The portable path on the repacked layout: `qmm_int8::scalar_tiles`'
 /// arithmetic, in its order.
 fn scalar_tiles(p: &Packed, tiles: Range<usize>, out: OutPtr) {
-    let (groups, bits) = (p.groups(), p.bits);
+    let (groups, bits, shift) = (p.groups(), p.bits, lo_shift(p.bits));
     let (per, per_group, mask) = (8 / bits, p.group_size * bits / 32, (1u32 << bits) - 1);
     for tile in tiles {
         let wt = &p.w[tile * tile_words(p.k, bits)..][..tile_words(p.k, bits)];
@@ -531,7 +533,7 @@ fn scalar_tiles(p: &Packed, tiles: Range<usize>, out: OutPtr) {
                 for c in 0..TILE {
                     // Past `n` the tile's scales are zero (and its columns not stored).
                     let (scale, bias) = scale_bias(p.sb, p.format, groups, tile * TILE + c, g);
-                    acc[c] += (256 * hi[c] + lo[c]) as f32 * (scale * d);
+                    acc[c] += ((hi[c] << shift) + lo[c]) as f32 * (scale * d);
                     acc[c] += bias * xs;
                 }
             }
@@ -552,7 +554,7 @@ pub(crate) mod x86 {
     use crate::cpu::kernel::OutPtr;
     use crate::cpu::qmm::avx2::store_lanes;
     use crate::cpu::qmm_int8::x86::{add_group, dot_avx512vnni, dot_avxvnni, dot_lanes_avx2};
-    use crate::cpu::qmm_int8::CHUNK;
+    use crate::cpu::qmm_int8::{lo_shift, CHUNK};
 
     /// The vector path, once per instruction set (a target feature cannot be
     /// a generic parameter): per `CHUNK` rows, tile by tile, `R` rows at a
@@ -574,6 +576,7 @@ pub(crate) mod x86 {
                     let xl: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 1).as_ptr());
                     let bcast = |x: *const i8, o: usize| _mm256_set1_epi32(x.add(o).cast::<i32>().read_unaligned());
                     let mask = _mm256_set1_epi8(((1u32 << BITS) - 1) as u8 as i8);
+                    let shift = _mm256_set1_epi32(lo_shift(BITS) as i32);
                     let mut acc = [_mm256_setzero_ps(); R];
                     for g in 0..groups {
                         if let Some(t) = &ahead {
@@ -584,8 +587,8 @@ pub(crate) mod x86 {
                         let (mut hi, mut lo) = ([[_mm256_setzero_si256(); 2]; R], [[_mm256_setzero_si256(); 2]; R]);
                         // With AVX2 and 2- or 4-bit weights, `vpmaddubsw`'s pair sums (at most
                         // 2 * 15 * 127 = 3810 in size) are added up in i16 over 8 slots (30480 at
-                        // most, exact), then widened into the row's `256 * hi + lo` at once (`vpmaddwd`
-                        // by 256 and by 1): per row and slot, 4.5 vector operations after the
+                        // most, exact), then widened into the row's `16 * hi + lo` at once (`vpmaddwd`
+                        // by 16 and by 1; `lo_shift`): per row and slot, 4.5 vector operations after the
                         // broadcasts instead of 6 (a quarter fewer), and the same integers.
                         let pairs16 = $pairs16 && BITS < 8;
                         // With AVX2 and 8-bit weights `q`, each row sums `(q - 128) * x` as llama.cpp
@@ -630,9 +633,9 @@ pub(crate) mod x86 {
                                 }
                                 // Every 8 slots (a group holds 8, 16 or 32).
                                 if pairs16 && slot % SLOTS16 == SLOTS16 - 1 {
-                                    let (by256, ones) = (_mm256_set1_epi16(256), _mm256_set1_epi16(1));
+                                    let (up, ones) = (_mm256_set1_epi16(1 << lo_shift(BITS)), _mm256_set1_epi16(1));
                                     for r in 0..R {
-                                        let part = _mm256_add_epi32(_mm256_madd_epi16(hi16[r], by256), _mm256_madd_epi16(lo16[r], ones));
+                                        let part = _mm256_add_epi32(_mm256_madd_epi16(hi16[r], up), _mm256_madd_epi16(lo16[r], ones));
                                         isum16[r] = _mm256_add_epi32(isum16[r], part);
                                         (hi16[r], lo16[r]) = (_mm256_setzero_si256(), _mm256_setzero_si256());
                                     }
@@ -647,9 +650,9 @@ pub(crate) mod x86 {
                                 isum16[r]
                             } else if signed8 {
                                 let back = _mm256_set1_epi32(128 * *p.xint.get_unchecked(at));
-                                _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32::<8>(h), l), back)
+                                _mm256_add_epi32(_mm256_add_epi32(_mm256_sllv_epi32(h, shift), l), back)
                             } else {
-                                _mm256_add_epi32(_mm256_slli_epi32::<8>(h), l)
+                                _mm256_add_epi32(_mm256_sllv_epi32(h, shift), l)
                             };
                             add_group(&mut acc[r], isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
                         }
@@ -817,6 +820,7 @@ pub(crate) mod x86 {
             let xl: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 1).as_ptr());
             let bcast = |x: *const i8, o: usize| _mm512_set1_epi32(x.add(o).cast::<i32>().read_unaligned());
             let mask = _mm512_set1_epi8(((1u32 << BITS) - 1) as u8 as i8);
+            let shift = _mm512_set1_epi32(lo_shift(BITS) as i32);
             let mut acc = [[_mm256_setzero_ps(); 2]; R];
             for g in 0..groups {
                 if let Some(t) = &ahead {
@@ -840,7 +844,7 @@ pub(crate) mod x86 {
                 let (scale_b, bias_b) = scale_bias(sb, p.format, g);
                 for r in 0..R {
                     let (h, l) = (_mm512_add_epi32(hi[r][0], hi[r][1]), _mm512_add_epi32(lo[r][0], lo[r][1]));
-                    let isum = _mm512_add_epi32(_mm512_slli_epi32::<8>(h), l);
+                    let isum = _mm512_add_epi32(_mm512_sllv_epi32(h, shift), l);
                     let at = (m0 + r) * groups + g;
                     let (d, xsum) = (*p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
                     add_group(&mut acc[r][0], _mm512_castsi512_si256(isum), scale_a, bias_a, d, xsum);
@@ -921,7 +925,7 @@ pub(super) mod tests {
         let groups = k / gs;
         let mut xq = vec![0i8; 2 * m * k];
         let (mut xd, mut xsum) = (vec![0f32; m * groups], vec![0f32; m * groups]);
-        quantize_rows(x, k, gs, 8, &mut xq, &mut xd, &mut xsum);
+        quantize_rows(x, k, gs, (8, lo_shift(bits)), &mut xq, &mut xd, &mut xsum);
         let mut xint = Vec::new();
         group_sums(&xq, k, gs, bits, &mut xint);
         let p = Packed { w, sb, format: *format, xq: &xq, xd: &xd, xsum: &xsum, xint: &xint, m, n, k, group_size: gs, bits };

@@ -2,19 +2,29 @@
 //! Xeons): the integer sums of a batch's or a prompt's rows by `tdpbsud`,
 //! the float steps as on every other path, so the same bits.
 //!
-//! Per pair of tiles (sixteen output columns) and block of eight rows:
-//! - tile B (weights, `tdpbsud`'s unsigned operand): a group's weights
+//! Per pair of tiles (sixteen output columns) and block of rows, in one of
+//! two layouts:
+//! - Parts (8-bit weights, and groups of 64 or 128): blocks of eight rows.
+//!   Tile B (weights, `tdpbsud`'s unsigned operand): a group's weights
 //!   unpacked to one byte each, row `s` holding the sixteen columns' weights
 //!   `4 s .. 4 s + 4`: what the 512-bit path unpacks into a vector per slot
-//!   (`x86::tiles_avx512_wide`), stored. Laid out once per pair and `CHUNK`
-//!   of rows, for all of the chunk's blocks.
-//! - tile A (`x`, signed): the block's quantized rows as they lie, each row's
-//!   `hi` then `lo` part (`Packed::xq`), so sixteen tile rows of a group's
-//!   bytes at a stride of `k`.
-//! - tile C: per row `r` the sixteen columns' `q . hi` (C row `2 r`) and
-//!   `q . lo` (row `2 r + 1`), exact in i32, then `256 * hi + lo` and
-//!   `add_group`'s float steps on sixteen lanes (each lane's operations and
-//!   order are those of its column on the 256-bit paths).
+//!   (`x86::tiles_avx512_wide`), stored. Tile A (`x`, signed): the block's
+//!   quantized rows as they lie, each row's `hi` then `lo` part
+//!   (`Packed::xq`), so sixteen tile rows of a group's bytes at a stride of
+//!   `k`. Tile C: per row `r` the sixteen columns' `q . hi` (C row `2 r`) and
+//!   `q . lo` (row `2 r + 1`), exact in i32, joined as `(hi << s) + lo`.
+//! - Joined (2- and 4-bit weights in groups of 32, GGUF's Q4_0 and Q4_1):
+//!   blocks of sixteen rows. Tile A: each row's `hi` and `lo` interleaved a
+//!   byte each (`chunk_rows`); tile B: each weight `q` as the two bytes `16
+//!   q` (at most 240) and `q`; so tile C row `r` is `16 q . hi + q . lo`,
+//!   the other paths' `isum` at `lo_shift` 4, in one product. A group of 32
+//!   fills a whole 64-byte tile row this way, where as separate parts it
+//!   fills half of one, and C holds sixteen rows' sums instead of eight: a
+//!   384 x 1024 -> 3072 call in groups of 32 took 4.9-5.1 ms against
+//!   6.5 ms.
+//!
+//! Then each row's `add_group` float steps on sixteen lanes (each lane's
+//! operations and order are those of its column on the 256-bit paths).
 //!
 //! Tiles hold 64 bytes a row, so a group of 128 takes two `tdpbsud` into one C.
 //! The tile state is configured at the start of each thread's share of a call
@@ -29,7 +39,7 @@ use super::x86::{pair_scale_bias, pair_slot, pair_vector, prefetch_packed, tiles
 use super::{tile_words, Packed};
 use crate::cpu::kernel::OutPtr;
 use crate::cpu::qmm::avx2::store_lanes;
-use crate::cpu::qmm_int8::{CHUNK, TILE};
+use crate::cpu::qmm_int8::{lo_shift, CHUNK, TILE};
 
 /// Fewer rows than this take the 512-bit VNNI path, which is as fast or
 /// faster there: a tile's float steps and stores cost the same whatever
@@ -37,9 +47,6 @@ use crate::cpu::qmm_int8::{CHUNK, TILE};
 /// with the rows (`docs/kernels.md#fast-precision`: even at 8 to 12 rows,
 /// AMX ahead from 16 on 1024 -> 3072, from 32 on 3072 -> 1024).
 pub(super) const MIN_ROWS: usize = 16;
-/// Rows of `x` per block: each takes two of tile A's sixteen rows.
-const BLOCK: usize = 8;
-
 /// Whether the CPU has AMX-INT8 and Linux gave this process the tile data
 /// (asked once; later threads inherit it).
 pub(super) fn granted() -> bool {
@@ -110,52 +117,111 @@ struct Sums([i32; 256]);
 pub(super) unsafe fn tiles(p: &Packed, tiles: Range<usize>, out: OutPtr) {
     let paired = tiles.start..tiles.end - tiles.len() % 2;
     if !paired.is_empty() {
-        let config = Config::new(p.group_size.min(64));
-        asm!("ldtilecfg [{}]", in(reg) config.0.as_ptr(), options(nostack, readonly));
-        // The last block's rows where it has fewer than eight, the rest zero, so that tile A
-        // never reads past `xq` (none where the rows make whole blocks).
-        let tail_rows = p.m % BLOCK;
-        let mut tail = vec![0i8; if tail_rows > 0 { 2 * BLOCK * p.k } else { 0 }];
-        tail[..2 * tail_rows * p.k].copy_from_slice(&p.xq[2 * (p.m - tail_rows) * p.k..]);
-        let xq = |m0: usize| match m0 + BLOCK <= p.m {
-            true => p.xq.as_ptr().add(2 * m0 * p.k),
-            false => tail.as_ptr(),
-        };
-        // Two pairs' unpacked weights (`k / 4` rows of 64 bytes) with their scales and biases:
-        // each pair is laid out while the one before it runs, so that tile B does not read
-        // what the vector stores have only just written.
-        let new_pair = || Pair { w: vec![_mm512_setzero_si512(); p.k / 4], sb: Vec::with_capacity(p.groups()) };
-        let mut pairs = [new_pair(), new_pair()];
-        let unpack = |tile: usize, pair: &mut Pair| match p.bits {
-            2 => unpack::<2>(p, tile, pair),
-            4 => unpack::<4>(p, tile, pair),
-            _ => unpack::<8>(p, tile, pair),
-        };
-        let mut ring = [Sums([0; 256]); RING];
-        let firsts: Vec<usize> = paired.clone().step_by(2).collect();
-        for r0 in (0..p.m).step_by(CHUNK) {
-            let rows = r0..(r0 + CHUNK).min(p.m);
-            unpack(firsts[0], &mut pairs[0]);
-            for (i, &tile) in firsts.iter().enumerate() {
-                let [a, b] = &mut pairs;
-                let (pair, next) = if i % 2 == 0 { (&*a, b) } else { (&*b, a) };
-                if let Some(&t) = firsts.get(i + 1) {
-                    unpack(t, next);
-                }
-                for m0 in rows.clone().step_by(BLOCK) {
-                    // The pair after the next one, read from memory under the first block's work.
-                    let ahead = (m0 == rows.start).then_some(tile + 4..tile + 6);
-                    match p.m - m0 >= BLOCK {
-                        true => block::<BLOCK>(p, m0, tile, xq(m0), pair, &mut ring, out, ahead),
-                        false => block::<0>(p, m0, tile, xq(m0), pair, &mut ring, out, ahead),
-                    }
-                }
-            }
+        // Joined where it saves work: groups of 32 fill half of a 64-byte tile row as separate
+        // parts, a whole one interleaved (larger groups fill whole rows either way).
+        match p.bits != 8 && p.group_size == 32 {
+            true => pairs::<true>(p, paired.clone(), out),
+            false => pairs::<false>(p, paired.clone(), out),
         }
-        asm!("tilerelease", options(nostack, nomem));
     }
     if paired.end < tiles.end {
         tiles_avx512vnni(p, paired.end..tiles.end, out);
+    }
+}
+
+/// Rows of `x` per block: tile A's sixteen rows hold sixteen rows' `hi` and
+/// `lo` interleaved (`JOINED`), or eight rows' `hi` and `lo` parts in turn.
+const fn block_rows(joined: bool) -> usize {
+    if joined {
+        16
+    } else {
+        8
+    }
+}
+
+/// Bytes of tile A (and of tile B's rows, times four) per weight: 2 where
+/// `hi` and `lo` are interleaved, 1 where they are rows of their own.
+const fn per_weight(joined: bool) -> usize {
+    if joined {
+        2
+    } else {
+        1
+    }
+}
+
+/// `paired`'s tiles (an even number of them) for every row of `p`, in chunks
+/// of `CHUNK` rows (their tile A bytes, `chunk_rows`, stay in L2).
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vnni,avx512vl")]
+unsafe fn pairs<const JOINED: bool>(p: &Packed, paired: Range<usize>, out: OutPtr) {
+    let kc = (per_weight(JOINED) * p.group_size).min(64);
+    let config = Config::new(kc);
+    asm!("ldtilecfg [{}]", in(reg) config.0.as_ptr(), options(nostack, readonly));
+    // Two pairs' unpacked weights (tile B's rows of 64 bytes) with their scales and biases: each
+    // pair is laid out while the one before it runs, so that tile B does not read what the vector
+    // stores have only just written.
+    let new_pair = || Pair { w: vec![_mm512_setzero_si512(); per_weight(JOINED) * p.k / 4], sb: Vec::with_capacity(p.groups()) };
+    let mut pairs = [new_pair(), new_pair()];
+    let unpack = |tile: usize, pair: &mut Pair| match p.bits {
+        2 => unpack::<2, JOINED>(p, tile, pair),
+        4 => unpack::<4, JOINED>(p, tile, pair),
+        _ => unpack::<8, JOINED>(p, tile, pair),
+    };
+    let mut ring = [Sums([0; 256]); RING];
+    // Tile A's rows: where joined, each chunk's interleaved; otherwise `xq`'s as they lie, but
+    // for a last block of fewer than eight rows, copied with zero rows after them so that tile A
+    // never reads past `xq`.
+    let mut chunk = Vec::new();
+    let tail_rows = if JOINED { 0 } else { p.m % block_rows(false) };
+    let mut tail = vec![0i8; if tail_rows > 0 { 2 * block_rows(false) * p.k } else { 0 }];
+    tail[..2 * tail_rows * p.k].copy_from_slice(&p.xq[2 * (p.m - tail_rows) * p.k..]);
+    let firsts: Vec<usize> = paired.step_by(2).collect();
+    for r0 in (0..p.m).step_by(CHUNK) {
+        let rows = r0..(r0 + CHUNK).min(p.m);
+        if JOINED {
+            chunk_rows(p, rows.clone(), &mut chunk);
+        }
+        unpack(firsts[0], &mut pairs[0]);
+        for (i, &tile) in firsts.iter().enumerate() {
+            let [a, b] = &mut pairs;
+            let (pair, next) = if i % 2 == 0 { (&*a, b) } else { (&*b, a) };
+            if let Some(&t) = firsts.get(i + 1) {
+                unpack(t, next);
+            }
+            for m0 in rows.clone().step_by(block_rows(JOINED)) {
+                // The pair after the next one, read from memory under the first block's work.
+                let ahead = (m0 == rows.start).then_some(tile + 4..tile + 6);
+                let xa = match (JOINED, m0 + block_rows(JOINED) <= p.m) {
+                    (true, _) => chunk.as_ptr().add((m0 - r0) * 2 * p.k),
+                    (false, true) => p.xq.as_ptr().add(2 * m0 * p.k),
+                    (false, false) => tail.as_ptr(),
+                };
+                match p.m - m0 >= block_rows(JOINED) {
+                    true => block::<true, JOINED>(p, m0, tile, xa, pair, &mut ring, out, ahead),
+                    false => block::<false, JOINED>(p, m0, tile, xa, pair, &mut ring, out, ahead),
+                }
+            }
+        }
+    }
+    asm!("tilerelease", options(nostack, nomem));
+}
+
+/// Tile A's bytes for `rows` of `x` (`Packed::xq`, each row's `hi` then `lo`
+/// part) into `to`, joined: per row `2 k` bytes, `hi` and `lo` interleaved a
+/// byte each. Rows past `x`'s last, up to a whole block, hold zeros or an
+/// earlier chunk's bytes: tile A reads them, but their sums are never stored.
+#[target_feature(enable = "avx2,avx512f,avx512bw")]
+#[inline]
+unsafe fn chunk_rows(p: &Packed, rows: Range<usize>, to: &mut Vec<i8>) {
+    let k = p.k;
+    to.resize(rows.len().next_multiple_of(block_rows(true)) * 2 * k, 0);
+    let from = &p.xq[2 * rows.start * k..2 * rows.end * k];
+    // `k` is a multiple of 32 (of the group size).
+    for (row, dst) in from.chunks_exact(2 * k).zip(to.chunks_exact_mut(2 * k)) {
+        for i in (0..k).step_by(32) {
+            let hi = _mm512_cvtepu8_epi16(_mm256_loadu_si256(row.as_ptr().add(i).cast()));
+            let lo = _mm512_cvtepu8_epi16(_mm256_loadu_si256(row.as_ptr().add(k + i).cast()));
+            _mm512_storeu_si512(dst.as_mut_ptr().add(2 * i).cast(), _mm512_or_si512(hi, _mm512_slli_epi16::<8>(lo)));
+        }
     }
 }
 
@@ -169,16 +235,32 @@ struct Pair {
 /// Tiles `tile` and `tile + 1`'s weights, one byte each, into tile B's rows:
 /// row `s` (slot `s` of the repacked layout) the first tile's eight 4-byte
 /// runs `4 s .. 4 s + 4`, then the second's; and their scales and biases.
+/// `JOINED` (2- and 4-bit weights, `16 q` fits a byte): each run `[a, b, c,
+/// d]` becomes two, `[16 a, a, 16 b, b]` and `[16 c, c, 16 d, d]`, so that
+/// against interleaved `hi` and `lo` bytes one product sums `16 q . hi + q .
+/// lo`, the other paths' `isum` at `lo_shift` 4.
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vnni,avx512vl")]
 #[inline]
-unsafe fn unpack<const BITS: usize>(p: &Packed, tile: usize, pair: &mut Pair) {
+unsafe fn unpack<const BITS: usize, const JOINED: bool>(p: &Packed, tile: usize, pair: &mut Pair) {
     let (per, tw) = (8 / BITS, tile_words(p.k, BITS));
     let (wa, wb) = (p.w.as_ptr().add(tile * tw), p.w.as_ptr().add((tile + 1) * tw));
     let mask = _mm512_set1_epi8(((1u32 << BITS) - 1) as u8 as i8);
+    // Per 4-byte run: bytes 0, 0, 1, 1 and 2, 2, 3, 3 (`vpshufb` indexes each 16-byte lane).
+    let low = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13));
+    let high = _mm512_broadcast_i32x4(_mm_setr_epi8(2, 2, 3, 3, 6, 6, 7, 7, 10, 10, 11, 11, 14, 14, 15, 15));
     for u in 0..p.k * BITS / 32 {
         let w = pair_vector(wa, wb, u);
         for j in 0..per {
-            *pair.w.get_unchecked_mut(u * per + j) = pair_slot::<BITS>(w, j, mask);
+            let slot = pair_slot::<BITS>(w, j, mask);
+            if JOINED {
+                // Even bytes from the copy shifted up by 4 in each 16-bit half: 16 a (a < 16).
+                let times16 = |v: __m512i| _mm512_mask_blend_epi8(0x5555_5555_5555_5555, v, _mm512_slli_epi16::<4>(v));
+                let at = 2 * (u * per + j);
+                *pair.w.get_unchecked_mut(at) = times16(_mm512_shuffle_epi8(slot, low));
+                *pair.w.get_unchecked_mut(at + 1) = times16(_mm512_shuffle_epi8(slot, high));
+            } else {
+                *pair.w.get_unchecked_mut(u * per + j) = slot;
+            }
         }
     }
     let gw = p.groups() * p.format.group_words();
@@ -189,23 +271,23 @@ unsafe fn unpack<const BITS: usize>(p: &Packed, tile: usize, pair: &mut Pair) {
     }
 }
 
-/// `tdpbsud` of group `g`'s bytes of the rows at `xq` (tile A, stride `k`)
-/// and of the pair's weights (tile B) into C tile `c` (0 to 3), through A and
-/// B tiles 4 and 6 for an even `c`, 5 and 7 for an odd one, so that the next
-/// group's loads need not wait for this group's products.
+/// `tdpbsud` of group `g`'s bytes of tile A's rows at `xa` (stride
+/// `stride`, `kg` bytes a group) and of the pair's weights (tile B) into C
+/// tile `c` (0 to 3), through A and B tiles 4 and 6 for an even `c`, 5 and 7
+/// for an odd one, so that the next group's loads need not wait for this
+/// group's products.
 #[inline(always)]
-unsafe fn group_sums(p: &Packed, xq: *const i8, w: &[__m512i], g: usize, c: usize) {
+unsafe fn group_sums(xa: *const i8, (stride, kg, kc): (usize, usize, usize), w: &[__m512i], g: usize, c: usize) {
     macro_rules! tiles {
         ($c:literal, $a:literal, $b:literal) => {{
             asm!(concat!("tilezero tmm", $c), options(nostack, nomem));
-            let kc = p.group_size.min(64);
-            for e in (g * p.group_size..(g + 1) * p.group_size).step_by(kc) {
+            for e in (g * kg..(g + 1) * kg).step_by(kc) {
                 asm!(
                     concat!("tileloadd tmm", $a, ", [{x} + {stride} * 1]"),
                     concat!("tileloadd tmm", $b, ", [{w} + {row} * 1]"),
                     concat!("tdpbsud tmm", $c, ", tmm", $a, ", tmm", $b),
-                    x = in(reg) xq.add(e),
-                    stride = in(reg) p.k,
+                    x = in(reg) xa.add(e),
+                    stride = in(reg) stride,
                     w = in(reg) w.as_ptr().add(e / 4),
                     row = in(reg) 64usize,
                     options(nostack, readonly),
@@ -242,33 +324,36 @@ unsafe fn store(c: usize, to: &mut [i32; 256]) {
 const LEAD: usize = 2;
 const RING: usize = 4;
 
-/// Rows `m0..` of tiles `tile` and `tile + 1`, their quantized rows at `xq`
-/// (stride `k`): `ROWS` of them (`BLOCK`), or `m - m0` (0), so that a whole
-/// block's count is a constant and its accumulators stay in registers.
+/// Rows `m0..` of tiles `tile` and `tile + 1`, their tile A bytes at `xa`
+/// (`chunk_rows`): a whole block (`FULL`), or the `m - m0` rows left.
 ///
 /// Group `g + LEAD`'s products (tile C taken four in turn, A and B two in
 /// turn) are issued before group `g`'s float steps, so that the tiles and
 /// the vector units work at once, and the sums between them stay in L1.
-/// The float steps: `256 * hi + lo` (C row `2 r` row `r`'s `q . hi`, `2 r + 1`
-/// its `q . lo`), then `add_group`'s, in its order, on sixteen lanes.
+/// The float steps: row `r`'s `isum` (C row `r` where `JOINED`; otherwise C
+/// row `2 r` its `q . hi` and `2 r + 1` its `q . lo`, joined as the other
+/// paths join them), then `add_group`'s, in its order, on sixteen lanes.
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vnni,avx512vl")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block<const ROWS: usize>(
+unsafe fn block<const FULL: bool, const JOINED: bool>(
     p: &Packed,
     m0: usize,
     tile: usize,
-    xq: *const i8,
+    xa: *const i8,
     pair: &Pair,
     ring: &mut [Sums; RING],
     out: OutPtr,
     ahead: Option<Range<usize>>,
 ) {
     let groups = p.groups();
-    let rows = if ROWS == BLOCK { BLOCK } else { p.m - m0 };
-    let mut acc = [_mm512_setzero_ps(); BLOCK];
+    let rows = if FULL { block_rows(JOINED) } else { p.m - m0 };
+    let kg = per_weight(JOINED) * p.group_size;
+    let shape = (per_weight(JOINED) * p.k, kg, kg.min(64));
+    let shift = _mm512_set1_epi32(lo_shift(p.bits) as i32);
+    let mut acc = [_mm512_setzero_ps(); block_rows(true)];
     let product = |g: usize, ring: &mut [Sums; RING]| {
-        group_sums(p, xq, &pair.w, g, g % RING);
+        group_sums(xa, shape, &pair.w, g, g % RING);
         store(g % RING, &mut ring.get_unchecked_mut(g % RING).0);
     };
     for g in 0..LEAD.min(groups) {
@@ -283,15 +368,28 @@ unsafe fn block<const ROWS: usize>(
         }
         let c = &ring.get_unchecked(g % RING).0;
         let [scale, bias] = *pair.sb.get_unchecked(g);
-        for (r, acc) in acc.iter_mut().enumerate().take(rows) {
-            let h = _mm512_load_si512(c.as_ptr().add(32 * r).cast());
-            let l = _mm512_load_si512(c.as_ptr().add(32 * r + 16).cast());
-            let isum = _mm512_add_epi32(_mm512_slli_epi32::<8>(h), l);
+        let step = |r: usize, acc: &mut __m512| {
+            let isum = if JOINED {
+                _mm512_load_si512(c.as_ptr().add(16 * r).cast())
+            } else {
+                let h = _mm512_load_si512(c.as_ptr().add(32 * r).cast());
+                let l = _mm512_load_si512(c.as_ptr().add(32 * r + 16).cast());
+                _mm512_add_epi32(_mm512_sllv_epi32(h, shift), l)
+            };
             let at = (m0 + r) * groups + g;
             let (d, xsum) = (*p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
             let t = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(scale, _mm512_set1_ps(d)));
             *acc = _mm512_add_ps(*acc, t);
             *acc = _mm512_add_ps(*acc, _mm512_mul_ps(bias, _mm512_set1_ps(xsum)));
+        };
+        // A whole block's rows spelled out, so that their sums stay in registers (a loop over
+        // sixteen kept them on the stack).
+        macro_rules! each {
+            ($($r:literal)*) => {{ $( if $r < block_rows(JOINED) { step($r, &mut acc[$r]); } )* }};
+        }
+        match FULL {
+            true => each!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15),
+            false => acc.iter_mut().enumerate().take(rows).for_each(|(r, a)| step(r, a)),
         }
     }
     let n0 = tile * TILE;
