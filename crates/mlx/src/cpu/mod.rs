@@ -11,6 +11,7 @@ pub mod math;
 pub(crate) mod qmm;
 pub(crate) mod qmm_exact_repack;
 pub(crate) mod qmm_int8;
+pub(crate) mod qmm_quantize;
 pub(crate) mod qmm_repack;
 pub(crate) mod qmm_repack_rows;
 pub mod rms_norm;

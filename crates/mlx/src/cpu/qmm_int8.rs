@@ -22,7 +22,7 @@ use std::ops::Range;
 
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::qmm::compute_dtype;
-use crate::cpu::share::{share, Disjoint};
+use crate::cpu::qmm_quantize::{lo_shift, quantize_rows};
 use crate::{Array, Dtype, Result};
 
 /// The kernel's result for `quantized_matmul(x, w, scales, biases, transpose =
@@ -81,10 +81,10 @@ pub(super) const CHUNK: usize = 64;
 /// Output columns per tile (one vector lane each).
 pub(super) const TILE: usize = 8;
 /// Weights per block: what one vector holds unpacked (one byte each).
-const BLOCK: usize = 32;
+pub(super) const BLOCK: usize = 32;
 /// Weights per unit of the activations' layout: 64, as one 32-byte load of
 /// 4-bit weights unpacks into two blocks.
-const UNIT: usize = 64;
+pub(super) const UNIT: usize = 64;
 /// Below this many multiply-adds one thread does it all.
 pub(super) const PARALLEL_MIN: usize = 1 << 21;
 
@@ -172,115 +172,9 @@ thread_local! {
     pub(super) static SCRATCH: std::cell::RefCell<Scratch> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new(), Vec::new())) };
 }
 
-// Compiled for AVX2 where the CPU has it (the rounding loop then runs 8 lanes at a time; plain
-// float adds and multiplies, so the same bits): it was 13% of a fast prompt on SmolLM2 as
-// baseline x86-64 code (perf, Zen 4).
-crate::avx2_fma_dispatch!(fn quantize_some_rows(x: &[f32], k: usize, gs: usize, layout: (usize, u32), xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) => quantize_rows_body);
-
-/// From this many values of `x` up (a prompt's rows, not a decode step's or a
-/// small batch's) `quantize_rows` splits the rows over the cores.
-const QUANTIZE_PARALLEL_MIN: usize = 1 << 16;
-
-/// `quantize_rows_body` for every row of `x`, a prompt's rows split over the
-/// cores (each row is quantized alone, so the split does not change a bit): on
-/// one thread it was a tenth of a fast prompt (perf, SmolLM2-135M, Zen 4).
-pub(super) fn quantize_rows(x: &[f32], k: usize, gs: usize, (bits, shift): (usize, u32), xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) {
-    let (m, groups) = (x.len() / k, k / gs);
-    let helpers = if x.len() < QUANTIZE_PARALLEL_MIN { 0 } else { rayon::current_num_threads() - 1 };
-    let (xq, xd, xsum) = (Disjoint::new(xq), Disjoint::new(xd), Disjoint::new(xsum));
-    share(m, helpers, &|rows| {
-        let (a, n) = (rows.start, rows.len());
-        // SAFETY: `share` gives each range of rows to one thread only, and a row's parts of the three
-        // outputs are its own.
-        let (q, d, s) = unsafe { (xq.part(a * 2 * k, n * 2 * k), xd.part(a * groups, n * groups), xsum.part(a * groups, n * groups)) };
-        quantize_some_rows(&x[a * k..][..n * k], k, gs, (bits, shift), q, d, s)
-    });
-}
-
-/// Each row's groups as two 8-bit parts: with `d = max|x| / 127`, `f = 2^shift`
-/// (`lo_shift`), `hi = round(x / d)` and `lo = round((x / d - hi) * f)` (ties
-/// to even), so that `x ~ d / f * (f * hi + lo)`: about 12 bits (`f` 16) or 15
-/// (`f` 256), where 8 alone moved a trained model's next-token distribution too
-/// far (docs/kernels.md). Each unit of 64 values is stored in the order
-/// `unpack` gives the weights (`bits`: the layout's).
-/// Per group, `xd` gets `d / f` and `xsum` `d / f * sum(f * hi + lo)`
-/// (the bias term takes the rounded `x` too, so the result is the product of
-/// the rounded `x` and the weights; with the float sum of `x` the rounding
-/// errors would meet the weights' offset, `bias`, not their centred values).
-#[inline(always)]
-fn quantize_rows_body(x: &[f32], k: usize, gs: usize, (bits, shift): (usize, u32), xq: &mut [i8], xd: &mut [f32], xsum: &mut [f32]) {
-    let order = positions(bits);
-    let f = (1u32 << shift) as f32;
-    let groups = k / gs;
-    for (m, (xr, qr)) in x.chunks_exact(k).zip(xq.chunks_exact_mut(2 * k)).enumerate() {
-        let (hi, lo) = qr.split_at_mut(k);
-        for (g, xg) in xr.chunks_exact(gs).enumerate() {
-            // A NaN or infinity makes the group's outputs NaN, as it makes MLX's (they would
-            // otherwise round to 0 or swamp the scale).
-            let amax = if xg.iter().all(|v| v.is_finite()) { xg.iter().fold(0f32, |a, &v| a.max(v.abs())) } else { f32::NAN };
-            let d = amax / 127.0;
-            let id = if d > 0.0 { 1.0 / d } else { 0.0 };
-            let mut sum = 0i32;
-            for (b, xb) in xg.chunks_exact(BLOCK).enumerate() {
-                // In index order first (a loop the compiler vectorizes), then to `unpack`'s order.
-                let (mut h, mut l) = ([0i32; BLOCK], [0i32; BLOCK]);
-                for i in 0..BLOCK {
-                    let t = xb[i] * id;
-                    let r = round(t).clamp(-127.0, 127.0);
-                    h[i] = r as i32;
-                    l[i] = round((t - r) * f).clamp(-127.0, 127.0) as i32;
-                }
-                let e0 = g * gs + b * BLOCK;
-                if bits == 8 {
-                    // Index order (8-bit weights, and every repacked layer): plain stores that the
-                    // compiler vectorizes, where the scatter below is a byte at a time (it was
-                    // 8% of a fast prompt on AMX, perf, Qwen3-0.6B Q4_0).
-                    let (hs, ls) = (&mut hi[e0..e0 + BLOCK], &mut lo[e0..e0 + BLOCK]);
-                    for i in 0..BLOCK {
-                        sum += (h[i] << shift) + l[i];
-                        hs[i] = h[i] as i8;
-                        ls[i] = l[i] as i8;
-                    }
-                    continue;
-                }
-                let (unit, half) = (e0 / UNIT * UNIT, e0 % UNIT);
-                for i in 0..BLOCK {
-                    sum += (h[i] << shift) + l[i];
-                    hi[unit + order[half + i]] = h[i] as i8;
-                    lo[unit + order[half + i]] = l[i] as i8;
-                }
-            }
-            xd[m * groups + g] = d / f;
-            xsum[m * groups + g] = d / f * sum as f32;
-        }
-    }
-}
-
-/// How many bits `lo` sits below `hi` for weights of `bits` bits: `x ~ d /
-/// 2^s * (2^s * hi + lo)`. 4 (about 12 bits of `x`) for 2- and 4-bit weights,
-/// whose bytes times 16 still fit in a byte, so that AMX can sum `16 q . hi +
-/// q . lo` in one product (`qmm_repack_amx`); 8 (about 15 bits) for 8-bit
-/// weights. Both meet the quality bar with room (docs/kernels.md).
-pub(super) fn lo_shift(bits: usize) -> u32 {
-    if bits == 8 {
-        8
-    } else {
-        4
-    }
-}
-
 /// `position(bits, i)` for every `i` of a unit.
-fn positions(bits: usize) -> [usize; UNIT] {
+pub(super) fn positions(bits: usize) -> [usize; UNIT] {
     std::array::from_fn(|i| position(bits, i))
-}
-
-/// Round to nearest, ties to even, for |v| < 2^22 (here at most 128): adding
-/// and subtracting 1.5 * 2^23 leaves no fraction bits. Plain float adds, where
-/// `f32::round` is a libm call per value.
-#[inline(always)]
-fn round(v: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0;
-    (v + MAGIC) - MAGIC
 }
 
 /// Where weight `i` of a unit of 64 lands when unpacked. 8 bits: in order.
@@ -1037,24 +931,6 @@ pub(super) mod tests {
             assert!(got[..20].iter().all(|v| v.is_nan()), "{isa:?}: row 0");
             assert!(got[20..40].iter().all(|v| v.is_finite()), "{isa:?}: row 1");
             assert!(got[40..].iter().all(|v| v.is_nan()), "{isa:?}: row 2");
-        }
-    }
-
-    #[test]
-    fn a_prompts_rows_quantize_over_the_cores_to_the_same_bits() {
-        // 300 rows of 256 (over QUANTIZE_PARALLEL_MIN values, so split), against each row alone.
-        let (m, k, gs) = (300usize, 256usize, 64usize);
-        assert!(m * k >= QUANTIZE_PARALLEL_MIN);
-        let x: Vec<f32> = (0..m * k).map(|i| ((i * 2_654_435_761) % 10_007) as f32 / 997.0 - 5.0).collect();
-        let (mut xq, mut xd, mut xsum) = (vec![0i8; 2 * m * k], vec![0f32; m * k / gs], vec![0f32; m * k / gs]);
-        quantize_rows(&x, k, gs, (4, lo_shift(4)), &mut xq, &mut xd, &mut xsum);
-        for r in 0..m {
-            let (mut q, mut d, mut sum) = (vec![0i8; 2 * k], vec![0f32; k / gs], vec![0f32; k / gs]);
-            quantize_some_rows(&x[r * k..(r + 1) * k], k, gs, (4, lo_shift(4)), &mut q, &mut d, &mut sum);
-            assert_eq!(&xq[r * 2 * k..(r + 1) * 2 * k], &q[..], "row {r}");
-            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&xd[r * k / gs..(r + 1) * k / gs]), bits(&d), "row {r}");
-            assert_eq!(bits(&xsum[r * k / gs..(r + 1) * k / gs]), bits(&sum), "row {r}");
         }
     }
 

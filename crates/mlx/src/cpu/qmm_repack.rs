@@ -30,7 +30,8 @@ use std::ops::Range;
 use crate::cpu::half::{f16_value, round_bf16, round_f16};
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::qmm::compute_dtype;
-use crate::cpu::qmm_int8::{lo_shift, quantize_rows, weight, Isa, Scratch, PARALLEL_MIN, SCRATCH, TILE};
+use crate::cpu::qmm_int8::{weight, Isa, Scratch, PARALLEL_MIN, SCRATCH, TILE};
+use crate::cpu::qmm_quantize::{lo_shift, quantize_rows};
 use crate::quant::Precision;
 use crate::{Array, Dtype, Error, Result};
 
@@ -554,7 +555,8 @@ pub(crate) mod x86 {
     use crate::cpu::kernel::OutPtr;
     use crate::cpu::qmm::avx2::store_lanes;
     use crate::cpu::qmm_int8::x86::{add_group, dot_avx512vnni, dot_avxvnni, dot_lanes_avx2};
-    use crate::cpu::qmm_int8::{lo_shift, CHUNK};
+    use crate::cpu::qmm_int8::CHUNK;
+    use crate::cpu::qmm_quantize::lo_shift;
 
     /// The vector path, once per instruction set (a target feature cannot be
     /// a generic parameter): per `CHUNK` rows, tile by tile, `R` rows at a

@@ -39,7 +39,8 @@ use super::x86::{pair_scale_bias, pair_slot, pair_vector, prefetch_packed, tiles
 use super::{tile_words, Packed};
 use crate::cpu::kernel::OutPtr;
 use crate::cpu::qmm::avx2::store_lanes;
-use crate::cpu::qmm_int8::{lo_shift, CHUNK, TILE};
+use crate::cpu::qmm_int8::{CHUNK, TILE};
+use crate::cpu::qmm_quantize::lo_shift;
 
 /// Fewer rows than this take the 512-bit VNNI path, which is as fast or
 /// faster there: a tile's float steps and stores cost the same whatever
