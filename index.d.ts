@@ -101,9 +101,10 @@ export interface LoadModelOptions {
   maxBatch?: number;
   /**
    * How quantized layers compute on the CPU. 'exact': MLX's arithmetic, the same tokens as
-   * MLX-LM. 'fast': integer dot products on 8-bit activations, as llama.cpp does; several
+   * MLX-LM. 'fast': integer dot products on activations rounded to two 8-bit parts (about 12
+   * bits for 2- and 4-bit weights, 15 for 8-bit ones; llama.cpp rounds to one); several
    * times faster, within the measured tolerance in docs/kernels.md#fast-precision (top-1
-   * agreement 99.9-100%, mean KL under 1e-6 on a trained model). Default: 'fast' for a model
+   * agreement 99.9%, mean KL about 1e-5 on a trained model). Default: 'fast' for a model
    * quantized in MLX's affine mode (MLX-community's 4- and 8-bit models, GGUF's Q4_0, Q4_1,
    * Q8_0) on the CPU, 'exact' otherwise (float models, the floating-point modes, Metal and
    * CUDA). No effect on float models or other backends. `LanguageModel.precision` tells

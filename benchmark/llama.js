@@ -676,7 +676,7 @@ function renderReport(report) {
       '(with flash attention, float16 products too); MLX-LM and our exact mode keep activations and the cache in float32 (our fast mode keeps the cache in float16). On the random-weight Qwen3 models the top two logits are often close, so greedy paths part at once. ' +
       'The layout itself was checked once, by hand, when the GGUF writer was made: an F32 GGUF of qwen3-100m-f32 written by `llama_models.write_qwen3_gguf`, run by llama.cpp with an F32 KV cache and flash attention off, ' +
       'gives the same top-5 next tokens as mlx-node on the MLX folder, with probabilities equal to 4 decimals.',
-    '- Fast against exact: fast rounds each group of activations to about 15 bits (two 8-bit parts) for its integer dot products and keeps keys and values in float16, so where the top two logits are closer than that rounding moves them ' +
+    '- Fast against exact: fast rounds each group of activations to two 8-bit parts (about 12 bits for 2- and 4-bit weights, 15 for 8-bit ones) for its integer dot products and keeps keys and values in float16, so where the top two logits are closer than that rounding moves them ' +
       '(often, on the random-weight Qwen3 models) its greedy path parts from exact\'s; what that costs on a trained model is measured below.',
   ];
   if (report.quality) parts.push('', ...qualityLines(report.quality));
