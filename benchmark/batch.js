@@ -38,6 +38,7 @@ const PLAN = {
   'qwen3-0.6b-4bit': { rounds: 2, mlxLmRounds: 1 },
 };
 const CONCURRENCY = 8;
+const MAX_CONCURRENCY = 32;
 const MAX_TOKENS = 128;
 const WARMUP_TOKENS = 8;
 const CHECK_SPEEDUP = 4;
@@ -64,13 +65,25 @@ const LEADS = [
   'London', 'Paris', 'Berlin', 'Madrid', 'Rome', 'Vienna', 'Prague', 'Dublin', 'Oslo',
   'Red', 'Green', 'Blue', 'Yellow', 'Purple', 'Orange', 'Black', 'White', 'Silver',
   'One', 'Two', 'Three', 'Four', 'Five', 'Six', 'Seven', 'Eight', 'Nine',
+  // More for loads above 8 at once (a GPU): 32 at once for 3 rounds need 4 x 33. Each is its own
+  // first Qwen3 token, shared with no other lead.
+  'Apple', 'Wolf', 'Bear', 'Fox', 'Mountain', 'River', 'Forest', 'Ocean', 'Lake',
+  'Spring', 'Summer', 'Winter', 'Morning', 'Night', 'Music', 'History', 'Science', 'Math',
+  'Art', 'Coffee', 'Sugar', 'Salt', 'Toronto', 'Chicago', 'Boston', 'Denver', 'March',
+  'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'Ten',
+  'Twenty', 'Thirty', 'Zero', 'Gold', 'Iron', 'Stone', 'Glass', 'Paper', 'Wood',
+  'Steel', 'Water', 'Fire', 'Earth', 'Air', 'Light', 'Dark', 'Sun', 'Moon',
+  'Star', 'Planet', 'Table', 'Chair', 'Door', 'Window', 'House', 'Home', 'School',
+  'Office', 'Market', 'Bank', 'Street', 'Road', 'Bridge', 'City', 'Town', 'Country',
+  'World', 'King', 'Queen', 'Prince', 'Royal', 'Master', 'Father', 'Mother', 'Child',
 ];
 
 const USAGE = `usage: npm run bench:batch -- [options]
   --model NAME       only this model (repeat or comma-separate): ${Object.keys(PLAN).join(', ')}
   --rounds N         timed rounds per model (default: ${Object.entries(PLAN).map(([k, v]) => `${k} ${v.rounds}`).join(', ')})
   --mlx-lm-rounds N  of those, how many include mlx_lm.server (default: ${Object.entries(PLAN).map(([k, v]) => `${k} ${v.mlxLmRounds}`).join(', ')}; at most --rounds)
-  --concurrency N    requests sent at once, and both servers' batch size (default ${CONCURRENCY}, at most ${PROMPTS.length})
+  --concurrency N    requests sent at once, and both servers' batch size (default ${CONCURRENCY}, at most ${MAX_CONCURRENCY};
+                     above ${PROMPTS.length} the prompts repeat, each behind a word of its own)
   --max-tokens N     tokens per request (default ${MAX_TOKENS}; EOS is blocked, so every request makes exactly N)
   --precision P      mlx-node's arithmetic: exact (default: MLX's, as mlx_lm.server) or fast (quantized
                      models' default on the CPU: integer dot products, docs/kernels.md)
@@ -104,7 +117,7 @@ function parseArgs(argv) {
     else fail(`unknown argument ${f}\n${USAGE}`);
   }
   for (const m of a.models) if (!PLAN[m]) fail(`unknown model ${m}; known: ${Object.keys(PLAN).join(', ')}`);
-  if (a.concurrency > PROMPTS.length) fail(`--concurrency is at most ${PROMPTS.length}`);
+  if (a.concurrency > MAX_CONCURRENCY) fail(`--concurrency is at most ${MAX_CONCURRENCY}`);
   return a;
 }
 
@@ -312,7 +325,7 @@ function eosIds(dir) {
 }
 
 function promptsFor(leadStart, n) {
-  return Array.from({ length: n }, (_, i) => `${LEADS[leadStart + i]}, ${PROMPTS[i]}`);
+  return Array.from({ length: n }, (_, i) => `${LEADS[leadStart + i]}, ${PROMPTS[i % PROMPTS.length]}`);
 }
 
 async function benchModel(name, args, ctx, report) {
