@@ -113,6 +113,12 @@ pub trait TokenSampler {
     fn logprobs(&self, logits: &Array) -> MlxResult<Array> {
         logits.subtract(&logits.logsumexp(&[], true)?)
     }
+
+    /// `sample(logprobs(logits))` as one node where that is the argmax and a
+    /// CPU kernel may give it (`mlx::cpu::greedy`); `None` otherwise.
+    fn greedy(&self, _logits: &Array) -> MlxResult<Option<Array>> {
+        Ok(None)
+    }
 }
 
 impl TokenSampler for Sampler {
@@ -122,6 +128,10 @@ impl TokenSampler for Sampler {
 
     fn logprobs(&self, logits: &Array) -> MlxResult<Array> {
         Sampler::logprobs(self, logits)
+    }
+
+    fn greedy(&self, logits: &Array) -> MlxResult<Option<Array>> {
+        Sampler::greedy(self, logits)
     }
 }
 
@@ -230,6 +240,11 @@ impl<'a> Picker<'a> {
             }
             if let Some(h) = &self.history {
                 logits = self.processors.apply(h, logits)?;
+            }
+        }
+        if self.normalize && self.logprobs.is_none() {
+            if let Some(y) = self.sampler.greedy(&logits)? {
+                return Ok((y, None));
             }
         }
         if self.normalize {

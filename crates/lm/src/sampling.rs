@@ -267,6 +267,17 @@ impl Sampler {
         logits.subtract(&lse)
     }
 
+    /// Temperature 0 with the CPU kernels on float32 logits: the argmax of
+    /// their log-probabilities as one kernel node, the same bits
+    /// (`mlx::cpu::greedy`). `None` where `sample(logprobs(..))` runs instead.
+    pub fn greedy(&self, logits: &Array) -> Result<Option<Array>> {
+        let n = logits.shape().last().copied().unwrap_or(0);
+        if self.draw.is_some() || !self.kernels || logits.dtype() != Dtype::Float32 || !(1..=1 << 24).contains(&n) {
+            return Ok(None);
+        }
+        mlx::cpu::greedy::greedy_last(logits).map(Some)
+    }
+
     /// Random draws come from `keys` in MLX-LM's order (XTC's coin, then the categorical).
     pub fn sample(&self, logprobs: &Array, keys: &mut random::KeySequence) -> Result<Array> {
         let Some(draw) = &self.draw else {

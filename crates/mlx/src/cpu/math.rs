@@ -281,7 +281,7 @@ const LOGSUMEXP: KernelF32 = |_, inputs, out| {
     }
 };
 
-fn row_logsumexp(x: &[f32]) -> f32 {
+pub(crate) fn row_logsumexp(x: &[f32]) -> f32 {
     let max = row_max(x);
     if max.is_infinite() {
         return max;

@@ -5,6 +5,7 @@ pub mod attention;
 pub mod decode_attention;
 pub mod exact_attention;
 pub mod gemv;
+pub mod greedy;
 pub(crate) mod half;
 pub mod kernel;
 pub mod math;

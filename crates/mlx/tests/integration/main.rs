@@ -8,6 +8,7 @@ mod decode_attention_cpu;
 mod distributed;
 mod exact_attention_cpu;
 mod gemv_cpu;
+mod greedy_cpu;
 mod ops;
 mod qmm_cpu;
 mod row_ops;
