@@ -81,7 +81,8 @@ const LEADS = [
 const USAGE = `usage: npm run bench:batch -- [options]
   --model NAME       only this model (repeat or comma-separate): ${Object.keys(PLAN).join(', ')}
   --rounds N         timed rounds per model (default: ${Object.entries(PLAN).map(([k, v]) => `${k} ${v.rounds}`).join(', ')})
-  --mlx-lm-rounds N  of those, how many include mlx_lm.server (default: ${Object.entries(PLAN).map(([k, v]) => `${k} ${v.mlxLmRounds}`).join(', ')}; at most --rounds)
+  --mlx-lm-rounds N  of those, how many include mlx_lm.server (default: ${Object.entries(PLAN).map(([k, v]) => `${k} ${v.mlxLmRounds}`).join(', ')}; at most --rounds;
+                     0: mlx-node alone, mlx_lm.server not started and its check not run)
   --concurrency N    requests sent at once, and both servers' batch size (default ${CONCURRENCY}, at most ${MAX_CONCURRENCY};
                      above ${PROMPTS.length} the prompts repeat, each behind a word of its own)
   --max-tokens N     tokens per request (default ${MAX_TOKENS}; EOS is blocked, so every request makes exactly N)
@@ -105,7 +106,11 @@ function parseArgs(argv) {
       process.exit(0);
     } else if (f === '--model') (a.models.push(...value(i++, f).split(',').filter(Boolean)), (a.defaults = false));
     else if (f === '--rounds') (a.rounds = positive(value(i++, f), f)), (a.defaults = false);
-    else if (f === '--mlx-lm-rounds') (a.mlxLmRounds = positive(value(i++, f), f)), (a.defaults = false);
+    else if (f === '--mlx-lm-rounds') {
+      const v = value(i++, f);
+      a.mlxLmRounds = v === '0' ? 0 : positive(v, f);
+      a.defaults = false;
+    }
     else if (f === '--concurrency') (a.concurrency = positive(value(i++, f), f)), (a.defaults = false);
     else if (f === '--max-tokens') (a.maxTokens = positive(value(i++, f), f)), (a.defaults = false);
     else if (f === '--precision') {
@@ -345,13 +350,13 @@ async function benchModel(name, args, ctx, report) {
   let theirs = null;
   let model = null;
   try {
-    theirs = await startTheirs(ctx.python, ctx.env, dir, n);
-    entry.commands = { ours: ours.command, theirs: theirs.command };
+    if (theirRounds > 0) theirs = await startTheirs(ctx.python, ctx.env, dir, n);
+    entry.commands = { ours: ours.command, theirs: theirs?.command ?? null };
     if (args.library) model = await ctx.loadModel(dir, { maxBatch: n, precision: args.precision });
     const sides = {
       ours: (p, t0, m = maxTokens) => httpRequest(ours.url, p, m, logitBias, t0),
-      theirs: (p, t0, m = maxTokens) => httpRequest(theirs.url, p, m, logitBias, t0),
     };
+    if (theirs) sides.theirs = (p, t0, m = maxTokens) => httpRequest(theirs.url, p, m, logitBias, t0);
     if (model) sides.library = (p, t0, m = maxTokens) => libraryRequest(model, p, m, logitBias, t0);
     const keys = Object.keys(sides);
 
@@ -436,8 +441,8 @@ function checks(report) {
   for (const m of report.models) {
     const o = m.summary.ours;
     const t = m.summary.theirs;
+    const vsDetail = t ? `${fmt(o.batch.aggregateDecodeTps.median, 2)} vs ${fmt(t.batch.aggregateDecodeTps.median, 2)} tok/s: ${fmt(o.batch.aggregateDecodeTps.median / t.batch.aggregateDecodeTps.median, 2)}x` : 'not run (--mlx-lm-rounds 0)';
     const ratio = o.batch.aggregateDecodeTps.median / o.alone.aggregateDecodeTps.median;
-    const vs = o.batch.aggregateDecodeTps.median / t.batch.aggregateDecodeTps.median;
     out.push({
       model: m.name,
       what: `mlx-node batched aggregate >= ${CHECK_SPEEDUP}x mlx-node alone`,
@@ -447,12 +452,15 @@ function checks(report) {
     out.push({
       model: m.name,
       what: 'mlx-node batched aggregate > mlx_lm.server batched aggregate',
-      ok: vs > 1,
-      detail: `${fmt(o.batch.aggregateDecodeTps.median, 2)} vs ${fmt(t.batch.aggregateDecodeTps.median, 2)} tok/s: ${fmt(vs, 2)}x`,
+      ok: t ? o.batch.aggregateDecodeTps.median > t.batch.aggregateDecodeTps.median : null,
+      detail: vsDetail,
     });
   }
   return out;
 }
+
+// A check's result: true, false, or null where it was not run.
+const verdict = (ok, fail) => (ok === null ? 'not run' : ok ? 'PASS' : fail);
 
 const LABELS = { ours: 'mlx-node serve (HTTP)', theirs: 'mlx_lm.server (HTTP)', library: 'mlx-node library (in process)' };
 
@@ -487,14 +495,14 @@ function renderReport(report) {
     '',
     '## Method',
     '',
-    `- Models: ${report.models.map((m) => `\`.cache/bench-models/${m.name}\` (${m.rounds.length} round${m.rounds.length === 1 ? '' : 's'}, mlx_lm.server in ${m.summary.theirs.batch.rounds} of them)`).join(', ')}; benchmark/models.py: MLX-LM's Qwen3 class, seeded random weights, the real Qwen3 tokenizer. Their text is noise, but the work per token is a real model's. ` +
+    `- Models: ${report.models.map((m) => `\`.cache/bench-models/${m.name}\` (${m.rounds.length} round${m.rounds.length === 1 ? '' : 's'}, mlx_lm.server in ${m.summary.theirs?.batch.rounds ?? 0} of them)`).join(', ')}; benchmark/models.py: MLX-LM's Qwen3 class, seeded random weights, the real Qwen3 tokenizer. Their text is noise, but the work per token is a real model's. ` +
       'mlx_lm.server gets fewer rounds on the 4-bit model only because of time: MLX\'s CPU quantized matmul (a scalar loop) makes one of its 8 x 128-token loads take about 7 minutes here.',
     `- Load: ${report.concurrency} different prompts (${report.promptTokens} tokens each, plain text, no chat template), ${report.maxTokens} tokens each, greedy (\`temperature: 0\`), ` +
       `EOS blocked with \`logit_bias\` (${Object.keys(report.models[0].logitBias).join(', ')}: -100) so that every request generates exactly ${report.maxTokens} tokens (checked: \`usage.completion_tokens\` and \`finish_reason: "length"\`). No seed (mlx_lm.server keeps seeded requests out of its batches).`,
     '- "alone": one request (the first prompt); "at once": all the requests sent together (`Promise.all` of `fetch`es).',
     `- Servers, each in its own process, both up for the whole of a model's run (idle while the other is measured):`,
     `  - mlx-node: \`${report.models[0].commands.ours}\` (lib/server over the library's continuous-batching scheduler, \`maxBatch\` ${report.concurrency}).`,
-    `  - mlx_lm.server: \`${report.models[0].commands.theirs}\`, with the project venv's environment (OpenBLAS preloaded, as the other benchmarks). ` +
+    `  - mlx_lm.server: ${report.models.every((m) => !m.commands.theirs) ? 'not started (`--mlx-lm-rounds 0`); otherwise ' : ''}\`${report.models.find((m) => m.commands.theirs)?.commands.theirs ?? '.cache/venv/bin/python -m mlx_lm server --model DIR --port PORT ...'}\`, with the project venv's environment (OpenBLAS preloaded, as the other benchmarks). ` +
       `\`--decode-concurrency\` (default 32) is how many sequences its BatchGenerator decodes together, \`--prompt-concurrency\` (default 8) how many prompts it prefills together; ` +
       `both set to ${report.concurrency}, the load's size, as mlx-node's \`--max-batch\`. Batching is on by default in 0.32.2 for requests without a seed (\`_is_batchable\`).`,
     '- Client: this process, plain `fetch` to `POST /v1/completions` with `stream: true` and `stream_options: { include_usage: true }`; every server-sent event is timed on arrival.',
@@ -518,7 +526,7 @@ function renderReport(report) {
     parts.push(`- Same text (round 1): ${st}.`, '');
   }
   parts.push('## Checks (issue 27)', '', '| model | check | figures | result |', '|---|---|---|:-:|');
-  for (const c of cks) parts.push(`| ${c.model} | ${c.what} | ${c.detail} | ${c.ok ? 'PASS' : '**FAIL**'} |`);
+  for (const c of cks) parts.push(`| ${c.model} | ${c.what} | ${c.detail} | ${verdict(c.ok, '**FAIL**')} |`);
   parts.push('');
   const notes = [];
   for (const m of report.models) {
@@ -572,7 +580,7 @@ async function main() {
 
   const { md, checks: cks } = renderReport(report);
   process.stdout.write(`${md}\n`);
-  for (const c of cks) process.stdout.write(`${c.ok ? 'PASS' : 'FAIL'}: ${c.model}: ${c.what}: ${c.detail}\n`);
+  for (const c of cks) process.stdout.write(`${verdict(c.ok, 'FAIL')}: ${c.model}: ${c.what}: ${c.detail}\n`);
   writeRaw(report, 'batch-', log);
   const out = args.out ?? (args.defaults ? RESULTS : null);
   if (out) {
