@@ -52,15 +52,18 @@ step() { # NAME LIMIT COMMAND...: runs unless the deadline is too near
   [ "$limit" -gt "$left" ] && limit=$left
   say "start $name (limit ${limit}s)"
   # timeout runs programs, not shell functions: hand it a bash that has them.
-  timeout -s KILL "$limit" bash -c "$(declare -f models batch bench); OUTD=$OUTD; $*" >"$OUTD/$name.log" 2>&1
+  timeout -s KILL "$limit" bash -c "$(declare -f models batch bench parity); OUTD=$OUTD; $*" >"$OUTD/$name.log" 2>&1
   say "end $name rc=$?"
   tail -n 25 "$OUTD/$name.log"
 }
 models() { .cache/venv/bin/python benchmark/models.py .cache/bench-models --only qwen3-100m-f32,qwen3-0.6b-4bit; }
 batch() { node benchmark/batch.js --no-build --model "$1" --rounds 2 --mlx-lm-rounds 2 --concurrency "$2" --out "$OUTD/batch-$1-$2.md"; }
+# The parity subset against MLX-LM on the GPU: every text fixture written there by MLX-LM's classes
+# (scripts/fixtures.js), then PARITY_SUBSET=1 (RESULTS-cuda.md, "Parity on CUDA").
+parity() { node scripts/fixtures.js >/dev/null && PARITY_SUBSET=1 node --test __test__/parity.test.js; }
 bench() { node benchmark/run.js --no-build --model qwen3-0.6b-4bit,qwen3-100m-f32 --config greedy,full --rounds 3 --max-tokens 256 --out "$OUTD/bench.md"; }
 
-STEPS=${*:-models batch-f32-8 batch-4bit-8 batch-f32-32 bench batch-4bit-32}
+STEPS=${*:-models batch-f32-8 batch-4bit-8 batch-f32-32 bench batch-4bit-32 parity}
 for s in $STEPS; do
   case $s in
   models) step models 150 models ;;
@@ -69,6 +72,7 @@ for s in $STEPS; do
   batch-4bit-8) step batch-4bit-8 150 batch qwen3-0.6b-4bit 8 ;;
   batch-4bit-32) step batch-4bit-32 120 batch qwen3-0.6b-4bit 32 ;;
   bench) step bench 150 bench ;;
+  parity) step parity 300 parity ;;
   *) say "unknown step $s" ;;
   esac
 done

