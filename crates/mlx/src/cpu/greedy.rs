@@ -28,15 +28,15 @@ const TIE_GAP: f32 = 1.0 / 65536.0;
 
 /// Per row of float32 `x`, the index of the largest of `x - logsumexp(x)`
 /// over the last axis as MLX's `argmax` gives it (uint32, the last axis
-/// dropped). Rows of more than 2^24 values are refused (the index passes
-/// through a float32).
-pub fn greedy_last(x: &Array) -> Result<Array> {
+/// dropped). `None` for other dtypes, empty rows and rows of more than 2^24
+/// values (the index passes through a float32): the caller runs MLX's ops.
+pub fn greedy_last(x: &Array) -> Result<Option<Array>> {
     let mut shape = x.shape();
     let n = shape.pop().unwrap_or(0);
     if x.dtype() != Dtype::Float32 || n <= 0 || n > 1 << 24 {
-        return Err(crate::Error::new(format!("greedy_last takes float32 rows of 1 to 2^24 values, got {:?} {}", x.shape(), x.dtype().name())));
+        return Ok(None);
     }
-    cpu_kernel_f32("GreedyPick", GREEDY, &[], &[x], &shape)?.astype(Dtype::Uint32)
+    cpu_kernel_f32("GreedyPick", GREEDY, &[], &[x], &shape)?.astype(Dtype::Uint32).map(Some)
 }
 
 const GREEDY: KernelF32 = |_, inputs, out| {
@@ -51,7 +51,7 @@ const GREEDY: KernelF32 = |_, inputs, out| {
 };
 
 /// One row's pick.
-pub(crate) fn row_pick(x: &[f32]) -> usize {
+fn row_pick(x: &[f32]) -> usize {
     let m = row_max(x);
     if m.is_finite() {
         let at = first_equal(x, m);
