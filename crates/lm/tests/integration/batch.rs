@@ -165,3 +165,43 @@ fn fast_precision_batches_give_each_its_solo_answer() {
         assert_eq!(lp(&got), lp(want), "request {i}: log-probabilities");
     }
 }
+
+/// `max_batch` 1 runs queued requests strictly one after another: no chunk of a
+/// later request before an earlier one is done. (The JavaScript side cannot see
+/// this order: each job's events come through its own poll.) With room for all
+/// three, the second starts before the first is done.
+#[test]
+fn max_batch_one_runs_requests_in_turn() {
+    let (model, tok) = fixture();
+    let texts = ["Hello, my name is", "The quick brown fox", "1, 2, 3,"];
+    for (max_batch, in_turn) in [(1, true), (3, false)] {
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let mut s = Scheduler::new(tok.clone(), max_batch);
+        for (i, t) in texts.iter().enumerate() {
+            let (c, d) = (log.clone(), log.clone());
+            s.admit(
+                model.as_ref(),
+                Request {
+                    prompt: tok.encode_prompt(t).unwrap(),
+                    options: options(6, 0.0, None, &[]),
+                    cache: PromptCache::scratch(model.as_ref()),
+                    should_abort: Box::new(|| false),
+                    on_chunk: Box::new(move |_| c.lock().unwrap().push(format!("chunk {i}"))),
+                    on_done: Box::new(move |r, _| {
+                        r.unwrap();
+                        d.lock().unwrap().push(format!("done {i}"))
+                    }),
+                },
+            );
+        }
+        while !s.is_idle() {
+            s.tick(model.as_ref());
+        }
+        let log = log.lock().unwrap().clone();
+        let owner = |e: &String| e.rsplit(' ').next().unwrap().parse::<usize>().unwrap();
+        let sorted = log.windows(2).all(|w| owner(&w[0]) <= owner(&w[1]));
+        let dones: Vec<usize> = log.iter().enumerate().filter(|(_, e)| e.starts_with("done")).map(|(k, _)| k).collect();
+        assert_eq!(dones.len(), 3, "{log:?}");
+        assert_eq!(sorted, in_turn, "max_batch {max_batch}: {log:?}");
+    }
+}
