@@ -340,7 +340,27 @@ thread_local! {
     static WIDE: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
-crate::avx2_fma_dispatch!(fn group(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transposed, out: OutPtr) => group_body);
+crate::avx2_fma_dispatch!(fn group_avx2(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transposed, out: OutPtr) => group_body);
+
+/// `group_body` compiled for AVX-512 where a prompt's queries run on a CPU
+/// with it: the compiler's 16-lane vectors for the scores (`scores_prompt`'s
+/// sixteen keys one register) and `x86::weighted_sum_pair_512` for the sums.
+/// Each value is the same chain of operations in the same order as on AVX2,
+/// so the same bits (`the_avx2_and_portable_paths_give_the_same_bits`).
+fn group(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transposed, out: OutPtr) {
+    #[cfg(target_arch = "x86_64")]
+    if p.t > 1 && x86::avx512() {
+        // SAFETY: the CPU has AVX-512 F (and so AVX2, FMA and F16C), checked by `avx512`.
+        return unsafe { group_avx512(p, b, g, queries, kt, out) };
+    }
+    group_avx2(p, b, g, queries, kt, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+unsafe fn group_avx512(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transposed, out: OutPtr) {
+    group_body(p, b, g, queries, kt, out)
+}
 
 /// Batch row `b`, key/value head `g`, query positions `queries`: per position,
 /// its `n_q / n_kv` query heads, each scored against the keys it sees, the
@@ -406,11 +426,38 @@ fn group_body(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transp
     // weighted sum reads every value it sees, from L2 for a long context).
     #[cfg(target_arch = "x86_64")]
     let paired = t > 1 && d % 32 == 0 && crate::cpu::math::avx2_fma();
+    #[cfg(target_arch = "x86_64")]
+    let paired_512 = paired && d % 64 == 0 && x86::avx512();
     #[cfg(not(target_arch = "x86_64"))]
     let paired = false;
     let rows = scores.len() / cols;
     let mut i = 0;
     while i < rows {
+        #[cfg(target_arch = "x86_64")]
+        if paired_512 && i + 3 < rows {
+            // Four rows at once on AVX-512: the values, from L2 for a long context, read once
+            // for four rows' sums.
+            let (r0, rest) = scores[i * cols..].split_at_mut(cols);
+            let (r1, rest) = rest.split_at_mut(cols);
+            let (r2, r3) = rest.split_at_mut(cols);
+            let outs = [out_row(i), out_row(i + 1), out_row(i + 2), out_row(i + 3)];
+            let mut ws = [r0, r1, r2, &mut r3[..cols]];
+            // Loops, not closures (`map`): a closure would not take this copy's CPU features.
+            let mut inv = [0f32; 4];
+            for ((w, (pos, _)), inv) in ws.iter_mut().zip(&outs).zip(&mut inv) {
+                *w = &mut std::mem::take(w)[..seen(*pos)];
+                *inv = 1.0 / exp_in_place(w);
+            }
+            let [(_, o0), (_, o1), (_, o2), (_, o3)] = outs;
+            let [w0, w1, w2, w3] = ws;
+            // SAFETY: `paired_512`: the CPU has AVX-512 F, and `d` is a multiple of 64.
+            unsafe { x86::weighted_sum_rows_512([w0, w1, w2, w3], values, [&mut *o0, &mut *o1, &mut *o2, &mut *o3]) };
+            for (o, inv) in [o0, o1, o2, o3].into_iter().zip(inv) {
+                scale(o, inv);
+            }
+            i += 4;
+            continue;
+        }
         if paired && i + 1 < rows {
             let (first_row, rest) = scores[i * cols..].split_at_mut(cols);
             let ((pos0, o0), (pos1, o1)) = (out_row(i), out_row(i + 1));
@@ -419,7 +466,11 @@ fn group_body(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transp
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `paired`: the CPU has AVX2 and FMA, and `d` is a multiple of 32.
             unsafe {
-                x86::weighted_sum_pair(w0, w1, values, o0, o1)
+                match paired_512 {
+                    // SAFETY: the CPU has AVX-512 F, and `d` is a multiple of 64.
+                    true => x86::weighted_sum_rows_512([w0, w1], values, [o0, o1]),
+                    false => x86::weighted_sum_pair(w0, w1, values, o0, o1),
+                }
             };
             scale(o0, inv0);
             scale(o1, inv1);
@@ -522,15 +573,31 @@ fn scores_decode(qs: &[f32], keys: &[f32], d: usize, cols: usize, scores: &mut [
 /// on which rows or keys came with it.
 #[inline(always)]
 fn scores_prompt(qs: &[f32], kt: &Transposed, d: usize, cols: usize, scores: &mut [f32]) {
+    // Eight rows a pass where AVX-512's 32 registers hold their sums: the transposed keys,
+    // read from L2 for a long context, are read half as often.
+    #[cfg(target_arch = "x86_64")]
+    if x86::avx512() {
+        return scores_prompt_rows::<8>(qs, kt, d, cols, scores);
+    }
+    scores_prompt_rows::<4>(qs, kt, d, cols, scores)
+}
+
+/// `scores_prompt` `R` query rows a pass: each score one multiply-add chain
+/// over the head's elements in order, whatever `R`.
+#[inline(always)]
+fn scores_prompt_rows<const R: usize>(qs: &[f32], kt: &Transposed, d: usize, cols: usize, scores: &mut [f32]) {
     let rows = qs.len() / d;
     let mut r0 = 0;
     while r0 < rows {
-        let n = (rows - r0).min(4);
+        let n = (rows - r0).min(R);
         // Rows past the last are the last again (computed, not stored).
-        let row = |i: usize| &qs[(r0 + i.min(n - 1)) * d..][..d];
-        let q = [row(0), row(1), row(2), row(3)];
+        // A loop, not `array::from_fn`: a closure would not take the caller's CPU features.
+        let mut q: [&[f32]; R] = [&[]; R];
+        for (i, q) in q.iter_mut().enumerate() {
+            *q = &qs[(r0 + i.min(n - 1)) * d..][..d];
+        }
         for j0 in (0..cols).step_by(KEYS) {
-            let mut acc = [[0f32; KEYS]; 4];
+            let mut acc = [[0f32; KEYS]; R];
             for e in 0..d {
                 let k = &kt.keys[e * kt.cols + j0..][..KEYS];
                 for (a, q) in acc.iter_mut().zip(&q) {
@@ -790,6 +857,53 @@ mod x86 {
             for i in 0..4 {
                 _mm256_storeu_ps(o0.as_mut_ptr().add(e0 + 8 * i), a0[i]);
                 _mm256_storeu_ps(o1.as_mut_ptr().add(e0 + 8 * i), a1[i]);
+            }
+        }
+    }
+
+    /// Whether prompts may take the AVX-512 copies (the CPU has AVX-512 F and
+    /// `MLX_NODE_CPU_FEATURES` allows it).
+    pub(super) fn avx512() -> bool {
+        is_x86_feature_detected!("avx512f") && crate::cpu::math::beyond_avx2()
+    }
+
+    /// `weighted_sum_pair` for `R` rows (2 or 4), 64 elements at a time in
+    /// 512-bit registers: each value loaded once for all of them, the same
+    /// multiply-add chain per element (over the keys all rows see, then each
+    /// row alone over the rest of its own).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F; every `os` holds `d` (a multiple of 64),
+    /// and `values` as many rows of `d` as the longest weights.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn weighted_sum_rows_512<const R: usize>(ws: [&[f32]; R], values: &[f32], mut os: [&mut [f32]; R]) {
+        let d = os[0].len();
+        let common = ws.iter().map(|w| w.len()).min().unwrap_or(0);
+        for e0 in (0..d).step_by(64) {
+            let mut acc = [[_mm512_setzero_ps(); 4]; R];
+            for j in 0..common {
+                let v = values.as_ptr().add(j * d + e0);
+                // Spelled out: a closure (`array::from_fn`) would not take this function's features.
+                let x = [_mm512_loadu_ps(v), _mm512_loadu_ps(v.add(16)), _mm512_loadu_ps(v.add(32)), _mm512_loadu_ps(v.add(48))];
+                for (w, a) in ws.iter().zip(acc.iter_mut()) {
+                    let b = _mm512_set1_ps(*w.get_unchecked(j));
+                    for i in 0..4 {
+                        a[i] = _mm512_fmadd_ps(b, x[i], a[i]);
+                    }
+                }
+            }
+            for (w, a) in ws.iter().zip(acc.iter_mut()) {
+                for (j, &w) in w.iter().enumerate().skip(common) {
+                    let (w, v) = (_mm512_set1_ps(w), values.as_ptr().add(j * d + e0));
+                    for (i, a) in a.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_ps(w, _mm512_loadu_ps(v.add(16 * i)), *a);
+                    }
+                }
+            }
+            for (o, a) in os.iter_mut().zip(&acc) {
+                for (i, a) in a.iter().enumerate() {
+                    _mm512_storeu_ps(o.as_mut_ptr().add(e0 + 16 * i), *a);
+                }
             }
         }
     }

@@ -230,27 +230,32 @@ fn bits_of_one_batch() -> Vec<u32> {
     [out, prompt, out16, wide[0].clone(), wide[1].clone()].iter().flat_map(|a| a.to_vec::<f32>().unwrap()).map(|v| v.to_bits()).collect()
 }
 
-/// The portable copy (a CPU without AVX2 and FMA: `MLX_NODE_CPU_FEATURES=baseline`,
-/// in a process of its own) gives this process's bits.
+/// The portable copy (a CPU without AVX2 and FMA: `MLX_NODE_CPU_FEATURES=baseline`)
+/// and the AVX2 copies (`avx2`: on a CPU with AVX-512, the paths it takes there
+/// for prompts) give this process's bits, each in a process of its own.
 #[test]
-fn the_portable_path_gives_the_same_bits() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .arg(crate::test_name(module_path!(), "portable_child"))
-        .args(["--exact", "--nocapture", "--ignored"])
-        .env("MLX_NODE_CPU_FEATURES", "baseline")
-        .env("MLX_NODE_DECODE_ATTENTION_KERNEL", "")
-        .env("MLX_NODE_CPU_KERNELS", "")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    let line = text.lines().find_map(|l| l.find("BITS ").map(|i| &l[i + 5..])).unwrap_or_else(|| panic!("no bits: {text}"));
-    assert_eq!(line, format!("{:?}", bits_of_one_batch()));
+fn the_avx2_and_portable_paths_give_the_same_bits() {
+    for cap in ["baseline", "avx2"] {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .arg(crate::test_name(module_path!(), "capped_child"))
+            .args(["--exact", "--nocapture", "--ignored"])
+            .env("MLX_NODE_CPU_FEATURES", cap)
+            .env("MLX_NODE_DECODE_ATTENTION_KERNEL", "")
+            .env("MLX_NODE_CPU_KERNELS", "")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{cap}: {text}{}", String::from_utf8_lossy(&out.stderr));
+        let line = text.lines().find_map(|l| l.find("BITS ").map(|i| &l[i + 5..])).unwrap_or_else(|| panic!("{cap}: no bits: {text}"));
+        assert_eq!(line, format!("{:?}", bits_of_one_batch()), "{cap}");
+    }
 }
 
 #[test]
-#[ignore = "run as a child of the_portable_path_gives_the_same_bits"]
-fn portable_child() {
-    assert!(!mlx::cpu::math::has_avx2_fma(), "the child runs the portable copy");
+#[ignore = "run as a child of the_avx2_and_portable_paths_give_the_same_bits"]
+fn capped_child() {
+    let baseline = std::env::var("MLX_NODE_CPU_FEATURES").as_deref() == Ok("baseline");
+    assert!(!mlx::cpu::math::beyond_avx2(), "the child runs no AVX-512 copy");
+    assert!(!baseline || !mlx::cpu::math::has_avx2_fma(), "the baseline child runs the portable copy");
     println!("BITS {:?}", bits_of_one_batch());
 }
