@@ -344,7 +344,8 @@ crate::avx2_fma_dispatch!(fn group_avx2(p: &Problem, b: usize, g: usize, queries
 
 /// `group_body` compiled for AVX-512 where a prompt's queries run on a CPU
 /// with it: the compiler's 16-lane vectors for the scores (`scores_prompt`'s
-/// sixteen keys one register) and `x86::weighted_sum_pair_512` for the sums.
+/// sixteen keys one register, eight rows a pass) and `x86::weighted_sum_rows_512`
+/// for the sums (four rows at once).
 /// Each value is the same chain of operations in the same order as on AVX2,
 /// so the same bits (`the_avx2_and_portable_paths_give_the_same_bits`).
 fn group(p: &Problem, b: usize, g: usize, queries: Range<usize>, kt: Transposed, out: OutPtr) {
