@@ -136,7 +136,7 @@ mod x86 {
 
     /// # Safety
     /// The CPU must have AVX2 and F16C, FMA for `p.fused`, and AVX-512 F
-    /// for `wide` (float32 exact rows on 512-bit vectors: `single_row_wide`,
+    /// for `wide` (float32 exact rows on 512-bit vectors: `rows_wide`,
     /// `panel_rows_wide`).
     #[target_feature(enable = "avx2,f16c")]
     pub(super) unsafe fn tiles_avx2(p: &Exact, tiles: Range<usize>, out: OutPtr, wide: bool) {
@@ -154,8 +154,9 @@ mod x86 {
     }
 
     /// The tiles two at a time (a panel) for `ROWS` rows or more (any number with fused
-    /// sums, `F`), four at a time for fewer, two at a time for one (then one, at the end of `n`;
-    /// `wide`: four at a time, then two, then one).
+    /// sums, `F`), four at a time for fewer, two at a time for one (then one, at the end of `n`).
+    /// `wide`: up to `WIDE_ROWS` rows run `rows_wide` (an odd last tile as above), more the
+    /// panel.
     #[target_feature(enable = "avx2,f16c")]
     #[inline]
     unsafe fn all<const B: usize, const BF: bool, const F: bool>(p: &Exact, tiles: Range<usize>, out: OutPtr, wide: bool) {
@@ -164,14 +165,11 @@ mod x86 {
         let mut t = tiles.start;
         while t < tiles.end {
             let left = tiles.end - t;
-            t += if p.m >= ROWS || F {
+            t += if wide && p.m <= WIDE_ROWS && left >= 2 {
+                rows_wide_all::<B>(p, t, left, out)
+            } else if p.m >= ROWS || F {
                 panel::<B, BF, F>(p, t, left.min(PANEL), &mut wd, out, wide);
                 left.min(PANEL)
-            } else if wide && p.m == 1 && left >= 2 {
-                match left {
-                    2 | 3 => single_row_wide::<1, B>(p, t, out),
-                    _ => single_row_wide::<2, B>(p, t, out),
-                }
             } else if p.m > 1 {
                 few_rows::<B, BF>(p, t, left.min(TILES), &mut acc, out);
                 left.min(TILES)
@@ -244,46 +242,103 @@ mod x86 {
         T
     }
 
-    /// `single_row` on 512-bit vectors: `P` pairs of tiles from `tile0`, each
-    /// pair's sixteen columns in one vector (the first tile's eight lanes low,
-    /// the next's high), so each step is half the instructions; each lane has
-    /// `dequant`'s and `mac`'s operations in their order, so the same bits.
-    /// Float32 only. Measured: docs/kernels.md#exact-precision-on-repacked-weights.
+    /// `R` rows of `x` (a decode step, or a batch of up to `WIDE_ROWS`)
+    /// against `P` pairs of tiles from `tile0` on 512-bit vectors: each pair's
+    /// sixteen columns in one vector (the first tile's eight lanes low, the
+    /// next's high). Each weight vector is dequantized once, in registers, and
+    /// added into every row's sums: no panel goes through memory (for a batch
+    /// of eight, storing and reloading `panel`'s panel stalled more than its
+    /// sums took). Each lane has `dequant`'s and `mac`'s operations in their
+    /// order, so the same bits. Float32 only; loops, not closures, so that all
+    /// of it is compiled with this function's CPU features. Measured:
+    /// docs/kernels.md#exact-precision-on-repacked-weights.
     #[target_feature(enable = "avx2,f16c,avx512f")]
     #[inline]
-    unsafe fn single_row_wide<const P: usize, const B: usize>(p: &Exact, tile0: usize, out: OutPtr) -> usize {
+    unsafe fn rows_wide<const P: usize, const R: usize, const B: usize>(p: &Exact, tile0: usize, out: OutPtr) -> usize {
         let (groups, per) = (p.groups(), 8 / B);
         let vpg = p.group_size * B / 32;
         let (tw, gw) = (tile_words(p.k, B), groups * p.format.group_words());
-        let wt: [[*const u32; 2]; P] = std::array::from_fn(|t| [0, 1].map(|h| p.w.as_ptr().add((tile0 + 2 * t + h) * tw)));
-        let sbt: [[*const f32; 2]; P] = std::array::from_fn(|t| [0, 1].map(|h| p.sb.as_ptr().add((tile0 + 2 * t + h) * gw)));
-        let x = p.x.as_ptr();
-        let mask = _mm512_set1_epi32(((1u32 << B) - 1) as i32);
-        let mut acc = [_mm512_setzero_ps(); P];
+        let (mut wt, mut sbt) = ([[std::ptr::null::<u32>(); 2]; P], [[std::ptr::null::<f32>(); 2]; P]);
+        for t in 0..P {
+            for h in 0..2 {
+                wt[t][h] = p.w.as_ptr().add((tile0 + 2 * t + h) * tw);
+                sbt[t][h] = p.sb.as_ptr().add((tile0 + 2 * t + h) * gw);
+            }
+        }
+        let mut x = [std::ptr::null::<f32>(); R];
+        for (r, x) in x.iter_mut().enumerate() {
+            *x = p.x.as_ptr().add(r * p.k);
+        }
+        let (mask, shift_b) = (_mm512_set1_epi32(((1u32 << B) - 1) as i32), _mm_cvtsi32_si128(B as i32));
+        let mut acc = [[_mm512_setzero_ps(); P]; R];
         let ahead = tile0 + 2 * P..tile0 + 4 * P;
         for g in 0..groups {
             prefetch(p, ahead.clone(), g);
-            let sb: [[__m512; 2]; P] = std::array::from_fn(|t| pair_scale_bias(sbt[t][0], sbt[t][1], p.format, g));
+            let mut sb = [[_mm512_setzero_ps(); 2]; P];
+            for t in 0..P {
+                sb[t] = pair_scale_bias(sbt[t][0], sbt[t][1], p.format, g);
+            }
             for u in g * vpg..(g + 1) * vpg {
-                let v: [__m512i; P] = std::array::from_fn(|t| pair_vector(wt[t][0], wt[t][1], u));
+                let mut v = [_mm512_setzero_si512(); P];
+                for t in 0..P {
+                    v[t] = pair_vector(wt[t][0], wt[t][1], u);
+                }
+                // Weight `e` of a word sits at bit `8 * i + j * B`: each slot `j` starts from the
+                // words shifted by `B` once more, and each byte `i` by 8 (an immediate shift: a
+                // shift by a register count is two more instructions a weight, and the loops are
+                // too long to unroll).
                 for j in 0..per {
+                    let mut cur = v;
                     for i in 0..4 {
-                        let xv = _mm512_set1_ps(*x.add(4 * (u * per + j) + i));
+                        let e = 4 * (u * per + j) + i;
                         for t in 0..P {
-                            let shifted = _mm512_srl_epi32(v[t], _mm_cvtsi32_si128((8 * i + j * B) as i32));
-                            let q = if B == 8 && i == 3 { shifted } else { _mm512_and_si512(shifted, mask) };
+                            let q = if B == 8 && i == 3 { cur[t] } else { _mm512_and_si512(cur[t], mask) };
                             let [scale, bias] = sb[t];
                             let w = _mm512_add_ps(_mm512_mul_ps(scale, _mm512_cvtepi32_ps(q)), bias);
-                            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(xv, w));
+                            for r in 0..R {
+                                acc[r][t] = _mm512_add_ps(acc[r][t], _mm512_mul_ps(_mm512_set1_ps(*x[r].add(e)), w));
+                            }
+                            cur[t] = _mm512_srli_epi32::<8>(cur[t]);
                         }
+                    }
+                    for v in v.iter_mut() {
+                        *v = _mm512_srl_epi32(*v, shift_b);
                     }
                 }
             }
         }
-        for (t, a) in acc.iter().enumerate() {
-            store_wide(p, 0, tile0 + 2 * t, *a, out);
+        for (r, a) in acc.iter().enumerate() {
+            for (t, &a) in a.iter().enumerate() {
+                store_wide(p, r, tile0 + 2 * t, a, out);
+            }
         }
         2 * P
+    }
+
+    /// `rows_wide` for all of `p`'s rows (at most `WIDE_ROWS`) from `tile0`,
+    /// `left` (at least two) tiles to go: two pairs at a time for one to
+    /// three rows (more sums in flight), one pair for more.
+    #[target_feature(enable = "avx2,f16c,avx512f")]
+    #[inline]
+    unsafe fn rows_wide_all<const B: usize>(p: &Exact, tile0: usize, left: usize, out: OutPtr) -> usize {
+        let two = left >= 4;
+        match p.m {
+            1 if two => rows_wide::<2, 1, B>(p, tile0, out),
+            1 => rows_wide::<1, 1, B>(p, tile0, out),
+            2 if two => rows_wide::<2, 2, B>(p, tile0, out),
+            2 => rows_wide::<1, 2, B>(p, tile0, out),
+            3 if two => rows_wide::<2, 3, B>(p, tile0, out),
+            3 => rows_wide::<1, 3, B>(p, tile0, out),
+            4 => rows_wide::<1, 4, B>(p, tile0, out),
+            5 => rows_wide::<1, 5, B>(p, tile0, out),
+            6 => rows_wide::<1, 6, B>(p, tile0, out),
+            7 => rows_wide::<1, 7, B>(p, tile0, out),
+            8 => rows_wide::<1, 8, B>(p, tile0, out),
+            9 => rows_wide::<1, 9, B>(p, tile0, out),
+            10 => rows_wide::<1, 10, B>(p, tile0, out),
+            11 => rows_wide::<1, 11, B>(p, tile0, out),
+            _ => rows_wide::<1, WIDE_ROWS, B>(p, tile0, out),
+        }
     }
 
     /// Row `m`'s sums of tiles `tile` and `tile + 1` (low and high half).
@@ -408,7 +463,7 @@ mod x86 {
 
     /// The panel's two tiles (`PANEL`) dequantized into `wd` on 512-bit
     /// vectors, both tiles' eight columns of a position in one (as
-    /// `single_row_wide` takes them): `dequant`'s operations per lane, half
+    /// `rows_wide` takes them): `dequant`'s operations per lane, half
     /// the instructions (the 256-bit dequantizing was more of a batch of
     /// eight's time than its sums). Float32 only.
     #[target_feature(enable = "avx2,f16c,avx512f")]
@@ -545,7 +600,7 @@ mod tests {
 
     /// Every path this CPU has, on the repacked layout, gives the bits of
     /// MLX's op and of `cpu::qmm` on MLX's layout: float32 and bfloat16,
-    /// every width and group size, 1 to 9, 11, 12, 25 and 70 rows and a prompt, `n`
+    /// every width and group size, 1 to 12, 25 and 70 rows and a prompt, `n`
     /// a multiple of the tile and not, the scales and biases held in each
     /// format; a NaN and an infinity in `x` included. The whole kernel (its
     /// split over the cores too) gives them as well. With fused sums (fast
@@ -578,6 +633,15 @@ mod tests {
             (25, 64, 17, 32, 4, false),
             // Enough work to split over the cores (`PARALLEL_MIN`).
             (200, 128, 44, 32, 4, false),
+            // Float32 batches on 512-bit vectors (`rows_wide`): one pair at a time for 4 to 12
+            // rows (8: a decode step of eight sequences), two for 2 and 3, each with an odd
+            // last tile.
+            (8, 256, 44, 64, 4, false),
+            (4, 128, 40, 32, 2, false),
+            (6, 128, 24, 128, 8, false),
+            (10, 64, 40, 32, 4, false),
+            (2, 128, 72, 64, 4, false),
+            (9, 64, 17, 64, 8, false),
         ];
         for (i, &(m, k, n, gs, bits, bf16)) in cases.iter().enumerate() {
             let dt = if bf16 { Dtype::Bfloat16 } else { Dtype::Float32 };
