@@ -191,6 +191,11 @@ impl Scheduler {
         self.waiting.len() + self.decoding.len()
     }
 
+    /// Sequences admitted whose prompts are still being fed.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -209,17 +214,34 @@ impl Scheduler {
         }
     }
 
-    /// One unit of work: a prefill chunk of the first waiting sequence (when the
-    /// batch has room), then one decode step of the batch.
+    /// One unit of work: prefill chunks of waiting sequences (while the batch
+    /// has room), then one decode step of the batch.
+    ///
+    /// The waiting prompts are fed in turn while this tick's prompt tokens fit
+    /// in one prefill step (the sequence's `prefill_step_size`, MLX-LM's 2048 by
+    /// default): short prompts that arrive together all start decoding at the
+    /// next step, as `mlx_lm.server` prefills its waiting prompts together
+    /// (one at a time, a prompt took two ticks, each with a decode step, so
+    /// the eighth of eight waited for fifteen of them), while a long prompt
+    /// still goes one step's chunk a tick, so the batch keeps decoding.
     pub fn tick(&mut self, model: &dyn LanguageModel) {
-        if self.decoding.len() < self.max_batch {
-            if let Some(mut seq) = self.waiting.pop_front() {
-                match Self::prefill_chunk(model, &mut seq) {
-                    Ok(None) => self.waiting.push_front(seq),
-                    Ok(Some(Next::Continue)) => self.decoding.push(seq),
-                    Ok(Some(Next::Stop)) => seq.finish(model, None),
-                    Err(e) => seq.finish(model, Some(e)),
-                }
+        let mut spent = 0;
+        while self.decoding.len() < self.max_batch {
+            let Some(mut seq) = self.waiting.pop_front() else { break };
+            let step = seq.req.options.params.prefill_step_size.max(1);
+            let chunk = (seq.rest.len() - seq.fed).saturating_sub(1).clamp(1, step);
+            if spent > 0 && spent + chunk > step {
+                self.waiting.push_front(seq);
+                break;
+            }
+            let before = seq.fed;
+            let result = Self::prefill_chunk(model, &mut seq);
+            spent += seq.fed - before;
+            match result {
+                Ok(None) => self.waiting.push_front(seq),
+                Ok(Some(Next::Continue)) => self.decoding.push(seq),
+                Ok(Some(Next::Stop)) => seq.finish(model, None),
+                Err(e) => seq.finish(model, Some(e)),
             }
         }
         if !self.decoding.is_empty() {

@@ -205,3 +205,42 @@ fn max_batch_one_runs_requests_in_turn() {
         assert_eq!(sorted, in_turn, "max_batch {max_batch}: {log:?}");
     }
 }
+
+/// Waiting prompts are fed in turn while a tick's prompt tokens fit in one
+/// prefill step: four short prompts queued together all decode after the first
+/// tick (one at a time, three would still wait), while prompts longer than the
+/// step still go one step's chunk a tick. Each answer is its solo answer.
+#[test]
+fn waiting_prompts_start_together_within_one_prefill_step() {
+    let (model, tok) = fixture();
+    let texts = [
+        "Hello, my name is Ada and I write programs",
+        "The quick brown fox jumps over the lazy dog",
+        "1, 2, 3, 4, 5, 6, 7, 8,",
+        "Once upon a time there was a small town",
+    ];
+    for (step, waiting_after_one) in [(2048, 0), (3, texts.len())] {
+        let mut o = options(5, 0.0, None, &[]);
+        o.params.prefill_step_size = step;
+        let prompts: Vec<Vec<u32>> = texts.iter().map(|t| tok.encode_prompt(t).unwrap()).collect();
+        assert!(prompts.iter().all(|p| p.len() > 4), "each prompt needs two chunks of 3");
+        let mut s = Scheduler::new(tok.clone(), 8);
+        let slots: Vec<Slot> = prompts
+            .iter()
+            .map(|p| {
+                let (req, slot) = request(model.as_ref(), p.clone(), o.clone(), Arc::new(AtomicBool::new(false)));
+                s.admit(model.as_ref(), req);
+                slot
+            })
+            .collect();
+        s.tick(model.as_ref());
+        assert_eq!(s.waiting(), waiting_after_one, "prefill_step_size {step}: waiting after one tick");
+        while !s.is_idle() {
+            s.tick(model.as_ref());
+        }
+        for (i, (p, slot)) in prompts.iter().zip(&slots).enumerate() {
+            let (got, _) = slot.lock().unwrap().clone().expect("answered");
+            same(&got, &solo(model.as_ref(), &tok, p, &o), &format!("step {step}, request {i}"));
+        }
+    }
+}
