@@ -14,7 +14,7 @@ use std::time::Instant;
 use mlx::{memory, random, Array};
 
 use crate::error::{LmError, Result};
-use crate::generate::{eval_cache, feed, queue, queue_all, read, settle_cache, GenerationStats, LazyLogprobs, Next, Picker};
+use crate::generate::{eval_cache, feed, queue_all, read, settle_cache, GenerationStats, LazyLogprobs, Next, Picker};
 use crate::models::LanguageModel;
 use crate::prompt_cache::PromptCache;
 use crate::sampling::{LogitsProcessors, Sampler};
@@ -37,6 +37,8 @@ pub struct Request {
 
 /// The token a sequence picked last: not read yet, or read and taken.
 enum Last {
+    /// The prompt's last token, fed by the next decode step as one more row.
+    Prompt(Array),
     Pending(Array, Option<LazyLogprobs>),
     Taken(Array),
 }
@@ -126,7 +128,13 @@ impl Seq {
 
     /// Reads the pending token and takes it; `Stop` when the sequence ended.
     fn take_pending(&mut self) -> Result<Next> {
-        let Some(Last::Pending(y, lp)) = self.last.take() else { return Ok(Next::Continue) };
+        let (y, lp) = match self.last.take() {
+            Some(Last::Pending(y, lp)) => (y, lp),
+            other => {
+                self.last = other;
+                return Ok(Next::Continue);
+            }
+        };
         let s = read(&y, &lp)?;
         self.last = Some(Last::Taken(y));
         if self.stats.generated == 0 {
@@ -258,8 +266,8 @@ impl Scheduler {
     }
 
     /// Feeds one chunk of `seq`'s prompt (MLX-LM's prefill: chunks of all but the
-    /// last token, then the last alone, whose logits give the first token, read
-    /// at once). `None` while chunks remain.
+    /// last token; the last is fed by the next decode step). `None` while chunks
+    /// remain; `Continue` once only the last is left.
     fn prefill_chunk(model: &dyn LanguageModel, seq: &mut Seq) -> Result<Option<Next>> {
         if (seq.req.should_abort)() {
             seq.text.abort();
@@ -274,20 +282,14 @@ impl Scheduler {
             memory::clear_cache()?;
             return Ok(None);
         }
-        let logits = feed(model, &mut seq.req.cache, &seq.rest[seq.fed..])?;
+        // The last token (`PromptCache::reuse` leaves at least one) joins the next decode step as
+        // one more row, whose logits give the first token: rows are computed apart, so the same
+        // bits as a pass of its own (tested against `generate_text`), and sequences admitted in
+        // one tick pick their first tokens together instead of each paying a one-row pass over
+        // every weight here.
+        seq.last = Some(Last::Prompt(Array::from_slice(&[seq.rest[len - 1] as i32], &[1])?));
         seq.fed = len;
-        let mut keys = seq.keys.clone();
-        let mut picker = seq.picker();
-        let (y, lp) = picker.pick(logits, None, &mut keys)?;
-        seq.history = picker.into_history();
-        seq.keys = keys;
-        queue(&y, &lp)?;
-        seq.last = Some(Last::Pending(y, lp));
-        let next = seq.take_pending()?;
-        if next == Next::Continue && seq.count() >= seq.req.options.params.max_tokens {
-            return Ok(Some(Next::Stop));
-        }
-        Ok(Some(next))
+        Ok(Some(Next::Continue))
     }
 
     /// One decode step: every sequence that may take another token feeds its last
@@ -301,7 +303,7 @@ impl Scheduler {
             let ids: Vec<Array> = rows
                 .iter()
                 .map(|&i| match &self.decoding[i].last {
-                    Some(Last::Pending(y, _)) | Some(Last::Taken(y)) => y.reshape(&[1, 1]),
+                    Some(Last::Pending(y, _)) | Some(Last::Taken(y)) | Some(Last::Prompt(y)) => y.reshape(&[1, 1]),
                     None => Err(mlx::Error::new("a decoding sequence has no token")),
                 })
                 .collect::<mlx::Result<_>>()?;
@@ -327,12 +329,13 @@ impl Scheduler {
                 crate::cache::maybe_quantize(layers, options)?;
                 let row = logits.slice_axis(0, r as i32, r as i32 + 1)?;
                 let fed = match &seq.last {
-                    Some(Last::Pending(y, _)) | Some(Last::Taken(y)) => y.clone(),
+                    Some(Last::Pending(y, _)) | Some(Last::Taken(y)) => Some(y.clone()),
+                    Some(Last::Prompt(_)) => None,
                     None => unreachable!("checked above"),
                 };
                 let mut keys = seq.keys.clone();
                 let mut picker = seq.picker();
-                let (y, lp) = picker.pick(row, Some(&fed), &mut keys)?;
+                let (y, lp) = picker.pick(row, fed.as_ref(), &mut keys)?;
                 seq.history = picker.into_history();
                 next[i] = Some((y, lp, keys));
             }
