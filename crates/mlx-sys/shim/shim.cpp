@@ -659,10 +659,13 @@ void mlxn_closure_free(mlxn_closure c) {
 
 namespace {
 
-// Copies a strided float32 or uint32 array (a transposed, sliced or broadcast
-// view) into `dst` in row order, a run of the last axis at a time (one memcpy
-// when that axis is dense, as in a column slice of a matrix).
-void gather_rows(const uint32_t* src, const mx::Shape& shape, const mx::Strides& strides, uint32_t* dst) {
+// Copies a strided array of 32-bit (float32, uint32) or 16-bit elements (a
+// transposed, sliced or broadcast view) into `dst` in row order, a run of the
+// last axis at a time (one memcpy when that axis is dense, as in a column slice
+// of a matrix). C++ linkage: a template, inside the file's extern "C" block.
+extern "C++" {
+template <typename T>
+void gather_rows(const T* src, const mx::Shape& shape, const mx::Strides& strides, T* dst) {
   if (shape.empty()) {
     dst[0] = src[0];
     return;
@@ -679,14 +682,15 @@ void gather_rows(const uint32_t* src, const mx::Shape& shape, const mx::Strides&
       at += static_cast<int64_t>(rest % shape[d]) * strides[d];
       rest /= shape[d];
     }
-    uint32_t* out = dst + r * run;
+    T* out = dst + r * run;
     if (step == 1) {
-      std::memcpy(out, src + at, run * sizeof(uint32_t));
+      std::memcpy(out, src + at, run * sizeof(T));
     } else {
       for (size_t j = 0; j < run; j++) out[j] = src[at + static_cast<int64_t>(j) * step];
     }
   }
 }
+}  // extern "C++"
 
 // The primitive behind mlxn_cpu_kernel_f32. Its inputs are made float32 when
 // the node is built; an input that is not one row-contiguous block when it is
@@ -700,13 +704,23 @@ void gather_rows(const uint32_t* src, const mx::Shape& shape, const mx::Strides&
 class CpuKernelF32 : public mx::Primitive {
  public:
   CpuKernelF32(mx::Stream s, std::string name, mlxn_cpu_kernel_fn fn, const void* ctx, std::vector<float> params,
-               bool in_place)
-      : mx::Primitive(s), name_(std::move(name)), fn_(fn), ctx_(ctx), params_(std::move(params)), in_place_(in_place) {}
+               bool in_place, bool bits16)
+      : mx::Primitive(s),
+        name_(std::move(name)),
+        fn_(fn),
+        ctx_(ctx),
+        params_(std::move(params)),
+        in_place_(in_place),
+        bits16_(bits16) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
+    auto is16 = [&](const mx::array& in) {
+      return bits16_ && (in.dtype() == mx::float16 || in.dtype() == mx::bfloat16);
+    };
     for (auto& in : inputs) {
-      if (in.dtype() != mx::float32 && in.dtype() != mx::uint32)
+      if (in.dtype() != mx::float32 && in.dtype() != mx::uint32 && !is16(in))
         throw std::runtime_error(name_ + ": inputs must be float32 (or uint32)");
+      if (is16(in) && in.size() % 2 != 0) throw std::runtime_error(name_ + ": a 16-bit input needs an even size");
     }
     auto& out = outputs[0];
     // A strided input to copy into a row-contiguous buffer in the task first.
@@ -715,6 +729,7 @@ class CpuKernelF32 : public mx::Primitive {
       mx::Shape shape;
       mx::Strides strides;
       uint32_t* dst;
+      bool half;
     };
     std::vector<Gather> gathers;
     // The task holds the input and output buffers (not the arrays: releasing
@@ -722,7 +737,7 @@ class CpuKernelF32 : public mx::Primitive {
     // detaching the same graph), so they outlive it whatever the caller drops.
     std::vector<std::shared_ptr<mx::array::Data>> keep;
     auto gathered = [&](const mx::array& in, uint32_t* dst) {
-      gathers.push_back({in.data<uint32_t>(), in.shape(), in.strides(), dst});
+      gathers.push_back({in.data<uint32_t>(), in.shape(), in.strides(), dst, is16(in)});
     };
     const float* copy_from = nullptr;
     if (in_place_ && inputs[0].flags().row_contiguous && inputs[0].is_donatable() && inputs[0].nbytes() == out.nbytes()) {
@@ -748,15 +763,22 @@ class CpuKernelF32 : public mx::Primitive {
         data = copy.data<uint32_t>();
         keep.push_back(copy.data_shared_ptr());
       }
-      // A uint32 input (packed quantized weights) reaches the kernel as its bits.
+      // A uint32 input (packed quantized weights) reaches the kernel as its bits, and so does a
+      // 16-bit one under bits16 (its size in 32-bit words).
       ptrs.push_back(static_cast<const float*>(data));
-      sizes.push_back(inputs[i].size());
+      sizes.push_back(is16(inputs[i]) ? inputs[i].size() / 2 : inputs[i].size());
     }
     keep.push_back(out.data_shared_ptr());
     enc.dispatch([fn = fn_, ctx = ctx_, params = params_, ptrs = std::move(ptrs), sizes = std::move(sizes),
                   keep = std::move(keep), gathers = std::move(gathers), copy_from, out_ptr = out.data<float>(),
                   out_size = out.size()]() {
-      for (auto& g : gathers) gather_rows(g.src, g.shape, g.strides, g.dst);
+      for (auto& g : gathers) {
+        if (g.half) {
+          gather_rows(reinterpret_cast<const uint16_t*>(g.src), g.shape, g.strides, reinterpret_cast<uint16_t*>(g.dst));
+        } else {
+          gather_rows(g.src, g.shape, g.strides, g.dst);
+        }
+      }
       if (copy_from) std::memcpy(out_ptr, copy_from, out_size * sizeof(float));
       fn(ctx, params.data(), params.size(), ptrs.data(), sizes.data(), ptrs.size(), out_ptr, out_size);
     });
@@ -771,7 +793,7 @@ class CpuKernelF32 : public mx::Primitive {
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const CpuKernelF32*>(&other);
     return o && o->fn_ == fn_ && o->ctx_ == ctx_ && o->params_ == params_ && o->name_ == name_ &&
-           o->in_place_ == in_place_;
+           o->in_place_ == in_place_ && o->bits16_ == bits16_;
   }
 
  private:
@@ -780,26 +802,32 @@ class CpuKernelF32 : public mx::Primitive {
   const void* ctx_;
   std::vector<float> params_;
   bool in_place_;
+  bool bits16_;
 };
 
 }  // namespace
 
 int mlxn_cpu_kernel_f32(const char* name, mlxn_cpu_kernel_fn fn, const void* ctx, const float* params,
                         size_t n_params, const mlxn_array* inputs, size_t n_inputs, const int32_t* out_shape,
-                        size_t out_ndim, int in_place, mlxn_array* out) {
+                        size_t out_ndim, int flags, mlxn_array* out) {
   return guard([&] {
     if (!fn) throw std::invalid_argument("null kernel function");
+    const bool in_place = flags & MLXN_KERNEL_IN_PLACE, bits16 = flags & MLXN_KERNEL_BITS16;
     if (in_place && (n_inputs == 0 || mx::Shape(out_shape, out_shape + out_ndim) != unwrap_all(inputs, 1)[0].shape()))
       throw std::invalid_argument("an in-place kernel's output has the shape of its first input");
     auto s = mx::default_stream(mx::default_device());
     if (s.device != mx::Device::cpu) throw std::invalid_argument("CPU kernels need the CPU device");
     std::vector<mx::array> ins;
     // uint32 inputs stay as they are (their bits reach the kernel: no cast, and no
-    // reinterpreting view node per call); any other dtype is cast to float32 (a
-    // no-op for float32). Views are made row-contiguous by the node itself.
-    for (auto& a : unwrap_all(inputs, n_inputs)) ins.push_back(a.dtype() == mx::uint32 ? a : mx::astype(a, mx::float32));
+    // reinterpreting view node per call), and so do 16-bit float ones under
+    // bits16; any other dtype is cast to float32 (a no-op for float32). Views are
+    // made row-contiguous by the node itself.
+    for (auto& a : unwrap_all(inputs, n_inputs)) {
+      const bool raw = a.dtype() == mx::uint32 || (bits16 && (a.dtype() == mx::float16 || a.dtype() == mx::bfloat16));
+      ins.push_back(raw ? a : mx::astype(a, mx::float32));
+    }
     auto prim = std::make_shared<CpuKernelF32>(s, name ? name : "CpuKernelF32", fn, ctx,
-                                               std::vector<float>(params, params + n_params), in_place != 0);
+                                               std::vector<float>(params, params + n_params), in_place, bits16);
     *out = wrap(mx::array(shape_of(out_shape, out_ndim), mx::float32, std::move(prim), std::move(ins)));
   });
 }

@@ -181,14 +181,19 @@ void mlxn_closure_free(mlxn_closure c);
 // caller's ctx and parameters, each input as one row-contiguous buffer, and the
 // output buffer to fill; it runs on MLX's stream thread and must not fail (it
 // writes what it can and returns). Throws on a GPU default device.
-// `in_place`: the output (shaped as input 0) starts as input 0's values, in
-// its buffer when MLX may donate it, and `fn` gets only the other inputs.
+// `flags`: MLXN_KERNEL_IN_PLACE: the output (shaped as input 0) starts as
+// input 0's values, in its buffer when MLX may donate it, and `fn` gets only
+// the other inputs. MLXN_KERNEL_BITS16: float16 and bfloat16 inputs reach
+// `fn` as their bits, two values to a word (their sizes in words), instead of
+// cast to float32.
+#define MLXN_KERNEL_IN_PLACE 1
+#define MLXN_KERNEL_BITS16 2
 typedef void (*mlxn_cpu_kernel_fn)(const void* ctx, const float* params, size_t n_params,
                                    const float* const* inputs, const size_t* input_sizes, size_t n_inputs,
                                    float* out, size_t out_size);
 int mlxn_cpu_kernel_f32(const char* name, mlxn_cpu_kernel_fn fn, const void* ctx, const float* params,
                         size_t n_params, const mlxn_array* inputs, size_t n_inputs, const int32_t* out_shape,
-                        size_t out_ndim, int in_place, mlxn_array* out);
+                        size_t out_ndim, int flags, mlxn_array* out);
 
 // Memory
 int mlxn_memory(size_t* active, size_t* peak, size_t* cache);

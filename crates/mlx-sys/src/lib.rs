@@ -266,7 +266,7 @@ extern "C" {
         n_inputs: usize,
         out_shape: *const i32,
         out_ndim: usize,
-        in_place: c_int,
+        flags: c_int,
         out: *mut mlxn_array,
     ) -> c_int;
 

@@ -276,12 +276,14 @@ impl SelfAttention {
         let q = rope.forward_rows(&q, &offsets)?;
         let k = rope.forward_rows(&k, &offsets)?;
         let (k, v) = self.for_cache(k, v, caches.first().map(|seq| &*seq[layer]).ok_or_else(|| mlx::Error::new("no rows"))?)?;
+        // Each row's keys and values: one split node each (a slice per row was two nodes per
+        // row and layer).
+        let (ks, vs) = if b == 1 { (vec![k], vec![v]) } else { (k.split_equal(b, 0)?, v.split_equal(b, 0)?) };
         let mut fetched = Vec::with_capacity(b as usize);
-        for (row, seq) in caches.iter_mut().enumerate() {
+        for ((seq, k), v) in caches.iter_mut().zip(&ks).zip(&vs) {
             let cache = seq[layer].as_mut();
-            let r = row as i32;
             let mask = cache.mask(1)?;
-            fetched.push((cache.update_and_fetch(&k.slice_axis(0, r, r + 1)?, &v.slice_axis(0, r, r + 1)?)?, mask));
+            fetched.push((cache.update_and_fetch(k, v)?, mask));
         }
         if fetched.iter().all(|(_, mask)| matches!(mask, CacheMask::None)) && self.position_scale.is_none() {
             let layer_caches: Vec<&dyn Cache> = caches.iter().map(|seq| seq[layer].as_ref()).collect();

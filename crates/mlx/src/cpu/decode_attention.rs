@@ -30,7 +30,7 @@ use std::cell::RefCell;
 use std::ops::Range;
 
 use crate::cpu::half::f16_value;
-use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
+use crate::cpu::kernel::{cpu_kernel_f32_bits16, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::math::cpu_exp;
 use crate::cpu::row_ops::row_max_of_numbers;
 use crate::{Array, Dtype, Result};
@@ -110,17 +110,15 @@ pub fn decode_attention(q: &Array, kv: &[CachedKv], scale: f32) -> Result<Option
         return Ok(None);
     }
     let mut params = vec![b as f32, n_q as f32, n_kv as f32, d as f32, scale, t as f32, half as u8 as f32];
-    let mut views = Vec::new();
     for c in kv {
         params.extend([c.keys.dim(0) as f32, c.keys.dim(2) as f32, c.len as f32]);
-        match half {
-            Half::None => views.extend([c.keys.clone(), c.values.clone()]),
-            _ => views.extend([c.keys.view(Dtype::Uint32)?, c.values.view(Dtype::Uint32)?]),
-        }
     }
-    // `q` is cast to float32 by the node (MLX's `astype`), the result back to `q`'s dtype.
-    let inputs: Vec<&Array> = std::iter::once(q).chain(&views).collect();
-    let o = cpu_kernel_f32("DecodeAttention", DECODE, &params, &inputs, &[b, t, n_q * d])?;
+    // 16-bit caches reach the kernel as their bits (`cpu_kernel_f32_bits16`: no view node per
+    // cache, two per sequence and layer of a batched step), so a 16-bit `q` is cast here; the
+    // result goes back to `q`'s dtype.
+    let q32 = if q.dtype() == Dtype::Float32 { q.clone() } else { q.astype(Dtype::Float32)? };
+    let inputs: Vec<&Array> = std::iter::once(&q32).chain(kv.iter().flat_map(|c| [c.keys, c.values])).collect();
+    let o = cpu_kernel_f32_bits16("DecodeAttention", DECODE, &params, &inputs, &[b, t, n_q * d])?;
     Ok(Some(if q.dtype() == Dtype::Float32 { o } else { o.astype(q.dtype())? }))
 }
 

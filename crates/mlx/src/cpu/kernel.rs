@@ -169,8 +169,21 @@ impl Kernel {
 /// node of its own: one per input was a dispatch per input, for a copy that
 /// hardly ever happens).
 pub fn cpu_kernel_f32(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape: &[i32]) -> Result<Array> {
-    build(name, f, params, inputs, out_shape, false)
+    build(name, f, params, inputs, out_shape, 0)
 }
+
+/// `cpu_kernel_f32`, except that float16 and bfloat16 inputs reach `f` as
+/// their bits, two values to a word (lower-indexed in the low half) and their
+/// sizes in words, as uint32 ones do: a 16-bit KV cache read in place with no
+/// cast and no reinterpreting view node per cache (two per sequence and layer
+/// in a batched step). Such an input must hold an even number of values.
+pub fn cpu_kernel_f32_bits16(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape: &[i32]) -> Result<Array> {
+    build(name, f, params, inputs, out_shape, BITS16)
+}
+
+// The shim's `flags` (shim.h).
+const IN_PLACE: i32 = 1;
+const BITS16: i32 = 2;
 
 /// A graph node that rewrites `x`'s values in place: `f` gets `out` holding a
 /// float32 copy of `x` and `inputs` without `x`. The copy is free when MLX may
@@ -178,10 +191,10 @@ pub fn cpu_kernel_f32(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array
 /// the node costs no second buffer of `x`'s size.
 pub fn cpu_kernel_f32_in_place(name: &str, f: KernelF32, params: &[f32], x: &Array, others: &[&Array]) -> Result<Array> {
     let inputs: Vec<&Array> = std::iter::once(x).chain(others.iter().copied()).collect();
-    build(name, f, params, &inputs, &x.shape(), true)
+    build(name, f, params, &inputs, &x.shape(), IN_PLACE)
 }
 
-fn build(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape: &[i32], in_place: bool) -> Result<Array> {
+fn build(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape: &[i32], flags: i32) -> Result<Array> {
     let name = CString::new(name).map_err(|_| Error::new("kernel name contains NUL"))?;
     let raws: Vec<_> = inputs.iter().map(|a| a.raw).collect();
     // SAFETY: `name` (NUL-terminated), `params`, `raws` and `out_shape` outlive the call, each slice
@@ -200,7 +213,7 @@ fn build(name: &str, f: KernelF32, params: &[f32], inputs: &[&Array], out_shape:
             raws.len(),
             out_shape.as_ptr(),
             out_shape.len(),
-            in_place as i32,
+            flags,
             out,
         )
     })

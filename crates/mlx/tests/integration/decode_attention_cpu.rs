@@ -150,6 +150,44 @@ fn sixteen_bit_caches_give_the_float32_bits() {
     }
 }
 
+/// A 16-bit cache that is a strided view (not one row-contiguous block) is
+/// gathered by the node, two bytes a value, into the bits of the same cache
+/// held contiguously.
+#[test]
+fn a_strided_sixteen_bit_cache_gives_the_contiguous_bits() {
+    let to16 = |a: &Array| a.astype(Dtype::Float16).unwrap();
+    // [1, 40, 2, 64] transposed to [1, 2, 40, 64]: each head's positions are strided.
+    let (k, v) =
+        (to16(&normal(&[1, 40, 2, 64], 31)).transpose(&[0, 2, 1, 3]).unwrap(), to16(&normal(&[1, 40, 2, 64], 32)).transpose(&[0, 2, 1, 3]).unwrap());
+    let (kc, vc) = (k.contiguous().unwrap(), v.contiguous().unwrap());
+    assert_eq!(kc.dtype(), Dtype::Float16);
+    let q = normal(&[1, 4, 1, 64], 33);
+    let Some(got) = decode_attention(&q, &[CachedKv { keys: &k, values: &v, len: 40 }], 0.125).unwrap() else {
+        assert!(!has_kernel(), "the kernel declined");
+        return;
+    };
+    let want = decode_attention(&q, &[CachedKv { keys: &kc, values: &vc, len: 40 }], 0.125).unwrap().expect("the kernel applies");
+    let bits = |a: &Array| a.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&got), bits(&want));
+}
+
+/// `cpu_kernel_f32_bits16` hands 16-bit inputs over as words, so an odd
+/// number of values is refused with an error, not read past its end.
+#[test]
+fn an_odd_sixteen_bit_input_is_an_error() {
+    fn copy_words(_: &[f32], inputs: &[&[f32]], out: &mut [f32]) {
+        out.copy_from_slice(&inputs[0][..out.len()]);
+    }
+    let odd = Array::full(&[3], 1.0, Dtype::Float16).unwrap();
+    let err = mlx::cpu::kernel::cpu_kernel_f32_bits16("CopyWords", copy_words, &[], &[&odd], &[1]).and_then(|o| o.eval().map(|_| o));
+    let msg = err.expect_err("an odd 16-bit input must fail").to_string();
+    assert!(msg.contains("even size"), "{msg}");
+    // An even one reaches the kernel as its bits: two float16 ones (0x3c00) in one word.
+    let even = Array::full(&[2], 1.0, Dtype::Float16).unwrap();
+    let o = mlx::cpu::kernel::cpu_kernel_f32_bits16("CopyWords", copy_words, &[], &[&even], &[1]).unwrap();
+    assert_eq!(o.to_vec::<f32>().unwrap()[0].to_bits(), 0x3c00_3c00);
+}
+
 #[test]
 fn decode_attention_declines_what_it_does_not_fit() {
     let (k, v) = (buffer(1, 2, 4, 8, 64, 1), buffer(1, 2, 4, 8, 64, 2));
