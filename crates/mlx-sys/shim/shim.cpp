@@ -805,6 +805,97 @@ class CpuKernelF32 : public mx::Primitive {
   bool bits16_;
 };
 
+// The primitive behind mlxn_write_rows: row i of `rows` [B, H, 1, D] into
+// cache i [1, H, C_i, D] at position pos[i]. Output i takes over cache i's
+// buffer where MLX may donate it (nothing else holds the cache: the usual
+// case, as for MLX's own slice_update), else starts as a copy of it; then one
+// task writes every row. One node where a slice_update per row was two nodes
+// per sequence and layer of a batched decode step (a row slice and the update).
+// Output i's inputs are `rows` and cache i alone (mlxn_write_rows), not every
+// cache: MLX gives each output of a node its own list of the inputs, so with
+// the whole list each cache would be held once per output and never be
+// donatable (every cache copied whole at every step). The caches are scheduled
+// before the node is made, so that MLX, which walks the inputs of only one
+// output of a node, has nothing of theirs left to run.
+class WriteRows : public mx::Primitive {
+ public:
+  WriteRows(mx::Stream s, std::vector<int32_t> pos) : mx::Primitive(s), pos_(std::move(pos)) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
+    const auto& rows = inputs[0];
+    const size_t esize = rows.itemsize();
+    const size_t heads = rows.shape(1), d = rows.shape(3);
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    std::vector<std::shared_ptr<mx::array::Data>> keep;
+    struct Gather {
+      const void* src;
+      mx::Shape shape;
+      mx::Strides strides;
+      void* dst;
+    };
+    std::vector<Gather> gathers;
+    auto gather = [&](const mx::array& in, void* dst) { gathers.push_back({in.data<void>(), in.shape(), in.strides(), dst}); };
+    enc.set_input_array(rows);
+    for (auto& out : outputs) enc.set_input_array(out.inputs()[1]);
+    const void* src = rows.data<void>();
+    keep.push_back(rows.data_shared_ptr());
+    if (!rows.flags().row_contiguous) {
+      mx::array copy(rows.shape(), rows.dtype(), nullptr, {});
+      copy.set_data(mx::allocator::malloc(copy.nbytes()));
+      gather(rows, copy.data<void>());
+      src = copy.data<void>();
+      keep.push_back(copy.data_shared_ptr());
+    }
+    std::vector<char*> dsts;
+    std::vector<size_t> caps;
+    for (size_t i = 0; i < outputs.size(); i++) {
+      const auto& cache = outputs[i].inputs()[1];
+      auto& out = outputs[i];
+      if (cache.flags().row_contiguous && cache.is_donatable()) {
+        out.copy_shared_buffer(cache);
+      } else {
+        out.set_data(mx::allocator::malloc(out.nbytes()));
+        keep.push_back(cache.data_shared_ptr());
+        gather(cache, out.data<void>());
+      }
+      enc.set_output_array(out);
+      keep.push_back(out.data_shared_ptr());
+      dsts.push_back(out.data<char>());
+      caps.push_back(cache.shape(2));
+    }
+    enc.dispatch([src = static_cast<const char*>(src), dsts = std::move(dsts), caps = std::move(caps), pos = pos_,
+                  keep = std::move(keep), gathers = std::move(gathers), esize, heads, d]() {
+      for (auto& g : gathers) {
+        if (esize == 2) {
+          gather_rows(static_cast<const uint16_t*>(g.src), g.shape, g.strides, static_cast<uint16_t*>(g.dst));
+        } else {
+          gather_rows(static_cast<const uint32_t*>(g.src), g.shape, g.strides, static_cast<uint32_t*>(g.dst));
+        }
+      }
+      const size_t run = d * esize;
+      for (size_t i = 0; i < dsts.size(); i++) {
+        for (size_t h = 0; h < heads; h++) {
+          std::memcpy(dsts[i] + (h * caps[i] + pos[i]) * run, src + (i * heads + h) * run, run);
+        }
+      }
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("WriteRows runs on the CPU only");
+  }
+
+  const char* name() const override { return "WriteRows"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const WriteRows*>(&other);
+    return o && o->pos_ == pos_;
+  }
+
+ private:
+  std::vector<int32_t> pos_;
+};
+
 }  // namespace
 
 int mlxn_cpu_kernel_f32(const char* name, mlxn_cpu_kernel_fn fn, const void* ctx, const float* params,
@@ -829,6 +920,37 @@ int mlxn_cpu_kernel_f32(const char* name, mlxn_cpu_kernel_fn fn, const void* ctx
     auto prim = std::make_shared<CpuKernelF32>(s, name ? name : "CpuKernelF32", fn, ctx,
                                                std::vector<float>(params, params + n_params), in_place, bits16);
     *out = wrap(mx::array(shape_of(out_shape, out_ndim), mx::float32, std::move(prim), std::move(ins)));
+  });
+}
+
+int mlxn_write_rows(mlxn_array rows, const mlxn_array* caches, const int32_t* pos, size_t n, mlxn_array* outs) {
+  return guard([&] {
+    const auto& r = A(rows);
+    if (r.ndim() != 4 || r.shape(0) != static_cast<int>(n) || r.shape(2) != 1)
+      throw std::invalid_argument("write_rows: rows must be [n, heads, 1, dim]");
+    if (r.itemsize() != 2 && r.itemsize() != 4) throw std::invalid_argument("write_rows: 16- or 32-bit values only");
+    auto s = mx::default_stream(mx::default_device());
+    if (s.device != mx::Device::cpu) throw std::invalid_argument("write_rows needs the CPU device");
+    std::vector<mx::array> unscheduled;
+    for (size_t i = 0; i < n; i++) {
+      const auto& c = A(caches[i]);
+      if (c.ndim() != 4 || c.shape(0) != 1 || c.shape(1) != r.shape(1) || c.shape(3) != r.shape(3) || c.dtype() != r.dtype())
+        throw std::invalid_argument("write_rows: each cache must be [1, heads, capacity, dim] of the rows' dtype");
+      if (pos[i] < 0 || pos[i] >= c.shape(2)) throw std::invalid_argument("write_rows: position outside the cache");
+      if (c.status() == mx::array::Status::unscheduled) unscheduled.push_back(c);
+    }
+    // A new or grown cache (once per 256 positions) is queued now, without waiting for it.
+    if (!unscheduled.empty()) mx::async_eval(std::move(unscheduled));
+    // As mx::array::make_arrays, but output i gets only `rows` and cache i as inputs (above).
+    auto prim = std::make_shared<WriteRows>(s, std::vector<int32_t>(pos, pos + n));
+    std::vector<mx::array> made;
+    for (size_t i = 0; i < n; i++) made.emplace_back(A(caches[i]).shape(), r.dtype(), prim, std::vector<mx::array>{r, A(caches[i])});
+    for (size_t i = 0; i < n; i++) {
+      auto siblings = made;
+      siblings.erase(siblings.begin() + i);
+      made[i].set_siblings(std::move(siblings), static_cast<uint16_t>(i));
+    }
+    for (size_t i = 0; i < n; i++) outs[i] = wrap(made[i]);
   });
 }
 

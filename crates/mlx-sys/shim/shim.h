@@ -196,6 +196,11 @@ int mlxn_cpu_kernel_f32(const char* name, mlxn_cpu_kernel_fn fn, const void* ctx
                         size_t out_ndim, int flags, mlxn_array* out);
 
 // Memory
+// Row i of `rows` [n, heads, 1, dim] written into cache i [1, heads, capacity,
+// dim] (the rows' dtype, 16 or 32 bits) at position pos[i]: n new arrays, in
+// `outs`, one graph node (CPU only; each cache's buffer is reused where MLX
+// may donate it).
+int mlxn_write_rows(mlxn_array rows, const mlxn_array* caches, const int32_t* pos, size_t n, mlxn_array* outs);
 int mlxn_memory(size_t* active, size_t* peak, size_t* cache);
 int mlxn_reset_peak_memory(void);
 int mlxn_clear_cache(void);

@@ -270,6 +270,7 @@ extern "C" {
         out: *mut mlxn_array,
     ) -> c_int;
 
+    pub fn mlxn_write_rows(rows: mlxn_array, caches: *const mlxn_array, pos: *const i32, n: usize, outs: *mut mlxn_array) -> c_int;
     pub fn mlxn_memory(active: *mut usize, peak: *mut usize, cache: *mut usize) -> c_int;
     pub fn mlxn_reset_peak_memory() -> c_int;
     pub fn mlxn_clear_cache() -> c_int;

@@ -285,6 +285,24 @@ impl Array {
         Ok(outs.into_iter().take(n).map(|raw| Array { raw }).collect())
     }
 
+    /// Row `i` of `self` (`[n, heads, 1, dim]`) written into `caches[i]`
+    /// (`[1, heads, capacity, dim]`, `self`'s dtype, 16 or 32 bits) at
+    /// `positions[i]`: the updated caches, made by one graph node (a slice
+    /// update per row is two nodes a row), each reusing its cache's buffer
+    /// where nothing else holds it. CPU only.
+    pub fn write_rows(&self, caches: &[&Array], positions: &[i32]) -> Result<Vec<Array>> {
+        if caches.len() != positions.len() {
+            return Err(Error::new("write_rows: one position per cache"));
+        }
+        let raws: Vec<_> = caches.iter().map(|a| a.raw).collect();
+        let mut outs = vec![std::ptr::null_mut(); caches.len()];
+        // SAFETY: `self.raw` and the handles in `raws` are live; `raws`, `positions` and `outs` have
+        // the length passed; the shim fails before writing any handle, or writes one new handle per
+        // slot, each owned by the Array made from it below.
+        check(unsafe { sys::mlxn_write_rows(self.raw, raws.as_ptr(), positions.as_ptr(), caches.len(), outs.as_mut_ptr()) })?;
+        Ok(outs.into_iter().map(|raw| Array { raw }).collect())
+    }
+
     /// Splits into `parts` equal pieces along `axis`.
     pub fn split_equal(&self, parts: i32, axis: i32) -> Result<Vec<Array>> {
         let size = self.dim(axis);

@@ -111,6 +111,11 @@ pub trait Cache: Send {
     fn as_arrays(&mut self) -> Option<&mut ArraysCache> {
         None
     }
+    /// This cache as a plain key/value cache, if it is one (a batched step
+    /// appends to several at once: `KvCache::append_rows`).
+    fn as_kv(&mut self) -> Option<&mut KvCache> {
+        None
+    }
 }
 
 /// `keys` made to depend on `dep` (for `Cache::depend_on`); nothing to do while empty.

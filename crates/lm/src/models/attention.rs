@@ -11,7 +11,7 @@ use mlx::nn::{Linear, RmsNorm, Rope};
 use mlx::quant::{quantized_matmul_mlx, Mode, Precision};
 use mlx::{Array, Dtype, Result};
 
-use crate::cache::{causal_mask, Cache, CacheMask, Fetched, QuantizedArrays};
+use crate::cache::{causal_mask, Cache, CacheMask, Fetched, KvCache, QuantizedArrays};
 use crate::parallel::Split;
 use crate::weights::Weights;
 
@@ -276,19 +276,30 @@ impl SelfAttention {
         let q = rope.forward_rows(&q, &offsets)?;
         let k = rope.forward_rows(&k, &offsets)?;
         let (k, v) = self.for_cache(k, v, caches.first().map(|seq| &*seq[layer]).ok_or_else(|| mlx::Error::new("no rows"))?)?;
-        // Each row's keys and values: one split node each (a slice per row was two nodes per
-        // row and layer).
-        let (ks, vs) = if b == 1 { (vec![k], vec![v]) } else { (k.split_equal(b, 0)?, v.split_equal(b, 0)?) };
+        // Plain caches take every row's keys and values in one node each (`KvCache::append_rows`);
+        // what attention fetched is then only built if the in-place kernels decline. Others
+        // append row by row (one split node for the rows' keys and values).
+        let mut kvs: Vec<&mut KvCache> = caches.iter_mut().filter_map(|seq| seq[layer].as_kv()).collect();
+        let together = kvs.len() == b as usize && KvCache::append_rows(&mut kvs, &k, &v)?;
+        drop(kvs);
         let mut fetched = Vec::with_capacity(b as usize);
-        for ((seq, k), v) in caches.iter_mut().zip(&ks).zip(&vs) {
-            let cache = seq[layer].as_mut();
-            let mask = cache.mask(1)?;
-            fetched.push((cache.update_and_fetch(k, v)?, mask));
+        if !together {
+            let (ks, vs) = if b == 1 { (vec![k], vec![v]) } else { (k.split_equal(b, 0)?, v.split_equal(b, 0)?) };
+            for ((seq, k), v) in caches.iter_mut().zip(&ks).zip(&vs) {
+                let cache = seq[layer].as_mut();
+                let mask = cache.mask(1)?;
+                fetched.push((cache.update_and_fetch(k, v)?, mask));
+            }
         }
         if fetched.iter().all(|(_, mask)| matches!(mask, CacheMask::None)) && self.position_scale.is_none() {
             let layer_caches: Vec<&dyn Cache> = caches.iter().map(|seq| seq[layer].as_ref()).collect();
             if let Some(o) = self.attend_in_place(&q, &layer_caches)? {
                 return self.output(&o, gate);
+            }
+        }
+        if together {
+            for seq in caches.iter_mut() {
+                fetched.push((seq[layer].as_kv().expect("a plain cache").fetched()?, CacheMask::None));
             }
         }
         let dense: Vec<(Array, Array)> = fetched

@@ -304,3 +304,30 @@ fn build_info() {
         assert_eq!(mlx::info::blas_name().unwrap(), "openblas", "{}", mlx::info::blas_library_path().unwrap());
     }
 }
+
+/// `write_rows`: row i of the rows lands in cache i at its position (values
+/// checked by hand, a 16-bit pair of caches of different capacities), and
+/// rows or caches that do not fit come back as errors, not as a crash.
+#[test]
+fn write_rows_writes_each_row_at_its_position_and_checks_its_inputs() {
+    // Two rows of 2 heads x 2 values; caches of capacity 3 and 4.
+    let rows = arr(&[1., 2., 3., 4., 5., 6., 7., 8.], &[2, 2, 1, 2]).astype(Dtype::Float16).unwrap();
+    let caches = [Array::zeros(&[1, 2, 3, 2], Dtype::Float16).unwrap(), Array::zeros(&[1, 2, 4, 2], Dtype::Float16).unwrap()];
+    let out = rows.write_rows(&[&caches[0], &caches[1]], &[2, 0]).unwrap();
+    let f32s = |a: &Array| a.astype(Dtype::Float32).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(f32s(&out[0]), vec![0., 0., 0., 0., 1., 2., 0., 0., 0., 0., 3., 4.]);
+    assert_eq!(f32s(&out[1]), vec![5., 6., 0., 0., 0., 0., 0., 0., 7., 8., 0., 0., 0., 0., 0., 0.]);
+    // The caches given are still held here, so they were copied and keep their zeros.
+    assert!(f32s(&caches[0]).iter().chain(&f32s(&caches[1])).all(|&v| v == 0.0));
+
+    let bad = |r: &Array, cs: &[&Array], pos: &[i32]| r.write_rows(cs, pos).and_then(|o| o[0].eval().map(|_| ())).expect_err("must fail").to_string();
+    let c = &caches[0];
+    assert!(bad(&rows, &[c], &[0, 0]).contains("one position per cache"));
+    assert!(bad(&rows, &[c, c], &[0, 3]).contains("position outside the cache"));
+    assert!(bad(&rows, &[c, c], &[-1, 0]).contains("position outside the cache"));
+    assert!(bad(&rows.astype(Dtype::Float32).unwrap(), &[c, c], &[0, 0]).contains("of the rows' dtype"));
+    let wide = Array::zeros(&[1, 2, 3, 4], Dtype::Float16).unwrap();
+    assert!(bad(&rows, &[c, &wide], &[0, 0]).contains("[1, heads, capacity, dim]"));
+    assert!(bad(&rows.reshape(&[2, 1, 2, 2]).unwrap(), &[c, c], &[0, 0]).contains("rows must be [n, heads, 1, dim]"));
+    assert!(bad(&rows.astype(Dtype::Int8).unwrap(), &[c, c], &[0, 0]).contains("16- or 32-bit"));
+}
