@@ -35,7 +35,8 @@ pub struct Request {
     pub on_done: Done,
 }
 
-/// The token a sequence picked last: not read yet, or read and taken.
+/// The token a sequence feeds next: its prompt's last (no pick yet), or the one it
+/// picked last, not read yet or read and taken.
 enum Last {
     /// The prompt's last token, fed by the next decode step as one more row.
     Prompt(Array),
