@@ -122,6 +122,17 @@ impl Seq {
         Picker::from_parts(&self.processors, &self.sampler, self.history.take(), self.req.options.params.logprobs)
     }
 
+    /// The prompt tokens one prefill step feeds at most (MLX-LM's `prefill_step_size`).
+    fn prefill_step(&self) -> usize {
+        self.req.options.params.prefill_step_size.max(1)
+    }
+
+    /// The prompt tokens the next prefill chunk feeds: all but the last left, up to a step (0 when only
+    /// the last is left: the next decode step feeds it).
+    fn next_chunk(&self) -> usize {
+        (self.rest.len() - self.fed).saturating_sub(1).min(self.prefill_step())
+    }
+
     /// Tokens handed out once the pending one is read.
     fn count(&self) -> usize {
         self.stats.generated + usize::from(matches!(self.last, Some(Last::Pending(..))))
@@ -237,9 +248,8 @@ impl Scheduler {
         let mut spent = 0;
         while self.decoding.len() < self.max_batch {
             let Some(mut seq) = self.waiting.pop_front() else { break };
-            let step = seq.req.options.params.prefill_step_size.max(1);
-            let chunk = (seq.rest.len() - seq.fed).saturating_sub(1).clamp(1, step);
-            if spent > 0 && spent + chunk > step {
+            // The last prompt token counts as one: it costs a row of the next step.
+            if spent > 0 && spent + seq.next_chunk().max(1) > seq.prefill_step() {
                 self.waiting.push_front(seq);
                 break;
             }
@@ -274,9 +284,8 @@ impl Scheduler {
             seq.text.abort();
             return Ok(Some(Next::Stop));
         }
-        let len = seq.rest.len();
-        if len - seq.fed > 1 {
-            let n = (len - seq.fed - 1).min(seq.req.options.params.prefill_step_size.max(1));
+        let (len, n) = (seq.rest.len(), seq.next_chunk());
+        if n > 0 {
             feed(model, &mut seq.req.cache, &seq.rest[seq.fed..seq.fed + n])?;
             eval_cache(&mut seq.req.cache)?;
             seq.fed += n;

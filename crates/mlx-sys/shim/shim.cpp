@@ -662,7 +662,8 @@ namespace {
 // Copies a strided array of 32-bit (float32, uint32) or 16-bit elements (a
 // transposed, sliced or broadcast view) into `dst` in row order, a run of the
 // last axis at a time (one memcpy when that axis is dense, as in a column slice
-// of a matrix). C++ linkage: a template, inside the file's extern "C" block.
+// of a matrix). C++ linkage (a template, and the record below that calls it),
+// inside the file's extern "C" block.
 extern "C++" {
 template <typename T>
 void gather_rows(const T* src, const mx::Shape& shape, const mx::Strides& strides, T* dst) {
@@ -690,6 +691,25 @@ void gather_rows(const T* src, const mx::Shape& shape, const mx::Strides& stride
     }
   }
 }
+
+// A strided input to copy into a row-contiguous buffer inside a node's task
+// (`gather_rows` by the element size, 2 or 4 bytes), recorded when the node is
+// evaluated (MLX knows an input's strides only then).
+struct Gather {
+  const void* src;
+  mx::Shape shape;
+  mx::Strides strides;
+  void* dst;
+  size_t esize;
+
+  void run() const {
+    if (esize == 2) {
+      gather_rows(static_cast<const uint16_t*>(src), shape, strides, static_cast<uint16_t*>(dst));
+    } else {
+      gather_rows(static_cast<const uint32_t*>(src), shape, strides, static_cast<uint32_t*>(dst));
+    }
+  }
+};
 }  // extern "C++"
 
 // The primitive behind mlxn_cpu_kernel_f32. Its inputs are made float32 when
@@ -723,21 +743,13 @@ class CpuKernelF32 : public mx::Primitive {
       if (is16(in) && in.size() % 2 != 0) throw std::runtime_error(name_ + ": a 16-bit input needs an even size");
     }
     auto& out = outputs[0];
-    // A strided input to copy into a row-contiguous buffer in the task first.
-    struct Gather {
-      const uint32_t* src;
-      mx::Shape shape;
-      mx::Strides strides;
-      uint32_t* dst;
-      bool half;
-    };
     std::vector<Gather> gathers;
     // The task holds the input and output buffers (not the arrays: releasing
     // graph nodes on the stream thread would race with the calling thread
     // detaching the same graph), so they outlive it whatever the caller drops.
     std::vector<std::shared_ptr<mx::array::Data>> keep;
     auto gathered = [&](const mx::array& in, uint32_t* dst) {
-      gathers.push_back({in.data<uint32_t>(), in.shape(), in.strides(), dst, is16(in)});
+      gathers.push_back({in.data<void>(), in.shape(), in.strides(), dst, is16(in) ? size_t{2} : size_t{4}});
     };
     const float* copy_from = nullptr;
     if (in_place_ && inputs[0].flags().row_contiguous && inputs[0].is_donatable() && inputs[0].nbytes() == out.nbytes()) {
@@ -772,13 +784,7 @@ class CpuKernelF32 : public mx::Primitive {
     enc.dispatch([fn = fn_, ctx = ctx_, params = params_, ptrs = std::move(ptrs), sizes = std::move(sizes),
                   keep = std::move(keep), gathers = std::move(gathers), copy_from, out_ptr = out.data<float>(),
                   out_size = out.size()]() {
-      for (auto& g : gathers) {
-        if (g.half) {
-          gather_rows(reinterpret_cast<const uint16_t*>(g.src), g.shape, g.strides, reinterpret_cast<uint16_t*>(g.dst));
-        } else {
-          gather_rows(g.src, g.shape, g.strides, g.dst);
-        }
-      }
+      for (auto& g : gathers) g.run();
       if (copy_from) std::memcpy(out_ptr, copy_from, out_size * sizeof(float));
       fn(ctx, params.data(), params.size(), ptrs.data(), sizes.data(), ptrs.size(), out_ptr, out_size);
     });
@@ -827,14 +833,8 @@ class WriteRows : public mx::Primitive {
     const size_t heads = rows.shape(1), d = rows.shape(3);
     auto& enc = mx::cpu::get_command_encoder(stream());
     std::vector<std::shared_ptr<mx::array::Data>> keep;
-    struct Gather {
-      const void* src;
-      mx::Shape shape;
-      mx::Strides strides;
-      void* dst;
-    };
     std::vector<Gather> gathers;
-    auto gather = [&](const mx::array& in, void* dst) { gathers.push_back({in.data<void>(), in.shape(), in.strides(), dst}); };
+    auto gather = [&](const mx::array& in, void* dst) { gathers.push_back({in.data<void>(), in.shape(), in.strides(), dst, esize}); };
     enc.set_input_array(rows);
     for (auto& out : outputs) enc.set_input_array(out.inputs()[1]);
     const void* src = rows.data<void>();
@@ -865,13 +865,7 @@ class WriteRows : public mx::Primitive {
     }
     enc.dispatch([src = static_cast<const char*>(src), dsts = std::move(dsts), caps = std::move(caps), pos = pos_,
                   keep = std::move(keep), gathers = std::move(gathers), esize, heads, d]() {
-      for (auto& g : gathers) {
-        if (esize == 2) {
-          gather_rows(static_cast<const uint16_t*>(g.src), g.shape, g.strides, static_cast<uint16_t*>(g.dst));
-        } else {
-          gather_rows(static_cast<const uint32_t*>(g.src), g.shape, g.strides, static_cast<uint32_t*>(g.dst));
-        }
-      }
+      for (auto& g : gathers) g.run();
       const size_t run = d * esize;
       for (size_t i = 0; i < dsts.size(); i++) {
         for (size_t h = 0; h < heads; h++) {

@@ -95,10 +95,11 @@ impl KvCache {
         Ok(Fetched::Dense { keys, values })
     }
 
-    /// The held positions, `[..offset]`.
+    /// The held positions, `[..offset]` (the buffers themselves when full: no slice node).
     fn held(&self) -> Result<Option<(Array, Array)>> {
         match (&self.keys, &self.values) {
-            (Some(k), Some(v)) => Ok(Some((k.slice_axis(2, 0, self.offset)?, v.slice_axis(2, 0, self.offset)?))),
+            (Some(k), Some(v)) if self.offset < k.dim(2) => Ok(Some((k.slice_axis(2, 0, self.offset)?, v.slice_axis(2, 0, self.offset)?))),
+            (Some(k), Some(v)) => Ok(Some((k.clone(), v.clone()))),
             _ => Ok(None),
         }
     }
@@ -160,11 +161,9 @@ impl Cache for KvCache {
         let vs = v.shape();
         let k = k.slice_update(keys, &[0, 0, prev, 0], &[ks[0], ks[1], self.offset, ks[3]], &[1, 1, 1, 1])?;
         let v = v.slice_update(values, &[0, 0, prev, 0], &[vs[0], vs[1], self.offset, vs[3]], &[1, 1, 1, 1])?;
-        let (keys, values) =
-            if self.offset < k.dim(2) { (k.slice_axis(2, 0, self.offset)?, v.slice_axis(2, 0, self.offset)?) } else { (k.clone(), v.clone()) };
         self.keys = Some(k);
         self.values = Some(v);
-        Ok(Fetched::Dense { keys, values })
+        self.fetched()
     }
 
     fn as_kv(&mut self) -> Option<&mut KvCache> {
