@@ -559,34 +559,40 @@ pub(crate) mod x86 {
     use crate::cpu::qmm_quantize::lo_shift;
 
     /// The vector path, once per instruction set (a target feature cannot be
-    /// a generic parameter): per `CHUNK` rows, tile by tile, `R` rows at a
-    /// time (up to `$most`) against each vector of weights, unpacked once
-    /// for them.
+    /// a generic parameter): per `CHUNK` rows, tile by tile (`T` tiles at a
+    /// time), `R` rows at a time (up to `$most`) against each vector of
+    /// weights, unpacked once for them.
     macro_rules! tiles {
         ($name:ident, $features:literal, $dot:ident, $most:literal, $pairs16:literal) => {
             #[target_feature(enable = $features)]
             pub(super) unsafe fn $name(p: &Packed, tiles: Range<usize>, out: OutPtr) {
-                /// Rows `m0..m0 + R` of tile `tile`, at `BITS` bits a weight.
+                /// Rows `m0..m0 + R` of tiles `tile..tile + T`, at `BITS` bits a weight.
                 #[target_feature(enable = $features)]
                 #[inline]
-                unsafe fn rows<const R: usize, const BITS: usize>(p: &Packed, m0: usize, tile: usize, out: OutPtr, ahead: Option<Range<usize>>) {
+                unsafe fn rows<const R: usize, const T: usize, const BITS: usize>(
+                    p: &Packed,
+                    m0: usize,
+                    tile: usize,
+                    out: OutPtr,
+                    ahead: Option<Range<usize>>,
+                ) {
                     let groups = p.groups();
                     let (per, per_group) = (8 / BITS, p.group_size * BITS / 32);
-                    let wt = p.w.as_ptr().add(tile * tile_words(p.k, BITS));
-                    let sb = p.sb.as_ptr().add(tile * groups * p.format.group_words());
+                    let wt: [*const u32; T] = std::array::from_fn(|t| p.w.as_ptr().add((tile + t) * tile_words(p.k, BITS)));
+                    let sb: [*const f32; T] = std::array::from_fn(|t| p.sb.as_ptr().add((tile + t) * groups * p.format.group_words()));
                     let xh: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 0).as_ptr());
                     let xl: [*const i8; R] = std::array::from_fn(|r| p.xq(m0 + r, 1).as_ptr());
                     let bcast = |x: *const i8, o: usize| _mm256_set1_epi32(x.add(o).cast::<i32>().read_unaligned());
                     let mask = _mm256_set1_epi8(((1u32 << BITS) - 1) as u8 as i8);
                     let shift = _mm256_set1_epi32(lo_shift(BITS) as i32);
-                    let mut acc = [_mm256_setzero_ps(); R];
+                    let mut acc = [[_mm256_setzero_ps(); T]; R];
                     for g in 0..groups {
                         if let Some(t) = &ahead {
                             prefetch_packed(p, t.clone(), g, groups);
                         }
                         // One row alone sums into two accumulators per part (alternate slots), so
                         // that its dot products do not all wait on one another.
-                        let (mut hi, mut lo) = ([[_mm256_setzero_si256(); 2]; R], [[_mm256_setzero_si256(); 2]; R]);
+                        let (mut hi, mut lo) = ([[[_mm256_setzero_si256(); 2]; T]; R], [[[_mm256_setzero_si256(); 2]; T]; R]);
                         // With AVX2 and 2- or 4-bit weights, `vpmaddubsw`'s pair sums (at most
                         // 2 * 15 * 127 = 3810 in size) are added up in i16 over 8 slots (30480 at
                         // most, exact), then widened into the row's `16 * hi + lo` at once (`vpmaddwd`
@@ -601,86 +607,112 @@ pub(crate) mod x86 {
                         let signed8 = $pairs16 && BITS == 8;
                         let (flip, ones) = (_mm256_set1_epi8(-128), _mm256_set1_epi16(1));
                         let (mut hi16, mut lo16, mut isum16) =
-                            ([_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R]);
+                            ([[_mm256_setzero_si256(); T]; R], [[_mm256_setzero_si256(); T]; R], [[_mm256_setzero_si256(); T]; R]);
                         for u in g * per_group..(g + 1) * per_group {
-                            let w = _mm256_loadu_si256(wt.add(u * TILE).cast());
+                            let w: [__m256i; T] = std::array::from_fn(|t| _mm256_loadu_si256(wt[t].add(u * TILE).cast()));
                             let (ws, wa) = if signed8 {
-                                let ws = _mm256_xor_si256(w, flip);
-                                (ws, _mm256_abs_epi8(ws))
+                                let ws = w.map(|w| _mm256_xor_si256(w, flip));
+                                (ws, ws.map(|ws| _mm256_abs_epi8(ws)))
                             } else {
                                 (w, w)
                             };
                             for j in 0..per {
-                                let wj = match BITS {
+                                let wj = w.map(|w| match BITS {
                                     8 => w,
                                     4 if j == 0 => _mm256_and_si256(w, mask),
                                     _ => _mm256_and_si256(_mm256_srl_epi16(w, _mm_cvtsi32_si128((j * BITS) as i32)), mask),
-                                };
+                                });
                                 let slot = u * per + j;
-                                let (o, a) = (4 * slot, if R == 1 { slot % 2 } else { 0 });
+                                let (o, a) = (4 * slot, if R == 1 && T == 1 { slot % 2 } else { 0 });
                                 for r in 0..R {
-                                    if pairs16 {
-                                        hi16[r] = _mm256_add_epi16(hi16[r], _mm256_maddubs_epi16(wj, bcast(xh[r], o)));
-                                        lo16[r] = _mm256_add_epi16(lo16[r], _mm256_maddubs_epi16(wj, bcast(xl[r], o)));
-                                    } else if signed8 {
-                                        let dot = |acc, x| {
-                                            _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(x, ws)), ones))
-                                        };
-                                        hi[r][a] = dot(hi[r][a], bcast(xh[r], o));
-                                        lo[r][a] = dot(lo[r][a], bcast(xl[r], o));
-                                    } else {
-                                        hi[r][a] = $dot(hi[r][a], wj, bcast(xh[r], o), BITS);
-                                        lo[r][a] = $dot(lo[r][a], wj, bcast(xl[r], o), BITS);
+                                    // Each broadcast serves the `T` tiles.
+                                    let (bh, bl) = (bcast(xh[r], o), bcast(xl[r], o));
+                                    for t in 0..T {
+                                        if pairs16 {
+                                            hi16[r][t] = _mm256_add_epi16(hi16[r][t], _mm256_maddubs_epi16(wj[t], bh));
+                                            lo16[r][t] = _mm256_add_epi16(lo16[r][t], _mm256_maddubs_epi16(wj[t], bl));
+                                        } else if signed8 {
+                                            let dot = |acc, x| {
+                                                _mm256_add_epi32(
+                                                    acc,
+                                                    _mm256_madd_epi16(_mm256_maddubs_epi16(wa[t], _mm256_sign_epi8(x, ws[t])), ones),
+                                                )
+                                            };
+                                            hi[r][t][a] = dot(hi[r][t][a], bh);
+                                            lo[r][t][a] = dot(lo[r][t][a], bl);
+                                        } else {
+                                            hi[r][t][a] = $dot(hi[r][t][a], wj[t], bh, BITS);
+                                            lo[r][t][a] = $dot(lo[r][t][a], wj[t], bl, BITS);
+                                        }
                                     }
                                 }
                                 // Every 8 slots (a group holds 8, 16 or 32).
                                 if pairs16 && slot % SLOTS16 == SLOTS16 - 1 {
                                     let (up, ones) = (_mm256_set1_epi16(1 << lo_shift(BITS)), _mm256_set1_epi16(1));
                                     for r in 0..R {
-                                        let part = _mm256_add_epi32(_mm256_madd_epi16(hi16[r], up), _mm256_madd_epi16(lo16[r], ones));
-                                        isum16[r] = _mm256_add_epi32(isum16[r], part);
-                                        (hi16[r], lo16[r]) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                                        for t in 0..T {
+                                            let part = _mm256_add_epi32(_mm256_madd_epi16(hi16[r][t], up), _mm256_madd_epi16(lo16[r][t], ones));
+                                            isum16[r][t] = _mm256_add_epi32(isum16[r][t], part);
+                                            (hi16[r][t], lo16[r][t]) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                                        }
                                     }
                                 }
                             }
                         }
-                        let (scale, bias) = scale_bias(sb, p.format, g);
+                        let scale_bias: [(__m256, __m256); T] = std::array::from_fn(|t| scale_bias(sb[t], p.format, g));
                         for r in 0..R {
-                            let (h, l) = (_mm256_add_epi32(hi[r][0], hi[r][1]), _mm256_add_epi32(lo[r][0], lo[r][1]));
                             let at = (m0 + r) * groups + g;
-                            let isum = if pairs16 {
-                                isum16[r]
-                            } else if signed8 {
-                                let back = _mm256_set1_epi32(128 * *p.xint.get_unchecked(at));
-                                _mm256_add_epi32(_mm256_add_epi32(_mm256_sllv_epi32(h, shift), l), back)
-                            } else {
-                                _mm256_add_epi32(_mm256_sllv_epi32(h, shift), l)
-                            };
-                            add_group(&mut acc[r], isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
+                            for t in 0..T {
+                                let (h, l) = (_mm256_add_epi32(hi[r][t][0], hi[r][t][1]), _mm256_add_epi32(lo[r][t][0], lo[r][t][1]));
+                                let isum = if pairs16 {
+                                    isum16[r][t]
+                                } else if signed8 {
+                                    let back = _mm256_set1_epi32(128 * *p.xint.get_unchecked(at));
+                                    _mm256_add_epi32(_mm256_add_epi32(_mm256_sllv_epi32(h, shift), l), back)
+                                } else {
+                                    _mm256_add_epi32(_mm256_sllv_epi32(h, shift), l)
+                                };
+                                let (scale, bias) = scale_bias[t];
+                                add_group(&mut acc[r][t], isum, scale, bias, *p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
+                            }
                         }
                     }
-                    let n0 = tile * TILE;
-                    for (r, a) in acc.iter().enumerate() {
-                        store_lanes(out.0.add((m0 + r) * p.n + n0), *a, p.n - n0);
+                    for (r, tiles) in acc.iter().enumerate() {
+                        for (t, a) in tiles.iter().enumerate() {
+                            let n0 = (tile + t) * TILE;
+                            store_lanes(out.0.add((m0 + r) * p.n + n0), *a, p.n - n0);
+                        }
                     }
                 }
 
                 #[target_feature(enable = $features)]
                 #[inline]
                 unsafe fn all<const BITS: usize>(p: &Packed, tiles: Range<usize>, out: OutPtr) {
+                    // AVX2 takes two tiles a pass, two rows at a time: one broadcast of a row's part
+                    // then serves both tiles' `vpmaddubsw`, and the two rows' four part pointers stay
+                    // in registers (four rows of one tile spent an eighth of the loop's instructions
+                    // on their address arithmetic). Decode, one row, on a Zen 3: Qwen3-0.6B 4-bit
+                    // ~33 -> ~41 tok/s, Q4_0 ~28 -> ~37, Q8_0 ~20 -> ~25; eight rows about as before
+                    // (their `vpmaddubsw` are the bound; docs/decode-profile.md).
+                    let two = $pairs16;
                     for r0 in (0..p.m).step_by(CHUNK) {
                         let end = (r0 + CHUNK).min(p.m);
-                        for tile in tiles.clone() {
-                            for (m, r) in row_blocks(end - r0, $most) {
-                                // The next tile, read from memory under the first rows' work.
-                                let ahead = (m == 0).then_some(tile + 1..tile + 2);
-                                match r {
-                                    8 => rows::<8, BITS>(p, r0 + m, tile, out, ahead),
-                                    4 => rows::<4, BITS>(p, r0 + m, tile, out, ahead),
-                                    2 => rows::<2, BITS>(p, r0 + m, tile, out, ahead),
-                                    _ => rows::<1, BITS>(p, r0 + m, tile, out, ahead),
+                        let mut tile = tiles.start;
+                        while tile < tiles.end {
+                            let t = if two && tile + 1 < tiles.end { 2 } else { 1 };
+                            for (m, r) in row_blocks(end - r0, if t == 2 { 2 } else { $most }) {
+                                // The next tiles, read from memory under the first rows' work.
+                                let ahead = (m == 0).then_some(tile + t..tile + 2 * t);
+                                match (t, r) {
+                                    (2, 2) => rows::<2, 2, BITS>(p, r0 + m, tile, out, ahead),
+                                    (2, _) => rows::<1, 2, BITS>(p, r0 + m, tile, out, ahead),
+                                    (_, 8) => rows::<8, 1, BITS>(p, r0 + m, tile, out, ahead),
+                                    (_, 4) => rows::<4, 1, BITS>(p, r0 + m, tile, out, ahead),
+                                    (_, 2) => rows::<2, 1, BITS>(p, r0 + m, tile, out, ahead),
+                                    _ => rows::<1, 1, BITS>(p, r0 + m, tile, out, ahead),
                                 }
                             }
+                            tile += t;
                         }
                     }
                 }
@@ -695,17 +727,18 @@ pub(crate) mod x86 {
     }
 
     /// The blocks `(first row, rows)` a chunk's `len` rows are taken in: eight
-    /// at a time where the path holds eight rows (`most`), then four, two (for
-    /// two or three left) or one.
+    /// at a time where the path holds eight rows (`most`), then four (where it
+    /// holds four), two (for two or three left, or all but one where it holds
+    /// two) or one.
     fn row_blocks(len: usize, most: usize) -> impl Iterator<Item = (usize, usize)> {
         let mut m = 0;
         std::iter::from_fn(move || {
             let r = match len - m {
                 0 => return None,
                 left if most >= 8 && left >= 8 => 8,
+                left if most >= 4 && left >= 4 => 4,
                 1 => 1,
-                2 | 3 => 2,
-                _ => 4,
+                _ => 2,
             };
             m += r;
             Some((m - r, r))
@@ -793,7 +826,8 @@ pub(crate) mod x86 {
     /// Slots whose `vpmaddubsw` pair sums the AVX2 path adds up in i16 before widening.
     const SLOTS16: usize = 8;
 
-    // Rows at a time: 4 in AVX2's 16 vector registers, 8 in AVX-512's 32. VNNI's `vpdpbusd`
+    // Rows at a time on one tile: 4 in AVX2's 16 vector registers (AVX2 takes a range's odd last
+    // tile so; the rest go two tiles by two rows, `all`), 8 in AVX-512's 32. VNNI's `vpdpbusd`
     // sums into i32 itself, so only AVX2 adds pair sums in i16.
     tiles!(tiles_avx2, "avx2,f16c", dot_lanes_avx2, 4, true);
     tiles!(tiles_avxvnni, "avx2,f16c,avxvnni", dot_avxvnni, 4, false);
