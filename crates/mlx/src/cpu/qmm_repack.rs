@@ -590,8 +590,9 @@ pub(crate) mod x86 {
                         if let Some(t) = &ahead {
                             prefetch_packed(p, t.clone(), g, groups);
                         }
-                        // One row alone sums into two accumulators per part (alternate slots), so
-                        // that its dot products do not all wait on one another.
+                        // One row of one tile sums into two accumulators per part (alternate slots),
+                        // so that its dot products do not all wait on one another (two tiles already
+                        // give a row two independent sums per part).
                         let (mut hi, mut lo) = ([[[_mm256_setzero_si256(); 2]; T]; R], [[[_mm256_setzero_si256(); 2]; T]; R]);
                         // With AVX2 and 2- or 4-bit weights, `vpmaddubsw`'s pair sums (at most
                         // 2 * 15 * 127 = 3810 in size) are added up in i16 over 8 slots (30480 at
