@@ -292,7 +292,7 @@ test('Ctrl-C: stops a chat reply (not kept) and the chat goes on; stops generate
 });
 
 test('speak: a seeded run writes the WAV bytes of tts.synthesize(text, same options).toWav()', { timeout: 120_000 }, async () => {
-  ensureTtsFixtures();
+  ensureTtsFixtures({ refs: false });
   const ttsDir = path.join(TTS_FIXTURES_DIR, 'chatterbox');
   const text = 'Hi there.';
   const out = path.join(TMP, 'hi.wav');
@@ -319,7 +319,7 @@ test('speak: a seeded run writes the WAV bytes of tts.synthesize(text, same opti
 });
 
 test('speak --language: a multilingual model speaks the language as the library does; the English one refuses it', { timeout: 120_000 }, async () => {
-  ensureTtsFixtures();
+  ensureTtsFixtures({ refs: false });
   const mtl = path.join(TTS_FIXTURES_DIR, 'chatterbox-mtl');
   const out = path.join(TMP, 'fr.wav');
   ok(['speak', mtl, 'Bonjour.', '-o', out, '--language', 'fr', '--seed', '2', '--max-tokens', '12', '-q']);
@@ -447,7 +447,7 @@ test('a Hugging Face name: passed through as given, download progress per file o
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /error: MODEL_NOT_FOUND: .*test-org\/nope/);
     // info: a hub name's kind is known only from its config.json, once downloaded.
-    ensureTtsFixtures();
+    ensureTtsFixtures({ refs: false });
     hub.addRepo('test-org/chatterbox', path.join(TTS_FIXTURES_DIR, 'chatterbox'));
     const info = await start(['info', 'test-org/chatterbox'], { env, cwd: TMP }).exited;
     assert.equal(info.code, 0, info.stderr);

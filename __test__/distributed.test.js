@@ -11,7 +11,10 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
-const { fixturePath, disposeModels, expectReject } = require('./helpers');
+const { fixturePath, disposeModels, expectReject, useFamilyFixtures } = require('./helpers');
+
+// Some cases run other families' fixtures (phi3-f32), a set of their own (scripts/fixtures.js).
+useFamilyFixtures();
 const { launchLocal, writeHostfile } = require('../lib/launch');
 const { ensureVenv } = require('../scripts/venv');
 const { loadModel } = require('..');

@@ -33,7 +33,7 @@ function assertCleanExit(r, what) {
   assert.doesNotMatch(r.stderr, /corrupted|double free|Aborted|panicked/, what);
 }
 
-test.before(() => ensureTtsFixtures());
+test.before(() => ensureTtsFixtures({ refs: false }));
 
 test('a process that ends without dispose() exits cleanly', { timeout: 600_000 }, () => {
   for (let i = 0; i < RUNS; i++) {

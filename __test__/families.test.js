@@ -28,7 +28,10 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { loadModel } = require('..');
 const { runReference } = require('./ref/ref');
-const { fixtures, model, disposeModels, assertSameGeneration, copyFixture, fixturePath, expectReject, expectThrow, venvPython } = require('./helpers');
+const { fixtures, model, disposeModels, assertSameGeneration, copyFixture, fixturePath, expectReject, expectThrow, venvPython, useFamilyFixtures } = require('./helpers');
+
+// Every family beyond the shared decoder: their fixtures are a set of their own (scripts/fixtures.js).
+useFamilyFixtures();
 const { ensureChatTemplates } = require('../scripts/chat-templates');
 const tc = require('./template-cases');
 

@@ -16,17 +16,25 @@ const EOS_IDS = [IM_END, ENDOFTEXT];
 const NO_EOS = { [IM_END]: -1e9, [ENDOFTEXT]: -1e9 };
 
 let index;
+// `npm test` writes only the shared decoder's fixtures; the files that use the other families'
+// (families, distributed) call useFamilyFixtures() first (scripts/fixtures.js).
+let families = false;
+function useFamilyFixtures() {
+  families = true;
+  index = undefined;
+}
+
 function fixtures() {
   if (!index) {
-    ensureFixtures();
-    index = fixtureIndex();
+    ensureFixtures({ families });
+    index = fixtureIndex({ families });
   }
   return index;
 }
 
 function fixturePath(name) {
   const entry = fixtures().fixtures[name];
-  if (!entry) throw new Error(`no fixture named ${name}`);
+  if (!entry) throw new Error(`no fixture named ${name}${families ? '' : " (another family's? call useFamilyFixtures() first)"}`);
   return entry.path;
 }
 
@@ -166,6 +174,7 @@ module.exports = {
   NO_EOS,
   fixtures,
   fixturePath,
+  useFamilyFixtures,
   model,
   disposeModels,
   expectReject,

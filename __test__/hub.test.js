@@ -450,7 +450,7 @@ print(json.dumps({"path": p, "warnings": [str(w) for w in info.warnings], "files
 });
 
 test('loadTTS(org/name) downloads the Chatterbox files and speaks as the folder does', async () => {
-  ensureTtsFixtures();
+  ensureTtsFixtures({ refs: false });
   const dir = path.join(TTS_FIXTURES_DIR, 'chatterbox-bf16');
   server.addRepo(TTS_REPO, dir);
   const home = fresh();

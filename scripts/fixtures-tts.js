@@ -3,7 +3,10 @@
 // written by scripts/fixtures_tts.py with mlx-audio's own model classes, plus the live
 // mlx-audio reference dumps (<fixture>/ref/) written by __test__/ref/chatterbox_ref.py; and the
 // Chatterbox Multilingual ones (chatterbox-mtl, -mtl-v3) with theirs from __test__/ref/chatterbox_mtl_ref.py.
-// Regenerated only when either script or the reference package spec changes.
+// The models are regenerated when their script or the reference package spec changes, the
+// references when either reference script or the models change. `npm test` needs only the models
+// (the CLI, the server and the hub speak with them; about 10 s to write); the references (about
+// 110 s of mlx-audio on 2 cores) are for `npm run test:speech` and the portability pass.
 // Chatterbox Turbo's fixture (chatterbox-turbo, with its reference) lives apart, under
 // .cache/fixtures-tts-turbo, written by scripts/fixtures_tts_turbo.py (ensureTurboFixture).
 
@@ -29,20 +32,29 @@ function log(msg) {
   process.stderr.write(`[fixtures-tts] ${msg}\n`);
 }
 
-function stampOf() {
+const REFS_STAMP_NAME = '.stamp-refs';
+
+function modelsStamp() {
   const h = crypto.createHash('sha256');
   h.update(fs.readFileSync(MODEL_SCRIPT));
-  h.update(fs.readFileSync(REF_SCRIPT));
-  h.update(fs.readFileSync(MTL_REF_SCRIPT));
   h.update(VENV_SPEC);
   return h.digest('hex');
 }
 
-function isFresh(stamp) {
+function refsStamp(models) {
+  const h = crypto.createHash('sha256');
+  h.update(models);
+  h.update(fs.readFileSync(REF_SCRIPT));
+  h.update(fs.readFileSync(MTL_REF_SCRIPT));
+  return h.digest('hex');
+}
+
+// Whether the folder's stamp file `name` holds `stamp` and every fixture has `file`.
+function isFresh(name, stamp, file) {
   try {
     return (
-      fs.readFileSync(path.join(TTS_FIXTURES_DIR, STAMP_NAME), 'utf8') === stamp &&
-      [...FIXTURES, ...MTL_FIXTURES].every((f) => fs.existsSync(path.join(TTS_FIXTURES_DIR, f, 'ref', 'meta.json')))
+      fs.readFileSync(path.join(TTS_FIXTURES_DIR, name), 'utf8') === stamp &&
+      [...FIXTURES, ...MTL_FIXTURES].every((f) => fs.existsSync(path.join(TTS_FIXTURES_DIR, f, file)))
     );
   } catch {
     return false;
@@ -71,14 +83,13 @@ function mib(bytes) {
   return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 }
 
-function generate(python, env, stamp) {
+// The models, written aside and renamed into place (which drops any references with their stamp).
+function generateModels(python, env, stamp) {
   const tmp = `${TTS_FIXTURES_DIR}.partial`;
   fs.rmSync(tmp, { recursive: true, force: true });
   log(`writing Chatterbox fixtures to ${path.relative(ROOT, TTS_FIXTURES_DIR)}`);
   const t0 = Date.now();
   runPython(python, env, MODEL_SCRIPT, [tmp]);
-  runPython(python, env, REF_SCRIPT, FIXTURES.map((f) => path.join(tmp, f)));
-  runPython(python, env, MTL_REF_SCRIPT, MTL_FIXTURES.map((f) => path.join(tmp, f)));
   fs.writeFileSync(path.join(tmp, STAMP_NAME), stamp);
   const old = `${TTS_FIXTURES_DIR}.old`;
   fs.rmSync(old, { recursive: true, force: true });
@@ -86,16 +97,32 @@ function generate(python, env, stamp) {
   fs.renameSync(tmp, TTS_FIXTURES_DIR);
   fs.rmSync(old, { recursive: true, force: true });
   const sizes = [...FIXTURES, ...MTL_FIXTURES].map((f) => `${f} ${mib(folderSize(path.join(TTS_FIXTURES_DIR, f)))}`).join(', ');
-  log(`fixtures ready in ${((Date.now() - t0) / 1000).toFixed(1)} s (${sizes})`);
+  log(`models ready in ${((Date.now() - t0) / 1000).toFixed(1)} s (${sizes})`);
 }
 
-// Returns the absolute path of .cache/fixtures-tts, writing the fixtures first if needed.
-function ensureTtsFixtures() {
+// mlx-audio's references into each fixture's ref/; the stamp is written last, so a run cut short
+// is redone.
+function generateRefs(python, env, stamp) {
+  fs.rmSync(path.join(TTS_FIXTURES_DIR, REFS_STAMP_NAME), { force: true });
+  for (const f of [...FIXTURES, ...MTL_FIXTURES]) fs.rmSync(path.join(TTS_FIXTURES_DIR, f, 'ref'), { recursive: true, force: true });
+  log('writing mlx-audio references');
+  const t0 = Date.now();
+  runPython(python, env, REF_SCRIPT, FIXTURES.map((f) => path.join(TTS_FIXTURES_DIR, f)));
+  runPython(python, env, MTL_REF_SCRIPT, MTL_FIXTURES.map((f) => path.join(TTS_FIXTURES_DIR, f)));
+  fs.writeFileSync(path.join(TTS_FIXTURES_DIR, REFS_STAMP_NAME), stamp);
+  log(`references ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+// Returns the absolute path of .cache/fixtures-tts, writing the models first if needed, and with
+// `refs` (the default) mlx-audio's references too.
+function ensureTtsFixtures({ refs = true } = {}) {
   const { python, env } = ensureVenv();
-  const stamp = stampOf();
-  if (isFresh(stamp)) return TTS_FIXTURES_DIR;
+  const models = modelsStamp();
+  const done = () => isFresh(STAMP_NAME, models, 'config.json') && (!refs || isFresh(REFS_STAMP_NAME, refsStamp(models), path.join('ref', 'meta.json')));
+  if (done()) return TTS_FIXTURES_DIR;
   withLock(path.join(ROOT, '.cache', 'fixtures-tts.lock'), 'TTS fixture generation', () => {
-    if (!isFresh(stamp)) generate(python, env, stamp);
+    if (!isFresh(STAMP_NAME, models, 'config.json')) generateModels(python, env, models);
+    if (refs && !isFresh(REFS_STAMP_NAME, refsStamp(models), path.join('ref', 'meta.json'))) generateRefs(python, env, refsStamp(models));
   });
   return TTS_FIXTURES_DIR;
 }

@@ -61,7 +61,7 @@ function generate(python, env, stamp, ttsDir) {
 
 // Returns the absolute path of .cache/fixtures-voice, writing the references first if needed.
 function ensureVoiceFixtures() {
-  const ttsDir = ensureTtsFixtures();
+  const ttsDir = ensureTtsFixtures({ refs: false });
   const { python, env } = ensureVenv();
   const stamp = stampOf(ttsDir);
   if (isFresh(stamp)) return VOICE_FIXTURES_DIR;

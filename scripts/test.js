@@ -28,7 +28,7 @@ function main() {
   const { env } = require('./venv').ensureVenv();
   require('./fixtures').ensureFixtures();
   // The server and CLI tests speak with the Chatterbox fixture and clone its voices.
-  require('./fixtures-tts').ensureTtsFixtures();
+  require('./fixtures-tts').ensureTtsFixtures({ refs: false });
   require('./fixtures-voice').ensureVoiceFixtures();
   require('./fixtures-gguf').ensureGgufFixtures();
   log(`setup done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
@@ -37,7 +37,10 @@ function main() {
   // tests, not the examples (each a binary linked with thin LTO for minutes of CI's 2 cores;
   // `npm run lint` checks that they compile).
   const exclude = SEPARATE_CRATES.flatMap((c) => ['--exclude', c]);
-  run('cargo', ['test', '--release', '--workspace', ...exclude, '--tests'], { env: { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '' } });
+  // MLX_NODE_FIXTURE_GREEDY=core: the fixtures of the shared decoder's model types; the other
+  // families' greedy check runs in `npm run test:families` (crates/lm/tests/integration/fixture_greedy.rs).
+  const cargo = { ...cargoEnv(), MLX_NODE_VENV_PYTHON: env.MLX_NODE_VENV_PYTHON || '', MLX_NODE_FIXTURE_GREEDY: 'core' };
+  run('cargo', ['test', '--release', '--workspace', ...exclude, '--tests'], { env: cargo });
   const files = fs
     .readdirSync(path.join(ROOT, '__test__'))
     .filter((f) => f.endsWith('.test.js') && !separate(f))

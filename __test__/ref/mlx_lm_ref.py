@@ -133,7 +133,7 @@ Case kinds ("mode"):
   "decode"  {"model", "tokens", "skipSpecialTokens"} -> {"text"}
 
 "model" is a folder path (absolute, or relative to the working directory), or the
-name of a fixture under .cache/fixtures.
+name of a fixture under .cache/fixtures (or .cache/fixtures-families: scripts/fixtures.js).
 """
 
 import hashlib
@@ -162,7 +162,7 @@ from mlx_lm.sample_utils import make_logits_processors, make_sampler  # noqa: E4
 from mlx_lm.utils import load_config, load_model, load_tokenizer, sharded_load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / ".cache" / "fixtures"
+FIXTURE_DIRS = [ROOT / ".cache" / "fixtures", ROOT / ".cache" / "fixtures-families"]
 
 _models = {}
 _tokenizers = {}
@@ -204,8 +204,9 @@ def model_path(name):
     p = Path(name)
     if p.is_dir():
         return p.resolve()
-    if (FIXTURES / name).is_dir():
-        return (FIXTURES / name).resolve()
+    for fixtures in FIXTURE_DIRS:
+        if (fixtures / name).is_dir():
+            return (fixtures / name).resolve()
     raise FileNotFoundError(f"model folder not found: {name}")
 
 
