@@ -92,7 +92,7 @@ function fixtureIndex({ families = false } = {}) {
   return joined;
 }
 
-module.exports = { ensureFixtures, fixtureIndex, FIXTURES_DIR, FAMILY_FIXTURES_DIR: DIRS.families };
+module.exports = { ensureFixtures, fixtureIndex, FIXTURES_DIR };
 
 // `node scripts/fixtures.js [--families]`
 if (require.main === module) {
