@@ -6,7 +6,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ensureFixtures, fixtureIndex } = require('../scripts/fixtures');
+const { fixtureIndex } = require('../scripts/fixtures');
 const { ensureVenv } = require('../scripts/venv');
 
 const IM_END = 151645;
@@ -25,10 +25,8 @@ function useFamilyFixtures() {
 }
 
 function fixtures() {
-  if (!index) {
-    ensureFixtures({ families });
-    index = fixtureIndex({ families });
-  }
+  // fixtureIndex writes the fixtures first where they are missing or stale.
+  if (!index) index = fixtureIndex({ families });
   return index;
 }
 

@@ -118,11 +118,13 @@ function generateRefs(python, env, stamp) {
 function ensureTtsFixtures({ refs = true } = {}) {
   const { python, env } = ensureVenv();
   const models = modelsStamp();
-  const done = () => isFresh(STAMP_NAME, models, 'config.json') && (!refs || isFresh(REFS_STAMP_NAME, refsStamp(models), path.join('ref', 'meta.json')));
-  if (done()) return TTS_FIXTURES_DIR;
+  const modelsFresh = () => isFresh(STAMP_NAME, models, 'config.json');
+  const refsWanted = refs ? refsStamp(models) : null;
+  const refsFresh = () => !refs || isFresh(REFS_STAMP_NAME, refsWanted, path.join('ref', 'meta.json'));
+  if (modelsFresh() && refsFresh()) return TTS_FIXTURES_DIR;
   withLock(path.join(ROOT, '.cache', 'fixtures-tts.lock'), 'TTS fixture generation', () => {
-    if (!isFresh(STAMP_NAME, models, 'config.json')) generateModels(python, env, models);
-    if (refs && !isFresh(REFS_STAMP_NAME, refsStamp(models), path.join('ref', 'meta.json'))) generateRefs(python, env, refsStamp(models));
+    if (!modelsFresh()) generateModels(python, env, models);
+    if (!refsFresh()) generateRefs(python, env, refsWanted);
   });
   return TTS_FIXTURES_DIR;
 }
