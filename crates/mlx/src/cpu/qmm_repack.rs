@@ -324,31 +324,57 @@ const REPACK_WEIGHTS: KernelF32 = |params, inputs, out| {
     par_ranges(n.div_ceil(TILE), n * k >= PARALLEL_MIN, |tiles| {
         // The whole `OutPtr` (which is `Sync`), not its field.
         let dst = &out;
+        let words = tile_words(k, bits);
         for tile in tiles {
-            let t = &repack_tile(w, n, k, bits, tile);
-            // SAFETY: the tile's words are inside `out` and belong to this range only.
-            unsafe { std::ptr::copy_nonoverlapping(t.as_ptr().cast::<f32>(), dst.0.add(tile * t.len()), t.len()) };
+            // SAFETY: the tile's words are inside `out` and belong to this range only; f32 and
+            // u32 have the same size and alignment, and the words are only stored, as integers.
+            let t = unsafe { std::slice::from_raw_parts_mut(dst.0.add(tile * words).cast::<u32>(), words) };
+            repack_tile(w, n, k, bits, tile, t);
         }
     });
 };
 
-/// One tile's words in the repacked layout (`w` in MLX's packing).
-fn repack_tile(w: &[u32], n: usize, k: usize, bits: usize, tile: usize) -> Vec<u32> {
-    let (rw, per) = (k * bits / 32, 8 / bits);
-    let mut t = vec![0u32; TILE * rw];
-    for c in 0..TILE.min(n - tile * TILE) {
+/// One tile's words in the repacked layout (`w` in MLX's packing) into `t`.
+/// A row's word `u` holds the same weights in both layouts, so each word is
+/// only reordered within (`interleave`) and moved to column `c` of word row `u`.
+fn repack_tile(w: &[u32], n: usize, k: usize, bits: usize, tile: usize, t: &mut [u32]) {
+    let rw = k * bits / 32;
+    let cols = TILE.min(n - tile * TILE);
+    if cols < TILE {
+        // The missing columns of a partial last tile hold zero weights.
+        t.fill(0);
+    }
+    for c in 0..cols {
         let row = &w[(tile * TILE + c) * rw..][..rw];
-        for u in 0..rw {
-            let mut word = 0u32;
-            for j in 0..per {
-                for i in 0..4 {
-                    word |= (weight(row, bits, 4 * (u * per + j) + i) as u32) << (8 * i + j * bits);
-                }
-            }
-            t[u * TILE + c] = word;
+        for (u, &word) in row.iter().enumerate() {
+            t[u * TILE + c] = interleave(word, bits);
         }
     }
-    t
+}
+
+/// A word of `32 / bits` weights in MLX's order (weight `m` at bit `m * bits`)
+/// in the repacked order: weight `4 * j + i` at bit `8 * i + j * bits`, so that
+/// byte `i` holds weights `i`, `i + 4`, ... (a transpose of `8 / bits` rows of
+/// four fields into four bytes).
+#[inline(always)]
+fn interleave(word: u32, bits: usize) -> u32 {
+    // The fields of `x`'s low byte (`bits` wide, `8 / bits` of them) one to a byte.
+    let spread = |x: u32| match bits {
+        // Nibble 0 to byte 0, nibble 1 to byte 1.
+        4 => ((x & 0xF) | ((x & 0xF0) << 4)) & 0x0F0F,
+        // Fields of two bits: field `i` to byte `i`.
+        _ => ((x & 0x3) | ((x & 0xC) << 6) | ((x & 0x30) << 12) | ((x & 0xC0) << 18)) & 0x0303_0303,
+    };
+    match bits {
+        8 => word,
+        // Weights 0-3 (the low 16 bits) to the bytes' low nibbles, 4-7 to their high ones.
+        4 => {
+            let half = |h: u32| spread(h & 0xFF) | (spread((h >> 8) & 0xFF) << 16);
+            half(word & 0xFFFF) | (half(word >> 16) << 4)
+        }
+        // Byte `j` of the word holds weights 4j..4j+3, which go to bits 2j of bytes 0-3.
+        _ => (0..4).fold(0, |acc, j| acc | (spread((word >> (8 * j)) & 0xFF) << (2 * j))),
+    }
 }
 
 const REPACK_SCALES: KernelF32 = |params, inputs, out| {
@@ -1070,6 +1096,34 @@ pub(super) mod tests {
                         &got[..4],
                         &portable[..4]
                     );
+                }
+            }
+        }
+    }
+
+    /// Every weight of the repacked layout (read back as the kernels read it)
+    /// is the weight at that column and index in MLX's packing, for each width,
+    /// a partial last tile included, whose missing columns hold zeros.
+    #[test]
+    fn the_repacked_weights_are_mlx_weights_reordered() {
+        for bits in [2usize, 4, 8] {
+            let (k, n) = (128usize, TILE + 3);
+            let mut state = 0x2545_F491_4F6C_DD1Du64;
+            let w: Vec<u32> = (0..n * k * bits / 32)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u32
+                })
+                .collect();
+            let (s, b) = (vec![1.0f32; n * k / 32], vec![0.0f32; n * k / 32]);
+            let (packed, _, _) = repack(&w, &s, &b, (k, n, 32, bits), SbFormat::F32);
+            for col in 0..2 * TILE {
+                let row = &w[col.min(n - 1) * k * bits / 32..][..k * bits / 32];
+                for e in 0..k {
+                    let want = if col < n { weight(row, bits, e) as u32 } else { 0 };
+                    assert_eq!(repacked_weight(&packed, k, bits, col, e), want, "{bits} bits, column {col}, weight {e}");
                 }
             }
         }
