@@ -6,7 +6,7 @@
 // The models are regenerated when their script or the reference package spec changes, the
 // references when either reference script or the models change. `npm test` needs only the models
 // (the CLI, the server and the hub speak with them; about 10 s to write); the references (about
-// 110 s of mlx-audio on 2 cores) are for `npm run test:speech` and the portability pass.
+// 80 s of mlx-audio on 2 cores, dealt over two processes) are for `npm run test:speech` and the portability pass.
 // Chatterbox Turbo's fixture (chatterbox-turbo, with its reference) lives apart, under
 // .cache/fixtures-tts-turbo, written by scripts/fixtures_tts_turbo.py (ensureTurboFixture).
 

@@ -33,8 +33,11 @@ built by fixtures_tts.build_model because of the shrink keys), then writes FIXTU
   meta.json        versions
 """
 
+import concurrent.futures
 import contextlib
 import json
+import multiprocessing
+import os
 import sys
 import tempfile
 import time
@@ -475,8 +478,23 @@ def write_refs(fixture_dir: Path):
     print(f"  {fixture_dir.name}: references written in {time.time() - t0:.1f} s", file=sys.stderr)
 
 
-if __name__ == "__main__":
+def main():
     if len(sys.argv) < 2:
         sys.exit("usage: chatterbox_ref.py FIXTURE_DIR [FIXTURE_DIR ...]")
-    for arg in sys.argv[1:]:
-        write_refs(Path(arg))
+    dirs = [Path(arg) for arg in sys.argv[1:]]
+    # One fixture at a time keeps MLX on about one core, so the fixtures are dealt over
+    # processes (as scripts/fixtures.py deals its own); every case seeds its own draws, so a
+    # fixture's references do not depend on which process writes them or after what.
+    processes = int(os.environ.get("MLX_NODE_FIXTURE_PROCESSES") or min(2, os.cpu_count() or 1))
+    if processes < 2 or len(dirs) < 2:
+        for d in dirs:
+            write_refs(d)
+        return
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=ctx) as pool:
+        for _ in pool.map(write_refs, dirs):
+            pass
+
+
+if __name__ == "__main__":
+    main()
