@@ -133,11 +133,11 @@ impl Problem<'_> {
     }
 }
 
-/// Output columns per block: four vectors of eight.
-const BLOCK: usize = 32;
-
-const QMM: KernelF32 = |params, inputs, out| {
-    let [k, n, group_size, bits, bf16] = [params[0], params[1], params[2], params[3], params[4]].map(|v| v as usize);
+/// The packed words of `w` (`inputs[1]`) of a quantized matmul's inputs in
+/// MLX's layout (`x`, `w`, `scales`, `biases`), if the shapes agree with
+/// `[k, n, group_size, bits]` and an output of `out_len` values and the
+/// kernels take them; else `None` (the kernel then writes NaN).
+pub(super) fn mlx_words<'a>([k, n, group_size, bits]: [usize; 4], inputs: &[&'a [f32]], out_len: usize) -> Option<&'a [u32]> {
     let (x, w, scales, biases) = (inputs[0], inputs[1], inputs[2], inputs[3]);
     let ok = k > 0
         && n > 0
@@ -145,17 +145,21 @@ const QMM: KernelF32 = |params, inputs, out| {
         && matches!(group_size, 32 | 64 | 128)
         && k % group_size == 0
         && x.len() % k == 0
-        && out.len() == x.len() / k * n
+        && out_len == x.len() / k * n
         && w.len() == n * k * bits / 32
         && scales.len() == n * (k / group_size)
         && biases.len() == scales.len();
-    if !ok {
-        out.fill(f32::NAN);
-        return;
-    }
-    // SAFETY: f32 and u32 have the same size and alignment; the words are
-    // only ever read as integers.
-    let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) };
+    // SAFETY: f32 and u32 have the same size and alignment; the words are only read as integers.
+    ok.then(|| unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) })
+}
+
+/// Output columns per block: four vectors of eight.
+const BLOCK: usize = 32;
+
+const QMM: KernelF32 = |params, inputs, out| {
+    let [k, n, group_size, bits, bf16] = [params[0], params[1], params[2], params[3], params[4]].map(|v| v as usize);
+    let (x, scales, biases) = (inputs[0], inputs[2], inputs[3]);
+    let Some(w) = mlx_words([k, n, group_size, bits], inputs, out.len()) else { return out.fill(f32::NAN) };
     let p = Problem { x, w, scales, biases, m: x.len() / k, n, k, group_size, bits, bf16: bf16 == 1 };
     run_parallel(&p, out);
 };

@@ -122,23 +122,8 @@ impl Problem<'_> {
 
 const QMM_INT8: KernelF32 = |params, inputs, out| {
     let [k, n, group_size, bits] = [params[0], params[1], params[2], params[3]].map(|v| v as usize);
-    let (x, w, scales, biases) = (inputs[0], inputs[1], inputs[2], inputs[3]);
-    let ok = k > 0
-        && n > 0
-        && matches!(bits, 2 | 4 | 8)
-        && matches!(group_size, 32 | 64 | 128)
-        && k % group_size == 0
-        && x.len() % k == 0
-        && out.len() == x.len() / k * n
-        && w.len() == n * k * bits / 32
-        && scales.len() == n * (k / group_size)
-        && biases.len() == scales.len();
-    if !ok {
-        out.fill(f32::NAN);
-        return;
-    }
-    // SAFETY: f32 and u32 have the same size and alignment; the words are only read as integers.
-    let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u32>(), w.len()) };
+    let (x, scales, biases) = (inputs[0], inputs[2], inputs[3]);
+    let Some(w) = crate::cpu::qmm::mlx_words([k, n, group_size, bits], inputs, out.len()) else { return out.fill(f32::NAN) };
     let m = x.len() / k;
     let groups = k / group_size;
     let mut compute = |(xq, xd, xsum, _): &mut Scratch| {

@@ -30,7 +30,7 @@ use std::ops::Range;
 use crate::cpu::half::{f16_value, round_bf16, round_f16};
 use crate::cpu::kernel::{cpu_kernel_f32, par_ranges, Kernel, KernelF32, OutPtr};
 use crate::cpu::qmm::compute_dtype;
-use crate::cpu::qmm_int8::{weight, Isa, Scratch, PARALLEL_MIN, SCRATCH, TILE};
+use crate::cpu::qmm_int8::{Isa, Scratch, PARALLEL_MIN, SCRATCH, TILE};
 use crate::cpu::qmm_quantize::{lo_shift, quantize_rows};
 use crate::quant::Precision;
 use crate::{Array, Dtype, Error, Result};
@@ -957,6 +957,7 @@ pub(crate) mod x86 {
 pub(super) mod tests {
     use super::*;
     use crate::cpu::qmm_int8::tests::{problem_data, run, Data};
+    use crate::cpu::qmm_int8::weight;
 
     /// `w`, `scales` and `biases` repacked by the load-time kernels' own code,
     /// the scales and biases in `format` (which must hold them exactly).
