@@ -28,7 +28,6 @@ Errors answer {"error": message}; the worker keeps running.
 import json
 import sys
 import time
-from importlib.metadata import version
 from pathlib import Path
 
 import worker_protocol  # noqa: E402  (first: stdout is for answers only)
@@ -56,24 +55,8 @@ OPTION_NAMES = {
 state = {"model": None, "turbo": False}
 
 
-def blas_in_use():
-    if sys.platform != "linux":
-        return "n/a"
-    with open("/proc/self/maps") as f:
-        maps = f.read()
-    if "openblas" in maps:
-        return "openblas"
-    return "reference (libblas from the mlx-cpu wheel)" if "libblas" in maps else "unknown"
-
-
 def cmd_info(_req):
-    return {
-        "mlx": mx.__version__,
-        "mlxAudio": version("mlx-audio"),
-        "blas": blas_in_use(),
-        "python": sys.version.split()[0],
-        "device": str(mx.default_device()),
-    }
+    return worker_protocol.info("mlxAudio", "mlx-audio")
 
 
 def cmd_load(req):

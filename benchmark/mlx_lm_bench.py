@@ -52,7 +52,6 @@ Errors answer {"error": message}; the worker keeps running.
 
 import sys
 import time
-from importlib.metadata import version
 from pathlib import Path
 
 import worker_protocol  # noqa: E402  (first: stdout is for answers only)
@@ -69,24 +68,8 @@ from mlx_lm_ref import KNOWN_OPTIONS, build_sampling, option  # noqa: E402
 state = {"model": None, "tokenizer": None, "chat": None}
 
 
-def blas_in_use():
-    if sys.platform != "linux":
-        return "n/a"
-    with open("/proc/self/maps") as f:
-        maps = f.read()
-    if "openblas" in maps:
-        return "openblas"
-    return "reference (libblas from the mlx-cpu wheel)" if "libblas" in maps else "unknown"
-
-
 def cmd_info(_req):
-    return {
-        "mlx": mx.__version__,
-        "mlxLm": version("mlx-lm"),
-        "blas": blas_in_use(),
-        "python": sys.version.split()[0],
-        "device": str(mx.default_device()),
-    }
+    return worker_protocol.info("mlxLm", "mlx-lm")
 
 
 def cmd_load(req):
