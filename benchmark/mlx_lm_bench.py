@@ -63,7 +63,7 @@ from mlx_lm.utils import load_config, load_model, load_tokenizer  # noqa: E402
 
 # The option mapping is the parity reference's own, so both runs mean the same thing.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "__test__" / "ref"))
-from mlx_lm_ref import KNOWN_OPTIONS, build_sampling, option  # noqa: E402
+from mlx_lm_ref import KNOWN_OPTIONS, build_sampling, common_prefix, option  # noqa: E402
 
 state = {"model": None, "tokenizer": None, "chat": None}
 
@@ -140,15 +140,6 @@ def cmd_generate(req):
     if want_times:
         out["tokenTimes"] = times[: len(tokens)]
     return out
-
-
-def common_prefix(a, b):
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def cmd_chat(req):
