@@ -116,6 +116,24 @@ test('loadModel: a shard listed in the index but absent is INVALID_WEIGHTS namin
   await expectReject(() => loadModel(dir), 'INVALID_WEIGHTS', new RegExp(shard.replace(/\./g, '\\.')), 'missing shard');
 });
 
+// The tokenizer is read beside the weights (on a thread of its own): its errors still come, and
+// come after the model's own.
+test('loadModel: a missing or malformed tokenizer.json is MODEL_NOT_FOUND / INVALID_WEIGHTS naming it; the weights\' errors first', async () => {
+  const missing = fixtureCopy(M);
+  fs.rmSync(path.join(missing, 'tokenizer.json'));
+  await expectReject(() => loadModel(missing), 'MODEL_NOT_FOUND', /tokenizer\.json/, 'missing tokenizer.json');
+  const garbage = fixtureCopy(M);
+  fs.writeFileSync(path.join(garbage, 'tokenizer.json'), '{"version": "1.0", "model": {"type": "BPE", "vocab": 7}}');
+  await expectReject(() => loadModel(garbage), 'INVALID_WEIGHTS', /tokenizer\.json/, 'malformed tokenizer.json');
+  const notJson = fixtureCopy(M);
+  fs.writeFileSync(path.join(notJson, 'tokenizer.json'), '{not json');
+  await expectReject(() => loadModel(notJson), 'INVALID_WEIGHTS', /tokenizer\.json/, 'tokenizer.json not JSON');
+  const both = fixtureCopy(M);
+  fs.rmSync(path.join(both, 'tokenizer.json'));
+  editWeights(both, 'drop', 'model.layers.1.mlp.up_proj.weight');
+  await expectReject(() => loadModel(both), 'INVALID_WEIGHTS', /model\.layers\.1\.mlp\.up_proj\.weight/, 'both broken');
+});
+
 test('loadModel: bad arguments are INVALID_ARGUMENT', async () => {
   const dir = fixturePath(M);
   await expectReject(() => loadModel(dir, { dtype: 'float64' }), 'INVALID_ARGUMENT', /dtype/, 'dtype float64');

@@ -151,7 +151,21 @@ fn load_alone(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64))
     if !path.is_dir() {
         return Err(crate::LmError::ModelNotFound(format!("model folder or .gguf file {} does not exist", path.display())));
     }
+    // The tokenizer is read on a thread of its own while the weights load: parsing a large
+    // tokenizer.json (Qwen3's 11 MB) takes about as long as reading a small model's weights.
+    // Errors keep their order (the model's first); a failed model load does not wait for it.
+    // Where no thread can be started it is read after the weights, as before.
+    let read = {
+        let dir = path.to_path_buf();
+        move || crate::tokenizer::Tokenizer::from_model_dir(&dir)
+    };
+    let thread = std::thread::Builder::new().name("mlx-node-tokenizer".into()).spawn(read.clone()).ok();
     let model = load_with_progress(path, options, progress)?;
-    let tokenizer = crate::tokenizer::Tokenizer::from_model_dir(path)?;
+    let tokenizer = match thread {
+        Some(t) => t.join().unwrap_or_else(|_| {
+            Err(crate::LmError::InvalidWeights(format!("reading the tokenizer of {} failed (the tokenizer library panicked)", path.display())))
+        })?,
+        None => read()?,
+    };
     Ok((model, tokenizer))
 }
