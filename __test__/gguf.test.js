@@ -129,8 +129,8 @@ test('a quantized GGUF runs in fast precision by default (as asked for), a float
 });
 
 // Malformed files: each a copy of a small valid GGUF (tiny.gguf) with one thing broken.
-function broken(label, edit) {
-  const src = fs.readFileSync(path.join(index.dir, 'tiny.gguf'));
+function broken(label, edit, from = 'tiny.gguf') {
+  const src = fs.readFileSync(path.join(index.dir, from));
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-gguf-')), `${label}.gguf`);
   fs.writeFileSync(file, edit(Buffer.from(src)));
   return file;
@@ -172,6 +172,20 @@ test('GGUF files this loader does not support are refused with UNSUPPORTED_MODEL
   await expectReject(() => loadModel(path.join(index.dir, 'arch-gemma3.gguf')), 'UNSUPPORTED_MODEL', /architecture "gemma3"/);
   await expectReject(() => loadModel(path.join(index.dir, 'type-q5_0.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as Q5_0/);
   await expectReject(() => loadModel(path.join(index.dir, 'pre-jais.gguf')), 'UNSUPPORTED_MODEL', /pre-tokenizer "jais"/);
+});
+
+// The tokenizer is built on a thread of its own while the tensors are read; its errors still come
+// before the tensors'. A tensor renamed to one no model has is refused (UNSUPPORTED_MODEL naming
+// it); in a file whose tokenizer is refused too, the tokenizer's error is the one given.
+test('a GGUF file with a bad tokenizer and a bad tensor gives the tokenizer\'s error', async () => {
+  const rename = (b) => {
+    const at = b.indexOf('blk.0.ffn_up.weight');
+    assert.ok(at > 0, 'the tensor name is in the header');
+    b.write('blk.0.ffn_uq.weight', at);
+    return b;
+  };
+  await expectReject(() => loadModel(broken('renamed', rename)), 'UNSUPPORTED_MODEL', /tensor "blk\.0\.ffn_uq\.weight" is not part of/);
+  await expectReject(() => loadModel(broken('renamed-jais', rename, 'pre-jais.gguf')), 'UNSUPPORTED_MODEL', /pre-tokenizer "jais"/);
 });
 
 test('a missing .gguf path is MODEL_NOT_FOUND', async () => {

@@ -33,9 +33,30 @@ pub fn load(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -
             t.ggml_type.name()
         )));
     }
-    // The cheap parts first: a bad tokenizer or config fails before any tensor is read.
-    let tokenizer = tokenizer::tokenizer(&file)?;
-    let raw = config::config(&file, &arch, &tokenizer::eos_ids(&file)?)?;
+    // The tokenizer is built on a thread of its own while the tensors are read (a large vocab
+    // takes about half a second); its errors still come first, then the config's, then the
+    // tensors'.
+    let (tokenizer, model) = std::thread::scope(|scope| {
+        let tokenizer = scope.spawn(|| tokenizer::tokenizer(&file));
+        let model = load_model(path, &file, &arch, options, progress);
+        let tokenizer = tokenizer.join().unwrap_or_else(|_| {
+            Err(LmError::InvalidWeights(format!("{}: building the tokenizer failed (the tokenizer library panicked)", path.display())))
+        });
+        (tokenizer, model)
+    });
+    let tokenizer = tokenizer?;
+    Ok((model?, tokenizer))
+}
+
+/// The model of a GGUF file: its config from the metadata, then its tensors.
+fn load_model(
+    path: &Path,
+    file: &GgufFile,
+    arch: &config::Arch,
+    options: &LoadOptions,
+    progress: &mut dyn FnMut(f64),
+) -> Result<Box<dyn LanguageModel>> {
+    let raw = config::config(file, arch, &tokenizer::eos_ids(file)?)?;
     let config = ModelConfig::from_value(raw, path)?;
     let family = registry::family(&config.model_type).ok_or_else(|| LmError::UnsupportedModel(config.model_type.clone()))?;
 
@@ -59,8 +80,7 @@ pub fn load(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -
         .with_precision(options.precision_for(&config))
         .with_shard(registry::shard_for(family, options)?);
     (family.sanitize)(&config, &mut weights)?;
-    let model = (family.build)(config, weights, options.dtype, progress)?;
-    Ok((model, tokenizer))
+    (family.build)(config, weights, options.dtype, progress)
 }
 
 /// llama.cpp's converter stores the q and k projection rows of Llama-type
