@@ -33,17 +33,10 @@ pub fn load(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -
             t.ggml_type.name()
         )));
     }
-    // The tokenizer is built on a thread of its own while the tensors are read (a large vocab
-    // takes about half a second); its errors still come first, then the config's, then the
-    // tensors'.
-    let (tokenizer, model) = std::thread::scope(|scope| {
-        let tokenizer = scope.spawn(|| tokenizer::tokenizer(&file));
-        let model = load_model(path, &file, &arch, options, progress);
-        let tokenizer = tokenizer.join().unwrap_or_else(|_| {
-            Err(LmError::InvalidWeights(format!("{}: building the tokenizer failed (the tokenizer library panicked)", path.display())))
-        });
-        (tokenizer, model)
-    });
+    // The tokenizer is built beside the tensors (a large vocab takes about half a second); its
+    // errors still come first, then the config's, then the tensors'.
+    let what = format!("{}: building the tokenizer", path.display());
+    let (tokenizer, model) = crate::models::beside(&what, || tokenizer::tokenizer(&file), || load_model(path, &file, &arch, options, progress));
     let tokenizer = tokenizer?;
     Ok((model?, tokenizer))
 }

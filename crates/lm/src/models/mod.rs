@@ -144,6 +144,22 @@ pub fn load_with_tokenizer(
     loaded
 }
 
+/// `side()` on a thread of its own while `main()` runs on this one, for parts of a load that
+/// do not depend on each other (a tokenizer beside the weights); where no thread can start,
+/// `side()` runs here after `main()`. Both finish before it returns. A panic in `side` is an
+/// `InvalidWeights` error naming `what` (a malformed file the parsing library choked on).
+pub(crate) fn beside<T: Send, R>(what: &str, side: impl Fn() -> Result<T> + Sync, main: impl FnOnce() -> R) -> (Result<T>, R) {
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new().name("mlx-node-load".into()).spawn_scoped(scope, &side).ok();
+        let r = main();
+        let t = match thread {
+            Some(t) => t.join().unwrap_or_else(|_| Err(crate::LmError::InvalidWeights(format!("{what} failed (the library panicked)")))),
+            None => side(),
+        };
+        (t, r)
+    })
+}
+
 fn load_alone(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -> Result<(Box<dyn LanguageModel>, crate::tokenizer::Tokenizer)> {
     if crate::gguf::is_gguf(path) {
         return crate::gguf::load(path, options, progress);
@@ -151,21 +167,11 @@ fn load_alone(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64))
     if !path.is_dir() {
         return Err(crate::LmError::ModelNotFound(format!("model folder or .gguf file {} does not exist", path.display())));
     }
-    // The tokenizer is read on a thread of its own while the weights load: parsing a large
-    // tokenizer.json (Qwen3's 11 MB) takes about as long as reading a small model's weights.
-    // Errors keep their order (the model's first); a failed model load does not wait for it.
-    // Where no thread can be started it is read after the weights, as before.
-    let read = {
-        let dir = path.to_path_buf();
-        move || crate::tokenizer::Tokenizer::from_model_dir(&dir)
-    };
-    let thread = std::thread::Builder::new().name("mlx-node-tokenizer".into()).spawn(read.clone()).ok();
-    let model = load_with_progress(path, options, progress)?;
-    let tokenizer = match thread {
-        Some(t) => t.join().unwrap_or_else(|_| {
-            Err(crate::LmError::InvalidWeights(format!("reading the tokenizer of {} failed (the tokenizer library panicked)", path.display())))
-        })?,
-        None => read()?,
-    };
+    // The tokenizer is read beside the weights: parsing a large tokenizer.json (Qwen3's 11 MB)
+    // takes about as long as reading a small model's weights. The model's errors come first.
+    let what = format!("reading the tokenizer of {}", path.display());
+    let (tokenizer, model) = beside(&what, || crate::tokenizer::Tokenizer::from_model_dir(path), || load_with_progress(path, options, progress));
+    let model = model?;
+    let tokenizer = tokenizer?;
     Ok((model, tokenizer))
 }
