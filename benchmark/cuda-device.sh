@@ -52,7 +52,7 @@ step() { # NAME LIMIT COMMAND...: runs unless the deadline is too near
   [ "$limit" -gt "$left" ] && limit=$left
   say "start $name (limit ${limit}s)"
   # timeout runs programs, not shell functions: hand it a bash that has them.
-  timeout -s KILL "$limit" bash -c "$(declare -f models batch bench parity); OUTD=$OUTD; $*" >"$OUTD/$name.log" 2>&1
+  timeout -s KILL "$limit" bash -c "$(declare -f models batch bench parity tts ttsbench); OUTD=$OUTD; $*" >"$OUTD/$name.log" 2>&1
   say "end $name rc=$?"
   tail -n 25 "$OUTD/$name.log"
 }
@@ -60,7 +60,14 @@ models() { .cache/venv/bin/python benchmark/models.py .cache/bench-models --only
 batch() { node benchmark/batch.js --no-build --model "$1" --rounds 2 --mlx-lm-rounds 2 --concurrency "$2" --out "$OUTD/batch-$1-$2.md"; }
 # The parity subset against MLX-LM on the GPU: every text fixture written there by MLX-LM's classes
 # (scripts/fixtures.js), then PARITY_SUBSET=1 (RESULTS-cuda.md, "Parity on CUDA").
-parity() { node scripts/fixtures.js >/dev/null && PARITY_SUBSET=1 node --test __test__/parity.test.js; }
+# PARITY_SUBSET=0 runs the whole file. The fixtures are written over 8 processes (16 CPUs, one GPU).
+export MLX_NODE_FIXTURE_PROCESSES=${MLX_NODE_FIXTURE_PROCESSES:-8}
+parity() { node scripts/fixtures.js >/dev/null && PARITY_SUBSET=${PARITY_SUBSET:-1} node --test __test__/parity.test.js; }
+# Speech: the Chatterbox fixtures and mlx-audio's references written on the GPU, then the parity
+# tests against them (TTS_PARITY_SUBSET=1: the float32 and 4-bit fixtures only); the full-size
+# random-weight Chatterbox timed against mlx-audio's (benchmark/tts.js, "full").
+tts() { TTS_PARITY_SUBSET=${TTS_PARITY_SUBSET:-0} node --test __test__/tts.test.js; }
+ttsbench() { node benchmark/tts.js --no-build --only full --full-rounds 2; }
 bench() { node benchmark/run.js --no-build --model qwen3-0.6b-4bit,qwen3-100m-f32 --config greedy,full --rounds 3 --max-tokens 256 --out "$OUTD/bench.md"; }
 
 STEPS=${*:-models batch-f32-8 batch-4bit-8 batch-f32-32 bench batch-4bit-32 parity}
@@ -72,7 +79,11 @@ for s in $STEPS; do
   batch-4bit-8) step batch-4bit-8 150 batch qwen3-0.6b-4bit 8 ;;
   batch-4bit-32) step batch-4bit-32 120 batch qwen3-0.6b-4bit 32 ;;
   bench) step bench 150 bench ;;
-  parity) step parity 540 parity ;; # fixtures ~210 s on an H200, then the test: give it its own call
+  parity) step parity 540 parity ;; # fixtures ~210 s in one process on an H200, then the test
+  # The text fixtures in the background while the speech steps run (parity waits on their lock).
+  fixtures-bg) (timeout -s KILL 400 node scripts/fixtures.js >"$OUTD/fixtures-bg.log" 2>&1 &) ;;
+  tts) step tts 300 tts ;;
+  ttsbench) step ttsbench 300 ttsbench ;;
   *) say "unknown step $s" ;;
   esac
 done

@@ -3,7 +3,7 @@
 # "How this was run"): that machine has no Node, no network and no MLX, and one call carries
 # at most 64 MiB, so the files go in two calls to the same warm machine:
 #   .gpu1/  node, the first part of libmlx.so (xz)                -> call 1 copies them to /tmp/st
-#   .gpu2/  the rest of libmlx.so, the rest of the mlx-cuda-13 wheel, the mlx and mlx-lm wheels'
+#   .gpu2/  the rest of libmlx.so, the rest of the mlx-cuda-13 wheel, the mlx, mlx-lm and mlx-audio wheels'
 #           Python code, the CUDA build of the addon, the Qwen3 tokenizer -> call 2 runs
 #           benchmark/cuda-device.sh
 # Builds the addon against the CUDA wheel with its own target dir (WORK/target, seeded from
@@ -18,7 +18,9 @@ cd "$WORK/wheels"
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_35_x86_64 mlx-cuda-13==0.32.4 mlx==0.32.4 -d .
 [ -f mlx_lm-0.32.2-py3-none-any.whl ] || python3 -m pip download -q --no-deps mlx-lm==0.32.2 -d .
-for w in mlx_cuda_13-*.whl mlx-0.32.4-*.whl mlx_lm-*.whl; do python3 -m zipfile -e "$w" "$CW"; done
+# mlx-audio for the speech references (its other needs are in the device image's Python).
+[ -f mlx_audio-0.6.2-py3-none-any.whl ] || python3 -m pip download -q --no-deps mlx-audio==0.6.2 -d .
+for w in mlx_cuda_13-*.whl mlx-0.32.4-*.whl mlx_lm-*.whl mlx_audio-*.whl; do python3 -m zipfile -e "$w" "$CW"; done
 
 cd "$ROOT"
 if [ ! -d "$WORK/target/release" ]; then mkdir -p "$WORK/target" && cp -a target/release "$WORK/target/"; fi
