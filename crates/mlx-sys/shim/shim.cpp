@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -788,6 +789,14 @@ class CpuKernelF32 : public mx::Primitive {
       if (copy_from) std::memcpy(out_ptr, copy_from, out_size * sizeof(float));
       fn(ctx, params.data(), params.size(), ptrs.data(), sizes.data(), ptrs.size(), out_ptr, out_size);
     });
+    // MLX's evaluator runs ahead of the stream's thread by up to ten tasks of ten dispatches,
+    // allocating each node's output as it goes, and an MLX op is a dispatch or two. A node here
+    // stands for up to some twenty of them (RoPE) and writes as much as several, so with one
+    // dispatch it let the evaluator allocate far more ahead of the computation than MLX's ops
+    // would: a prefill's peak rose by a quarter at 2048 tokens. It counts as one more (empty)
+    // dispatch per 32 KiB it writes, up to 8 (more would flood the window, whose throttle waits
+    // for one task per node: benchmark/peak-memory.md); a decode step's small outputs add none.
+    for (size_t i = 0, n = std::min<size_t>(8, out.nbytes() / (32 << 10)); i < n; i++) enc.dispatch([] {});
   }
 
   void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
