@@ -45,24 +45,31 @@ test('500 short generations: RSS growth under 50 MB after warm-up', { timeout: 3
   assert.deepEqual((await m.generate('Hello, my name is', { maxTokens: 4 })).tokens, first.tokens);
 });
 
+// `body` (the code of an async function of the loaded model `m`) in a Node process of its own on
+// the demo fixture, with `env` added; what it returns comes back through JSON. The peaks below
+// need fresh processes: a process calibrates its kernels once.
+function inChild(body, env = {}) {
+  const script = `
+    const { loadModel } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    loadModel(process.argv[1]).then(async (m) => {
+      const out = await (async () => { ${body} })();
+      process.stdout.write(JSON.stringify(out));
+      await m.dispose();
+    });`;
+  const r = spawnSync(process.execPath, ['-e', script, fixturePath('demo')], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env } });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
 // A node of ours stands for many of MLX's ops; MLX's evaluator, which allocates outputs ahead of
 // the computation by a count of dispatches, once ran further ahead through ours (peakMemory 16%
 // above MLX's ops at this prompt: benchmark/peak-memory.md). Each side in a child process of
 // its own, as a user would run it; the peak is reset before each generation.
 test("a 1024-token prompt's peak memory with the CPU kernels is no more than with MLX's ops", { timeout: 120_000 }, () => {
-  const script = `
-    const { loadModel } = require(${JSON.stringify(path.join(__dirname, '..'))});
-    loadModel(process.argv[1]).then(async (m) => {
+  const peak = (env) =>
+    inChild(`
       const ids = Array.from({ length: 1024 }, (_, i) => 100 + ((i * 37) % 5000));
-      const r = await m.generate(ids, { maxTokens: 2 });
-      process.stdout.write(String(r.peakMemory));
-      await m.dispose();
-    });`;
-  const peak = (env) => {
-    const r = spawnSync(process.execPath, ['-e', script, fixturePath('demo')], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env } });
-    assert.equal(r.status, 0, r.stderr);
-    return Number(r.stdout);
-  };
+      return (await m.generate(ids, { maxTokens: 2 })).peakMemory;`, env);
   const ops = peak({ MLX_NODE_CPU_KERNELS: '0' });
   const ours = peak({ MLX_NODE_CPU_KERNELS: '' });
   assert.ok(ops > 100e6, `MLX's ops: ${ops} bytes`);
@@ -73,20 +80,13 @@ test("a 1024-token prompt's peak memory with the CPU kernels is no more than wit
 // The float kernels calibrate once per process (probe products through MLX); a float model
 // runs that at load, beside its tokenizer, so its first request peaks no higher than the next
 // (the demo fixture, float32: 173.9 MB then 170.6 when the calibration ran in the first
-// generation). In a child process of its own: this one has calibrated already.
+// generation).
 test("a float model's first generation peaks no higher than its second", { timeout: 120_000 }, () => {
-  const script = `
-    const { loadModel } = require(${JSON.stringify(path.join(__dirname, '..'))});
-    loadModel(process.argv[1]).then(async (m) => {
-      const ids = Array.from({ length: 64 }, (_, i) => 100 + ((i * 37) % 5000));
-      const a = (await m.generate(ids, { maxTokens: 4 })).peakMemory;
-      const b = (await m.generate(ids, { maxTokens: 4 })).peakMemory;
-      process.stdout.write(JSON.stringify([a, b]));
-      await m.dispose();
-    });`;
-  const r = spawnSync(process.execPath, ['-e', script, fixturePath('demo')], { encoding: 'utf8', timeout: 60_000 });
-  assert.equal(r.status, 0, r.stderr);
-  const [first, second] = JSON.parse(r.stdout);
+  const [first, second] = inChild(`
+    const ids = Array.from({ length: 64 }, (_, i) => 100 + ((i * 37) % 5000));
+    const a = (await m.generate(ids, { maxTokens: 4 })).peakMemory;
+    const b = (await m.generate(ids, { maxTokens: 4 })).peakMemory;
+    return [a, b];`);
   assert.ok(second > 100e6, `second generation: ${second} bytes`);
   assert.ok(first <= second + 1e6, `first generation ${(first / 1e6).toFixed(1)} MB, second ${(second / 1e6).toFixed(1)} MB`);
 });
