@@ -37,18 +37,36 @@ pub(crate) const QMM_EXACT_REPACKED: KernelF32 = |params, inputs, out| {
     };
     let bf16 = bf16 == 1.0;
     let fused = !bf16 && params.get(7) == Some(&1.0);
-    let p = Exact { x, w, sb, format, m: x.len() / k, n, k, group_size, bits, bf16, fused };
-    let (isa, out) = (Isa::detect(), OutPtr(out.as_mut_ptr()));
-    let tiles = n.div_ceil(TILE);
-    par_ranges(tiles.div_ceil(BLOCK_TILES), p.m * n * k >= PARALLEL_MIN, |blocks| {
-        let tiles = blocks.start * BLOCK_TILES..(blocks.end * BLOCK_TILES).min(tiles);
-        run_tiles(&p, tiles, out, isa)
-    });
+    let p = Exact { x, xp: &[], w, sb, format, m: x.len() / k, n, k, group_size, bits, bf16, fused };
+    run(&p, Isa::detect(), out)
 };
 
+/// The whole call on `isa`'s paths: `x`'s rows interleaved first where the
+/// 512-bit panel will read them (`Exact::xp`), then the columns split over
+/// the cores.
+fn run(p: &Exact, isa: Isa, out: &mut [f32]) {
+    let parallel = p.m * p.n * p.k >= PARALLEL_MIN;
+    let mut xp = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    if matches!(isa, Isa::Avx512Vnni | Isa::Amx) && !p.bf16 && !p.fused && p.m > x86::WIDE_ROWS {
+        xp = x86::interleave_passes(p, parallel);
+    }
+    let p = &Exact { xp: &xp, ..*p };
+    let out = OutPtr(out.as_mut_ptr());
+    let tiles = p.n.div_ceil(TILE);
+    par_ranges(tiles.div_ceil(BLOCK_TILES), parallel, |blocks| {
+        let tiles = blocks.start * BLOCK_TILES..(blocks.end * BLOCK_TILES).min(tiles);
+        run_tiles(p, tiles, out, isa)
+    });
+}
+
 /// One call's operands, as the kernel sees them.
+#[derive(Clone, Copy)]
 pub(super) struct Exact<'a> {
     x: &'a [f32],
+    /// `x` again, each pass of the 512-bit panel's rows interleaved (`x86::interleave_passes`),
+    /// where that panel runs (`run`); empty elsewhere.
+    xp: &'a [f32],
     w: &'a [u32],
     sb: &'a [f32],
     format: SbFormat,
@@ -116,7 +134,7 @@ mod x86 {
     use std::ops::Range;
 
     use super::Exact;
-    use crate::cpu::kernel::OutPtr;
+    use crate::cpu::kernel::{par_ranges, OutPtr};
     use crate::cpu::qmm::avx2::{dequant, mac, mac_all_rows, store_lanes, MAX_GROUP, TILES};
     use crate::cpu::qmm_int8::TILE;
     use crate::cpu::qmm_repack::tile_words;
@@ -132,7 +150,50 @@ mod x86 {
 
     /// Rows per pass over a panel on 512-bit vectors: twelve sums, a weight
     /// vector and a broadcast in AVX-512's 32 registers with room to spare.
-    const WIDE_ROWS: usize = 12;
+    pub(super) const WIDE_ROWS: usize = 12;
+
+    /// The panel's passes over `m` rows, at most `rows` each, as even as they
+    /// go (8 rows: 4 + 4, not 6 + 2; at least three where `m >= ROWS`: a pass
+    /// of one or two rows has too few sums in flight to hide the adds'
+    /// latency): each pass's first row and count.
+    fn passes(m: usize, rows: usize) -> impl Iterator<Item = (usize, usize)> {
+        let count = m.div_ceil(rows);
+        (0..count).scan(0, move |m0, pass| {
+            let r = (m - *m0).div_ceil(count - pass);
+            *m0 += r;
+            Some((*m0 - r, r))
+        })
+    }
+
+    /// `x` with each 512-bit panel pass's rows interleaved, position by
+    /// position (a pass of `r` rows from `m0`: `x[m0 + j][e]` at
+    /// `m0 * k + e * r + j`), so that a pass reads one stream. Read in place,
+    /// its rows' streams were `k` floats apart, and at the models' `k`
+    /// (multiples of 1024) all twelve fell in the same L1 set, more lines than
+    /// its ways: 408 x 1024 -> 3072 at 4 bits, one thread, Zen 4, 34.5 ms
+    /// against 23.9 at `k` = 1056 (docs/kernels.md). Threads take whole passes.
+    pub(super) fn interleave_passes(p: &Exact, parallel: bool) -> Vec<f32> {
+        let k = p.k;
+        let mut xp = vec![0f32; p.x.len()];
+        let passes: Vec<_> = passes(p.m, WIDE_ROWS).collect();
+        let dst = OutPtr(xp.as_mut_ptr());
+        par_ranges(passes.len(), parallel, |range| {
+            let dst: OutPtr = dst;
+            for &(m0, r) in &passes[range] {
+                // Sixteen positions (a line of each row) at a time.
+                for e0 in (0..k).step_by(16) {
+                    for j in 0..r {
+                        for e in e0..(e0 + 16).min(k) {
+                            // SAFETY: `m0 * k + e * r + j` < `(m0 + r) * k` <= `x.len()`, and
+                            // each pass writes only its own rows' span.
+                            unsafe { *dst.0.add(m0 * k + e * r + j) = p.x[(m0 + j) * k + e] };
+                        }
+                    }
+                }
+            }
+        });
+        xp
+    }
 
     /// # Safety
     /// The CPU must have AVX2 and F16C, FMA for `p.fused`, and AVX-512 F
@@ -413,8 +474,9 @@ mod x86 {
                 *wd.get_unchecked_mut(e * PANEL + t) = _mm256_setzero_ps();
             }
         }
-        // `wide` only for float32 (`all`), and a whole panel (its tiles side by side).
-        let wide = wide && count == PANEL;
+        // `wide` only for float32 (`all`), a whole panel (its tiles side by side), and rows
+        // interleaved for it (`run` does so wherever this can be reached).
+        let wide = wide && count == PANEL && p.xp.len() == p.x.len();
         if wide {
             dequant_panel_wide::<B>(p, tile0, wd);
         } else {
@@ -436,16 +498,9 @@ mod x86 {
                 }
             }
         }
-        // Passes of at most `ROWS` rows (`WIDE_ROWS` on 512-bit vectors), as even as can be (8
-        // rows: 4 + 4, not 6 + 2; at least three where `p.m >= ROWS`): a pass of one or two rows
-        // has too few sums in flight to hide the adds' latency.
-        let passes = p.m.div_ceil(if wide { WIDE_ROWS } else { ROWS });
-        let mut m = 0;
-        for pass in 0..passes {
-            let r = (p.m - m).div_ceil(passes - pass);
+        for (m, r) in passes(p.m, if wide { WIDE_ROWS } else { ROWS }) {
             if wide {
                 pass_rows_wide(p, m, r, wd, tile0, out);
-                m += r;
                 continue;
             }
             match r {
@@ -457,7 +512,6 @@ mod x86 {
                 5 => pass_rows::<5, BF, F>(p, m, wd, tile0, count, out),
                 _ => pass_rows::<ROWS, BF, F>(p, m, wd, tile0, count, out),
             }
-            m += r;
         }
     }
 
@@ -512,17 +566,18 @@ mod x86 {
     /// `panel_rows` (float32, MLX's steps) on 512-bit vectors: a panel
     /// position's two tiles are adjacent in `wd`, so one 512-bit load holds
     /// them (the first low, the second high) and each row's step is one
-    /// multiply and one add for sixteen columns. Each lane keeps its column's
+    /// multiply and one add for sixteen columns. The rows' `x` come
+    /// interleaved (`interleave_passes`). Each lane keeps its column's
     /// operations and order: the same bits.
     #[target_feature(enable = "avx2,avx512f")]
     unsafe fn panel_rows_wide<const R: usize>(p: &Exact, m0: usize, wd: &[__m256], tile0: usize, out: OutPtr) {
-        let x: [*const f32; R] = std::array::from_fn(|r| p.x.as_ptr().add((m0 + r) * p.k));
+        let x = p.xp.as_ptr().add(m0 * p.k);
         let w = wd.as_ptr().cast::<f32>();
         let mut acc = [_mm512_setzero_ps(); R];
         for e in 0..p.k {
             let wv = _mm512_loadu_ps(w.add(e * PANEL * TILE));
-            for r in 0..R {
-                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_set1_ps(*x[r].add(e)), wv));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm512_add_ps(*acc, _mm512_mul_ps(_mm512_set1_ps(*x.add(e * R + r)), wv));
             }
         }
         for (r, &a) in acc.iter().enumerate() {
@@ -682,12 +737,12 @@ mod tests {
             let [m, k, n, gs, bits] = dims;
             for format in formats {
                 let (w, sb, format) = repack(&wq.to_vec::<u32>().unwrap(), &s, &b, (k, n, gs, bits), format);
-                let p = Exact { x: &xs, w: &w, sb: &sb, format, m, n, k, group_size: gs, bits, bf16, fused: false };
+                let p = Exact { x: &xs, xp: &[], w: &w, sb: &sb, format, m, n, k, group_size: gs, bits, bf16, fused: false };
                 // Every `Isa` this CPU has (the VNNI ones run the AVX2 path too, and the AVX-512
                 // ones its float32 rows on 512-bit vectors).
                 for isa in Isa::available() {
                     let mut got = vec![f32::NAN; m * n];
-                    run_tiles(&p, 0..n.div_ceil(TILE), OutPtr(got.as_mut_ptr()), isa);
+                    run(&p, isa, &mut got);
                     assert!(same(&got, &want), "case {i}, {isa:?}, {format:?}: differs from MLX's op");
                 }
                 let [code, c] = format.params();
@@ -713,7 +768,7 @@ mod tests {
                 let fused = Exact { fused: true, ..p };
                 for isa in Isa::available() {
                     let mut got = vec![f32::NAN; m * n];
-                    run_tiles(&fused, 0..n.div_ceil(TILE), OutPtr(got.as_mut_ptr()), isa);
+                    run(&fused, isa, &mut got);
                     assert!(same(&got, &fused_want), "case {i}, {isa:?}, {format:?}: fused sums differ");
                 }
                 let fused_params = [params.as_slice(), &[1.0]].concat();
