@@ -46,11 +46,12 @@ pub(crate) const QMM_EXACT_REPACKED: KernelF32 = |params, inputs, out| {
 /// the cores.
 fn run(p: &Exact, isa: Isa, out: &mut [f32]) {
     let parallel = p.m * p.n * p.k >= PARALLEL_MIN;
-    let mut xp = Vec::new();
     #[cfg(target_arch = "x86_64")]
-    if matches!(isa, Isa::Avx512Vnni | Isa::Amx) && !p.bf16 && !p.fused && p.m > x86::WIDE_ROWS {
-        xp = x86::interleave_passes(p, parallel);
-    }
+    let wide_panel = matches!(isa, Isa::Avx512Vnni | Isa::Amx) && !p.bf16 && !p.fused && p.m > x86::WIDE_ROWS;
+    #[cfg(target_arch = "x86_64")]
+    let xp = if wide_panel { x86::interleave_passes(p, parallel) } else { Vec::new() };
+    #[cfg(not(target_arch = "x86_64"))]
+    let xp: Vec<f32> = Vec::new();
     let p = &Exact { xp: &xp, ..*p };
     let out = OutPtr(out.as_mut_ptr());
     let tiles = p.n.div_ceil(TILE);
@@ -65,7 +66,8 @@ fn run(p: &Exact, isa: Isa, out: &mut [f32]) {
 pub(super) struct Exact<'a> {
     x: &'a [f32],
     /// `x` again, each pass of the 512-bit panel's rows interleaved (`x86::interleave_passes`),
-    /// where that panel runs (`run`); empty elsewhere.
+    /// where that panel runs (`run`); empty elsewhere. Only the x86 path reads it.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     xp: &'a [f32],
     w: &'a [u32],
     sb: &'a [f32],
