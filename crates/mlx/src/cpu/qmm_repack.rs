@@ -884,7 +884,7 @@ pub(crate) mod x86 {
             let bcast = |x: *const i8, o: usize| _mm512_set1_epi32(x.add(o).cast::<i32>().read_unaligned());
             let mask = _mm512_set1_epi8(((1u32 << BITS) - 1) as u8 as i8);
             let shift = _mm512_set1_epi32(lo_shift(BITS) as i32);
-            let mut acc = [[_mm256_setzero_ps(); 2]; R];
+            let mut acc = [_mm512_setzero_ps(); R];
             for g in 0..groups {
                 if let Some(t) = &ahead {
                     prefetch_packed(p, t.clone(), g, groups);
@@ -903,21 +903,22 @@ pub(crate) mod x86 {
                         }
                     }
                 }
-                let (scale_a, bias_a) = scale_bias(sa, p.format, g);
-                let (scale_b, bias_b) = scale_bias(sb, p.format, g);
+                let [scale, bias] = pair_scale_bias(sa, sb, p.format, g);
                 for r in 0..R {
                     let (h, l) = (_mm512_add_epi32(hi[r][0], hi[r][1]), _mm512_add_epi32(lo[r][0], lo[r][1]));
                     let isum = _mm512_add_epi32(_mm512_sllv_epi32(h, shift), l);
                     let at = (m0 + r) * groups + g;
                     let (d, xsum) = (*p.xd.get_unchecked(at), *p.xsum.get_unchecked(at));
-                    add_group(&mut acc[r][0], _mm512_castsi512_si256(isum), scale_a, bias_a, d, xsum);
-                    add_group(&mut acc[r][1], _mm512_extracti64x4_epi64::<1>(isum), scale_b, bias_b, d, xsum);
+                    // `add_group`'s steps on both tiles at once: the same operations per lane.
+                    let t = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(scale, _mm512_set1_ps(d)));
+                    acc[r] = _mm512_add_ps(acc[r], t);
+                    acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(bias, _mm512_set1_ps(xsum)));
                 }
             }
-            for (r, [a, b]) in acc.iter().enumerate() {
+            for (r, a) in acc.iter().enumerate() {
                 let (row, n0) = (out.0.add((m0 + r) * p.n), tile * TILE);
-                store_lanes(row.add(n0), *a, p.n - n0);
-                store_lanes(row.add(n0 + TILE), *b, p.n - n0 - TILE);
+                store_lanes(row.add(n0), _mm512_castps512_ps256(*a), p.n - n0);
+                store_lanes(row.add(n0 + TILE), _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(*a))), p.n - n0 - TILE);
             }
         }
 
