@@ -21,6 +21,10 @@ namespace mx = mlx::core;
 
 #ifdef MLXN_OPENBLAS
 extern "C" char* openblas_get_config(void);
+// cblas.h's prototype, its enums as the ints they are (CblasRowMajor 101,
+// CblasNoTrans 111, CblasTrans 112), so no BLAS header is needed to build.
+extern "C" void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha, const float* a,
+                            int lda, const float* b, int ldb, float beta, float* c, int ldc);
 #endif
 
 struct mlxn_array_s {
@@ -164,6 +168,17 @@ int mlxn_blas_library(char* buf, size_t len) {
     if (sym && dladdr(sym, &where) && where.dli_fname) name = where.dli_fname;
     copy_cstr(name, buf, len);
   });
+}
+
+int mlxn_sgemm_nt(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc) {
+#ifdef MLXN_OPENBLAS
+  // The call MLX's CPU matmul makes for `a @ b.T` (b's transposed view).
+  cblas_sgemm(101, 111, 112, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  return 0;
+#else
+  (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
+  return -1;
+#endif
 }
 
 int mlxn_openblas_core(char* buf, size_t len) {

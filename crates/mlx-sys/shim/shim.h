@@ -28,6 +28,11 @@ int mlxn_default_device_is_cpu(void);
 int mlxn_blas_library(char* buf, size_t len);
 // OpenBLAS's core type (openblas_get_corename), or "" when OpenBLAS is not loaded.
 int mlxn_openblas_core(char* buf, size_t len);
+// Row-major c[m x n] (ldc) = a[m x k] (lda) times b[n x k] (ldb) transposed, by
+// the OpenBLAS the addon links, as MLX's CPU matmul calls it for `a @ b.T`; -1
+// (nothing written) where the build links no OpenBLAS. No MLX state: callable
+// from inside a CPU kernel.
+int mlxn_sgemm_nt(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc);
 
 // Lifetime and inspection
 void mlxn_free(mlxn_array a);

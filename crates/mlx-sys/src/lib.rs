@@ -50,6 +50,7 @@ extern "C" {
     pub fn mlxn_default_device_is_cpu() -> c_int;
     pub fn mlxn_blas_library(buf: *mut c_char, len: usize) -> c_int;
     pub fn mlxn_openblas_core(buf: *mut c_char, len: usize) -> c_int;
+    pub fn mlxn_sgemm_nt(m: c_int, n: c_int, k: c_int, a: *const f32, lda: c_int, b: *const f32, ldb: c_int, c: *mut f32, ldc: c_int) -> c_int;
 
     pub fn mlxn_free(a: mlxn_array);
     pub fn mlxn_clone(a: mlxn_array, out: *mut mlxn_array) -> c_int;

@@ -107,7 +107,10 @@ pub fn scaled_dot_product_attention_sinks(q: &Array, k: &Array, v: &Array, scale
 /// What MLX itself runs for attention on the CPU (its `fast.cpp` fallback, op
 /// for op: scaled queries, grouped heads by broadcasting, the causal mask as a
 /// `where` to the lowest float), except that the softmax is the kernel of
-/// `cpu::math::softmax_last`: the same bits, without a scalar `exp` per score.
+/// `cpu::math::softmax_last`, or with the mask `softmax_causal_last`: the same
+/// bits, without a scalar `exp` per score (nor any for masked ones); and a
+/// prompt's masked scores are not computed where `cpu::causal_weights` can
+/// leave them out with the same bits.
 fn attention_cpu(q: &Array, k: &Array, v: &Array, scale: f32, causal: bool) -> Result<Array> {
     let repeats = q.dim(1) / k.dim(1);
     let out = attend_grouped(&group_queries(q, k.dim(1), scale)?, k, v, repeats, causal)?;
@@ -135,22 +138,16 @@ fn group_queries(q: &Array, n_kv: i32, scale: f32) -> Result<Array> {
 
 /// Scaled, grouped queries against keys and values `[B, n_kv, S, D]`.
 fn attend_grouped(q: &Array, k: &Array, v: &Array, repeats: i32, causal: bool) -> Result<Array> {
-    let l = q.dim(-2);
-    let (mut k, mut v) = (k.clone(), v.clone());
-    if repeats > 1 {
-        k = k.expand_dims(&[2])?;
-        v = v.expand_dims(&[2])?;
-    }
-    let mut scores = q.matmul(&k.swapaxes(-1, -2)?)?;
+    let v = if repeats > 1 { v.expand_dims(&[2])? } else { v.clone() };
     if causal {
-        let kl = k.dim(-2);
-        let offset = kl - l;
-        let qi = Array::arange(offset as f64, (l + offset) as f64, 1.0, Dtype::Int32)?.expand_dims(&[1])?;
-        let ki = Array::arange(0.0, kl as f64, 1.0, Dtype::Int32)?.expand_dims(&[0])?;
-        let lowest = scores.scalar_like(f32::MIN as f64)?;
-        scores = Array::where_(&qi.greater_equal(&ki)?, &scores, &lowest)?;
+        if let Some(weights) = crate::cpu::causal_weights::causal_weights(q, k)? {
+            return weights.matmul(&v);
+        }
     }
-    crate::cpu::math::softmax_last(&scores)?.matmul(&v)
+    let k = if repeats > 1 { k.expand_dims(&[2])? } else { k.clone() };
+    let scores = q.matmul(&k.swapaxes(-1, -2)?)?;
+    let weights = if causal { crate::cpu::math::softmax_causal_last(&scores)? } else { crate::cpu::math::softmax_last(&scores)? };
+    weights.matmul(&v)
 }
 
 /// Grouped outputs back to `[B, n_q, L, D]`.

@@ -337,6 +337,33 @@ pub fn softmax_last_kernel(x: &Array) -> Result<Array> {
     cpu_kernel_f32_in_place("Softmax", SOFTMAX, &[m as f32], x, &[])
 }
 
+/// `where(q_i >= k_j, x, lowest)` then `softmax_last`, for scores
+/// `[..., L, S]` of a causal attention whose `L` queries are the last of `S`
+/// positions (MLX's fallback's mask), with the same bits in one pass: a
+/// masked score's `exp` is exactly 0 in MLX's formula (below -88), so it adds
+/// nothing to its row's sum, and the only trace the masked scores leave is
+/// `lowest` in the row's maximum. So each row takes its maximum, `exp` and sum
+/// over its unmasked prefix and writes zeros after it; the `where` node, and
+/// the `exp` and a pass over the masked half, are gone. Below `PARALLEL_MIN`
+/// elements, or where the kernel does not apply, MLX's ops as before.
+pub fn softmax_causal_last(x: &Array) -> Result<Array> {
+    let shape = x.shape();
+    let (s, l) = match shape[..] {
+        [.., l, s] => (s, l),
+        _ => (0, 0),
+    };
+    let fits = x.dtype() == Dtype::Float32 && l > 0 && l <= s && s < 1 << 24 && x.size() >= PARALLEL_MIN;
+    if !fits || !crate::cpu::kernel::Kernel::Math.enabled() {
+        // MLX's `fast.cpp` fallback: the mask as a `where` to the lowest float.
+        let offset = s - l;
+        let qi = Array::arange(offset as f64, (offset + l) as f64, 1.0, Dtype::Int32)?.expand_dims(&[1])?;
+        let ki = Array::arange(0.0, s as f64, 1.0, Dtype::Int32)?.expand_dims(&[0])?;
+        let lowest = x.scalar_like(f32::MIN as f64)?;
+        return softmax_last(&Array::where_(&qi.greater_equal(&ki)?, x, &lowest)?);
+    }
+    cpu_kernel_f32_in_place("SoftmaxCausal", SOFTMAX_CAUSAL, &[s as f32, l as f32], x, &[])
+}
+
 /// Below this many elements one thread does it all (handing work to another
 /// thread costs microseconds).
 pub const PARALLEL_MIN: usize = 1 << 16;
@@ -372,38 +399,70 @@ const SOFTMAX: KernelF32 = |params, _, out| {
     par_chunks(out, m, PARALLEL_MIN, softmax_rows);
 };
 
+/// In place; rows of `s` scores, `l` queries to a matrix (`softmax_causal_last`).
+const SOFTMAX_CAUSAL: KernelF32 = |params, _, out| {
+    let (s, l) = (params[0] as usize, params[1] as usize);
+    if s == 0 || l == 0 || l > s || out.len() % s != 0 {
+        out.fill(f32::NAN);
+        return;
+    }
+    par_chunks_at(out, s, PARALLEL_MIN, |part, start| softmax_rows_causal(part, s, l, start / s));
+};
+
 avx2_fma_dispatch!(pub(crate) fn softmax_rows(data: &mut [f32], unit: usize) => softmax_rows_body);
+
+#[inline(always)]
+fn softmax_rows_body(data: &mut [f32], m: usize) {
+    softmax_rows_in(data, m, 0, 0)
+}
+
+avx2_fma_dispatch!(pub(crate) fn softmax_rows_causal(data: &mut [f32], m: usize, l: usize, first: usize) => softmax_rows_in);
 
 /// Rows of `m` in groups of 8, each as MLX's loop: the maximum, `exp(x - max)`
 /// stored, the stored values summed one at a time in index order, then each
 /// times `1 / sum`. The 8 rows' sums run side by side (the same order within
-/// each row), so the adds do not wait on each other.
+/// each row), so the adds do not wait on each other. With `l` > 0 the rows are
+/// causal attention's (`softmax_causal_last`): row `first + r` is query
+/// `(first + r) % l` of the last `l` of `m` positions, and only its prefix up
+/// to that position is read; the rest is written as the zeros its masked
+/// scores' `exp` would be.
 #[inline(always)]
-fn softmax_rows_body(data: &mut [f32], m: usize) {
+fn softmax_rows_in(data: &mut [f32], m: usize, l: usize, first: usize) {
     const G: usize = 8;
-    for og in data.chunks_mut(G * m) {
+    let valid = |row: usize| if l == 0 { m } else { m - l + (first + row) % l + 1 };
+    for (g, og) in data.chunks_mut(G * m).enumerate() {
         let rows = og.len() / m;
-        for or in og.chunks_exact_mut(m) {
-            let max = row_max(or);
-            for o in or.iter_mut() {
+        let mut longest = 0;
+        for (r, or) in og.chunks_exact_mut(m).enumerate() {
+            let v = valid(g * G + r);
+            longest = longest.max(v);
+            let (kept, masked) = or.split_at_mut(v);
+            let mut max = row_max(kept);
+            // The masked scores' `lowest` in MLX's maximum (NaN stays NaN, as there).
+            if !masked.is_empty() && f32::MIN > max {
+                max = f32::MIN;
+            }
+            for o in kept.iter_mut() {
                 *o = cpu_exp(*o - max);
             }
+            masked.fill(0.0);
         }
         let mut sums = [0f32; G];
         if rows == G {
-            for i in 0..m {
+            // Past a row's prefix its entries are zeros, which leave its sum as it is.
+            for i in 0..longest {
                 for (r, s) in sums.iter_mut().enumerate() {
                     *s += og[r * m + i];
                 }
             }
         } else {
             for (r, s) in sums.iter_mut().enumerate().take(rows) {
-                *s = og[r * m..(r + 1) * m].iter().fold(0f32, |a, &v| a + v);
+                *s = og[r * m..r * m + valid(g * G + r)].iter().fold(0f32, |a, &v| a + v);
             }
         }
         for (r, or) in og.chunks_exact_mut(m).enumerate() {
             let k = 1.0 / sums[r];
-            for o in or.iter_mut() {
+            for o in or[..valid(g * G + r)].iter_mut() {
                 *o *= k;
             }
         }

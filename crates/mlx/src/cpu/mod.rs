@@ -2,6 +2,7 @@
 //! graph on the CPU stream (`kernel`), gives MLX's or OpenBLAS's exact bits, is
 //! chosen at run time from the CPU's features, and has an off switch.
 pub mod attention;
+pub mod causal_weights;
 pub mod decode_attention;
 pub mod exact_attention;
 pub mod gemv;

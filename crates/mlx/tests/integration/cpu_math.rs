@@ -229,10 +229,19 @@ fn attention_equals_mlx_bit_for_bit() {
     use mlx::random;
     let normal = |shape: &[i32], seed: u64| random::normal(shape, Dtype::Float32, 0.0, 1.0, Some(&random::key(seed).unwrap())).unwrap();
     // (batch, query heads, kv heads, queries, keys, head dim): prefill (queries =
-    // keys), a decode step, a chunk after cached keys, grouped and not.
-    for (n, &(b, hq, hkv, l, s, d)) in
-        [(1, 8, 4, 91, 91, 64), (1, 8, 4, 200, 200, 64), (2, 16, 16, 1, 300, 64), (1, 8, 2, 5, 40, 32), (2, 4, 4, 33, 33, 16)].iter().enumerate()
-    {
+    // keys), a decode step, a chunk after cached keys, grouped and not; the
+    // causal softmax's kernel from 65536 scores up (a chunk after cached keys,
+    // rows not a multiple of its groups of eight, two batch rows).
+    let cases = [
+        (1, 8, 4, 91, 91, 64),
+        (1, 8, 4, 200, 200, 64),
+        (2, 16, 16, 1, 300, 64),
+        (1, 8, 2, 5, 40, 32),
+        (2, 4, 4, 33, 33, 16),
+        (1, 8, 2, 101, 357, 64),
+        (2, 6, 3, 67, 67, 32),
+    ];
+    for (n, &(b, hq, hkv, l, s, d)) in cases.iter().enumerate() {
         let q = normal(&[b, hq, l, d], 10 + n as u64);
         let k = normal(&[b, hkv, s, d], 20 + n as u64);
         let v = normal(&[b, hkv, s, d], 30 + n as u64);

@@ -3,6 +3,7 @@
 //! `tests/in_place.rs` stays a binary of its own: it reads MLX's process-wide memory counters,
 //! so nothing may run beside it.
 mod attention_cpu;
+mod causal_weights_cpu;
 mod cpu_math;
 mod decode_attention_cpu;
 mod distributed;
