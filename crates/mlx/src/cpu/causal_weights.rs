@@ -48,7 +48,7 @@ pub fn causal_weights(q: &Array, k: &Array) -> Result<Option<Array>> {
         && q.dim(0) == k.dim(0)
         && q.dim(1) == k.dim(1)
         && kv_mats > 0
-        && mats % kv_mats == 0
+        && mats.is_multiple_of(kv_mats)
         // Sizes travel as float parameters: exact below 2^24 (and OpenBLAS's `int`s).
         && [mats, s, d].iter().all(|&n| n < 1 << 24);
     if !fits || !calibrated() {
@@ -75,7 +75,7 @@ const WEIGHTS: KernelF32 = |params, inputs, out| {
     let [mats, repeats, l, s, d] = [0, 1, 2, 3, 4].map(|i| params[i] as usize);
     let ok = inputs.len() == 2
         && repeats > 0
-        && mats % repeats == 0
+        && mats.is_multiple_of(repeats)
         && l > 0
         && l <= s
         && inputs[0].len() == mats * l * d
