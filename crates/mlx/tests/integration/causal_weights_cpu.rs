@@ -1,8 +1,6 @@
 //! A causal prompt's attention weights with the masked scores left out
 //! (`cpu::causal_weights`) against the whole product and MLX's mask and
 //! softmax, bit for bit, on shapes the calibration does not probe.
-use std::process::Command;
-
 use mlx::cpu::causal_weights::{active, causal_weights};
 use mlx::{info, random, Array, Dtype};
 
@@ -85,14 +83,7 @@ fn declines_what_it_does_not_take() {
 
 #[test]
 fn the_switch_turns_it_off() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .arg(crate::test_name(module_path!(), "switched_off_child"))
-        .args(["--exact", "--nocapture", "--ignored"])
-        .env("MLX_NODE_ATTENTION_KERNEL", "0")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let text = crate::run_child(module_path!(), "switched_off_child", &[("MLX_NODE_ATTENTION_KERNEL", "0")]);
     assert!(text.contains("DECLINED true"), "{text}");
 }
 

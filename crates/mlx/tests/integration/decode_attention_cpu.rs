@@ -1,6 +1,5 @@
 //! The decode-attention kernel (`cpu::decode_attention`) against MLX's own
 //! `scaled_dot_product_attention` on the positions each cache holds.
-use std::process::Command;
 
 use mlx::cpu::decode_attention::{decode_attention, CachedKv};
 use mlx::fast::{scaled_dot_product_attention_mlx, AttentionMask};
@@ -226,14 +225,7 @@ fn decode_attention_declines_what_it_does_not_fit() {
 /// then runs MLX's ops), in a process of its own as the switch is read once.
 #[test]
 fn the_switch_turns_it_off() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .arg(crate::test_name(module_path!(), "switched_off_child"))
-        .args(["--exact", "--nocapture", "--ignored"])
-        .env("MLX_NODE_DECODE_ATTENTION_KERNEL", "0")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let text = crate::run_child(module_path!(), "switched_off_child", &[("MLX_NODE_DECODE_ATTENTION_KERNEL", "0")]);
     assert!(text.contains("DECLINED true"), "{text}");
 }
 
@@ -274,16 +266,8 @@ fn bits_of_one_batch() -> Vec<u32> {
 #[test]
 fn the_avx2_and_portable_paths_give_the_same_bits() {
     for cap in ["baseline", "avx2"] {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .arg(crate::test_name(module_path!(), "capped_child"))
-            .args(["--exact", "--nocapture", "--ignored"])
-            .env("MLX_NODE_CPU_FEATURES", cap)
-            .env("MLX_NODE_DECODE_ATTENTION_KERNEL", "")
-            .env("MLX_NODE_CPU_KERNELS", "")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{cap}: {text}{}", String::from_utf8_lossy(&out.stderr));
+        let env = [("MLX_NODE_CPU_FEATURES", cap), ("MLX_NODE_DECODE_ATTENTION_KERNEL", ""), ("MLX_NODE_CPU_KERNELS", "")];
+        let text = crate::run_child(module_path!(), "capped_child", &env);
         let line = text.lines().find_map(|l| l.find("BITS ").map(|i| &l[i + 5..])).unwrap_or_else(|| panic!("{cap}: no bits: {text}"));
         assert_eq!(line, format!("{:?}", bits_of_one_batch()), "{cap}");
     }

@@ -21,3 +21,17 @@ pub fn test_name(module_path: &str, test: &str) -> String {
     let module = module_path.split_once("::").map_or("", |(_, rest)| rest);
     format!("{module}::{test}")
 }
+
+/// Runs this binary's ignored test `test` of the module at `module_path` in a child process with
+/// `env` set (for switches read once per process), asserts that it passed, and returns its stdout.
+pub fn run_child(module_path: &str, test: &str, env: &[(&str, &str)]) -> String {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .arg(test_name(module_path, test))
+        .args(["--exact", "--nocapture", "--ignored"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{env:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
