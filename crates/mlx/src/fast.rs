@@ -139,15 +139,21 @@ fn group_queries(q: &Array, n_kv: i32, scale: f32) -> Result<Array> {
 /// Scaled, grouped queries against keys and values `[B, n_kv, S, D]`.
 fn attend_grouped(q: &Array, k: &Array, v: &Array, repeats: i32, causal: bool) -> Result<Array> {
     let v = if repeats > 1 { v.expand_dims(&[2])? } else { v.clone() };
-    if causal {
-        if let Some(weights) = crate::cpu::causal_weights::causal_weights(q, k)? {
-            return weights.matmul(&v);
-        }
-    }
-    let k = if repeats > 1 { k.expand_dims(&[2])? } else { k.clone() };
-    let scores = q.matmul(&k.swapaxes(-1, -2)?)?;
-    let weights = if causal { crate::cpu::math::softmax_causal_last(&scores)? } else { crate::cpu::math::softmax_last(&scores)? };
+    let weights = if !causal {
+        crate::cpu::math::softmax_last(&grouped_scores(q, k)?)?
+    } else if let Some(w) = crate::cpu::causal_weights::causal_weights(q, k)? {
+        w
+    } else {
+        crate::cpu::math::softmax_causal_last(&grouped_scores(q, k)?)?
+    };
     weights.matmul(&v)
+}
+
+/// `q @ k^T` for queries from `group_queries` against keys `[B, n_kv, S, D]`,
+/// broadcast over the repeats axis where the queries have one (five axes).
+pub(crate) fn grouped_scores(q: &Array, k: &Array) -> Result<Array> {
+    let k = if q.ndim() == 5 { k.expand_dims(&[2])? } else { k.clone() };
+    q.matmul(&k.swapaxes(-1, -2)?)
 }
 
 /// Grouped outputs back to `[B, n_q, L, D]`.

@@ -32,7 +32,7 @@ const BLOCK: usize = 64;
 /// `B, n_kv[, repeats]`) against keys `k` `[B, n_kv, S, D]`, the queries being
 /// the last `L` of the `S` positions: what `softmax_causal_last(q @ k^T)` gives
 /// (keys broadcast over the repeats), as `[..., L, S]`. `None` where this path
-/// does not apply: switched off or not calibrated, not float32, fewer than
+/// does not apply: switched off or not calibrated (`active`), not float32, fewer than
 /// `2 * BLOCK` queries, more queries than keys, shapes that do not fit.
 pub fn causal_weights(q: &Array, k: &Array) -> Result<Option<Array>> {
     if q.dtype() != Dtype::Float32 || k.dtype() != Dtype::Float32 || q.ndim() < 3 || k.ndim() != 4 {
@@ -51,7 +51,7 @@ pub fn causal_weights(q: &Array, k: &Array) -> Result<Option<Array>> {
         && mats.is_multiple_of(kv_mats)
         // Sizes travel as float parameters: exact below 2^24 (and OpenBLAS's `int`s).
         && [mats, s, d].iter().all(|&n| n < 1 << 24);
-    if !fits || !calibrated() {
+    if !fits || !active() {
         return Ok(None);
     }
     Ok(Some(run(q, k, mats, mats / kv_mats)?))
@@ -119,7 +119,9 @@ const WEIGHTS: KernelF32 = |params, inputs, out| {
     par_chunks_at(out, s, PARALLEL_MIN, |part, start| softmax_rows_causal(part, s, l, start / s));
 };
 
-fn calibrated() -> bool {
+/// Whether this path runs in this process: `MLX_NODE_ATTENTION_KERNEL` on and
+/// the calibration passed (run at the first call).
+pub fn active() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     Kernel::Attention.enabled() && *OK.get_or_init(|| calibrate().unwrap_or(false))
 }
@@ -146,7 +148,7 @@ fn calibrate() -> Result<bool> {
         };
         let q = data(&[b, n_kv, rep, l, d], 2 * i as u64 + 1)?;
         let k = data(&[b, n_kv, s, d], 2 * i as u64 + 2)?;
-        let want = softmax_causal_last(&q.matmul(&k.expand_dims(&[2])?.swapaxes(-1, -2)?)?)?;
+        let want = softmax_causal_last(&crate::fast::grouped_scores(&q, &k)?)?;
         let got = run(&q, &k, (b * n_kv * rep) as usize, rep as usize)?;
         let (want, got) = (want.to_vec::<f32>()?, got.to_vec::<f32>()?);
         if want.len() != got.len() || want.iter().zip(&got).any(|(a, b)| a.to_bits() != b.to_bits()) {
@@ -154,10 +156,4 @@ fn calibrate() -> Result<bool> {
         }
     }
     Ok(true)
-}
-
-/// Whether this path runs in this process (`MLX_NODE_ATTENTION_KERNEL` on and
-/// the calibration passed): for tests and `info`.
-pub fn active() -> bool {
-    calibrated()
 }
