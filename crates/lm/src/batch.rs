@@ -14,7 +14,7 @@ use std::time::Instant;
 use mlx::{memory, random, Array};
 
 use crate::error::{LmError, Result};
-use crate::generate::{eval_cache, feed, queue_all, read, settle_cache, GenerationStats, LazyLogprobs, Next, Picker};
+use crate::generate::{queue_all, read, settle_cache, GenerationStats, LazyLogprobs, Next, Picker};
 use crate::models::LanguageModel;
 use crate::prompt_cache::PromptCache;
 use crate::sampling::{LogitsProcessors, Sampler};
@@ -236,33 +236,9 @@ impl Scheduler {
 
     /// One unit of work: prefill chunks of waiting sequences (while the batch
     /// has room), then one decode step of the batch.
-    ///
-    /// The waiting prompts are fed in turn while this tick's prompt tokens fit
-    /// in one prefill step (the sequence's `prefill_step_size`, MLX-LM's 2048 by
-    /// default): short prompts that arrive together all start decoding at the
-    /// next step, as `mlx_lm.server` prefills its waiting prompts together
-    /// (one at a time, a prompt took two ticks, each with a decode step, so
-    /// the eighth of eight waited for fifteen of them), while a long prompt
-    /// still goes one step's chunk a tick, so the batch keeps decoding.
     pub fn tick(&mut self, model: &dyn LanguageModel) {
-        let mut spent = 0;
-        while self.decoding.len() < self.max_batch {
-            let Some(mut seq) = self.waiting.pop_front() else { break };
-            // The last prompt token counts as one: it costs a row of the next step.
-            if spent > 0 && spent + seq.next_chunk().max(1) > seq.prefill_step() {
-                self.waiting.push_front(seq);
-                break;
-            }
-            let before = seq.fed;
-            let result = Self::prefill_chunk(model, &mut seq);
-            spent += seq.fed - before;
-            match result {
-                Ok(None) => self.waiting.push_front(seq),
-                Ok(Some(Next::Continue)) => self.decoding.push(seq),
-                Ok(Some(Next::Stop)) => seq.finish(model, None),
-                Err(e) => seq.finish(model, Some(e)),
-            }
-        }
+        let taken = self.take_waiting();
+        self.prefill(model, taken);
         if !self.decoding.is_empty() {
             if let Err(e) = self.step(model) {
                 // A failed step fails the whole batch: each request hears it.
@@ -276,30 +252,106 @@ impl Scheduler {
         }
     }
 
-    /// Feeds one chunk of `seq`'s prompt (MLX-LM's prefill: chunks of all but the
-    /// last token; the last is fed by the next decode step). `None` while chunks
-    /// remain; `Continue` once only the last is left.
-    fn prefill_chunk(model: &dyn LanguageModel, seq: &mut Seq) -> Result<Option<Next>> {
-        if (seq.req.should_abort)() {
-            seq.text.abort();
-            return Ok(Some(Next::Stop));
+    /// The waiting sequences this tick feeds, from the front, each with the
+    /// prompt tokens it feeds now (MLX-LM's prefill: chunks of all but the last
+    /// token; 0 when only the last is left), while the batch has room and their
+    /// tokens fit in one prefill step (the sequence's `prefill_step_size`,
+    /// MLX-LM's 2048 by default). So short prompts that arrive together all
+    /// start decoding at the next step, as `mlx_lm.server` prefills its waiting
+    /// prompts together, while a long prompt still goes one step's chunk a
+    /// tick and the batch keeps decoding.
+    fn take_waiting(&mut self) -> Vec<(Seq, usize)> {
+        let (mut spent, mut joining) = (0, 0);
+        let mut taken = Vec::new();
+        while self.decoding.len() + joining < self.max_batch {
+            let Some(seq) = self.waiting.pop_front() else { break };
+            let n = seq.next_chunk();
+            // A sequence left with only its last token joins the next step, whose row for it counts as one.
+            let joins = seq.fed + n + 1 == seq.rest.len();
+            let cost = n + usize::from(joins);
+            if spent > 0 && spent + cost > seq.prefill_step() {
+                self.waiting.push_front(seq);
+                break;
+            }
+            spent += cost;
+            joining += usize::from(joins);
+            taken.push((seq, n));
         }
-        let (len, n) = (seq.rest.len(), seq.next_chunk());
-        if n > 0 {
-            feed(model, &mut seq.req.cache, &seq.rest[seq.fed..seq.fed + n])?;
-            eval_cache(&mut seq.req.cache)?;
+        taken
+    }
+
+    /// Feeds the chunks `take_waiting` chose, all in one model call
+    /// (`LanguageModel::prefill_batch`: one pass over the weights for several
+    /// short prompts), and evaluates their caches. A sequence left with only
+    /// its last token joins the batch (the next decode step feeds it as one
+    /// more row, whose logits give the first token: rows are computed apart, so
+    /// the same bits as a pass of its own, and sequences admitted together
+    /// pick their first tokens together); the others wait for their next chunk.
+    fn prefill(&mut self, model: &dyn LanguageModel, taken: Vec<(Seq, usize)>) {
+        let mut feeding = Vec::with_capacity(taken.len());
+        for (mut seq, n) in taken {
+            if (seq.req.should_abort)() {
+                seq.text.abort();
+                seq.finish(model, None);
+            } else {
+                feeding.push((seq, n));
+            }
+        }
+        if let Err(e) = Self::feed_chunks(model, &mut feeding) {
+            // A failed pass fails every sequence it fed.
+            let (failed, rest): (Vec<_>, Vec<_>) = feeding.into_iter().partition(|(_, n)| *n > 0);
+            for (seq, _) in failed {
+                seq.finish(model, Some(e.clone()));
+            }
+            feeding = rest;
+        }
+        let mut later = Vec::new();
+        for (mut seq, n) in feeding {
             seq.fed += n;
-            memory::clear_cache()?;
-            return Ok(None);
+            let len = seq.rest.len();
+            if seq.fed + 1 < len {
+                later.push(seq);
+                continue;
+            }
+            // `PromptCache::reuse` leaves at least one token to feed.
+            match Array::from_slice(&[seq.rest[len - 1] as i32], &[1]) {
+                Ok(last) => {
+                    seq.last = Some(Last::Prompt(last));
+                    seq.fed = len;
+                    self.decoding.push(seq);
+                }
+                Err(e) => seq.finish(model, Some(e.into())),
+            }
         }
-        // The last token (`PromptCache::reuse` leaves at least one) joins the next decode step as
-        // one more row, whose logits give the first token: rows are computed apart, so the same
-        // bits as a pass of its own (tested against `generate_text`), and sequences admitted in
-        // one tick pick their first tokens together instead of each paying a one-row pass over
-        // every weight here.
-        seq.last = Some(Last::Prompt(Array::from_slice(&[seq.rest[len - 1] as i32], &[1])?));
-        seq.fed = len;
-        Ok(Some(Next::Continue))
+        for seq in later.into_iter().rev() {
+            self.waiting.push_front(seq);
+        }
+    }
+
+    /// Runs the chunks of `feeding` with tokens to feed into their caches and
+    /// evaluates them (then MLX-LM's quantization check, per cache).
+    fn feed_chunks(model: &dyn LanguageModel, feeding: &mut [(Seq, usize)]) -> Result<()> {
+        let mut chunks = Vec::new();
+        let mut caches = Vec::new();
+        for (seq, n) in feeding.iter_mut().filter(|(_, n)| *n > 0) {
+            let Seq { rest, fed, req, .. } = seq;
+            chunks.push(&rest[*fed..*fed + *n]);
+            caches.push(req.cache.parts_mut().0);
+        }
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        model.prefill_batch(&chunks, &mut caches)?;
+        drop(caches);
+        let mut state = Vec::new();
+        for (seq, _) in feeding.iter_mut().filter(|(_, n)| *n > 0) {
+            let (layers, options) = seq.req.cache.parts_mut();
+            crate::cache::maybe_quantize(layers, options)?;
+            state.extend(layers.iter().flat_map(|c| c.state()).cloned());
+        }
+        mlx::eval(&state.iter().collect::<Vec<_>>())?;
+        memory::clear_cache()?;
+        Ok(())
     }
 
     /// One decode step: every sequence that may take another token feeds its last

@@ -114,7 +114,7 @@ pub enum Precision {
 
 /// Positions of a prompt chunk from which fast precision runs exact
 /// precision's kernel on some layers (`fast_prompt_runs_exact`).
-const FAST_EXACT_MIN_POSITIONS: i32 = 64;
+pub const FAST_EXACT_MIN_POSITIONS: i32 = 64;
 
 /// Whether a fast-precision matmul of `x` against `bits`-bit weights in
 /// groups of `group_size` runs exact precision's kernel (on the repacked

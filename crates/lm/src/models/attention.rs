@@ -227,9 +227,42 @@ impl SelfAttention {
     /// As `forward`, also handing back what this layer attended over, for
     /// later layers that share it (`forward_shared`).
     pub fn forward_keeping(&self, x: &Array, cache: &mut dyn Cache, rope: &Rope) -> Result<(Array, Attended)> {
-        let s = x.shape();
-        let (b, l) = (s[0], s[1]);
         let (q, k, v, gate) = self.project(x)?;
+        let (o, kept) = self.attend_new(q, k, v, cache, rope)?;
+        Ok((self.output(&o, gate)?, kept))
+    }
+
+    /// Several sequences' prompt chunks in one pass, each appended to its own
+    /// caches of this `layer`: `x` holds their positions one after another
+    /// (`lens` long each), as rows `[N, 1, hidden]` or as one prompt `[1, N,
+    /// hidden]` (the layout the matmuls see, see `Decoder::prefill_batch`). The
+    /// projections run on all positions at once (the weights are read once);
+    /// RoPE, the cache and attention run per sequence on its own positions, as
+    /// `forward` runs them for that chunk alone. Returns `x`'s shape.
+    pub fn forward_chunks(&self, x: &Array, lens: &[i32], caches: &mut [&mut [Box<dyn Cache>]], layer: usize, rope: &Rope) -> Result<Array> {
+        let as_rows = x.dim(0) > 1;
+        let (q, k, v, gate) = self.project(x)?;
+        // One sequence's positions of `[N, heads, 1, dim]` (rows) or `[1, heads, N, dim]` as `[1, heads, len, dim]`.
+        let part = |t: &Array, at: i32, len: i32| match as_rows {
+            true => t.slice_axis(0, at, at + len)?.transpose(&[2, 1, 0, 3]),
+            false => t.slice_axis(2, at, at + len),
+        };
+        let mut outs = Vec::with_capacity(lens.len());
+        let mut at = 0;
+        for (seq, &len) in caches.iter_mut().zip(lens) {
+            let (o, _) = self.attend_new(part(&q, at, len)?, part(&k, at, len)?, part(&v, at, len)?, seq[layer].as_mut(), rope)?;
+            outs.push(if as_rows { o.reshape(&[len, 1, -1])? } else { o });
+            at += len;
+        }
+        let o = Array::concatenate(&outs.iter().collect::<Vec<_>>(), if as_rows { 0 } else { 1 })?;
+        self.output(&o, gate)
+    }
+
+    /// New positions `q`, `k`, `v` `[B, heads, L, dim]` (as projected) at the
+    /// cache's offset: RoPE, the cache's update, attention over what it holds.
+    /// The heads' outputs `[B, L, heads * dim]`, before the output projection.
+    fn attend_new(&self, q: Array, k: Array, v: Array, cache: &mut dyn Cache, rope: &Rope) -> Result<(Array, Attended)> {
+        let (b, l) = (q.dim(0), q.dim(2));
         let offset = cache.offset();
         let q = self.scale_positions(rope.forward(&q, offset)?, offset)?;
         let k = rope.forward(&k, offset)?;
@@ -247,11 +280,11 @@ impl SelfAttention {
         };
         if in_place {
             if let Some(o) = self.attend_in_place(&q, &[&*cache])? {
-                return Ok((self.output(&o, gate)?, kept));
+                return Ok((o, kept));
             }
         }
         let o = attend(&q, fetched, self.scale, mask, self.sinks.as_ref())?;
-        Ok((self.output(&o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?, gate)?, kept))
+        Ok((o.transpose(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?, kept))
     }
 
     /// `x` through attention over an earlier layer's keys and values, with its

@@ -306,6 +306,29 @@ impl DecoderStack {
         self.norm.forward(&h)
     }
 
+    /// Several sequences' prompt chunks through every layer in one pass, each
+    /// appended to its own caches (`h` and `lens` as `SelfAttention::forward_chunks`
+    /// takes them). Nothing comes out: a chunk's logits are not needed (the
+    /// prompt's last token is fed by a decode step), so only the caches'
+    /// arrays are evaluated.
+    pub fn forward_chunks(&self, h: Array, lens: &[i32], caches: &mut [&mut [Box<dyn Cache>]]) -> mlx::Result<()> {
+        if self.pipeline.is_some() {
+            return Err(mlx::Error::new("a model split into a pipeline feeds one prompt at a time"));
+        }
+        let mut h = h;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let r = layer.attn.forward_chunks(&layer.input_layernorm.forward(&h)?, lens, caches, l, self.rope_of(l))?;
+            let hh = h.add(&r)?;
+            let x = layer.post_attention_layernorm.forward(&hh)?;
+            h = hh.add(&layer.mlp.forward(&x)?)?;
+        }
+        Ok(())
+    }
+
+    pub fn is_pipeline(&self) -> bool {
+        self.pipeline.is_some()
+    }
+
     /// Scales every layer's queries by position as Llama 4 does (`beta`, original context).
     pub fn set_position_scale(&mut self, beta: f32, original: i32) {
         for layer in &mut self.layers {
@@ -412,6 +435,35 @@ impl LanguageModel for Decoder {
         };
         let v = logits.dim(-1);
         logits.reshape(&[b, v])
+    }
+
+    /// Chunks of fewer than `FAST_EXACT_MIN_POSITIONS` positions go in one pass
+    /// as rows (`[N, 1, hidden]`), longer ones in another as one prompt (`[1,
+    /// N, hidden]`): each chunk's matmuls then take the kernel they take alone
+    /// (fast precision runs prompt chunks of that length on another kernel on
+    /// some CPUs, `mlx::quant::fast_prompt_runs_exact`), and every kernel
+    /// computes rows apart, so each sequence gets its solo bits but for the
+    /// reduction order of float32 matmuls. A group of one, or a pipeline, runs
+    /// alone (`forward`).
+    fn prefill_batch(&self, chunks: &[&[u32]], caches: &mut [&mut [Box<dyn Cache>]]) -> mlx::Result<()> {
+        let long = |c: &&[u32]| c.len() >= mlx::quant::FAST_EXACT_MIN_POSITIONS as usize;
+        for as_rows in [true, false] {
+            let group: Vec<usize> = (0..chunks.len()).filter(|&i| long(&chunks[i]) != as_rows).collect();
+            let mut own: Vec<&mut [Box<dyn Cache>]> =
+                caches.iter_mut().enumerate().filter(|(i, _)| group.contains(i)).map(|(_, c)| &mut **c).collect();
+            let parts: Vec<&[u32]> = group.iter().map(|&i| chunks[i]).collect();
+            if parts.len() < 2 || self.stack.is_pipeline() {
+                super::prefill_each(self, &parts, &mut own)?;
+                continue;
+            }
+            let ids: Vec<i32> = parts.iter().flat_map(|c| c.iter().map(|&t| t as i32)).collect();
+            let n = ids.len() as i32;
+            let shape = if as_rows { [n, 1] } else { [1, n] };
+            let ids = Array::from_slice(&ids, &shape)?;
+            let lens: Vec<i32> = parts.iter().map(|c| c.len() as i32).collect();
+            self.stack.forward_chunks(self.embed_tokens.forward(&ids)?, &lens, &mut own)?;
+        }
+        Ok(())
     }
 
     fn new_caches(&self) -> LayerCaches {

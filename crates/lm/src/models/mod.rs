@@ -46,6 +46,13 @@ pub trait LanguageModel: Send {
         let refs: Vec<&Array> = rows.iter().collect();
         Array::concatenate(&refs, 0)
     }
+    /// Feeds one prompt chunk per sequence (`chunks[i]` into `caches[i]`), as
+    /// `forward` would one at a time; only the caches change (the caller
+    /// evaluates them). By default one `forward` per chunk; a family that can
+    /// runs them as one pass.
+    fn prefill_batch(&self, chunks: &[&[u32]], caches: &mut [&mut [Box<dyn Cache>]]) -> mlx::Result<()> {
+        prefill_each(self, chunks, caches)
+    }
     /// Fresh caches, one per layer (the kinds `cache_layout` names, else growing ones).
     fn new_caches(&self) -> LayerCaches {
         let n = self.config().num_hidden_layers as usize;
@@ -74,6 +81,16 @@ pub trait LanguageModel: Send {
     fn quantization(&self) -> Option<crate::config::Quantization> {
         self.config().quantization()
     }
+}
+
+/// `LanguageModel::prefill_batch` one chunk at a time.
+pub fn prefill_each<M: LanguageModel + ?Sized>(model: &M, chunks: &[&[u32]], caches: &mut [&mut [Box<dyn Cache>]]) -> mlx::Result<()> {
+    for (chunk, c) in chunks.iter().zip(caches.iter_mut()) {
+        let ids: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
+        // The last position's logits stay lazy and are never computed.
+        model.forward(&Array::from_slice(&ids, &[1, ids.len() as i32])?, c, true)?;
+    }
+    Ok(())
 }
 
 /// How a model is loaded (`loadModel`'s options).

@@ -244,3 +244,143 @@ fn waiting_prompts_start_together_within_one_prefill_step() {
         }
     }
 }
+
+/// The fixture model, recording each `prefill_batch` call's chunk lengths, and
+/// failing those calls while `fail` is set.
+struct Recording {
+    inner: Box<dyn LanguageModel>,
+    calls: Mutex<Vec<Vec<usize>>>,
+    fail: AtomicBool,
+}
+
+impl LanguageModel for Recording {
+    fn forward(&self, ids: &mlx::Array, caches: &mut [Box<dyn lm::cache::Cache>], last_only: bool) -> mlx::Result<mlx::Array> {
+        self.inner.forward(ids, caches, last_only)
+    }
+    fn forward_batch(&self, ids: &mlx::Array, caches: &mut [&mut [Box<dyn lm::cache::Cache>]]) -> mlx::Result<mlx::Array> {
+        self.inner.forward_batch(ids, caches)
+    }
+    fn prefill_batch(&self, chunks: &[&[u32]], caches: &mut [&mut [Box<dyn lm::cache::Cache>]]) -> mlx::Result<()> {
+        self.calls.lock().unwrap().push(chunks.iter().map(|c| c.len()).collect());
+        if self.fail.load(Ordering::Relaxed) {
+            return Err(mlx::Error::new("a pass that fails"));
+        }
+        self.inner.prefill_batch(chunks, caches)
+    }
+    fn new_caches(&self) -> lm::cache::LayerCaches {
+        self.inner.new_caches()
+    }
+    fn config(&self) -> &lm::config::ModelConfig {
+        self.inner.config()
+    }
+    fn dtype(&self) -> mlx::Dtype {
+        self.inner.dtype()
+    }
+}
+
+/// Prompts that start in one tick are fed in one model call: chunks shorter
+/// than 64 positions as rows of one pass, longer ones as one prompt of another
+/// (`Decoder::prefill_batch`), and every sequence still gets its solo answer,
+/// in exact precision on the float32 fixture and bit for bit (log-probabilities
+/// included) in fast precision on the 4-bit one, whose chunks of 64 or more
+/// positions may take another kernel than shorter ones.
+#[test]
+fn prompts_that_start_together_are_fed_in_one_call_with_their_solo_answers() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/fixtures");
+    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("index.json")).expect("run npm test first")).unwrap();
+    let long = "The history of the small town by the river goes back many centuries. ".repeat(6);
+    let texts = ["Hello, my name is", long.as_str(), "1, 2, 3,", &format!("{long} And then"), "Paris is"];
+    for (fixture, precision) in [("qwen3-f32", lm::models::Precision::Exact), ("qwen3-q4", lm::models::Precision::Fast)] {
+        let dir = root.join(index["fixtures"][fixture]["path"].as_str().unwrap());
+        let load = lm::models::LoadOptions { precision: Some(precision), ..Default::default() };
+        let model = Recording {
+            inner: lm::models::load_with_progress(&dir, &load, &mut |_| {}).unwrap(),
+            calls: Mutex::new(Vec::new()),
+            fail: AtomicBool::new(false),
+        };
+        let tok = Arc::new(Tokenizer::from_model_dir(&dir).unwrap());
+        let opts = [
+            options(8, 0.0, None, &[]),
+            options(8, 0.8, Some(4), &[]),
+            options(6, 0.0, None, &[]),
+            options(8, 0.0, None, &[]),
+            options(5, 0.0, None, &[]),
+        ];
+        let prompts: Vec<Vec<u32>> = texts.iter().map(|t| tok.encode_prompt(t).unwrap()).collect();
+        assert!(prompts[1].len() > 65 && prompts[3].len() > 65 && prompts[0].len() < 64, "two long prompts and short ones");
+        let wants: Vec<TextOutcome> = prompts.iter().zip(&opts).map(|(p, o)| solo(&model, &tok, p, o)).collect();
+        model.calls.lock().unwrap().clear();
+        let mut s = Scheduler::new(tok.clone(), 8);
+        let slots: Vec<Slot> = prompts
+            .iter()
+            .zip(&opts)
+            .map(|(p, o)| {
+                let (req, slot) = request(&model, p.clone(), o.clone(), Arc::new(AtomicBool::new(false)));
+                s.admit(&model, req);
+                slot
+            })
+            .collect();
+        s.tick(&model);
+        assert_eq!(s.waiting(), 0, "{fixture}: all started in one tick");
+        let all_but_last: Vec<usize> = prompts.iter().map(|p| p.len() - 1).collect();
+        assert_eq!(*model.calls.lock().unwrap(), vec![all_but_last], "{fixture}: one call for every prompt");
+        while !s.is_idle() {
+            s.tick(&model);
+        }
+        for (i, (slot, want)) in slots.iter().zip(&wants).enumerate() {
+            let (got, _) = slot.lock().unwrap().take().unwrap_or_else(|| panic!("{fixture}: request {i} never finished"));
+            same(&got, want, &format!("{fixture}: request {i}"));
+            if precision == lm::models::Precision::Fast {
+                let lp = |o: &TextOutcome| o.logprobs.as_ref().unwrap().iter().map(|l| l.logprob.to_bits()).collect::<Vec<_>>();
+                assert_eq!(lp(&got), lp(want), "{fixture}: request {i}: log-probabilities");
+            }
+        }
+    }
+}
+
+/// A prefill pass that fails fails every request it fed (each hears the error,
+/// none hangs), not the sequences already decoding, and the scheduler serves
+/// the next requests.
+#[test]
+fn a_failed_prefill_pass_fails_the_requests_it_fed_and_no_others() {
+    let (inner, tok) = fixture();
+    let model = Recording { inner, calls: Mutex::new(Vec::new()), fail: AtomicBool::new(false) };
+    let prompt = |t: &str| tok.encode_prompt(t).unwrap();
+    let mut s = Scheduler::new(tok.clone(), 8);
+    let results: Arc<Mutex<Vec<(usize, Result<Vec<u32>, String>)>>> = Arc::new(Mutex::new(Vec::new()));
+    let admit = |s: &mut Scheduler, i: usize, text: &str, max_tokens: usize| {
+        let r = results.clone();
+        s.admit(
+            &model,
+            Request {
+                prompt: prompt(text),
+                options: options(max_tokens, 0.0, None, &[]),
+                cache: PromptCache::scratch(&model),
+                should_abort: Box::new(|| false),
+                on_chunk: Box::new(|_| {}),
+                on_done: Box::new(move |out, _| r.lock().unwrap().push((i, out.map(|o| o.tokens).map_err(|e| e.to_string())))),
+            },
+        );
+    };
+    // One decoding before the failure.
+    admit(&mut s, 0, "Hello, my name is", 12);
+    s.tick(&model);
+    model.fail.store(true, Ordering::Relaxed);
+    admit(&mut s, 1, "The quick brown fox", 4);
+    admit(&mut s, 2, "1, 2, 3,", 4);
+    s.tick(&model);
+    model.fail.store(false, Ordering::Relaxed);
+    admit(&mut s, 3, "Paris is", 4);
+    while !s.is_idle() {
+        s.tick(&model);
+    }
+    let mut got = results.lock().unwrap().clone();
+    got.sort_by_key(|(i, _)| *i);
+    assert_eq!(got.len(), 4, "{got:?}");
+    for (i, r) in &got[1..3] {
+        assert!(r.as_ref().is_err_and(|e| e.contains("a pass that fails")), "request {i}: {r:?}");
+    }
+    let alone = |t: &str, n| solo(&model, &tok, &prompt(t), &options(n, 0.0, None, &[])).tokens;
+    assert_eq!(got[0].1.as_ref().unwrap(), &alone("Hello, my name is", 12));
+    assert_eq!(got[3].1.as_ref().unwrap(), &alone("Paris is", 4));
+}
