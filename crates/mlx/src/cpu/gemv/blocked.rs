@@ -56,7 +56,10 @@ fn wide_registers() -> bool {
 /// once per turn of four rows. The same sums, so the same bits. Measured here
 /// (2-core Zen 4, `sampling-bench --gemv`, one call, least of 20): 8 x 512 ->
 /// 151936 (the 100M model's LM head for a batch of eight) 17.7 -> 11.6 ms, 8 x
-/// 1024 -> 3072 0.70 -> 0.46 ms.
+/// 1024 -> 3072 0.70 -> 0.46 ms. Its own loop rather than `blocks_in` made
+/// generic over the turn's rows and called from here: written that way, the
+/// eight-row case measured 16-17 ms (its tiles' code did not get the 32
+/// registers).
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
 unsafe fn blocks_wide(p: &Problem, blocks: Range<usize>, out: OutPtr) {
     let w = p.w.as_ptr();
