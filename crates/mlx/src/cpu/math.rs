@@ -201,6 +201,20 @@ pub fn has_avx2() -> bool {
     }
 }
 
+/// Whether the CPU has AVX-512 F and VL and `MLX_NODE_CPU_FEATURES` allows
+/// them (false off x86-64): 256-bit code then has 32 vector registers, and
+/// 512-bit code the masked and 256-bit forms it uses.
+pub fn has_avx512_vl() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl") && beyond_avx2()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Whether the CPU has AVX (false off x86-64 and under `baseline_only`).
 pub fn has_avx() -> bool {
     #[cfg(target_arch = "x86_64")]

@@ -198,12 +198,7 @@ fn run_blocks(p: &Problem, blocks: Range<usize>, out: OutPtr) {
 /// faster at eight rows.
 #[cfg(target_arch = "x86_64")]
 fn rows_in_lanes(p: &Problem) -> bool {
-    (6..=8).contains(&p.m)
-        && !p.bf16
-        && matches!(p.bits, 2 | 4)
-        && is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512vl")
-        && crate::cpu::math::beyond_avx2()
+    (6..=8).contains(&p.m) && !p.bf16 && matches!(p.bits, 2 | 4) && crate::cpu::math::has_avx512_vl()
 }
 
 /// # Safety
@@ -764,7 +759,7 @@ mod tests {
         if !crate::cpu::math::has_avx2() {
             return;
         }
-        let avx512 = is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl") && crate::cpu::math::beyond_avx2();
+        let avx512 = crate::cpu::math::has_avx512_vl();
         // Column counts off the 32-column block, every group size, 2 and 4 bits.
         let cases = [(8, 256, 70, 64, 4), (6, 128, 33, 32, 4), (7, 256, 40, 128, 2), (8, 128, 64, 32, 2), (8, 256, 20, 128, 4)];
         for (i, &(m, k, n, gs, bits)) in cases.iter().enumerate() {

@@ -37,17 +37,11 @@ const CHUNK: usize = 4;
 /// # Safety
 /// The CPU has AVX2 and FMA.
 pub(super) unsafe fn blocks(p: &Problem, blocks: Range<usize>, out: OutPtr) {
-    if p.m > CHUNK && wide_registers() {
+    if p.m > CHUNK && crate::cpu::math::has_avx512_vl() {
         // SAFETY: the CPU has AVX-512 F and VL, checked just above.
         return unsafe { blocks_wide(p, blocks, out) };
     }
     blocks_in(p, blocks, out)
-}
-
-/// Whether the CPU has AVX-512 F and VL (and `MLX_NODE_CPU_FEATURES` allows
-/// them): then 256-bit code has 32 vector registers, not 16.
-fn wide_registers() -> bool {
-    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl") && crate::cpu::math::beyond_avx2()
 }
 
 /// Five to eight rows of `x` against each tile in one turn, where AVX-512 VL's
