@@ -1,7 +1,8 @@
 'use strict';
 // loadModel('model.gguf'): the GGUF loaded directly gives MLX-LM's tokens on the same weights
 // converted to an MLX folder (scripts/gguf_to_mlx.py with MLX's own mx.load), greedy and seeded,
-// quantized (Q4_0, Q4_1, Q8_0) and float (F32, F16, BF16), for the qwen3, qwen2 and llama
+// quantized (Q4_0, Q4_1, Q8_0; K-quants Q4_K, Q5_K, Q6_K in one Q4_K_M-shaped file, whose folder
+// gguf_to_mlx.py converts from the blocks itself) and float (F32, F16, BF16), for the qwen3, qwen2 and llama
 // architectures (Mistral as llama.cpp writes it); the real SmolLM2-135M-Instruct Q4_1 file with a
 // tokenizer built by transformers' GGUF converter; and malformed files refused with stable codes.
 const test = require('node:test');
@@ -39,7 +40,7 @@ async function gguf(name) {
 }
 
 const cases = [];
-const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm'];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m'];
 for (const v of variants) {
   cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
@@ -103,6 +104,8 @@ test('model info describes the GGUF model', async () => {
     'mistral-q8_0': { modelType: 'llama', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
     'llama-spm': { modelType: 'llama', vocabSize: 1000, quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
     smollm2: { modelType: 'llama', numLayers: 30, vocabSize: 49152, contextLength: 8192, quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
+    // Q4_K as 4 bits; its Q6_K embedding and Q5_K/Q6_K layers load at 8 (their own bits per layer).
+    'qwen3-q4_k_m': { modelType: 'qwen3', dtype: 'float32', quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
   };
   for (const [n, want] of Object.entries(expect)) {
     const info = (await gguf(n)).info;
@@ -126,6 +129,23 @@ test('a quantized GGUF runs in fast precision by default (as asked for), a float
   const f32 = await loadModel(index.fixtures['qwen3-f32'].gguf);
   assert.equal(f32.precision, 'exact');
   await f32.dispose();
+});
+
+// Fast precision has no reference but exact: the K-quant file and the folder converted from it hold
+// the same arrays, so fast runs on both give the same tokens and log-probabilities, bit for bit.
+test('a K-quant GGUF in fast precision equals its converted folder in fast precision', async () => {
+  const f = index.fixtures['qwen3-q4_k_m'];
+  const file = await loadModel(f.gguf, { precision: 'fast' });
+  const folder = await loadModel(f.ref, { precision: 'fast' });
+  try {
+    const run = async (m) => (({ tokens, logprobs }) => ({ tokens, logprobs }))(await m.generate(CHAT, { maxTokens: 12, logprobs: true }));
+    const [a, b] = [await run(file), await run(folder)];
+    assert.equal(a.tokens.length, 12);
+    assert.deepEqual(a, b);
+  } finally {
+    await file.dispose();
+    await folder.dispose();
+  }
 });
 
 // Malformed files: each a copy of a small valid GGUF (tiny.gguf) with one thing broken.
@@ -168,10 +188,20 @@ test('malformed GGUF files are refused with INVALID_WEIGHTS before anything is l
   }
 });
 
+test('a K-quant that is not a matrix (a norm stored as Q4_K) is INVALID_WEIGHTS', async () => {
+  await expectReject(() => loadModel(path.join(index.dir, 'kquants-norm.gguf')), 'INVALID_WEIGHTS', /tensor "output_norm\.weight" \(Q4_K\): K-quant tensors must be 2-D/);
+});
+
 test('GGUF files this loader does not support are refused with UNSUPPORTED_MODEL naming what', async () => {
   await expectReject(() => loadModel(path.join(index.dir, 'arch-gemma3.gguf')), 'UNSUPPORTED_MODEL', /architecture "gemma3"/);
   await expectReject(() => loadModel(path.join(index.dir, 'type-q5_0.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as Q5_0/);
   await expectReject(() => loadModel(path.join(index.dir, 'pre-jais.gguf')), 'UNSUPPORTED_MODEL', /pre-tokenizer "jais"/);
+  // K-quant files are read tensor by tensor, Q4_0/Q4_1/Q8_0 only through MLX's reader.
+  await expectReject(
+    () => loadModel(path.join(index.dir, 'kquants-q8_0.gguf')),
+    'UNSUPPORTED_MODEL',
+    /blk\.1\.ffn_up\.weight" is stored as Q8_0, which mlx-node loads only from files without K-quants/,
+  );
 });
 
 // The tokenizer is built on a thread of its own while the tensors are read; its errors still come

@@ -125,18 +125,125 @@ def write_variant(src, out, arch, qtype, embed_qtype):
 
 
 def write_tensors(w, config, weights, arch, qtype, embed_qtype):
+    def type_of(name, a):
+        return T.F32 if a.ndim == 1 else embed_qtype if name == "model.embed_tokens.weight" else qtype
+    write_typed(w, config, weights, arch, type_of)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_typed(w, config, weights, arch, type_of):
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
     for name in sorted(weights):
         a = weights[name]
         if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
             a = permute(a, heads if ".q_proj." in name else kv_heads)
-        t = T.F32 if a.ndim == 1 else embed_qtype if name == "model.embed_tokens.weight" else qtype
-        data = a if t == T.F32 else gguf.quants.quantize(a, t)
+        t = type_of(name, a)
+        data = a if t == T.F32 else quantize(a, t)
         w.add_tensor(gguf_name(name), data, raw_dtype=t)
+
+
+def quantize(a, t):
+    """gguf-py's quantizers, and K-quant encoders of our own where it has none (gguf-py 0.19
+    raises NotImplementedError for them). Any valid blocks do: the reference folder is converted
+    from the file's bytes and checked against gguf-py's own dequantization (gguf_to_mlx.py)."""
+    if t in (T.Q4_K, T.Q5_K):
+        data = encode_q45_k(a, 15 if t == T.Q4_K else 31)
+    elif t == T.Q6_K:
+        data = encode_q6_k(a)
+    else:
+        return gguf.quants.quantize(a, t)
+    err = np.abs(gguf.quants.dequantize(data, t) - a).max()
+    if not err <= np.abs(a).max() / (4 if t == T.Q4_K else 8):
+        raise SystemExit(f"{t.name} encoder: max error {err} against max |a| {np.abs(a).max()}")
+    return data
+
+
+def encode_q45_k(a, levels):
+    """Q4_K (levels 15) or Q5_K (31) blocks: per sub-block of 32 the affine range [min(x, 0),
+    max(x, 0)], its step and offset as 6-bit multiples of the super-block's float16 d and dmin."""
+    f32 = np.float32
+    x = a.reshape(-1, 8, 32).astype(f32)
+    lo, hi = np.minimum(x.min(-1), 0), np.maximum(x.max(-1), 0)
+    step, off = (hi - lo) / levels, -lo
+    d, dmin = (step.max(-1) / 63).astype(np.float16), (off.max(-1) / 63).astype(np.float16)
+    df, dminf = d.astype(f32)[:, None], dmin.astype(f32)[:, None]
+    sc = np.clip(np.round(step / np.where(df > 0, df, 1)), 0, 63).astype(np.uint8)
+    m = np.clip(np.round(off / np.where(dminf > 0, dminf, 1)), 0, 63).astype(np.uint8)
+    s_eff, m_eff = (df * sc)[..., None], (dminf * m)[..., None]
+    q = np.clip(np.round((x + m_eff) / np.where(s_eff > 0, s_eff, 1)), 0, levels).astype(np.uint8)
+    packed = np.zeros((x.shape[0], 12), np.uint8)
+    packed[:, 0:4] = sc[:, :4] | ((sc[:, 4:] >> 4) << 6)
+    packed[:, 4:8] = m[:, :4] | ((m[:, 4:] >> 4) << 6)
+    packed[:, 8:12] = (sc[:, 4:] & 15) | ((m[:, 4:] & 15) << 4)
+    low = q & 15
+    qs = (low[:, 0::2] | (low[:, 1::2] << 4)).reshape(-1, 128)
+    parts = [d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2), packed]
+    if levels == 31:
+        qh = np.zeros((x.shape[0], 32), np.uint8)
+        for j in range(8):
+            qh |= ((q[:, j] >> 4) & 1) << j
+        parts.append(qh)
+    parts.append(qs)
+    return np.concatenate(parts, axis=1).reshape(*a.shape[:-1], -1)
+
+
+def encode_q6_k(a):
+    """Q6_K blocks: per sub-block of 16 a step max|x| / 31 as an int8 multiple of the
+    super-block's float16 d; q - 32 in -32..31."""
+    f32 = np.float32
+    x = a.reshape(-1, 16, 16).astype(f32)
+    step = np.abs(x).max(-1) / 31
+    d = (step.max(-1) / 127).astype(np.float16)
+    df = d.astype(f32)[:, None]
+    sc = np.clip(np.round(step / np.where(df > 0, df, 1)), -128, 127).astype(np.int8)
+    s_eff = (df * sc)[..., None]
+    q = (np.clip(np.round(x / np.where(s_eff != 0, s_eff, 1)), -32, 31) + 32).astype(np.uint8)
+    q = q.reshape(-1, 2, 4, 32)  # weight 128 n + 32 k + l
+    ql = np.concatenate([(q[:, :, 0] & 15) | ((q[:, :, 2] & 15) << 4), (q[:, :, 1] & 15) | ((q[:, :, 3] & 15) << 4)], axis=2)
+    qh = (q[:, :, 0] >> 4) | ((q[:, :, 1] >> 4) << 2) | ((q[:, :, 2] >> 4) << 4) | ((q[:, :, 3] >> 4) << 6)
+    parts = [ql.reshape(-1, 128), qh.reshape(-1, 64), sc.view(np.uint8).reshape(-1, 16), d.view(np.uint8).reshape(-1, 2)]
+    return np.concatenate(parts, axis=1).reshape(*a.shape[:-1], -1)
+
+
+# Qwen3 at widths K-quants take (rows of whole 256-weight blocks), its tokenizer from qwen3-f32.
+QWEN3_K = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2, head_dim=64)
+
+
+def write_kquant_variant(fixtures_dir, out):
+    """As llama.cpp's Q4_K_M lays a model out: Q4_K for most matrices, Q6_K for the token
+    embedding and (here) layer 0's attn_v and ffn_down, Q5_K for layer 1's (a Q5_K_M file's)."""
+    import fixtures as text_fixtures
+    from mlx.utils import tree_flatten
+
+    src = fixtures_dir / "qwen3-f32"
+    config = dict(json.loads((src / "config.json").read_text()), **QWEN3_K)
+    model = text_fixtures.build_model(config, 31)
+    weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters())}
+    tokens, types, merges, ids, tc = vocab_metadata(src, config["vocab_size"])
+    w = gguf.GGUFWriter(str(out), "qwen3")
+    add_hparams(w, config)
+    special = {"eos": ids[tc["eos_token"]]}
+    if tc.get("pad_token"):
+        special["pad"] = ids[tc["pad_token"]]
+    add_tokenizer(w, tokens, types, merges, "qwen2", special, False, tc.get("chat_template"))
+
+    def type_of(name, a):
+        if a.ndim == 1:
+            return T.F32
+        if name == "model.embed_tokens.weight":
+            return T.Q6_K
+        if name.endswith(("v_proj.weight", "down_proj.weight")):
+            return T.Q6_K if ".layers.0." in name else T.Q5_K
+        return T.Q4_K
+    write_typed(w, config, weights, "qwen3", type_of)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    return config
 
 
 # A ChatML-like template written with SentencePiece's control tokens.
@@ -202,10 +309,11 @@ def check_config(name, source, converted):
         raise SystemExit(f"{name}: rope_scaling {converted.get('rope_scaling')} != {source.get('rope_scaling')}")
 
 
-def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type=None):
-    """A small GGUF (byte vocabulary, 2 layers, F16) for the malformed-file tests."""
+def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type=None, kquants=False, k_norm=False):
+    """A small GGUF (byte vocabulary, 2 layers, F16; with `kquants`, 256 wide and Q4_K) for the
+    malformed-file tests."""
     rng = np.random.default_rng(0)
-    vocab, layers, ff, heads, kv = 256, 2, 128, 4, 2
+    vocab, layers, ff, heads, kv = 256, 2, 256 if kquants else 128, 4, 2
     hd = hidden // heads
     w = gguf.GGUFWriter(str(out), arch)
     cfg = dict(max_position_embeddings=512, hidden_size=meta_hidden or hidden, num_hidden_layers=layers,
@@ -225,8 +333,10 @@ def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type
                        f"blk.{i}.ffn_down.weight": (hidden, ff)})
     for name, shape in shapes.items():
         a = rng.standard_normal(shape).astype(np.float32) * 0.1
-        t = T.F32 if len(shape) == 1 else (bad_type if bad_type and name == "blk.1.ffn_up.weight" else T.F16)
-        w.add_tensor(name, a if t == T.F32 else gguf.quants.quantize(a, t), raw_dtype=t)
+        t = T.F32 if len(shape) == 1 else (bad_type if bad_type and name == "blk.1.ffn_up.weight" else T.Q4_K if kquants else T.F16)
+        if k_norm and name == "output_norm.weight":
+            t = T.Q4_K
+        w.add_tensor(name, a if t == T.F32 else quantize(a, t), raw_dtype=t)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -247,6 +357,11 @@ def main():
         converted = gguf_to_mlx.convert(path, out / name, tokenizer_from=src)
         check_config(name, config, converted)
         index[name] = {"gguf": path.name, "ref": name, "source": source, "arch": arch, "type": qtype.name, "embed": embed_qtype.name}
+    log("qwen3-q4_k_m: K-quants (Q4_K, Q5_K, Q6_K)")
+    path = out / "qwen3-q4_k_m.gguf"
+    config = write_kquant_variant(fixtures, path)
+    check_config("qwen3-q4_k_m", config, gguf_to_mlx.convert(path, out / "qwen3-q4_k_m", tokenizer_from=fixtures / "qwen3-f32"))
+    index["qwen3-q4_k_m"] = {"gguf": path.name, "ref": "qwen3-q4_k_m", "arch": "qwen3", "type": "Q4_K", "embed": "Q6_K"}
     log("llama-spm: a SentencePiece vocabulary (tokenizer by transformers)")
     work = out / ".spm"
     work.mkdir()
@@ -266,6 +381,8 @@ def main():
         "pre-jais.gguf": {"pre": "jais"},
         "type-q5_0.gguf": {"bad_type": T.Q5_0},
         "shapes.gguf": {"meta_hidden": 96},
+        "kquants-q8_0.gguf": {"hidden": 256, "kquants": True, "bad_type": T.Q8_0},
+        "kquants-norm.gguf": {"hidden": 256, "kquants": True, "k_norm": True},
     }.items():
         tiny(out / file, **kwargs)
         bad[file] = kwargs and {k: (v.name if isinstance(v, T) else v) for k, v in kwargs.items()}

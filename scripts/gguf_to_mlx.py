@@ -64,6 +64,69 @@ def unpermute(a, heads):
     return a.reshape(heads, rows // heads // 2, 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
 
 
+T = gguf.GGMLQuantizationType
+K_QUANTS = (T.Q4_K, T.Q5_K, T.Q6_K)
+
+
+def read_kquant_file(reader):
+    """A file with K-quants, which MLX's reader does not keep quantized (Q4_K and Q6_K become
+    float16, Q5_K fails): floats as stored; Q4_K and Q5_K as MLX affine triples in groups of 32
+    decoded from the blocks here (scale d * sc, bias -(dmin * m), Q5_K packed at 8 bits), checked
+    equal to gguf-py's own dequantization; Q6_K (sub-blocks of 16, which MLX cannot group) as
+    gguf-py dequantizes it, quantized again by mx.quantize at 8 bits in groups of 32."""
+    tensors = {}
+    for t in reader.tensors:
+        shape = [int(d) for d in reversed(t.shape.tolist())]
+        raw = np.asarray(t.data)
+        if t.tensor_type == T.F32:
+            tensors[t.name] = mx.array(raw.reshape(shape).astype(np.float32))
+        elif t.tensor_type == T.F16:
+            tensors[t.name] = mx.array(raw.reshape(shape).astype(np.float16))
+        elif t.tensor_type == T.BF16:
+            continue  # taken below
+        elif t.tensor_type in K_QUANTS:
+            base = t.name[: -len(".weight")]
+            deq = gguf.quants.dequantize(raw, t.tensor_type).reshape(shape).astype(np.float32)
+            if t.tensor_type == T.Q6_K:
+                w, scales, biases = mx.quantize(mx.array(deq), group_size=32, bits=8)
+            else:
+                w, scales, biases, bits = decode_q45_k(raw.reshape(-1, raw.shape[-1]), shape, t.tensor_type)
+                back = np.array(mx.dequantize(w, scales, biases, group_size=32, bits=bits))
+                if not np.array_equal(back, deq):
+                    raise SystemExit(f"{t.name}: the affine form of {t.tensor_type.name} differs from gguf-py's dequantization")
+            tensors.update({f"{base}.weight": w, f"{base}.scales": scales, f"{base}.biases": biases})
+        else:
+            raise SystemExit(f"{t.name}: {t.tensor_type.name} in a file with K-quants is not converted here")
+    return tensors
+
+
+def decode_q45_k(raw, shape, qtype):
+    """Q4_K / Q5_K blocks (rows of bytes) as MLX's (packed weights, scales, biases, bits)."""
+    f32 = np.float32
+    blocks = raw.reshape(-1, 144 if qtype == T.Q4_K else 176)
+    d = blocks[:, 0:2].copy().view(np.float16)[:, 0].astype(f32)
+    dmin = blocks[:, 2:4].copy().view(np.float16)[:, 0].astype(f32)
+    b = blocks[:, 4:16]
+    sc = np.concatenate([b[:, 0:4] & 63, (b[:, 8:12] & 15) | ((b[:, 0:4] >> 6) << 4)], axis=1)
+    m = np.concatenate([b[:, 4:8] & 63, (b[:, 8:12] >> 4) | ((b[:, 4:8] >> 6) << 4)], axis=1)
+    qs = blocks[:, -128:].reshape(-1, 4, 32)
+    q = np.stack([qs & 15, qs >> 4], axis=2).reshape(-1, 8, 32)  # sub-block 2c: low nibbles
+    if qtype == T.Q5_K:
+        qh = blocks[:, 16:48]
+        q = q + (((qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1) << 4)
+    rows, cols = shape
+    scales = (d[:, None] * sc.astype(f32)).reshape(rows, cols // 32)
+    biases = (-(dmin[:, None] * m.astype(f32))).reshape(rows, cols // 32)
+    q = q.reshape(rows, cols).astype(np.uint8)
+    if qtype == T.Q4_K:
+        packed = (q[:, 0::2] | (q[:, 1::2] << 4)).copy().view(np.uint32)
+        bits = 4
+    else:
+        packed = q.copy().view(np.uint32)
+        bits = 8
+    return mx.array(packed), mx.array(scales), mx.array(biases), bits
+
+
 def convert(path, out, tokenizer_from=None, float32_scales=False):
     reader, meta = read_metadata(path)
     arch = meta["general.architecture"]
@@ -80,7 +143,10 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
 
     heads = hp("attention.head_count")
     kv_heads = hp("attention.head_count_kv", heads)
-    tensors = mx.load(str(path))
+    if any(t.tensor_type in K_QUANTS for t in reader.tensors):
+        tensors = read_kquant_file(reader)
+    else:
+        tensors = mx.load(str(path))
     for t in reader.tensors:
         if t.tensor_type == gguf.GGMLQuantizationType.BF16:
             raw = np.asarray(t.data).view(np.uint16).reshape([int(d) for d in reversed(t.shape.tolist())])

@@ -1,8 +1,8 @@
 //! The header of a GGUF file (llama.cpp's format, versions 2 and 3): metadata
 //! and the tensor table, read and checked against the file's size before MLX
 //! is asked to load anything. MLX's own loader (`mlx::io::load_gguf`) then
-//! reads the tensors; it trusts the header, so every count, length and offset
-//! is bounded here first.
+//! reads the tensors (or, in files with K-quants, `read_tensor` here); it
+//! trusts the header, so every count, length and offset is bounded here first.
 use std::collections::HashMap;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -103,6 +103,9 @@ impl GgmlType {
     pub const Q4_0: GgmlType = GgmlType(2);
     pub const Q4_1: GgmlType = GgmlType(3);
     pub const Q8_0: GgmlType = GgmlType(8);
+    pub const Q4_K: GgmlType = GgmlType(12);
+    pub const Q5_K: GgmlType = GgmlType(13);
+    pub const Q6_K: GgmlType = GgmlType(14);
     pub const BF16: GgmlType = GgmlType(30);
 
     fn entry(self) -> Option<&'static (u32, &'static str, u64, u64)> {

@@ -1,10 +1,12 @@
 //! `loadModel('model.gguf')`: a llama.cpp GGUF file loaded through MLX's own
-//! GGUF reader. The header is read and checked here first (`file`), the
-//! config and tokenizer are rebuilt from its metadata (`config`,
-//! `tokenizer`), and the tensors, renamed to MLX-LM's names, go to the same
-//! family constructors as a model folder's.
+//! GGUF reader, or, where it holds K-quants (which that reader does not keep
+//! quantized), tensor by tensor here (`kquants`). The header is read and
+//! checked here first (`file`), the config and tokenizer are rebuilt from its
+//! metadata (`config`, `tokenizer`), and the tensors, renamed to MLX-LM's
+//! names, go to the same family constructors as a model folder's.
 mod config;
 mod file;
+mod kquants;
 mod tokenizer;
 
 use std::collections::HashMap;
@@ -27,10 +29,11 @@ pub fn load(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -
     let arch = config::arch(&file)?;
     if let Some(t) = config::refused_type(&file) {
         return Err(LmError::UnsupportedModel(format!(
-            "{}: tensor \"{}\" is stored as {}, which mlx-node cannot load (supported: F32, F16, BF16, Q4_0, Q4_1, Q8_0)",
+            "{}: tensor \"{}\" is stored as {}, which mlx-node cannot load (supported: {})",
             path.display(),
             t.name,
-            t.ggml_type.name()
+            t.ggml_type.name(),
+            config::SUPPORTED
         )));
     }
     // The tokenizer is built beside the tensors (a large vocab takes about half a second); its
@@ -53,6 +56,20 @@ fn load_model(
     let config = ModelConfig::from_value(raw, path)?;
     let family = registry::family(&config.model_type).ok_or_else(|| LmError::UnsupportedModel(config.model_type.clone()))?;
 
+    let mut tensors = if file.tensors.iter().any(|t| kquants::is_kquant(t.ggml_type)) { read_each(file)? } else { read_with_mlx(path, file)? };
+    if arch.permuted {
+        unpermute_qk(&mut tensors, &config).map_err(|e| LmError::Mlx(e.message))?;
+    }
+    let mut weights = Weights::from_tensors(tensors, path, options.dtype, None)
+        .with_precision(options.precision_for(&config))
+        .with_shard(registry::shard_for(family, options)?);
+    (family.sanitize)(&config, &mut weights)?;
+    (family.build)(config, weights, options.dtype, progress)
+}
+
+/// Every tensor through MLX's GGUF reader (Q4_0, Q4_1 and Q8_0 as MLX maps
+/// them), under MLX-LM's names.
+fn read_with_mlx(path: &Path, file: &GgufFile) -> Result<HashMap<String, Array>> {
     let loaded = mlx::io::load_gguf(path).map_err(|e| LmError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
     let mut tensors = HashMap::with_capacity(loaded.len());
     for (name, a) in loaded {
@@ -62,18 +79,51 @@ fn load_model(
     }
     // MLX's reader turns BF16 into float16; keep it as stored.
     for t in file.tensors.iter().filter(|t| t.ggml_type == GgmlType::BF16) {
-        let shape: Vec<i32> = t.shape.iter().map(|&d| d as i32).collect();
-        let a = Array::from_bytes(&file.read_tensor(t)?, &shape, Dtype::Bfloat16).map_err(|e| LmError::Mlx(e.message))?;
-        tensors.insert(config::mlx_name(&t.name).unwrap_or_default(), a);
+        tensors.insert(config::mlx_name(&t.name).unwrap_or_default(), plain(file, t)?);
     }
-    if arch.permuted {
-        unpermute_qk(&mut tensors, &config).map_err(|e| LmError::Mlx(e.message))?;
+    Ok(tensors)
+}
+
+/// Every tensor read here, for files with K-quants: floats as stored, each
+/// K-quant tensor as an affine (weight, scales, biases) triple (`kquants`).
+/// Q4_0, Q4_1 and Q8_0 come only through MLX's reader, so a file mixing them
+/// with K-quants is refused.
+fn read_each(file: &GgufFile) -> Result<HashMap<String, Array>> {
+    let mut tensors = HashMap::with_capacity(file.tensors.len() * 3);
+    for t in &file.tensors {
+        let name = config::mlx_name(&t.name).ok_or_else(|| {
+            LmError::UnsupportedModel(format!("{}: tensor \"{}\" is not part of the models this loader knows", file.path.display(), t.name))
+        })?;
+        if !kquants::is_kquant(t.ggml_type) {
+            tensors.insert(name, plain(file, t)?);
+            continue;
+        }
+        let (w, s, b) = kquants::convert(t, &file.read_tensor(t)?)?;
+        let base = name.strip_suffix(".weight").unwrap_or(&name).to_string();
+        tensors.insert(format!("{base}.weight"), w);
+        tensors.insert(format!("{base}.scales"), s);
+        tensors.insert(format!("{base}.biases"), b);
     }
-    let mut weights = Weights::from_tensors(tensors, path, options.dtype, None)
-        .with_precision(options.precision_for(&config))
-        .with_shard(registry::shard_for(family, options)?);
-    (family.sanitize)(&config, &mut weights)?;
-    (family.build)(config, weights, options.dtype, progress)
+    Ok(tensors)
+}
+
+/// An F32, F16 or BF16 tensor as stored.
+fn plain(file: &GgufFile, t: &file::TensorInfo) -> Result<Array> {
+    let dtype = match t.ggml_type {
+        GgmlType::F32 => Dtype::Float32,
+        GgmlType::F16 => Dtype::Float16,
+        GgmlType::BF16 => Dtype::Bfloat16,
+        other => {
+            return Err(LmError::UnsupportedModel(format!(
+                "{}: tensor \"{}\" is stored as {}, which mlx-node loads only from files without K-quants (Q4_K, Q5_K, Q6_K)",
+                file.path.display(),
+                t.name,
+                other.name()
+            )))
+        }
+    };
+    let shape: Vec<i32> = t.shape.iter().map(|&d| d as i32).collect();
+    Array::from_bytes(&file.read_tensor(t)?, &shape, dtype).map_err(|e| LmError::Mlx(e.message))
 }
 
 /// llama.cpp's converter stores the q and k projection rows of Llama-type

@@ -31,7 +31,7 @@ pub(crate) fn f16_bits(x: f32) -> u16 {
 }
 
 /// A float16's value as a float32 (exact; MLX's `operator float`).
-pub(crate) fn f16_value(h: u16) -> f32 {
+pub fn f16_value(h: u16) -> f32 {
     let sign = (h as u32 & 0x8000) << 16;
     // The bits without the sign, shifted to the top of a word.
     let two_base = (h as u32) << 17;

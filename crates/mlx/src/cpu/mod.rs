@@ -7,7 +7,7 @@ pub mod decode_attention;
 pub mod exact_attention;
 pub mod gemv;
 pub mod greedy;
-pub(crate) mod half;
+pub mod half;
 pub mod kernel;
 pub mod math;
 pub(crate) mod qmm;
