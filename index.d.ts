@@ -106,7 +106,7 @@ export interface LoadModelOptions {
    * times faster, within the measured tolerance in docs/kernels.md#fast-precision (top-1
    * agreement 99.9%, mean KL about 1e-5 on a trained model). Default: 'fast' for a model
    * quantized in MLX's affine mode (MLX-community's 4- and 8-bit models, GGUF's Q4_0, Q4_1,
-   * Q8_0) on the CPU, 'exact' otherwise (float models, the floating-point modes, Metal and
+   * Q8_0 and K-quants) on the CPU, 'exact' otherwise (float models, the floating-point modes, Metal and
    * CUDA). No effect on float models or other backends. `LanguageModel.precision` tells
    * which applies.
    */

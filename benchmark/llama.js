@@ -70,6 +70,7 @@ const PLAN = {
   'smollm2-135m-q4_1': { mlxLmRounds: null },
   'qwen3-0.6b-q4_0': { mlxLmRounds: 1 },
   'qwen3-0.6b-q8_0': { mlxLmRounds: 1 },
+  'qwen3-0.6b-q4_k_m': { mlxLmRounds: 1 },
 };
 // In round order. `ours` is mlx-node in exact precision, `fast` in fast precision (the default for
 // quantized models on the CPU); each is asked for by name.
@@ -627,6 +628,8 @@ function renderReport(report) {
     '- qwen3-0.6b-q4_0 / qwen3-0.6b-q8_0: `.cache/bench-models/qwen3-0.6b-f32` (benchmark/models.py: Qwen3-0.6B\'s shape, seeded random weights scaled so greedy text behaves like a model\'s, the real Qwen3 tokenizer) ' +
       'written as GGUF with the `gguf` package: tokenizer metadata as convert_hf_to_gguf.py writes it (gpt2 BPE, pre-tokenizer `qwen2`), every 2-D weight Q8_0 as `--outtype q8_0`, ' +
       'or Q4_0 as `llama-quantize --pure` (llama-quantize\'s default Q4_0 would store the tied embedding as Q6_K, which MLX cannot load), norms F32. Its text is noise; the work per token is a real model\'s.',
+    '- qwen3-0.6b-q4_k_m: the same weights as llama-quantize\'s Q4_K_M lays them out: Q4_K, with Q6_K for the tied embedding and for attn_v and ffn_down in the layers its `use_more_bits` picks (blocks by `scripts/fixtures_gguf.py`\'s encoder, as gguf-py has none for K-quants). ' +
+      'In the MLX folder Q4_K is 4-bit and exact, Q6_K requantized at 8 bits (MLX has no groups of 16; `docs/text-generation.md#gguf-files`), which mlx-node also does loading the GGUF itself.',
     '',
     modelsTable(report),
     '',

