@@ -104,8 +104,9 @@ test('model info describes the GGUF model', async () => {
     'mistral-q8_0': { modelType: 'llama', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
     'llama-spm': { modelType: 'llama', vocabSize: 1000, quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
     smollm2: { modelType: 'llama', numLayers: 30, vocabSize: 49152, contextLength: 8192, quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
-    // Q4_K as 4 bits; its Q6_K embedding and Q5_K/Q6_K layers load at 8 (their own bits per layer).
-    'qwen3-q4_k_m': { modelType: 'qwen3', dtype: 'float32', quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
+    // The bits most layers load at: here 8 (Q6_K, Q5_K, Q8_0, Q5_0, Q5_1: eight layers) over 4 (Q4_K,
+    // Q4_0, Q4_1: seven); each layer keeps its own.
+    'qwen3-q4_k_m': { modelType: 'qwen3', dtype: 'float32', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
   };
   for (const [n, want] of Object.entries(expect)) {
     const info = (await gguf(n)).info;
@@ -189,19 +190,21 @@ test('malformed GGUF files are refused with INVALID_WEIGHTS before anything is l
 });
 
 test('a K-quant that is not a matrix (a norm stored as Q4_K) is INVALID_WEIGHTS', async () => {
-  await expectReject(() => loadModel(path.join(index.dir, 'kquants-norm.gguf')), 'INVALID_WEIGHTS', /tensor "output_norm\.weight" \(Q4_K\): K-quant tensors must be 2-D/);
+  await expectReject(() => loadModel(path.join(index.dir, 'kquants-norm.gguf')), 'INVALID_WEIGHTS', /tensor "output_norm\.weight" \(Q4_K\): quantized tensors must be 2-D/);
 });
 
 test('GGUF files this loader does not support are refused with UNSUPPORTED_MODEL naming what', async () => {
   await expectReject(() => loadModel(path.join(index.dir, 'arch-gemma3.gguf')), 'UNSUPPORTED_MODEL', /architecture "gemma3"/);
-  await expectReject(() => loadModel(path.join(index.dir, 'type-q5_0.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as Q5_0/);
+  await expectReject(() => loadModel(path.join(index.dir, 'type-q2_k.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as Q2_K, which mlx-node cannot load \(supported: .*Q5_0, Q5_1.*Q6_K\)/);
   await expectReject(() => loadModel(path.join(index.dir, 'pre-jais.gguf')), 'UNSUPPORTED_MODEL', /pre-tokenizer "jais"/);
-  // K-quant files are read tensor by tensor, Q4_0/Q4_1/Q8_0 only through MLX's reader.
-  await expectReject(
-    () => loadModel(path.join(index.dir, 'kquants-q8_0.gguf')),
-    'UNSUPPORTED_MODEL',
-    /blk\.1\.ffn_up\.weight" is stored as Q8_0, which mlx-node loads only from files without K-quants/,
-  );
+});
+
+// MLX's reader does not load Q5_0: a file with it is read tensor by tensor (its other tensors F16).
+test('a GGUF with a Q5_0 tensor loads and generates', async () => {
+  const m = await loadModel(path.join(index.dir, 'type-q5_0.gguf'));
+  const r = await m.generate([1, 2, 3], { maxTokens: 4 });
+  assert.equal(r.tokens.length, 4);
+  await m.dispose();
 });
 
 // The tokenizer is built on a thread of its own while the tensors are read; its errors still come

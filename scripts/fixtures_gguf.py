@@ -230,6 +230,10 @@ def write_kquant_variant(fixtures_dir, out):
         special["pad"] = ids[tc["pad_token"]]
     add_tokenizer(w, tokens, types, merges, "qwen2", special, False, tc.get("chat_template"))
 
+    # Layer 1's other matrices in the 32-weight block types: llama-quantize's fallbacks for rows
+    # that are not whole 256-weight blocks (Q5_0, Q5_1, Q8_0), and Q4_0/Q4_1, all read here too.
+    block32 = {"q_proj": T.Q8_0, "k_proj": T.Q5_0, "o_proj": T.Q5_1, "gate_proj": T.Q4_0, "up_proj": T.Q4_1}
+
     def type_of(name, a):
         if a.ndim == 1:
             return T.F32
@@ -237,6 +241,8 @@ def write_kquant_variant(fixtures_dir, out):
             return T.Q6_K
         if name.endswith(("v_proj.weight", "down_proj.weight")):
             return T.Q6_K if ".layers.0." in name else T.Q5_K
+        if ".layers.1." in name:
+            return block32[name.split(".")[-2]]
         return T.Q4_K
     write_typed(w, config, weights, "qwen3", type_of)
     w.write_header_to_file()
@@ -336,7 +342,12 @@ def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type
         t = T.F32 if len(shape) == 1 else (bad_type if bad_type and name == "blk.1.ffn_up.weight" else T.Q4_K if kquants else T.F16)
         if k_norm and name == "output_norm.weight":
             t = T.Q4_K
-        w.add_tensor(name, a if t == T.F32 else quantize(a, t), raw_dtype=t)
+        if t == T.Q2_K:
+            # A type mlx-node refuses; only its size matters (gguf-py has no encoder for it).
+            data = rng.integers(0, 256, size=(shape[0], shape[1] // 256 * 84), dtype=np.uint8)
+        else:
+            data = a if t == T.F32 else quantize(a, t)
+        w.add_tensor(name, data, raw_dtype=t)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -356,6 +367,7 @@ def main():
         config = write_variant(src, path, arch, qtype, embed_qtype)
         converted = gguf_to_mlx.convert(path, out / name, tokenizer_from=src)
         check_config(name, config, converted)
+        gguf_to_mlx.check_block32_like_mlx(path)
         index[name] = {"gguf": path.name, "ref": name, "source": source, "arch": arch, "type": qtype.name, "embed": embed_qtype.name}
     log("qwen3-q4_k_m: K-quants (Q4_K, Q5_K, Q6_K)")
     path = out / "qwen3-q4_k_m.gguf"
@@ -381,7 +393,7 @@ def main():
         "pre-jais.gguf": {"pre": "jais"},
         "type-q5_0.gguf": {"bad_type": T.Q5_0},
         "shapes.gguf": {"meta_hidden": 96},
-        "kquants-q8_0.gguf": {"hidden": 256, "kquants": True, "bad_type": T.Q8_0},
+        "type-q2_k.gguf": {"hidden": 256, "kquants": True, "bad_type": T.Q2_K},
         "kquants-norm.gguf": {"hidden": 256, "kquants": True, "k_norm": True},
     }.items():
         tiny(out / file, **kwargs)

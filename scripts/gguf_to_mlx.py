@@ -66,6 +66,10 @@ def unpermute(a, heads):
 
 T = gguf.GGMLQuantizationType
 K_QUANTS = (T.Q4_K, T.Q5_K, T.Q6_K)
+# 32-weight block types: (bytes per block, bits as MLX holds them).
+BLOCK32 = {T.Q4_0: (18, 4), T.Q4_1: (20, 4), T.Q5_0: (22, 8), T.Q5_1: (24, 8), T.Q8_0: (34, 8)}
+# What MLX's reader cannot load as stored: files with any of these are read here instead.
+READ_HERE = K_QUANTS + (T.Q5_0, T.Q5_1)
 
 
 def read_kquant_file(reader):
@@ -95,9 +99,66 @@ def read_kquant_file(reader):
                 if not np.array_equal(back, deq):
                     raise SystemExit(f"{t.name}: the affine form of {t.tensor_type.name} differs from gguf-py's dequantization")
             tensors.update({f"{base}.weight": w, f"{base}.scales": scales, f"{base}.biases": biases})
+        elif t.tensor_type in BLOCK32:
+            base = t.name[: -len(".weight")]
+            w, scales, biases, bits = decode_block32(raw.reshape(-1, raw.shape[-1]), shape, t.tensor_type)
+            deq = gguf.quants.dequantize(raw, t.tensor_type).reshape(shape).astype(np.float32)
+            back = np.array(mx.dequantize(w, scales.astype(mx.float32), biases.astype(mx.float32), group_size=32, bits=bits))
+            if not np.array_equal(back, deq):
+                raise SystemExit(f"{t.name}: the affine form of {t.tensor_type.name} differs from gguf-py's dequantization")
+            tensors.update({f"{base}.weight": w, f"{base}.scales": scales, f"{base}.biases": biases})
         else:
-            raise SystemExit(f"{t.name}: {t.tensor_type.name} in a file with K-quants is not converted here")
+            raise SystemExit(f"{t.name}: {t.tensor_type.name} is not converted here")
     return tensors
+
+
+def decode_block32(raw, shape, qtype):
+    """Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 blocks as MLX's (packed weights, float16 scales, float16 biases,
+    bits), the form MLX's reader gives Q4_0, Q4_1 and Q8_0 (check_block32_like_mlx): per block
+    scale d, bias -8d (Q4_0), m (Q4_1, Q5_1), -16d (Q5_0) or -128d (Q8_0, its values + 128)."""
+    size, bits = BLOCK32[qtype]
+    blocks = raw.reshape(-1, size)
+    d = blocks[:, 0:2].copy().view(np.float16)[:, 0]
+    if qtype == T.Q8_0:
+        q = (blocks[:, 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8)
+        bias = (d.astype(np.float32) * -128).astype(np.float16)
+    else:
+        has_m = qtype in (T.Q4_1, T.Q5_1)
+        at = 4 if has_m else 2
+        qh = None
+        if qtype in (T.Q5_0, T.Q5_1):
+            qh = blocks[:, at:at + 4].copy().view("<u4")[:, 0]
+            at += 4
+        qs = blocks[:, at:at + 16]
+        q = np.concatenate([qs & 15, qs >> 4], axis=1)
+        if qh is not None:
+            q = q | ((((qh[:, None] >> np.arange(32, dtype=np.uint32)[None, :]) & 1) << 4).astype(np.uint8))
+        if has_m:
+            bias = blocks[:, 2:4].copy().view(np.float16)[:, 0]
+        else:
+            bias = (d.astype(np.float32) * (-8 if qtype == T.Q4_0 else -16)).astype(np.float16)
+    rows, cols = shape
+    q = q.reshape(rows, cols).astype(np.uint8)
+    packed = (q[:, 0::2] | (q[:, 1::2] << 4)) if bits == 4 else q
+    return (mx.array(packed.copy().view(np.uint32)), mx.array(d.reshape(rows, cols // 32)),
+            mx.array(bias.reshape(rows, cols // 32)), bits)
+
+
+def check_block32_like_mlx(path):
+    """decode_block32 gives Q4_0, Q4_1 and Q8_0 tensors exactly the arrays MLX's own reader gives
+    them (so files read here and files MLX reads hold their weights in one form)."""
+    reader = gguf.GGUFReader(str(path))
+    loaded = mx.load(str(path))
+    for t in reader.tensors:
+        if t.tensor_type in (T.Q4_0, T.Q4_1, T.Q8_0):
+            shape = [int(d) for d in reversed(t.shape.tolist())]
+            raw = np.asarray(t.data)
+            ours = decode_block32(raw.reshape(-1, raw.shape[-1]), shape, t.tensor_type)[:3]
+            base = t.name[: -len(".weight")]
+            for field, a in zip(("weight", "scales", "biases"), ours):
+                b = loaded[f"{base}.{field}"]
+                if a.dtype != b.dtype or a.shape != b.shape or not np.array_equal(np.array(a), np.array(b)):
+                    raise SystemExit(f"{path.name}: {base}.{field} ({t.tensor_type.name}) differs from MLX's reader")
 
 
 def decode_q45_k(raw, shape, qtype):
@@ -143,7 +204,7 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
 
     heads = hp("attention.head_count")
     kv_heads = hp("attention.head_count_kv", heads)
-    if any(t.tensor_type in K_QUANTS for t in reader.tensors):
+    if any(t.tensor_type in READ_HERE for t in reader.tensors):
         tensors = read_kquant_file(reader)
     else:
         tensors = mx.load(str(path))

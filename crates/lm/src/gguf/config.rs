@@ -159,11 +159,11 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
 }
 
 /// The bits of most quantized tensors (Q4_0, Q4_1 and Q4_K are 4; Q8_0, and
-/// Q5_K and Q6_K as loaded, 8), if any are.
+/// Q5_0, Q5_1, Q5_K and Q6_K as loaded, 8), if any are.
 fn bulk_bits(file: &GgufFile) -> Option<i64> {
     use super::file::GgmlType as T;
     let count = |types: &[T]| file.tensors.iter().filter(|t| types.contains(&t.ggml_type)).count();
-    let (four, eight) = (count(&[T::Q4_0, T::Q4_1, T::Q4_K]), count(&[T::Q8_0, T::Q5_K, T::Q6_K]));
+    let (four, eight) = (count(&[T::Q4_0, T::Q4_1, T::Q4_K]), count(&[T::Q8_0, T::Q5_0, T::Q5_1, T::Q5_K, T::Q6_K]));
     match (four, eight) {
         (0, 0) => None,
         _ if four >= eight => Some(4),
@@ -209,10 +209,12 @@ fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: 
 }
 
 /// The tensor types mlx-node loads, as the refusal of any other names them.
-pub const SUPPORTED: &str = "F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K";
+pub const SUPPORTED: &str = "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K";
 
 /// The first tensor of a type that mlx-node does not load.
 pub fn refused_type(file: &GgufFile) -> Option<&TensorInfo> {
     use super::file::GgmlType as T;
-    file.tensors.iter().find(|t| ![T::F32, T::F16, T::BF16, T::Q4_0, T::Q4_1, T::Q8_0, T::Q4_K, T::Q5_K, T::Q6_K].contains(&t.ggml_type))
+    file.tensors
+        .iter()
+        .find(|t| ![T::F32, T::F16, T::BF16, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::Q8_0, T::Q4_K, T::Q5_K, T::Q6_K].contains(&t.ggml_type))
 }

@@ -102,6 +102,8 @@ impl GgmlType {
     pub const F16: GgmlType = GgmlType(1);
     pub const Q4_0: GgmlType = GgmlType(2);
     pub const Q4_1: GgmlType = GgmlType(3);
+    pub const Q5_0: GgmlType = GgmlType(6);
+    pub const Q5_1: GgmlType = GgmlType(7);
     pub const Q8_0: GgmlType = GgmlType(8);
     pub const Q4_K: GgmlType = GgmlType(12);
     pub const Q5_K: GgmlType = GgmlType(13);

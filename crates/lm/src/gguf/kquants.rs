@@ -20,7 +20,7 @@ use mlx::cpu::half::f16_value;
 use mlx::quant::{quantize, Mode};
 use mlx::{Array, Dtype};
 
-use super::file::{GgmlType, TensorInfo};
+use super::file::GgmlType;
 use crate::error::{LmError, Result};
 
 /// Weights per super-block.
@@ -44,21 +44,15 @@ pub fn bits(t: GgmlType) -> i64 {
     }
 }
 
-/// A K-quant tensor's (weight, scales, biases) from its `raw` bytes. The
-/// header check (`file`) has made `raw` the size its shape and type say; a
-/// tensor that is not a matrix (a norm stored as a K-quant) is refused.
-pub fn convert(t: &TensorInfo, raw: &[u8]) -> Result<(Array, Array, Array)> {
-    let bad = |why: &str| LmError::InvalidWeights(format!("tensor \"{}\" ({}): {why}", t.name, t.ggml_type.name()));
-    let [rows, cols] = t.shape[..] else {
-        return Err(bad("K-quant tensors must be 2-D"));
-    };
-    // Rows of whole blocks: the header check refuses others.
-    let (rows, cols) = (rows as usize, cols as usize);
+/// A K-quant tensor's (weight, scales, biases) from its `raw` bytes: a
+/// `rows` x `cols` matrix, whose size the header check has matched to its
+/// type (rows of whole blocks).
+pub fn convert(t: GgmlType, rows: usize, cols: usize, raw: &[u8]) -> Result<(Array, Array, Array)> {
     let mlx = |e: mlx::Error| LmError::Mlx(e.message);
     let shape = |n: usize| [rows as i32, n as i32];
-    match t.ggml_type {
+    match t {
         GgmlType::Q4_K | GgmlType::Q5_K => {
-            let b = bits(t.ggml_type) as usize;
+            let b = bits(t) as usize;
             let (mut w, mut s, mut z) = (vec![0u8; rows * cols * b / 8], vec![0f32; rows * cols / GROUP], vec![0f32; rows * cols / GROUP]);
             let block_bytes = if b == 4 { 144 } else { 176 };
             for (i, block) in raw.chunks_exact(block_bytes).enumerate() {
@@ -94,7 +88,7 @@ pub fn convert(t: &TensorInfo, raw: &[u8]) -> Result<(Array, Array, Array)> {
             let cat = |parts: &[Array]| Array::concatenate(&parts.iter().collect::<Vec<_>>(), 0).map_err(mlx);
             Ok((cat(&ws)?, cat(&ss)?, cat(&zs)?))
         }
-        _ => Err(bad("not a K-quant")),
+        _ => Err(LmError::InvalidWeights(format!("{} is not a K-quant", t.name()))),
     }
 }
 

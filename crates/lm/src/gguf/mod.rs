@@ -1,9 +1,11 @@
 //! `loadModel('model.gguf')`: a llama.cpp GGUF file loaded through MLX's own
 //! GGUF reader, or, where it holds K-quants (which that reader does not keep
-//! quantized), tensor by tensor here (`kquants`). The header is read and
+//! quantized) or Q5_0/Q5_1 (which it does not load), tensor by tensor here
+//! (`kquants`, `blocks32`). The header is read and
 //! checked here first (`file`), the config and tokenizer are rebuilt from its
 //! metadata (`config`, `tokenizer`), and the tensors, renamed to MLX-LM's
 //! names, go to the same family constructors as a model folder's.
+mod blocks32;
 mod config;
 mod file;
 mod kquants;
@@ -56,7 +58,7 @@ fn load_model(
     let config = ModelConfig::from_value(raw, path)?;
     let family = registry::family(&config.model_type).ok_or_else(|| LmError::UnsupportedModel(config.model_type.clone()))?;
 
-    let mut tensors = if file.tensors.iter().any(|t| kquants::is_kquant(t.ggml_type)) { read_each(file)? } else { read_with_mlx(path, file)? };
+    let mut tensors = if file.tensors.iter().any(|t| read_here(t.ggml_type)) { read_each(file)? } else { read_with_mlx(path, file)? };
     if arch.permuted {
         unpermute_qk(&mut tensors, &config).map_err(|e| LmError::Mlx(e.message))?;
     }
@@ -84,21 +86,34 @@ fn read_with_mlx(path: &Path, file: &GgufFile) -> Result<HashMap<String, Array>>
     Ok(tensors)
 }
 
-/// Every tensor read here, for files with K-quants: floats as stored, each
-/// K-quant tensor as an affine (weight, scales, biases) triple (`kquants`).
-/// Q4_0, Q4_1 and Q8_0 come only through MLX's reader, so a file mixing them
-/// with K-quants is refused.
+/// Types MLX's reader does not keep as stored: a file with any is read here.
+fn read_here(t: GgmlType) -> bool {
+    kquants::is_kquant(t) || matches!(t, GgmlType::Q5_0 | GgmlType::Q5_1)
+}
+
+/// Every tensor read here: floats as stored, quantized ones as affine
+/// (weight, scales, biases) triples (`kquants`; `blocks32`, in the form MLX's
+/// reader gives Q4_0, Q4_1 and Q8_0).
 fn read_each(file: &GgufFile) -> Result<HashMap<String, Array>> {
     let mut tensors = HashMap::with_capacity(file.tensors.len() * 3);
     for t in &file.tensors {
         let name = config::mlx_name(&t.name).ok_or_else(|| {
             LmError::UnsupportedModel(format!("{}: tensor \"{}\" is not part of the models this loader knows", file.path.display(), t.name))
         })?;
-        if !kquants::is_kquant(t.ggml_type) {
+        let (quantized, matrix) = (kquants::is_kquant(t.ggml_type) || blocks32::is_block32(t.ggml_type), t.shape.len() == 2);
+        if !quantized {
             tensors.insert(name, plain(file, t)?);
             continue;
         }
-        let (w, s, b) = kquants::convert(t, &file.read_tensor(t)?)?;
+        if !matrix {
+            return Err(LmError::InvalidWeights(format!("tensor \"{}\" ({}): quantized tensors must be 2-D", t.name, t.ggml_type.name())));
+        }
+        let (rows, cols, raw) = (t.shape[0] as usize, t.shape[1] as usize, file.read_tensor(t)?);
+        let (w, s, b) = if kquants::is_kquant(t.ggml_type) {
+            kquants::convert(t.ggml_type, rows, cols, &raw)?
+        } else {
+            blocks32::convert(t.ggml_type, rows, cols, &raw)?
+        };
         let base = name.strip_suffix(".weight").unwrap_or(&name).to_string();
         tensors.insert(format!("{base}.weight"), w);
         tensors.insert(format!("{base}.scales"), s);
@@ -113,14 +128,8 @@ fn plain(file: &GgufFile, t: &file::TensorInfo) -> Result<Array> {
         GgmlType::F32 => Dtype::Float32,
         GgmlType::F16 => Dtype::Float16,
         GgmlType::BF16 => Dtype::Bfloat16,
-        other => {
-            return Err(LmError::UnsupportedModel(format!(
-                "{}: tensor \"{}\" is stored as {}, which mlx-node loads only from files without K-quants (Q4_K, Q5_K, Q6_K)",
-                file.path.display(),
-                t.name,
-                other.name()
-            )))
-        }
+        // `refused_type` has let only these and the quantized types through.
+        other => return Err(LmError::InvalidWeights(format!("tensor \"{}\": {} is not a float type", t.name, other.name()))),
     };
     let shape: Vec<i32> = t.shape.iter().map(|&d| d as i32).collect();
     Array::from_bytes(&file.read_tensor(t)?, &shape, dtype).map_err(|e| LmError::Mlx(e.message))

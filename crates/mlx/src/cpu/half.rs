@@ -17,7 +17,7 @@ pub(crate) fn round_bf16(v: f32) -> f32 {
 /// Maratyszcza's FP16): round to nearest even, subnormals and overflow to
 /// infinity included, by letting a float add do the rounding; a NaN keeps its
 /// sign and becomes 0x7D00.
-pub(crate) fn f16_bits(x: f32) -> u16 {
+pub fn f16_bits(x: f32) -> u16 {
     let u = x.to_bits();
     let sign = ((u >> 16) & 0x8000) as u16;
     if x.is_nan() {
