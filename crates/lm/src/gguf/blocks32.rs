@@ -34,16 +34,9 @@ fn bits(t: GgmlType) -> usize {
 /// from its `raw` bytes, whose size the header check has matched to its type.
 pub fn convert(t: GgmlType, rows: usize, cols: usize, raw: &[u8]) -> Result<(Array, Array, Array)> {
     let b = bits(t);
-    let block_bytes = match t {
-        GgmlType::Q4_0 => 18,
-        GgmlType::Q4_1 => 20,
-        GgmlType::Q5_0 => 22,
-        GgmlType::Q5_1 => 24,
-        _ => 34,
-    };
     let groups = rows * cols / BLOCK;
     let (mut w, mut s, mut z) = (vec![0u8; rows * cols * b / 8], Vec::with_capacity(2 * groups), Vec::with_capacity(2 * groups));
-    for (block, out) in raw.chunks_exact(block_bytes).zip(w.chunks_exact_mut(BLOCK * b / 8)) {
+    for (block, out) in raw.chunks_exact(t.block_bytes()).zip(w.chunks_exact_mut(BLOCK * b / 8)) {
         let d = u16::from_le_bytes([block[0], block[1]]);
         let scaled = |k: f32| f16_bits(k * f16_value(d));
         let bias = match t {

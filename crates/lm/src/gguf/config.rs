@@ -2,7 +2,7 @@
 //! llama.cpp's `<arch>.*` metadata, and its tensor names mapped to MLX-LM's.
 use serde_json::{json, Map, Value};
 
-use super::file::{GgufFile, Meta, TensorInfo};
+use super::file::{GgmlType, GgufFile, Meta, TensorInfo};
 use crate::error::{LmError, Result};
 
 /// llama.cpp architectures that load, and the `model_type` each becomes.
@@ -208,13 +208,13 @@ fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: 
     Ok(())
 }
 
-/// The tensor types mlx-node loads, as the refusal of any other names them.
-pub const SUPPORTED: &str = "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K";
+/// The tensor types mlx-node loads, in the order the refusal of any other names them.
+pub const LOADED: [GgmlType; 11] = {
+    use super::file::GgmlType as T;
+    [T::F32, T::F16, T::BF16, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::Q8_0, T::Q4_K, T::Q5_K, T::Q6_K]
+};
 
 /// The first tensor of a type that mlx-node does not load.
 pub fn refused_type(file: &GgufFile) -> Option<&TensorInfo> {
-    use super::file::GgmlType as T;
-    file.tensors
-        .iter()
-        .find(|t| ![T::F32, T::F16, T::BF16, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::Q8_0, T::Q4_K, T::Q5_K, T::Q6_K].contains(&t.ggml_type))
+    file.tensors.iter().find(|t| !LOADED.contains(&t.ggml_type))
 }

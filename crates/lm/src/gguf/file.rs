@@ -1,7 +1,7 @@
 //! The header of a GGUF file (llama.cpp's format, versions 2 and 3): metadata
 //! and the tensor table, read and checked against the file's size before MLX
 //! is asked to load anything. MLX's own loader (`mlx::io::load_gguf`) then
-//! reads the tensors (or, in files with K-quants, `read_tensor` here); it
+//! reads the tensors (or, in files it cannot load, `read_tensor` here); it
 //! trusts the header, so every count, length and offset is bounded here first.
 use std::collections::HashMap;
 use std::io::{BufReader, Read, Seek, SeekFrom};
@@ -115,6 +115,10 @@ impl GgmlType {
     }
     pub fn name(self) -> String {
         self.entry().map(|t| t.1.to_string()).unwrap_or_else(|| format!("type {}", self.0))
+    }
+    /// Bytes per block of a known type (0 for an unknown one).
+    pub fn block_bytes(self) -> usize {
+        self.entry().map_or(0, |t| t.3 as usize)
     }
 }
 

@@ -26,7 +26,7 @@ use crate::error::{LmError, Result};
 /// Weights per super-block.
 const QK: usize = 256;
 /// MLX's group for every converted layer.
-pub const GROUP: usize = 32;
+const GROUP: usize = 32;
 /// Q6_K rows requantized per call of MLX's `quantize` (bounds the float32
 /// copy of a large embedding: 8 MB at 1024 columns).
 const Q6_ROWS: usize = 2048;
@@ -36,7 +36,7 @@ pub fn is_kquant(t: GgmlType) -> bool {
 }
 
 /// The bits of the converted layer (`weight`'s packing).
-pub fn bits(t: GgmlType) -> i64 {
+fn bits(t: GgmlType) -> usize {
     if t == GgmlType::Q4_K {
         4
     } else {
@@ -52,10 +52,9 @@ pub fn convert(t: GgmlType, rows: usize, cols: usize, raw: &[u8]) -> Result<(Arr
     let shape = |n: usize| [rows as i32, n as i32];
     match t {
         GgmlType::Q4_K | GgmlType::Q5_K => {
-            let b = bits(t) as usize;
+            let b = bits(t);
             let (mut w, mut s, mut z) = (vec![0u8; rows * cols * b / 8], vec![0f32; rows * cols / GROUP], vec![0f32; rows * cols / GROUP]);
-            let block_bytes = if b == 4 { 144 } else { 176 };
-            for (i, block) in raw.chunks_exact(block_bytes).enumerate() {
+            for (i, block) in raw.chunks_exact(t.block_bytes()).enumerate() {
                 let groups = i * QK / GROUP..(i + 1) * QK / GROUP;
                 let out = &mut w[i * QK * b / 8..(i + 1) * QK * b / 8];
                 if b == 4 {
@@ -70,13 +69,13 @@ pub fn convert(t: GgmlType, rows: usize, cols: usize, raw: &[u8]) -> Result<(Arr
             Ok((w, s, z))
         }
         GgmlType::Q6_K => {
-            let blocks_per_row = cols / QK;
+            let (blocks_per_row, block_bytes) = (cols / QK, t.block_bytes());
             let (mut ws, mut ss, mut zs) = (Vec::new(), Vec::new(), Vec::new());
             let mut values = vec![0f32; Q6_ROWS.min(rows) * cols];
             for first in (0..rows).step_by(Q6_ROWS) {
                 let n = Q6_ROWS.min(rows - first);
-                let blocks = &raw[first * blocks_per_row * 210..(first + n) * blocks_per_row * 210];
-                for (block, y) in blocks.chunks_exact(210).zip(values.chunks_exact_mut(QK)) {
+                let blocks = &raw[first * blocks_per_row * block_bytes..(first + n) * blocks_per_row * block_bytes];
+                for (block, y) in blocks.chunks_exact(block_bytes).zip(values.chunks_exact_mut(QK)) {
                     q6_k(block, y);
                 }
                 let v = Array::from_slice(&values[..n * cols], &[n as i32, cols as i32]).map_err(mlx)?;

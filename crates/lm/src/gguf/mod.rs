@@ -35,7 +35,7 @@ pub fn load(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -
             path.display(),
             t.name,
             t.ggml_type.name(),
-            config::SUPPORTED
+            config::LOADED.map(GgmlType::name).join(", ")
         )));
     }
     // The tokenizer is built beside the tensors (a large vocab takes about half a second); its
