@@ -40,7 +40,7 @@ async function gguf(name) {
 }
 
 const cases = [];
-const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m'];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m'];
 for (const v of variants) {
   cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
@@ -107,6 +107,8 @@ test('model info describes the GGUF model', async () => {
     // The bits most layers load at: here 8 (Q6_K, Q5_K, Q8_0, Q5_0, Q5_1: eight layers) over 4 (Q4_K,
     // Q4_0, Q4_1: seven); each layer keeps its own.
     'qwen3-q4_k_m': { modelType: 'qwen3', dtype: 'float32', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
+    // Q3_K and Q2_K load at 8 bits (thirteen layers with the embedding), Q4_K at 4 (two).
+    'qwen3-q3_k_m': { modelType: 'qwen3', dtype: 'float32', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
   };
   for (const [n, want] of Object.entries(expect)) {
     const info = (await gguf(n)).info;
@@ -132,22 +134,24 @@ test('a quantized GGUF runs in fast precision by default (as asked for), a float
   await f32.dispose();
 });
 
-// Fast precision has no reference but exact: the K-quant file and the folder converted from it hold
+// Fast precision has no reference but exact: a K-quant file and the folder converted from it hold
 // the same arrays, so fast runs on both give the same tokens and log-probabilities, bit for bit.
-test('a K-quant GGUF in fast precision equals its converted folder in fast precision', async () => {
-  const f = index.fixtures['qwen3-q4_k_m'];
-  const file = await loadModel(f.gguf, { precision: 'fast' });
-  const folder = await loadModel(f.ref, { precision: 'fast' });
-  try {
-    const run = async (m) => (({ tokens, logprobs }) => ({ tokens, logprobs }))(await m.generate(CHAT, { maxTokens: 12, logprobs: true }));
-    const [a, b] = [await run(file), await run(folder)];
-    assert.equal(a.tokens.length, 12);
-    assert.deepEqual(a, b);
-  } finally {
-    await file.dispose();
-    await folder.dispose();
-  }
-});
+for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m']) {
+  test(`a K-quant GGUF in fast precision equals its converted folder in fast precision (${name})`, async () => {
+    const f = index.fixtures[name];
+    const file = await loadModel(f.gguf, { precision: 'fast' });
+    const folder = await loadModel(f.ref, { precision: 'fast' });
+    try {
+      const run = async (m) => (({ tokens, logprobs }) => ({ tokens, logprobs }))(await m.generate(CHAT, { maxTokens: 12, logprobs: true }));
+      const [a, b] = [await run(file), await run(folder)];
+      assert.equal(a.tokens.length, 12);
+      assert.deepEqual(a, b);
+    } finally {
+      await file.dispose();
+      await folder.dispose();
+    }
+  });
+}
 
 // Malformed files: each a copy of a small valid GGUF (tiny.gguf) with one thing broken.
 function broken(label, edit, from = 'tiny.gguf') {
@@ -195,7 +199,7 @@ test('a K-quant that is not a matrix (a norm stored as Q4_K) is INVALID_WEIGHTS'
 
 test('GGUF files this loader does not support are refused with UNSUPPORTED_MODEL naming what', async () => {
   await expectReject(() => loadModel(path.join(index.dir, 'arch-gemma3.gguf')), 'UNSUPPORTED_MODEL', /architecture "gemma3"/);
-  await expectReject(() => loadModel(path.join(index.dir, 'type-q2_k.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as Q2_K, which mlx-node cannot load \(supported: .*Q5_0, Q5_1.*Q6_K\)/);
+  await expectReject(() => loadModel(path.join(index.dir, 'type-iq4_xs.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as IQ4_XS, which mlx-node cannot load \(supported: .*Q5_0, Q5_1.*Q2_K, Q3_K.*Q6_K\)/);
   await expectReject(() => loadModel(path.join(index.dir, 'pre-jais.gguf')), 'UNSUPPORTED_MODEL', /pre-tokenizer "jais"/);
 });
 

@@ -153,10 +153,14 @@ def quantize(a, t):
         data = encode_q45_k(a, 15 if t == T.Q4_K else 31)
     elif t == T.Q6_K:
         data = encode_q6_k(a)
+    elif t == T.Q3_K:
+        data = encode_q3_k(a)
+    elif t == T.Q2_K:
+        data = encode_q2_k(a)
     else:
         return gguf.quants.quantize(a, t)
     err = np.abs(gguf.quants.dequantize(data, t) - a).max()
-    if not err <= np.abs(a).max() / (4 if t == T.Q4_K else 8):
+    if not err <= np.abs(a).max() / {T.Q2_K: 2, T.Q3_K: 3, T.Q4_K: 4}.get(t, 8):
         raise SystemExit(f"{t.name} encoder: max error {err} against max |a| {np.abs(a).max()}")
     return data
 
@@ -208,19 +212,96 @@ def encode_q6_k(a):
     return np.concatenate(parts, axis=1).reshape(*a.shape[:-1], -1)
 
 
+def encode_q3_k(a):
+    """Q3_K blocks: per sub-block of 16 a signed step (the value of largest magnitude / -4, as
+    llama.cpp's make_q3_quants, so scales of both signs occur) as a 6-bit signed multiple of the
+    super-block's float16 d; q in -4..3."""
+    f32 = np.float32
+    x = a.reshape(-1, 16, 16).astype(f32)
+    big = np.take_along_axis(x, np.abs(x).argmax(-1)[..., None], -1)[..., 0]
+    step = big / -4
+    d = (np.abs(step).max(-1) / 31).astype(np.float16)
+    df = d.astype(f32)[:, None]
+    sc = np.clip(np.round(step / np.where(df > 0, df, 1)), -32, 31).astype(np.int8)
+    s_eff = (df * sc)[..., None]
+    u = (np.clip(np.round(x / np.where(s_eff != 0, s_eff, 1)), -4, 3) + 4).astype(np.uint8).reshape(-1, 256)
+    us = (sc.astype(np.int16) + 32).astype(np.uint8)  # 16 six-bit scales
+    packed = np.zeros((x.shape[0], 12), np.uint8)
+    packed[:, 0:8] = (us[:, 0:8] & 15) | ((us[:, 8:16] & 15) << 4)
+    for j in range(16):
+        packed[:, 8 + j % 4] |= (us[:, j] >> 4) << (2 * (j // 4))
+    hmask = np.zeros((x.shape[0], 32), np.uint8)
+    qs = np.zeros((x.shape[0], 64), np.uint8)
+    for i in range(256):  # weight 128 h + 32 k + l
+        h, k, l = i // 128, i % 128 // 32, i % 32
+        qs[:, 32 * h + l] |= (u[:, i] & 3) << (2 * k)
+        hmask[:, l] |= (u[:, i] >> 2) << (i // 32)
+    parts = [hmask, qs, packed, d.view(np.uint8).reshape(-1, 2)]
+    return np.concatenate(parts, axis=1).reshape(*a.shape[:-1], -1)
+
+
+def encode_q2_k(a):
+    """Q2_K blocks: per sub-block of 16 the affine range [min(x, 0), max(x, 0)] in 3 steps, step
+    and offset as 4-bit multiples of the super-block's float16 d and dmin."""
+    f32 = np.float32
+    x = a.reshape(-1, 16, 16).astype(f32)
+    lo, hi = np.minimum(x.min(-1), 0), np.maximum(x.max(-1), 0)
+    step, off = (hi - lo) / 3, -lo
+    d, dmin = (step.max(-1) / 15).astype(np.float16), (off.max(-1) / 15).astype(np.float16)
+    df, dminf = d.astype(f32)[:, None], dmin.astype(f32)[:, None]
+    sc = np.clip(np.round(step / np.where(df > 0, df, 1)), 0, 15).astype(np.uint8)
+    m = np.clip(np.round(off / np.where(dminf > 0, dminf, 1)), 0, 15).astype(np.uint8)
+    s_eff, m_eff = (df * sc)[..., None], (dminf * m)[..., None]
+    q = np.clip(np.round((x + m_eff) / np.where(s_eff > 0, s_eff, 1)), 0, 3).astype(np.uint8).reshape(-1, 256)
+    qs = np.zeros((x.shape[0], 64), np.uint8)
+    for i in range(256):  # weight 128 h + 32 k + l
+        qs[:, 32 * (i // 128) + i % 32] |= q[:, i] << (2 * (i % 128 // 32))
+    parts = [sc | (m << 4), qs, d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2)]
+    return np.concatenate(parts, axis=1).reshape(*a.shape[:-1], -1)
+
+
 # Qwen3 at widths K-quants take (rows of whole 256-weight blocks), its tokenizer from qwen3-f32.
 QWEN3_K = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2, head_dim=64)
 
 
-def write_kquant_variant(fixtures_dir, out):
+def q4_k_m_layout(name):
     """As llama.cpp's Q4_K_M lays a model out: Q4_K for most matrices, Q6_K for the token
-    embedding and (here) layer 0's attn_v and ffn_down, Q5_K for layer 1's (a Q5_K_M file's)."""
+    embedding and (here) layer 0's attn_v and ffn_down, Q5_K for layer 1's (a Q5_K_M file's), and
+    layer 1's other matrices in the 32-weight block types: llama-quantize's fallbacks for rows that
+    are not whole 256-weight blocks (Q5_0, Q5_1, Q8_0), and Q4_0/Q4_1, all read here too."""
+    block32 = {"q_proj": T.Q8_0, "k_proj": T.Q5_0, "o_proj": T.Q5_1, "gate_proj": T.Q4_0, "up_proj": T.Q4_1}
+    if name == "model.embed_tokens.weight":
+        return T.Q6_K
+    if name.endswith(("v_proj.weight", "down_proj.weight")):
+        return T.Q6_K if ".layers.0." in name else T.Q5_K
+    if ".layers.1." in name:
+        return block32[name.split(".")[-2]]
+    return T.Q4_K
+
+
+def q3_k_m_layout(name):
+    """As llama.cpp's Q3_K_M (layer 0) and Q2_K (layer 1) files lay a model out: Q3_K or Q2_K for
+    most matrices, attn_v and ffn_down a type up (Q4_K, Q3_K), the token embedding Q2_K."""
+    if name == "model.embed_tokens.weight":
+        return T.Q2_K
+    up = name.endswith(("v_proj.weight", "down_proj.weight"))
+    if ".layers.0." in name:
+        return T.Q4_K if up else T.Q3_K
+    return T.Q3_K if up else T.Q2_K
+
+
+# K-quant variants: (name, layout of the 2-D tensors, seed of the weights).
+KQUANT_VARIANTS = [("qwen3-q4_k_m", q4_k_m_layout, 31), ("qwen3-q3_k_m", q3_k_m_layout, 37)]
+
+
+def write_kquant_variant(fixtures_dir, out, layout, seed):
+    """Qwen3 at widths K-quants take, its 2-D tensors typed by `layout`."""
     import fixtures as text_fixtures
     from mlx.utils import tree_flatten
 
     src = fixtures_dir / "qwen3-f32"
     config = dict(json.loads((src / "config.json").read_text()), **QWEN3_K)
-    model = text_fixtures.build_model(config, 31)
+    model = text_fixtures.build_model(config, seed)
     weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters())}
     tokens, types, merges, ids, tc = vocab_metadata(src, config["vocab_size"])
     w = gguf.GGUFWriter(str(out), "qwen3")
@@ -229,22 +310,7 @@ def write_kquant_variant(fixtures_dir, out):
     if tc.get("pad_token"):
         special["pad"] = ids[tc["pad_token"]]
     add_tokenizer(w, tokens, types, merges, "qwen2", special, False, tc.get("chat_template"))
-
-    # Layer 1's other matrices in the 32-weight block types: llama-quantize's fallbacks for rows
-    # that are not whole 256-weight blocks (Q5_0, Q5_1, Q8_0), and Q4_0/Q4_1, all read here too.
-    block32 = {"q_proj": T.Q8_0, "k_proj": T.Q5_0, "o_proj": T.Q5_1, "gate_proj": T.Q4_0, "up_proj": T.Q4_1}
-
-    def type_of(name, a):
-        if a.ndim == 1:
-            return T.F32
-        if name == "model.embed_tokens.weight":
-            return T.Q6_K
-        if name.endswith(("v_proj.weight", "down_proj.weight")):
-            return T.Q6_K if ".layers.0." in name else T.Q5_K
-        if ".layers.1." in name:
-            return block32[name.split(".")[-2]]
-        return T.Q4_K
-    write_typed(w, config, weights, "qwen3", type_of)
+    write_typed(w, config, weights, "qwen3", lambda name, a: T.F32 if a.ndim == 1 else layout(name))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -342,9 +408,10 @@ def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type
         t = T.F32 if len(shape) == 1 else (bad_type if bad_type and name == "blk.1.ffn_up.weight" else T.Q4_K if kquants else T.F16)
         if k_norm and name == "output_norm.weight":
             t = T.Q4_K
-        if t == T.Q2_K:
+        if t == T.IQ4_XS:
             # A type mlx-node refuses; only its size matters (gguf-py has no encoder for it).
-            data = rng.integers(0, 256, size=(shape[0], shape[1] // 256 * 84), dtype=np.uint8)
+            block, size = gguf.GGML_QUANT_SIZES[t]
+            data = rng.integers(0, 256, size=(shape[0], shape[1] // block * size), dtype=np.uint8)
         else:
             data = a if t == T.F32 else quantize(a, t)
         w.add_tensor(name, data, raw_dtype=t)
@@ -369,11 +436,13 @@ def main():
         check_config(name, config, converted)
         gguf_to_mlx.check_block32_like_mlx(path)
         index[name] = {"gguf": path.name, "ref": name, "source": source, "arch": arch, "type": qtype.name, "embed": embed_qtype.name}
-    log("qwen3-q4_k_m: K-quants (Q4_K, Q5_K, Q6_K)")
-    path = out / "qwen3-q4_k_m.gguf"
-    config = write_kquant_variant(fixtures, path)
-    check_config("qwen3-q4_k_m", config, gguf_to_mlx.convert(path, out / "qwen3-q4_k_m", tokenizer_from=fixtures / "qwen3-f32"))
-    index["qwen3-q4_k_m"] = {"gguf": path.name, "ref": "qwen3-q4_k_m", "arch": "qwen3", "type": "Q4_K", "embed": "Q6_K"}
+    for name, layout, seed in KQUANT_VARIANTS:
+        log(f"{name}: K-quants")
+        path = out / f"{name}.gguf"
+        config = write_kquant_variant(fixtures, path, layout, seed)
+        check_config(name, config, gguf_to_mlx.convert(path, out / name, tokenizer_from=fixtures / "qwen3-f32"))
+        embed = layout("model.embed_tokens.weight").name
+        index[name] = {"gguf": path.name, "ref": name, "arch": "qwen3", "type": layout("model.layers.0.mlp.up_proj.weight").name, "embed": embed}
     log("llama-spm: a SentencePiece vocabulary (tokenizer by transformers)")
     work = out / ".spm"
     work.mkdir()
@@ -393,7 +462,7 @@ def main():
         "pre-jais.gguf": {"pre": "jais"},
         "type-q5_0.gguf": {"bad_type": T.Q5_0},
         "shapes.gguf": {"meta_hidden": 96},
-        "type-q2_k.gguf": {"hidden": 256, "kquants": True, "bad_type": T.Q2_K},
+        "type-iq4_xs.gguf": {"hidden": 256, "kquants": True, "bad_type": T.IQ4_XS},
         "kquants-norm.gguf": {"hidden": 256, "kquants": True, "k_norm": True},
     }.items():
         tiny(out / file, **kwargs)

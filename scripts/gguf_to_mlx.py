@@ -65,7 +65,7 @@ def unpermute(a, heads):
 
 
 T = gguf.GGMLQuantizationType
-K_QUANTS = (T.Q4_K, T.Q5_K, T.Q6_K)
+K_QUANTS = (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K)
 # 32-weight block types: (bytes per block, bits as MLX holds them).
 BLOCK32 = {T.Q4_0: (18, 4), T.Q4_1: (20, 4), T.Q5_0: (22, 8), T.Q5_1: (24, 8), T.Q8_0: (34, 8)}
 # What MLX's reader cannot load as stored: files with any of these are read here instead.
@@ -74,10 +74,11 @@ READ_HERE = K_QUANTS + (T.Q5_0, T.Q5_1)
 
 def read_kquant_file(reader):
     """A file with K-quants, which MLX's reader does not keep quantized (Q4_K and Q6_K become
-    float16, Q5_K fails): floats as stored; Q4_K and Q5_K as MLX affine triples in groups of 32
-    decoded from the blocks here (scale d * sc, bias -(dmin * m), Q5_K packed at 8 bits), checked
-    equal to gguf-py's own dequantization; Q6_K (sub-blocks of 16, which MLX cannot group) as
-    gguf-py dequantizes it, quantized again by mx.quantize at 8 bits in groups of 32."""
+    float16, the others fail): floats as stored; Q3_K, Q4_K and Q5_K as MLX affine triples in
+    groups of 32 decoded from the blocks here (Q4_K/Q5_K: scale d * sc, bias -(dmin * m), Q5_K
+    packed at 8 bits; Q3_K: 8-bit s * q + 124, scale d, bias -124 d), checked equal to gguf-py's
+    own dequantization; Q2_K and Q6_K (sub-blocks of 16 with no common 8-bit grid) as gguf-py
+    dequantizes them, quantized again by mx.quantize at 8 bits in groups of 32."""
     tensors = {}
     for t in reader.tensors:
         shape = [int(d) for d in reversed(t.shape.tolist())]
@@ -91,10 +92,11 @@ def read_kquant_file(reader):
         elif t.tensor_type in K_QUANTS:
             base = t.name[: -len(".weight")]
             deq = gguf.quants.dequantize(raw, t.tensor_type).reshape(shape).astype(np.float32)
-            if t.tensor_type == T.Q6_K:
+            if t.tensor_type in (T.Q2_K, T.Q6_K):
                 w, scales, biases = mx.quantize(mx.array(deq), group_size=32, bits=8)
             else:
-                w, scales, biases, bits = decode_q45_k(raw.reshape(-1, raw.shape[-1]), shape, t.tensor_type)
+                decode = decode_q3_k if t.tensor_type == T.Q3_K else decode_q45_k
+                w, scales, biases, bits = decode(raw.reshape(-1, raw.shape[-1]), shape, t.tensor_type)
                 back = np.array(mx.dequantize(w, scales, biases, group_size=32, bits=bits))
                 if not np.array_equal(back, deq):
                     raise SystemExit(f"{t.name}: the affine form of {t.tensor_type.name} differs from gguf-py's dequantization")
@@ -159,6 +161,26 @@ def check_block32_like_mlx(path):
                 b = loaded[f"{base}.{field}"]
                 if a.dtype != b.dtype or a.shape != b.shape or not np.array_equal(np.array(a), np.array(b)):
                     raise SystemExit(f"{path.name}: {base}.{field} ({t.tensor_type.name}) differs from MLX's reader")
+
+
+def decode_q3_k(raw, shape, qtype):
+    """Q3_K blocks (rows of bytes) as MLX's (8-bit values s * q + 124, scales d, biases -124 d,
+    bits): s the sub-block's 6-bit scale less 32, q its 3-bit value less 4 (the high bit in
+    hmask clear subtracts 4)."""
+    blocks = raw.reshape(-1, 110)
+    hmask, qs, sb = blocks[:, 0:32], blocks[:, 32:96], blocks[:, 96:108]
+    d = blocks[:, 108:110].copy().view(np.float16)[:, 0].astype(np.float32)
+    low = np.concatenate([sb[:, 0:8] & 15, sb[:, 0:8] >> 4], axis=1)  # sub-blocks 0-7, 8-15
+    high = np.concatenate([(sb[:, 8:12] >> (2 * g)) & 3 for g in range(4)], axis=1)  # j = 4 g + j % 4
+    s = (low | (high << 4)).astype(np.int32) - 32
+    i = np.arange(256)
+    h, k, l = i // 128, i % 128 // 32, i % 32
+    q = ((qs[:, 32 * h + l] >> (2 * k)) & 3).astype(np.int32) - 4 * (1 - ((hmask[:, l] >> (i // 32)) & 1))
+    values = (s[:, i // 16] * q + 124).astype(np.uint8)
+    rows, cols = shape
+    scales = np.repeat(d, 8).reshape(rows, cols // 32)
+    return (mx.array(values.reshape(rows, cols).copy().view(np.uint32)), mx.array(scales),
+            mx.array(-124 * scales), 8)
 
 
 def decode_q45_k(raw, shape, qtype):

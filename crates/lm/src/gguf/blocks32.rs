@@ -21,19 +21,10 @@ pub fn is_block32(t: GgmlType) -> bool {
     matches!(t, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0)
 }
 
-/// The bits of the converted layer: 4 for Q4_0/Q4_1, 8 for the others.
-fn bits(t: GgmlType) -> usize {
-    if matches!(t, GgmlType::Q4_0 | GgmlType::Q4_1) {
-        4
-    } else {
-        8
-    }
-}
-
 /// (weight, scales, biases) of a `rows` x `cols` 32-weight block tensor
 /// from its `raw` bytes, whose size the header check has matched to its type.
 pub fn convert(t: GgmlType, rows: usize, cols: usize, raw: &[u8]) -> Result<(Array, Array, Array)> {
-    let b = bits(t);
+    let b = super::config::loaded_bits(t).unwrap_or(8);
     let groups = rows * cols / BLOCK;
     let (mut w, mut s, mut z) = (vec![0u8; rows * cols * b / 8], Vec::with_capacity(2 * groups), Vec::with_capacity(2 * groups));
     for (block, out) in raw.chunks_exact(t.block_bytes()).zip(w.chunks_exact_mut(BLOCK * b / 8)) {

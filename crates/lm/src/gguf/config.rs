@@ -158,12 +158,10 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
     Ok(Value::Object(c))
 }
 
-/// The bits of most quantized tensors (Q4_0, Q4_1 and Q4_K are 4; Q8_0, and
-/// Q5_0, Q5_1, Q5_K and Q6_K as loaded, 8), if any are.
+/// The bits of most quantized tensors as loaded (`loaded_bits`), if any are.
 fn bulk_bits(file: &GgufFile) -> Option<i64> {
-    use super::file::GgmlType as T;
-    let count = |types: &[T]| file.tensors.iter().filter(|t| types.contains(&t.ggml_type)).count();
-    let (four, eight) = (count(&[T::Q4_0, T::Q4_1, T::Q4_K]), count(&[T::Q8_0, T::Q5_0, T::Q5_1, T::Q5_K, T::Q6_K]));
+    let count = |bits: usize| file.tensors.iter().filter(|t| loaded_bits(t.ggml_type) == Some(bits)).count();
+    let (four, eight) = (count(4), count(8));
     match (four, eight) {
         (0, 0) => None,
         _ if four >= eight => Some(4),
@@ -209,10 +207,22 @@ fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: 
 }
 
 /// The tensor types mlx-node loads, in the order the refusal of any other names them.
-pub const LOADED: [GgmlType; 11] = {
+pub const LOADED: [GgmlType; 13] = {
     use super::file::GgmlType as T;
-    [T::F32, T::F16, T::BF16, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::Q8_0, T::Q4_K, T::Q5_K, T::Q6_K]
+    [T::F32, T::F16, T::BF16, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::Q8_0, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K, T::Q6_K]
 };
+
+/// The bits a quantized type is loaded at: 4 for Q4_0, Q4_1 and Q4_K, which
+/// MLX's 4-bit affine form holds as they are; 8 for the others (Q8_0; Q5_0,
+/// Q5_1, Q5_K and Q3_K exactly, Q2_K and Q6_K requantized). None for floats.
+pub fn loaded_bits(t: GgmlType) -> Option<usize> {
+    use super::file::GgmlType as T;
+    match t {
+        T::Q4_0 | T::Q4_1 | T::Q4_K => Some(4),
+        T::F32 | T::F16 | T::BF16 => None,
+        _ => Some(8),
+    }
+}
 
 /// The first tensor of a type that mlx-node does not load.
 pub fn refused_type(file: &GgufFile) -> Option<&TensorInfo> {
