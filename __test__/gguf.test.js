@@ -1,9 +1,10 @@
 'use strict';
 // loadModel('model.gguf'): the GGUF loaded directly gives MLX-LM's tokens on the same weights
 // converted to an MLX folder (scripts/gguf_to_mlx.py with MLX's own mx.load), greedy and seeded,
-// quantized (Q4_0, Q4_1, Q8_0; K-quants Q4_K, Q5_K, Q6_K in one Q4_K_M-shaped file, whose folder
-// gguf_to_mlx.py converts from the blocks itself) and float (F32, F16, BF16), for the qwen3, qwen2 and llama
-// architectures (Mistral as llama.cpp writes it); the real SmolLM2-135M-Instruct Q4_1 file with a
+// quantized (Q4_0, Q4_1, Q8_0; K-quants Q2_K to Q6_K in Q4_K_M- and Q3_K_M-shaped files, whose
+// folders gguf_to_mlx.py converts from the blocks itself) and float (F32, F16, BF16), for the qwen3,
+// qwen2 and llama architectures (Mistral as llama.cpp writes it; Llama 3.1 rotary scaling as
+// rope_freqs.weight); the real SmolLM2-135M-Instruct Q4_1 file with a
 // tokenizer built by transformers' GGUF converter; and malformed files refused with stable codes.
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -13,7 +14,7 @@ const path = require('node:path');
 const { loadModel } = require('..');
 const { runReference } = require('./ref/ref');
 const { ggufIndex } = require('../scripts/fixtures-gguf');
-const { assertSameGeneration, expectReject } = require('./helpers');
+const { assertSameGeneration, expectReject, fixturePath } = require('./helpers');
 
 const STR = 'Hello, my name is';
 const CHAT = [{ role: 'user', content: 'What is the capital of France?' }];
@@ -40,7 +41,7 @@ async function gguf(name) {
 }
 
 const cases = [];
-const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m'];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'llama3-f32'];
 for (const v of variants) {
   cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
@@ -152,6 +153,27 @@ for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m']) {
     }
   });
 }
+
+// llama.cpp's converter turns Llama 3.1's rope_scaling into rope_freqs.weight; the loader recovers
+// the parameters, so the file runs as the folder it was written from, bit for bit. Without the
+// scaling, the low-frequency dimensions would turn 8 times faster and the log-probabilities differ.
+test('a Llama 3.1-scaled GGUF (rope_freqs.weight) equals the folder it was written from', async () => {
+  const file = await loadModel(index.fixtures['llama3-f32'].gguf);
+  const folder = await loadModel(fixturePath('llama-f32'));
+  try {
+    const run = async (m) => (({ tokens, logprobs }) => ({ tokens, logprobs }))(await m.generate([5, 17, 99, 3, 250, 41], { maxTokens: 40, logprobs: true, topLogprobs: 3 }));
+    const [a, b] = [await run(file), await run(folder)];
+    assert.equal(a.tokens.length, 40);
+    assert.deepEqual(a, b);
+  } finally {
+    await file.dispose();
+    await folder.dispose();
+  }
+});
+
+test('rope_freqs.weight that no Llama 3 scaling gives is UNSUPPORTED_MODEL', async () => {
+  await expectReject(() => loadModel(path.join(index.dir, 'rope-freqs.gguf')), 'UNSUPPORTED_MODEL', /rope_freqs\.weight holds rotary frequency factors that no Llama 3 scaling gives \(largest 9\)/);
+});
 
 // Malformed files: each a copy of a small valid GGUF (tiny.gguf) with one thing broken.
 function broken(label, edit, from = 'tiny.gguf') {

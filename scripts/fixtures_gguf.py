@@ -33,6 +33,8 @@ VARIANTS = [
     ("llama-f16", "llama-linear", "llama", T.F16, T.F16),
     ("mistral-q8_0", "mistral-f32", "llama", T.Q8_0, T.Q8_0),
     ("qwen2-q4_0", "qwen2-f32", "qwen2", T.Q4_0, T.Q8_0),
+    # Llama 3.1 rotary scaling, which the converter writes as rope_freqs.weight.
+    ("llama3-f32", "llama-f32", "llama", T.F32, T.F32),
 ]
 NAMES = {v: k for k, v in gguf_to_mlx.NAMES.items()}
 # Token types (llama.cpp).
@@ -104,7 +106,7 @@ def add_hparams(w, config, arch_override=None):
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     scaling = config.get("rope_scaling")
-    if scaling:
+    if scaling and scaling.get("rope_type") != "llama3":  # llama3: rope_freqs.weight (write_typed)
         assert scaling["type"] == "linear", scaling
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(scaling["factor"])
@@ -143,6 +145,31 @@ def write_typed(w, config, weights, arch, type_of):
         t = type_of(name, a)
         data = a if t == T.F32 else quantize(a, t)
         w.add_tensor(gguf_name(name), data, raw_dtype=t)
+    scaling = config.get("rope_scaling") or {}
+    if scaling.get("rope_type") == "llama3":
+        w.add_tensor("rope_freqs.weight", llama3_factors(config), raw_dtype=T.F32)
+
+
+def llama3_factors(config):
+    """convert_hf_to_gguf.py's rope_freqs.weight for Llama 3.1 scaling: per rotary frequency 1
+    (wavelength under context / high_freq_factor), factor (over context / low_freq_factor) or the
+    smooth blend between, in float32."""
+    import math
+    s = config["rope_scaling"]
+    dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    freqs = 1.0 / (np.float32(config["rope_theta"]) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
+    factor, low, high, context = s["factor"], s["low_freq_factor"], s["high_freq_factor"], s["original_max_position_embeddings"]
+    out = []
+    for freq in freqs.astype(np.float64):
+        wavelen = 2 * math.pi / freq
+        if wavelen < context / high:
+            out.append(1.0)
+        elif wavelen > context / low:
+            out.append(factor)
+        else:
+            smooth = (context / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
 
 
 def quantize(a, t):
@@ -381,7 +408,8 @@ def check_config(name, source, converted):
         raise SystemExit(f"{name}: rope_scaling {converted.get('rope_scaling')} != {source.get('rope_scaling')}")
 
 
-def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type=None, kquants=False, k_norm=False):
+def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type=None, kquants=False, k_norm=False,
+         rope_freqs=False):
     """A small GGUF (byte vocabulary, 2 layers, F16; with `kquants`, 256 wide and Q4_K) for the
     malformed-file tests."""
     rng = np.random.default_rng(0)
@@ -415,6 +443,9 @@ def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type
         else:
             data = a if t == T.F32 else quantize(a, t)
         w.add_tensor(name, data, raw_dtype=t)
+    if rope_freqs:
+        # Factors no Llama 3 scaling gives (rising and falling).
+        w.add_tensor("rope_freqs.weight", np.array([1, 3, 1.5, 7, 2, 9, 1, 4][: hd // 2], np.float32), raw_dtype=T.F32)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -464,6 +495,7 @@ def main():
         "shapes.gguf": {"meta_hidden": 96},
         "type-iq4_xs.gguf": {"hidden": 256, "kquants": True, "bad_type": T.IQ4_XS},
         "kquants-norm.gguf": {"hidden": 256, "kquants": True, "k_norm": True},
+        "rope-freqs.gguf": {"rope_freqs": True},
     }.items():
         tiny(out / file, **kwargs)
         bad[file] = kwargs and {k: (v.name if isinstance(v, T) else v) for k, v in kwargs.items()}

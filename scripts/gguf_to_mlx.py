@@ -114,6 +114,21 @@ def read_kquant_file(reader):
     return tensors
 
 
+def llama3_scaling(factors, base, dim):
+    """The Llama 3.1 rope_scaling behind a file's rope_freqs.weight: Meta's parameters (low 1,
+    high 4, context 8192, factor the largest), checked against the factors convert_hf_to_gguf.py
+    computes from them."""
+    factor, low, high, context = float(factors.max()), 1.0, 4.0, 8192
+    freqs = 1.0 / (base ** (np.arange(0, dim, 2) / dim))
+    wavelen = 2 * np.pi / freqs
+    smooth = (context / wavelen - low) / (high - low)
+    want = np.where(wavelen < context / high, 1.0, np.where(wavelen > context / low, factor, 1 / ((1 - smooth) / factor + smooth)))
+    if not np.allclose(want, factors, rtol=1e-5, atol=0):
+        raise SystemExit(f"rope_freqs.weight {factors} is not Llama 3.1 scaling with low 1, high 4, context 8192")
+    return {"rope_type": "llama3", "factor": factor, "low_freq_factor": low, "high_freq_factor": high,
+            "original_max_position_embeddings": context}
+
+
 def decode_block32(raw, shape, qtype):
     """Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 blocks as MLX's (packed weights, float16 scales, float16 biases,
     bits), the form MLX's reader gives Q4_0, Q4_1 and Q8_0 (check_block32_like_mlx): per block
@@ -234,6 +249,7 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
         if t.tensor_type == gguf.GGMLQuantizationType.BF16:
             raw = np.asarray(t.data).view(np.uint16).reshape([int(d) for d in reversed(t.shape.tolist())])
             tensors[t.name] = mx.array(raw).view(mx.bfloat16)
+    rope_freqs = tensors.pop("rope_freqs.weight", None)
     weights, quant = {}, {}
     for name, a in tensors.items():
         parts = name.split(".")
@@ -283,6 +299,8 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
         config["rope_scaling"] = {"type": "linear", "factor": hp("rope.scaling.factor")}
     elif scaling not in (None, "none"):
         raise SystemExit(f"rope scaling {scaling} is not converted here")
+    if rope_freqs is not None:
+        config["rope_scaling"] = llama3_scaling(np.array(rope_freqs), config["rope_theta"], config["head_dim"])
     if arch in PERMUTED:
         config.update(attention_bias="model.layers.0.self_attn.q_proj.bias" in weights,
                       mlp_bias="model.layers.0.mlp.up_proj.bias" in weights)

@@ -3,6 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use super::file::{GgmlType, GgufFile, Meta, TensorInfo};
+use super::rope_freqs;
 use crate::error::{LmError, Result};
 
 /// llama.cpp architectures that load, and the `model_type` each becomes.
@@ -107,9 +108,6 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
             return Err(unsupported(file, format!("partial rotary embeddings ({rot} of {head_dim} dimensions) are not supported")));
         }
     }
-    if file.tensor("rope_freqs.weight").is_some() {
-        return Err(unsupported(file, "rope frequency factors (rope_freqs.weight, Llama 3.1 scaling) are not supported yet".into()));
-    }
     let eps =
         float("attention.layer_norm_rms_epsilon")?.ok_or_else(|| invalid(file, format!("missing {}", key("attention.layer_norm_rms_epsilon"))))?;
     let embed = file.tensor("token_embd.weight").ok_or_else(|| invalid(file, "tensor \"token_embd.weight\" is missing".into()))?;
@@ -155,6 +153,19 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
         c.insert("quantization".into(), json!({"group_size": 32, "bits": bits}));
     }
     check_shapes(file, hidden, layers, ff, heads * head_dim, kv_heads * head_dim, head_dim, vocab)?;
+    if let Some(t) = file.tensor(rope_freqs::NAME) {
+        if c.contains_key("rope_scaling") {
+            return Err(unsupported(file, format!("{} beside rope scaling \"linear\"", rope_freqs::NAME)));
+        }
+        if t.ggml_type != GgmlType::F32 {
+            return Err(invalid(file, format!("{} must be F32, got {}", rope_freqs::NAME, t.ggml_type.name())));
+        }
+        let factors: Vec<f32> = file.read_tensor(t)?.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        let base = c.get("rope_theta").and_then(Value::as_f64).unwrap_or(10000.0);
+        if let Some(scaling) = rope_freqs::rope_scaling(&factors, base, head_dim).map_err(|e| unsupported(file, e))? {
+            c.insert("rope_scaling".into(), scaling);
+        }
+    }
     Ok(Value::Object(c))
 }
 
@@ -188,6 +199,7 @@ fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: 
             None => base,
         };
         let (rows, cols) = match part {
+            "rope_freqs" => (head_dim / 2, 0),
             "token_embd" | "output" => (vocab, hidden),
             "output_norm" | "attn_norm" | "ffn_norm" => (hidden, 0),
             "attn_q" => (q, hidden),

@@ -9,6 +9,7 @@ mod blocks32;
 mod config;
 mod file;
 mod kquants;
+mod rope_freqs;
 mod tokenizer;
 
 use std::collections::HashMap;
@@ -74,7 +75,7 @@ fn load_model(
 fn read_with_mlx(path: &Path, file: &GgufFile) -> Result<HashMap<String, Array>> {
     let loaded = mlx::io::load_gguf(path).map_err(|e| LmError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
     let mut tensors = HashMap::with_capacity(loaded.len());
-    for (name, a) in loaded {
+    for (name, a) in loaded.into_iter().filter(|(name, _)| name != rope_freqs::NAME) {
         let mlx = config::mlx_name(&name)
             .ok_or_else(|| LmError::UnsupportedModel(format!("{}: tensor \"{name}\" is not part of the models this loader knows", path.display())))?;
         tensors.insert(mlx, a);
@@ -96,7 +97,8 @@ fn read_here(t: GgmlType) -> bool {
 /// reader gives Q4_0, Q4_1 and Q8_0).
 fn read_each(file: &GgufFile) -> Result<HashMap<String, Array>> {
     let mut tensors = HashMap::with_capacity(file.tensors.len() * 3);
-    for t in &file.tensors {
+    // rope_freqs.weight is read by the config (`rope_freqs`), not loaded.
+    for t in file.tensors.iter().filter(|t| t.name != rope_freqs::NAME) {
         let name = config::mlx_name(&t.name).ok_or_else(|| {
             LmError::UnsupportedModel(format!("{}: tensor \"{}\" is not part of the models this loader knows", file.path.display(), t.name))
         })?;
