@@ -5,7 +5,7 @@
 //   GET /api/models/{org}/{name}[/revision/{rev}][?blobs=true]   sha + siblings
 //   GET /api/models/{org}/{name}/tree/{rev}                      the file list
 //   HEAD|GET /{org}/{name}/resolve/{rev}/{path}                  with X-Repo-Commit, ETag,
-//     and for *.safetensors (LFS) X-Linked-Etag (sha256) and X-Linked-Size; Range support
+//     and for *.safetensors and *.gguf (LFS) X-Linked-Etag (sha256) and X-Linked-Size; Range support
 //   GET /cdn/{org}/{name}/{path}                                 where LFS files redirect
 //     (knob cdn), on another host name (localhost) as the hub's CDN is, with no token
 //
@@ -16,7 +16,7 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const isLfs = (name) => name.endsWith('.safetensors');
+const isLfs = (name) => name.endsWith('.safetensors') || name.endsWith('.gguf');
 
 function gitBlobSha1(buf) {
   return crypto.createHash('sha1').update(`blob ${buf.length}\0`).update(buf).digest('hex');

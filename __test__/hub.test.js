@@ -1,6 +1,7 @@
 'use strict';
 // loadModel('org/name') and loadTTS('org/name') through huggingface_hub's cache layout,
 // against a local hub-shaped server (hub-server.js): first download, cache hit, revisions,
+// one GGUF file of a GGUF repo (`org/name:quant`),
 // resume after a cut connection, abort, offline, 404/401, hash mismatches and other
 // misbehaving hubs, and a cache written by Python's huggingface_hub (both ways).
 // The addon reads HF_* variables from process.env at each call, so tests set them in-process;
@@ -18,6 +19,7 @@ const { isHubId } = require('../lib/hub');
 const { ensureVenv } = require('../scripts/venv');
 const { ensureTtsFixtures, TTS_FIXTURES_DIR } = require('../scripts/fixtures-tts');
 const { fixturePath, expectReject } = require('./helpers');
+const { ggufIndex } = require('../scripts/fixtures-gguf');
 const { HubServer } = require('./hub-server');
 
 const ROOT = path.join(__dirname, '..');
@@ -119,10 +121,10 @@ test.after(async () => {
 });
 
 test('isHubId: org/name[@revision] when no such file or folder exists here', () => {
-  for (const yes of ['mlx-community/Qwen3-0.6B-4bit', 'a/b', 'a_b/c.d@main', `a/b@${'0'.repeat(40)}`, 'a/b@refs/pr/1', 'A1/B2@v1.0']) {
+  for (const yes of ['mlx-community/Qwen3-0.6B-4bit', 'a/b', 'a_b/c.d@main', `a/b@${'0'.repeat(40)}`, 'a/b@refs/pr/1', 'A1/B2@v1.0', 'a/b-GGUF:Q4_K_M', 'a/b:Q8_0@v1', 'a/b:m-Q8_0.gguf']) {
     assert.equal(isHubId(yes), true, yes);
   }
-  for (const no of ['model', './a/b', '/a/b', '~/a/b', '.a/b', 'a/.b', 'a/b/c', 'a/b@', 'a/b@x@y', 'a b/c', 'a/b@../x', '-a/b', 'models/x.gguf', 'a/B.GGUF', '']) {
+  for (const no of ['model', './a/b', '/a/b', '~/a/b', '.a/b', 'a/.b', 'a/b/c', 'a/b@', 'a/b@x@y', 'a b/c', 'a/b@../x', '-a/b', 'models/x.gguf', 'a/B.GGUF', '', 'a/b:', 'a/b:x y', 'a/b:Q4:Q8', 'a:b/c']) {
     assert.equal(isHubId(no), false, no);
   }
   const cwd = process.cwd();
@@ -323,7 +325,60 @@ test('404s: repo, file, and a repo without config.json are MODEL_NOT_FOUND; the 
   server.knobs.missing.add('tokenizer.json');
   await expectReject(() => loadModel(REPO), 'MODEL_NOT_FOUND', /test-org\/qwen3@main, file tokenizer\.json: not found.*EntryNotFound/, 'file');
   assertNoSnapshot(home, 'after a missing file');
-  await expectReject(() => loadModel('test-org/no-config'), 'MODEL_NOT_FOUND', /test-org\/no-config@main \(commit [0-9a-f]{40}\) has no config\.json/, 'no config.json');
+  await expectReject(() => loadModel('test-org/no-config'), 'MODEL_NOT_FOUND', /test-org\/no-config@main \(commit [0-9a-f]{40}\) has no config\.json and no GGUF file/, 'no config.json');
+});
+
+// A GGUF repo as bartowski's and others' are laid out: one file per quantization, a vision
+// projector, a README. `org/name:quant` downloads the one file whose name holds the tag.
+const GGUF_REPO = 'test-org/qwen3-GGUF';
+test('org/name:quant downloads the one GGUF file named and loads it as the file does; no tag is Q4_K_M', async () => {
+  const g = ggufIndex().fixtures;
+  const bytes = (name) => fs.readFileSync(g[name].gguf);
+  const ggufCommit = server.addRepo(GGUF_REPO, tmpDir(), {
+    extra: {
+      'Qwen3-Q4_0.gguf': bytes('qwen3-q4_0'),
+      'Qwen3-Q4_K_M.gguf': bytes('qwen3-q4_k_m'),
+      'Qwen3-Q3_K_M.gguf': bytes('qwen3-q3_k_m'),
+      'mmproj-Qwen3-F16.gguf': Buffer.alloc(64),
+      'README.md': Buffer.from('# quants\n'),
+    },
+  });
+  const local = async (name) => generate(await loadModel(g[name].gguf));
+  const home = fresh();
+  server.reset();
+  assert.deepEqual(await generate(await loadModel(`${GGUF_REPO}:q4_0`)), await local('qwen3-q4_0'));
+  const gets = server.fileRequests().filter((r) => r.method === 'GET').map((r) => r.url.split('/').pop());
+  assert.deepEqual(gets, ['Qwen3-Q4_0.gguf'], 'only the named file is downloaded');
+  const snap = path.join(repoDir(home, GGUF_REPO), 'snapshots', ggufCommit);
+  assert.deepEqual(fs.readdirSync(snap), ['Qwen3-Q4_0.gguf']);
+  assert.equal(fs.readFileSync(path.join(repoDir(home, GGUF_REPO), 'refs', 'main'), 'utf8'), ggufCommit);
+
+  // No tag: llama.cpp's default, Q4_K_M; a second load of it is a cache hit.
+  assert.deepEqual(await generate(await loadModel(GGUF_REPO)), await local('qwen3-q4_k_m'));
+  server.reset();
+  assert.deepEqual(await generate(await loadModel(`${GGUF_REPO}:Q4_K_M@main`)), await local('qwen3-q4_k_m'));
+  assert.deepEqual(server.fileRequests(), [], 'cached');
+  // Offline, a cached file loads; one never downloaded is MODEL_NOT_FOUND naming what is cached.
+  useHub(home, { HF_HUB_OFFLINE: '1' });
+  assert.deepEqual(await generate(await loadModel(`${GGUF_REPO}:Q4_0`)), await local('qwen3-q4_0'));
+  await expectReject(() => loadModel(`${GGUF_REPO}:Q3_K_M`), 'MODEL_NOT_FOUND', /no GGUF file .* "Q3_K_M".*Qwen3-Q4_0\.gguf, Qwen3-Q4_K_M\.gguf/, 'offline, not cached');
+  useHub(home);
+  assert.deepEqual(await generate(await loadModel(`${GGUF_REPO}:Q3_K_M`)), await local('qwen3-q3_k_m'));
+});
+
+test('GGUF repo errors: a tag no file has, a tag several have, a split file, loadTTS with a tag', async () => {
+  const home = fresh();
+  server.addRepo('test-org/split-GGUF', tmpDir(), {
+    extra: { 'm-Q8_0.gguf': Buffer.alloc(8), 'm-Q4_K_S.gguf': Buffer.alloc(8), 'm-Q4_K_M.gguf': Buffer.alloc(8), 'm-F16-00001-of-00002.gguf': Buffer.alloc(8), 'm-F16-00002-of-00002.gguf': Buffer.alloc(8) },
+  });
+  server.reset();
+  const files = 'm-F16-00001-of-00002\\.gguf, m-F16-00002-of-00002\\.gguf, m-Q4_K_M\\.gguf, m-Q4_K_S\\.gguf, m-Q8_0\\.gguf';
+  await expectReject(() => loadModel('test-org/split-GGUF:Q2_K'), 'MODEL_NOT_FOUND', new RegExp(`test-org/split-GGUF:Q2_K@main: no GGUF file in the repo has "Q2_K" in its name \\(GGUF files: ${files}\\)`), 'no match');
+  await expectReject(() => loadModel('test-org/split-GGUF:Q4_K'), 'INVALID_ARGUMENT', /several GGUF files have "Q4_K" in their names/, 'several');
+  await expectReject(() => loadModel('test-org/split-GGUF:F16'), 'INVALID_ARGUMENT', /m-F16-00001-of-00002\.gguf is one part of a split GGUF file/, 'split');
+  await expectReject(() => loadTTS('test-org/split-GGUF:Q8_0'), 'INVALID_ARGUMENT', /a :quant tag names a GGUF file, which only text models load/, 'loadTTS');
+  assert.deepEqual(server.fileRequests(), [], 'nothing downloaded');
+  assert.deepEqual(listFiles(path.join(repoDir(home, 'test-org/split-GGUF'), 'snapshots')), []);
 });
 
 test('401: AUTH_REQUIRED without a token or with a wrong one; the token file and HF_TOKEN work', async () => {

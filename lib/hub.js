@@ -1,19 +1,21 @@
 'use strict';
 // Hugging Face Hub names for loadModel and loadTTS. A string that is no file or folder
-// here and reads `org/name` or `org/name@revision` is resolved by the addon
-// (node/src/hub.rs over crates/hub) to a snapshot folder in huggingface_hub's cache,
-// downloading the files that are missing. Anything else is a local path, as before.
+// here and reads `org/name[:quant][@revision]` is resolved by the addon
+// (node/src/hub.rs over crates/hub) to a snapshot folder in huggingface_hub's cache (or,
+// for a GGUF repo, the one GGUF file `:quant` names), downloading the files that are
+// missing. Anything else is a local path, as before.
 const fs = require('node:fs');
 const { MlxNodeError, fromNative } = require('./errors');
 
 // Repo names and revision segments (a branch may hold '/') never start with '.', '-' or '~'.
 const NAME = '[A-Za-z0-9_][A-Za-z0-9_.-]*';
 const SEGMENT = '[A-Za-z0-9_][A-Za-z0-9_.-]*';
-const HUB_ID = new RegExp(`^${NAME}/${NAME}(?:@${SEGMENT}(?:/${SEGMENT})*)?$`);
+const HUB_ID = new RegExp(`^${NAME}/${NAME}(?::${NAME})?(?:@${SEGMENT}(?:/${SEGMENT})*)?$`);
 
-// A missing `dir/model.gguf` stays a path, for the GGUF loader to name.
+// A missing `dir/model.gguf` stays a path, for the GGUF loader to name (a `:quant` may end
+// in .gguf: it names the file of the repo).
 function isHubId(path) {
-  return HUB_ID.test(path) && !/\.gguf$/i.test(path) && !fs.existsSync(path);
+  return HUB_ID.test(path) && (path.includes(':') || !/\.gguf$/i.test(path)) && !fs.existsSync(path);
 }
 
 // The folder to load `path` from: `path` itself, or the hub model's snapshot folder.

@@ -27,7 +27,7 @@ pub use cache::RepoCache;
 pub use cached_file::{find_s3_tokenizer, CachedFile, S3_TOKENIZER};
 pub use config::Config;
 pub use error::{HubError, Kind, Result};
-pub use id::{is_commit, HubId, ModelKind};
+pub use id::{choose_gguf, is_commit, HubId, ModelKind};
 
 use download::{Expected, Http, Remote};
 
@@ -91,18 +91,23 @@ fn encode_path(p: &str) -> String {
 /// Progress of one file: `(path in the repo, bytes done, bytes in all)`.
 pub type OnProgress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 
-/// The local snapshot folder of `id`, downloading what is missing. `abort` is polled
-/// between chunks; an aborted or failed download changes no snapshot or ref (a partial
+/// The local snapshot folder of `id`, downloading what is missing; for a GGUF repo (an id
+/// with `:quant`, or a repo with GGUF files and no `config.json`), the one GGUF file
+/// `choose_gguf` picks, and only it is downloaded. `abort` is polled between chunks; an
+/// aborted or failed download changes no snapshot or ref (a partial
 /// `blobs/<etag>.incomplete` stays for the next try to resume).
 pub fn resolve(id: &HubId, kind: ModelKind, config: &Config, on_progress: OnProgress, abort: &dyn Fn() -> bool) -> Result<PathBuf> {
     let cache_dir = config
         .cache_dir
         .clone()
         .ok_or_else(|| HubError::invalid("there is no Hugging Face cache folder: set HF_HOME or HF_HUB_CACHE (HOME is not set either)"))?;
+    if id.quant.is_some() && kind != ModelKind::Lm {
+        return Err(HubError::invalid(format!("{id}: a :quant tag names a GGUF file, which only text models load")));
+    }
     let cache = RepoCache::new(&cache_dir, &id.repo);
     if config.offline {
-        return cache.cached_snapshot(&id.revision).ok_or_else(|| {
-            HubError::not_found(format!("{id} is not in the Hugging Face cache at {}, and HF_HUB_OFFLINE is set", cache_dir.display()))
+        return cached_model(id, &cache).unwrap_or_else(|| {
+            Err(HubError::not_found(format!("{id} is not in the Hugging Face cache at {}, and HF_HUB_OFFLINE is set", cache_dir.display())))
         });
     }
     let http = Http::new(&config.endpoint, config.token.as_deref());
@@ -116,16 +121,27 @@ pub fn resolve(id: &HubId, kind: ModelKind, config: &Config, on_progress: OnProg
     let info: RepoInfo = match http.json(at(&id.revision).info_request().query("blobs", "true"), &id.to_string()) {
         Ok(info) => info,
         // The hub cannot be reached: the cache stands in, as in huggingface_hub.
-        Err(e) if e.retryable => return cache.cached_snapshot(&id.revision).ok_or(e),
+        Err(e) if e.retryable => return cached_model(id, &cache).unwrap_or(Err(e)),
         Err(e) => return Err(e),
     };
     let commit = info.sha.filter(|s| is_commit(s)).ok_or_else(|| HubError::failed(format!("{id}: {} sent no commit sha", config.endpoint)))?;
-    let files: Vec<&Sibling> = info.siblings.iter().filter(|s| kind.wants(&s.rfilename)).collect();
+    let has_config = info.siblings.iter().any(|s| s.rfilename == "config.json");
+    let is_gguf = |s: &&Sibling| s.rfilename.to_ascii_lowercase().ends_with(".gguf");
+    let gguf = if id.quant.is_some() || (kind == ModelKind::Lm && !has_config && info.siblings.iter().any(|s| is_gguf(&s))) {
+        let names: Vec<&str> = info.siblings.iter().map(|s| s.rfilename.as_str()).collect();
+        Some(choose_gguf(id, &names, "in the repo")?.to_string())
+    } else {
+        None
+    };
+    let files: Vec<&Sibling> = match &gguf {
+        Some(name) => info.siblings.iter().filter(|s| &s.rfilename == name).collect(),
+        None => info.siblings.iter().filter(|s| kind.wants(&s.rfilename)).collect(),
+    };
     if let Some(bad) = files.iter().find(|f| !id::safe_repo_path(&f.rfilename)) {
         return Err(HubError::failed(format!("{id}: {} listed a file name that is not a safe relative path: {:?}", config.endpoint, bad.rfilename)));
     }
-    if !files.iter().any(|f| f.rfilename == "config.json") {
-        return Err(HubError::not_found(format!("{id} (commit {commit}) has no config.json: it is not a model folder mlx-node can load")));
+    if gguf.is_none() && !has_config {
+        return Err(HubError::not_found(format!("{id} (commit {commit}) has no config.json and no GGUF file: it is not a model mlx-node can load")));
     }
     let snapshot = cache.snapshot_dir(&commit);
     let mut links = Vec::new();
@@ -158,7 +174,39 @@ pub fn resolve(id: &HubId, kind: ModelKind, config: &Config, on_progress: OnProg
         cache.link(&commit, path, &etag)?;
     }
     cache.write_ref(&id.revision, &commit)?;
-    Ok(snapshot)
+    Ok(match gguf {
+        Some(name) => snapshot.join(name),
+        None => snapshot,
+    })
+}
+
+/// What the cache holds for `id`, if anything: the snapshot folder of its revision (with a
+/// `config.json`), or for a GGUF id (or a snapshot with GGUF files and no `config.json`) the
+/// GGUF file `choose_gguf` picks among those cached.
+fn cached_model(id: &HubId, cache: &RepoCache) -> Option<Result<PathBuf>> {
+    if id.quant.is_none() {
+        if let Some(folder) = cache.cached_snapshot(&id.revision) {
+            return Some(Ok(folder));
+        }
+    }
+    let snapshot = cache.snapshot_dir(&cache.cached_commit(&id.revision)?);
+    let mut names = Vec::new();
+    let mut pending = vec![snapshot.clone()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if let Ok(rel) = path.strip_prefix(&snapshot) {
+                names.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    if !names.iter().any(|n| n.to_ascii_lowercase().ends_with(".gguf")) {
+        return None;
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    Some(choose_gguf(id, &refs, "in the cache").map(|f| snapshot.join(f)))
 }
 
 #[cfg(test)]
