@@ -1,7 +1,8 @@
 'use strict';
 // loadModel('model.gguf'): the GGUF loaded directly gives MLX-LM's tokens on the same weights
 // converted to an MLX folder (scripts/gguf_to_mlx.py with MLX's own mx.load), greedy and seeded,
-// quantized (Q4_0, Q4_1, Q8_0; K-quants Q2_K to Q6_K in Q4_K_M- and Q3_K_M-shaped files, whose
+// quantized (Q4_0, Q4_1, Q8_0; K-quants Q2_K to Q6_K in Q4_K_M- and Q3_K_M-shaped files, IQ4_XS
+// and IQ4_NL in an IQ4_XS-shaped one, whose
 // folders gguf_to_mlx.py converts from the blocks itself) and float (F32, F16, BF16), for the qwen3,
 // qwen2 and llama architectures (Mistral as llama.cpp writes it; Llama 3.1 rotary scaling as
 // rope_freqs.weight); the real SmolLM2-135M-Instruct Q4_1 file with a
@@ -41,7 +42,7 @@ async function gguf(name) {
 }
 
 const cases = [];
-const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'llama3-f32'];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'llama3-f32'];
 for (const v of variants) {
   cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
@@ -110,6 +111,7 @@ test('model info describes the GGUF model', async () => {
     'qwen3-q4_k_m': { modelType: 'qwen3', dtype: 'float32', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
     // Q3_K and Q2_K load at 8 bits (thirteen layers with the embedding), Q4_K at 4 (two).
     'qwen3-q3_k_m': { modelType: 'qwen3', dtype: 'float32', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
+    'qwen3-iq4_xs': { modelType: 'qwen3', dtype: 'float32', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
   };
   for (const [n, want] of Object.entries(expect)) {
     const info = (await gguf(n)).info;
@@ -137,7 +139,7 @@ test('a quantized GGUF runs in fast precision by default (as asked for), a float
 
 // Fast precision has no reference but exact: a K-quant file and the folder converted from it hold
 // the same arrays, so fast runs on both give the same tokens and log-probabilities, bit for bit.
-for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m']) {
+for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs']) {
   test(`a K-quant GGUF in fast precision equals its converted folder in fast precision (${name})`, async () => {
     const f = index.fixtures[name];
     const file = await loadModel(f.gguf, { precision: 'fast' });
@@ -221,7 +223,7 @@ test('a K-quant that is not a matrix (a norm stored as Q4_K) is INVALID_WEIGHTS'
 
 test('GGUF files this loader does not support are refused with UNSUPPORTED_MODEL naming what', async () => {
   await expectReject(() => loadModel(path.join(index.dir, 'arch-gemma3.gguf')), 'UNSUPPORTED_MODEL', /architecture "gemma3"/);
-  await expectReject(() => loadModel(path.join(index.dir, 'type-iq4_xs.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as IQ4_XS, which mlx-node cannot load \(supported: .*Q5_0, Q5_1.*Q2_K, Q3_K.*Q6_K\)/);
+  await expectReject(() => loadModel(path.join(index.dir, 'type-iq3_xxs.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as IQ3_XXS, which mlx-node cannot load \(supported: .*Q5_0, Q5_1.*Q2_K, Q3_K.*Q6_K, IQ4_NL, IQ4_XS\)/);
   await expectReject(() => loadModel(path.join(index.dir, 'pre-jais.gguf')), 'UNSUPPORTED_MODEL', /pre-tokenizer "jais"/);
 });
 

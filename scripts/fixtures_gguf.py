@@ -184,10 +184,12 @@ def quantize(a, t):
         data = encode_q3_k(a)
     elif t == T.Q2_K:
         data = encode_q2_k(a)
+    elif t in (T.IQ4_NL, T.IQ4_XS):
+        data = encode_iq4(a, t)
     else:
         return gguf.quants.quantize(a, t)
     err = np.abs(gguf.quants.dequantize(data, t) - a).max()
-    if not err <= np.abs(a).max() / {T.Q2_K: 2, T.Q3_K: 3, T.Q4_K: 4}.get(t, 8):
+    if not err <= np.abs(a).max() / {T.Q2_K: 2, T.Q3_K: 3, T.Q4_K: 4, T.IQ4_NL: 4, T.IQ4_XS: 4}.get(t, 8):
         raise SystemExit(f"{t.name} encoder: max error {err} against max |a| {np.abs(a).max()}")
     return data
 
@@ -287,6 +289,38 @@ def encode_q2_k(a):
     return np.concatenate(parts, axis=1).reshape(*a.shape[:-1], -1)
 
 
+IQ4_KV = np.array(gguf.quants.IQ4_NL.kvalues, np.float32)
+
+
+def encode_iq4(a, t):
+    """IQ4_NL (float16 d per 32) or IQ4_XS (float16 d per 256, a 6-bit scale ls - 32 per 32)
+    blocks: the scale maps each group's value of largest magnitude onto the table's end of its
+    sign (-127 or 113), each weight takes the nearest table value."""
+    f32 = np.float32
+    x = a.reshape(-1, 32).astype(f32)
+    big = np.take_along_axis(x, np.abs(x).argmax(-1)[..., None], -1)[..., 0]
+    step = np.where(big < 0, big / -127, big / 113)
+    if t == T.IQ4_NL:
+        d = step.astype(np.float16)
+        s_eff = d.astype(f32)
+    else:
+        steps = step.reshape(-1, 8)
+        d = (np.abs(steps).max(-1) / 31).astype(np.float16)
+        df = d.astype(f32)[:, None]
+        ls = (np.clip(np.round(steps / np.where(df > 0, df, 1)), -32, 31) + 32).astype(np.uint8)
+        s_eff = (df * (ls.astype(f32) - 32)).reshape(-1)
+    q = np.abs(x[..., None] / np.where(s_eff != 0, s_eff, 1)[:, None, None] - IQ4_KV).argmin(-1).astype(np.uint8)
+    qs = q[:, :16] | (q[:, 16:] << 4)  # (groups, 16)
+    if t == T.IQ4_NL:
+        return np.concatenate([d.view(np.uint8).reshape(-1, 2), qs], axis=1).reshape(*a.shape[:-1], -1)
+    high = np.zeros(ls.shape[0], np.uint16)
+    for g in range(8):
+        high |= ((ls[:, g] >> 4) & 3).astype(np.uint16) << (2 * g)
+    low = (ls[:, 0::2] & 15) | ((ls[:, 1::2] & 15) << 4)
+    parts = [d.view(np.uint8).reshape(-1, 2), high.view(np.uint8).reshape(-1, 2), low, qs.reshape(-1, 128)]
+    return np.concatenate(parts, axis=1).reshape(*a.shape[:-1], -1)
+
+
 # Qwen3 at widths K-quants take (rows of whole 256-weight blocks), its tokenizer from qwen3-f32.
 QWEN3_K = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2, head_dim=64)
 
@@ -317,8 +351,14 @@ def q3_k_m_layout(name):
     return T.Q3_K if up else T.Q2_K
 
 
+def iq4_xs_layout(name):
+    """As an IQ4_XS file lays a model out: IQ4_XS, with IQ4_NL (its fallback for rows that are
+    not whole 256-weight blocks) for layer 1."""
+    return T.IQ4_NL if ".layers.1." in name else T.IQ4_XS
+
+
 # K-quant variants: (name, layout of the 2-D tensors, seed of the weights).
-KQUANT_VARIANTS = [("qwen3-q4_k_m", q4_k_m_layout, 31), ("qwen3-q3_k_m", q3_k_m_layout, 37)]
+KQUANT_VARIANTS = [("qwen3-q4_k_m", q4_k_m_layout, 31), ("qwen3-q3_k_m", q3_k_m_layout, 37), ("qwen3-iq4_xs", iq4_xs_layout, 41)]
 
 
 def write_kquant_variant(fixtures_dir, out, layout, seed):
@@ -436,7 +476,7 @@ def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type
         t = T.F32 if len(shape) == 1 else (bad_type if bad_type and name == "blk.1.ffn_up.weight" else T.Q4_K if kquants else T.F16)
         if k_norm and name == "output_norm.weight":
             t = T.Q4_K
-        if t == T.IQ4_XS:
+        if t == T.IQ3_XXS:
             # A type mlx-node refuses; only its size matters (gguf-py has no encoder for it).
             block, size = gguf.GGML_QUANT_SIZES[t]
             data = rng.integers(0, 256, size=(shape[0], shape[1] // block * size), dtype=np.uint8)
@@ -493,7 +533,7 @@ def main():
         "pre-jais.gguf": {"pre": "jais"},
         "type-q5_0.gguf": {"bad_type": T.Q5_0},
         "shapes.gguf": {"meta_hidden": 96},
-        "type-iq4_xs.gguf": {"hidden": 256, "kquants": True, "bad_type": T.IQ4_XS},
+        "type-iq3_xxs.gguf": {"hidden": 256, "kquants": True, "bad_type": T.IQ3_XXS},
         "kquants-norm.gguf": {"hidden": 256, "kquants": True, "k_norm": True},
         "rope-freqs.gguf": {"rope_freqs": True},
     }.items():

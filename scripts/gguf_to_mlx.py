@@ -68,8 +68,9 @@ T = gguf.GGMLQuantizationType
 K_QUANTS = (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K)
 # 32-weight block types: (bytes per block, bits as MLX holds them).
 BLOCK32 = {T.Q4_0: (18, 4), T.Q4_1: (20, 4), T.Q5_0: (22, 8), T.Q5_1: (24, 8), T.Q8_0: (34, 8)}
+IQ4 = (T.IQ4_NL, T.IQ4_XS)
 # What MLX's reader cannot load as stored: files with any of these are read here instead.
-READ_HERE = K_QUANTS + (T.Q5_0, T.Q5_1)
+READ_HERE = K_QUANTS + IQ4 + (T.Q5_0, T.Q5_1)
 
 
 def read_kquant_file(reader):
@@ -89,13 +90,13 @@ def read_kquant_file(reader):
             tensors[t.name] = mx.array(raw.reshape(shape).astype(np.float16))
         elif t.tensor_type == T.BF16:
             continue  # taken below
-        elif t.tensor_type in K_QUANTS:
+        elif t.tensor_type in K_QUANTS or t.tensor_type in IQ4:
             base = t.name[: -len(".weight")]
             deq = gguf.quants.dequantize(raw, t.tensor_type).reshape(shape).astype(np.float32)
             if t.tensor_type in (T.Q2_K, T.Q6_K):
                 w, scales, biases = mx.quantize(mx.array(deq), group_size=32, bits=8)
             else:
-                decode = decode_q3_k if t.tensor_type == T.Q3_K else decode_q45_k
+                decode = decode_q3_k if t.tensor_type == T.Q3_K else decode_iq4 if t.tensor_type in IQ4 else decode_q45_k
                 w, scales, biases, bits = decode(raw.reshape(-1, raw.shape[-1]), shape, t.tensor_type)
                 back = np.array(mx.dequantize(w, scales, biases, group_size=32, bits=bits))
                 if not np.array_equal(back, deq):
@@ -196,6 +197,29 @@ def decode_q3_k(raw, shape, qtype):
     scales = np.repeat(d, 8).reshape(rows, cols // 32)
     return (mx.array(values.reshape(rows, cols).copy().view(np.uint32)), mx.array(scales),
             mx.array(-124 * scales), 8)
+
+
+def decode_iq4(raw, shape, qtype):
+    """IQ4_NL / IQ4_XS blocks as MLX's (8-bit table values + 127, scales d, biases -127 d,
+    bits), d per group of 32: IQ4_NL's float16 d, IQ4_XS's d * (ls - 32)."""
+    f32 = np.float32
+    kv = np.array(gguf.quants.IQ4_NL.kvalues, np.int32) + 127
+    if qtype == T.IQ4_NL:
+        blocks = raw.reshape(-1, 18)
+        d = blocks[:, 0:2].copy().view(np.float16)[:, 0].astype(f32)
+        qs = blocks[:, 2:18]
+    else:
+        blocks = raw.reshape(-1, 136)
+        d0 = blocks[:, 0:2].copy().view(np.float16)[:, 0].astype(f32)
+        high = blocks[:, 2:4].copy().view(np.uint16)[:, 0]
+        low = np.stack([blocks[:, 4:8] & 15, blocks[:, 4:8] >> 4], axis=2).reshape(-1, 8)
+        ls = low.astype(np.int32) | (((high[:, None] >> (2 * np.arange(8, dtype=np.uint16))) & 3).astype(np.int32) << 4)
+        d = (d0[:, None] * (ls - 32).astype(f32)).reshape(-1)
+        qs = blocks[:, 8:].reshape(-1, 16)
+    values = kv[np.concatenate([qs & 15, qs >> 4], axis=1)].astype(np.uint8)
+    rows, cols = shape
+    scales = d.reshape(rows, cols // 32)
+    return (mx.array(values.reshape(rows, cols).copy().view(np.uint32)), mx.array(scales), mx.array(-127 * scales), 8)
 
 
 def decode_q45_k(raw, shape, qtype):

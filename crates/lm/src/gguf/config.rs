@@ -219,14 +219,15 @@ fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: 
 }
 
 /// The tensor types mlx-node loads, in the order the refusal of any other names them.
-pub const LOADED: [GgmlType; 13] = {
+pub const LOADED: [GgmlType; 15] = {
     use super::file::GgmlType as T;
-    [T::F32, T::F16, T::BF16, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::Q8_0, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K, T::Q6_K]
+    [T::F32, T::F16, T::BF16, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::Q8_0, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K, T::Q6_K, T::IQ4_NL, T::IQ4_XS]
 };
 
 /// The bits a quantized type is loaded at: 4 for Q4_0, Q4_1 and Q4_K, which
 /// MLX's 4-bit affine form holds as they are; 8 for the others (Q8_0; Q5_0,
-/// Q5_1, Q5_K and Q3_K exactly, Q2_K and Q6_K requantized). None for floats.
+/// Q5_1, Q5_K, Q3_K, IQ4_NL and IQ4_XS exactly, Q2_K and Q6_K requantized).
+/// None for floats.
 pub fn loaded_bits(t: GgmlType) -> Option<usize> {
     use super::file::GgmlType as T;
     match t {

@@ -110,6 +110,8 @@ impl GgmlType {
     pub const Q4_K: GgmlType = GgmlType(12);
     pub const Q5_K: GgmlType = GgmlType(13);
     pub const Q6_K: GgmlType = GgmlType(14);
+    pub const IQ4_NL: GgmlType = GgmlType(20);
+    pub const IQ4_XS: GgmlType = GgmlType(23);
     pub const BF16: GgmlType = GgmlType(30);
 
     fn entry(self) -> Option<&'static (u32, &'static str, u64, u64)> {
@@ -121,6 +123,10 @@ impl GgmlType {
     /// Bytes per block of a known type (0 for an unknown one).
     pub fn block_bytes(self) -> usize {
         self.entry().map_or(0, |t| t.3 as usize)
+    }
+    /// Values per block of a known type (0 for an unknown one).
+    pub fn block_values(self) -> usize {
+        self.entry().map_or(0, |t| t.2 as usize)
     }
 }
 

@@ -45,25 +45,10 @@ pub fn is_kquant(t: GgmlType) -> bool {
 /// type (rows of whole blocks).
 pub fn convert(t: GgmlType, rows: usize, cols: usize, raw: &[u8]) -> Result<(Array, Array, Array)> {
     let mlx = |e: mlx::Error| LmError::Mlx(e.message);
-    let shape = |n: usize| [rows as i32, n as i32];
     match t {
-        GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K => {
-            let b = super::config::loaded_bits(t).unwrap_or(8);
-            let (mut w, mut s, mut z) = (vec![0u8; rows * cols * b / 8], vec![0f32; rows * cols / GROUP], vec![0f32; rows * cols / GROUP]);
-            let block: fn(&[u8], &mut [u8], &mut [f32], &mut [f32]) = match t {
-                GgmlType::Q3_K => q3_k,
-                GgmlType::Q4_K => q4_k,
-                _ => q5_k,
-            };
-            for (i, raw) in raw.chunks_exact(t.block_bytes()).enumerate() {
-                let groups = i * QK / GROUP..(i + 1) * QK / GROUP;
-                block(raw, &mut w[i * QK * b / 8..(i + 1) * QK * b / 8], &mut s[groups.clone()], &mut z[groups]);
-            }
-            let w = Array::from_bytes(&w, &shape(cols * b / 32), Dtype::Uint32).map_err(mlx)?;
-            let s = Array::from_slice(&s, &shape(cols / GROUP)).map_err(mlx)?;
-            let z = Array::from_slice(&z, &shape(cols / GROUP)).map_err(mlx)?;
-            Ok((w, s, z))
-        }
+        GgmlType::Q3_K => affine(t, rows, cols, raw, q3_k),
+        GgmlType::Q4_K => affine(t, rows, cols, raw, q4_k),
+        GgmlType::Q5_K => affine(t, rows, cols, raw, q5_k),
         GgmlType::Q2_K | GgmlType::Q6_K => {
             let decode: fn(&[u8], &mut [f32]) = if t == GgmlType::Q2_K { q2_k } else { q6_k };
             let (blocks_per_row, block_bytes) = (cols / QK, t.block_bytes());
@@ -88,7 +73,27 @@ pub fn convert(t: GgmlType, rows: usize, cols: usize, raw: &[u8]) -> Result<(Arr
     }
 }
 
-fn f16_at(b: &[u8], at: usize) -> f32 {
+/// One block's weights, packed at the layer's bits, and its groups' scales and biases.
+pub type BlockFn = fn(&[u8], &mut [u8], &mut [f32], &mut [f32]);
+
+/// (weight, scales, biases) of a tensor of type `t` whose blocks each map exactly to MLX
+/// affine groups of 32 with float32 scales and biases (`block` decodes one).
+pub fn affine(t: GgmlType, rows: usize, cols: usize, raw: &[u8], block: BlockFn) -> Result<(Array, Array, Array)> {
+    let mlx = |e: mlx::Error| LmError::Mlx(e.message);
+    let shape = |n: usize| [rows as i32, n as i32];
+    let (b, n) = (super::config::loaded_bits(t).unwrap_or(8), t.block_values());
+    let (mut w, mut s, mut z) = (vec![0u8; rows * cols * b / 8], vec![0f32; rows * cols / GROUP], vec![0f32; rows * cols / GROUP]);
+    for (i, raw) in raw.chunks_exact(t.block_bytes()).enumerate() {
+        let groups = i * n / GROUP..(i + 1) * n / GROUP;
+        block(raw, &mut w[i * n * b / 8..(i + 1) * n * b / 8], &mut s[groups.clone()], &mut z[groups]);
+    }
+    let w = Array::from_bytes(&w, &shape(cols * b / 32), Dtype::Uint32).map_err(mlx)?;
+    let s = Array::from_slice(&s, &shape(cols / GROUP)).map_err(mlx)?;
+    let z = Array::from_slice(&z, &shape(cols / GROUP)).map_err(mlx)?;
+    Ok((w, s, z))
+}
+
+pub fn f16_at(b: &[u8], at: usize) -> f32 {
     f16_value(u16::from_le_bytes([b[at], b[at + 1]]))
 }
 

@@ -1,13 +1,14 @@
 //! `loadModel('model.gguf')`: a llama.cpp GGUF file loaded through MLX's own
 //! GGUF reader, or, where it holds K-quants (which that reader does not keep
-//! quantized) or Q5_0/Q5_1 (which it does not load), tensor by tensor here
-//! (`kquants`, `blocks32`). The header is read and
+//! quantized) or Q5_0/Q5_1/IQ4_NL/IQ4_XS (which it does not load), tensor by
+//! tensor here (`kquants`, `iquants`, `blocks32`). The header is read and
 //! checked here first (`file`), the config and tokenizer are rebuilt from its
 //! metadata (`config`, `tokenizer`), and the tensors, renamed to MLX-LM's
 //! names, go to the same family constructors as a model folder's.
 mod blocks32;
 mod config;
 mod file;
+mod iquants;
 mod kquants;
 mod rope_freqs;
 mod tokenizer;
@@ -89,7 +90,7 @@ fn read_with_mlx(path: &Path, file: &GgufFile) -> Result<HashMap<String, Array>>
 
 /// Types MLX's reader does not keep as stored: a file with any is read here.
 fn read_here(t: GgmlType) -> bool {
-    kquants::is_kquant(t) || matches!(t, GgmlType::Q5_0 | GgmlType::Q5_1)
+    kquants::is_kquant(t) || iquants::is_iquant(t) || matches!(t, GgmlType::Q5_0 | GgmlType::Q5_1)
 }
 
 /// Every tensor read here: floats as stored, quantized ones as affine
@@ -102,7 +103,7 @@ fn read_each(file: &GgufFile) -> Result<HashMap<String, Array>> {
         let name = config::mlx_name(&t.name).ok_or_else(|| {
             LmError::UnsupportedModel(format!("{}: tensor \"{}\" is not part of the models this loader knows", file.path.display(), t.name))
         })?;
-        let (quantized, matrix) = (kquants::is_kquant(t.ggml_type) || blocks32::is_block32(t.ggml_type), t.shape.len() == 2);
+        let (quantized, matrix) = (read_here(t.ggml_type) || blocks32::is_block32(t.ggml_type), t.shape.len() == 2);
         if !quantized {
             tensors.insert(name, plain(file, t)?);
             continue;
@@ -113,6 +114,8 @@ fn read_each(file: &GgufFile) -> Result<HashMap<String, Array>> {
         let (rows, cols, raw) = (t.shape[0] as usize, t.shape[1] as usize, file.read_tensor(t)?);
         let (w, s, b) = if kquants::is_kquant(t.ggml_type) {
             kquants::convert(t.ggml_type, rows, cols, &raw)?
+        } else if iquants::is_iquant(t.ggml_type) {
+            iquants::convert(t.ggml_type, rows, cols, &raw)?
         } else {
             blocks32::convert(t.ggml_type, rows, cols, &raw)?
         };
