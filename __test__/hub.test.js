@@ -364,6 +364,9 @@ test('org/name:quant downloads the one GGUF file named and loads it as the file 
   await expectReject(() => loadModel(`${GGUF_REPO}:Q3_K_M`), 'MODEL_NOT_FOUND', /no GGUF file .* "Q3_K_M".*Qwen3-Q4_0\.gguf, Qwen3-Q4_K_M\.gguf/, 'offline, not cached');
   useHub(home);
   assert.deepEqual(await generate(await loadModel(`${GGUF_REPO}:Q3_K_M`)), await local('qwen3-q3_k_m'));
+  // A GGUF repo with a config.json beside its one file (as some publish them) is still a GGUF repo.
+  server.addRepo('test-org/with-config-GGUF', tmpDir(), { extra: { 'config.json': Buffer.from('{"model_type": "qwen3"}'), 'm-Q4_0.gguf': bytes('qwen3-q4_0') } });
+  assert.deepEqual(await generate(await loadModel('test-org/with-config-GGUF')), await local('qwen3-q4_0'));
 });
 
 test('GGUF repo errors: a tag no file has, a tag several have, a split file, loadTTS with a tag', async () => {

@@ -92,7 +92,7 @@ fn encode_path(p: &str) -> String {
 pub type OnProgress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 
 /// The local snapshot folder of `id`, downloading what is missing; for a GGUF repo (an id
-/// with `:quant`, or a repo with GGUF files and no `config.json`), the one GGUF file
+/// with `:quant`, or a repo with GGUF files and no safetensors), the one GGUF file
 /// `choose_gguf` picks, and only it is downloaded. `abort` is polled between chunks; an
 /// aborted or failed download changes no snapshot or ref (a partial
 /// `blobs/<etag>.incomplete` stays for the next try to resume).
@@ -126,13 +126,8 @@ pub fn resolve(id: &HubId, kind: ModelKind, config: &Config, on_progress: OnProg
     };
     let commit = info.sha.filter(|s| is_commit(s)).ok_or_else(|| HubError::failed(format!("{id}: {} sent no commit sha", config.endpoint)))?;
     let has_config = info.siblings.iter().any(|s| s.rfilename == "config.json");
-    let is_gguf = |s: &&Sibling| s.rfilename.to_ascii_lowercase().ends_with(".gguf");
-    let gguf = if id.quant.is_some() || (kind == ModelKind::Lm && !has_config && info.siblings.iter().any(|s| is_gguf(&s))) {
-        let names: Vec<&str> = info.siblings.iter().map(|s| s.rfilename.as_str()).collect();
-        Some(choose_gguf(id, &names, "in the repo")?.to_string())
-    } else {
-        None
-    };
+    let names: Vec<&str> = info.siblings.iter().map(|s| s.rfilename.as_str()).collect();
+    let gguf = if kind == ModelKind::Lm && gguf_repo(id, &names) { Some(choose_gguf(id, &names, "in the repo")?.to_string()) } else { None };
     let files: Vec<&Sibling> = match &gguf {
         Some(name) => info.siblings.iter().filter(|s| &s.rfilename == name).collect(),
         None => info.siblings.iter().filter(|s| kind.wants(&s.rfilename)).collect(),
@@ -180,15 +175,17 @@ pub fn resolve(id: &HubId, kind: ModelKind, config: &Config, on_progress: OnProg
     })
 }
 
+/// Whether `id` names one GGUF file of a repo with files `names`: it has a `:quant`, or the
+/// repo has GGUF files and no safetensors weights (some GGUF repos carry a `config.json` too).
+fn gguf_repo(id: &HubId, names: &[&str]) -> bool {
+    let has = |ext: &str| names.iter().any(|n| n.to_ascii_lowercase().ends_with(ext));
+    id.quant.is_some() || (has(".gguf") && !has(".safetensors"))
+}
+
 /// What the cache holds for `id`, if anything: the snapshot folder of its revision (with a
-/// `config.json`), or for a GGUF id (or a snapshot with GGUF files and no `config.json`) the
-/// GGUF file `choose_gguf` picks among those cached.
+/// `config.json`), or for a GGUF id (`gguf_repo`) the GGUF file `choose_gguf` picks among those
+/// cached.
 fn cached_model(id: &HubId, cache: &RepoCache) -> Option<Result<PathBuf>> {
-    if id.quant.is_none() {
-        if let Some(folder) = cache.cached_snapshot(&id.revision) {
-            return Some(Ok(folder));
-        }
-    }
     let snapshot = cache.snapshot_dir(&cache.cached_commit(&id.revision)?);
     let mut names = Vec::new();
     let mut pending = vec![snapshot.clone()];
@@ -202,11 +199,12 @@ fn cached_model(id: &HubId, cache: &RepoCache) -> Option<Result<PathBuf>> {
             }
         }
     }
-    if !names.iter().any(|n| n.to_ascii_lowercase().ends_with(".gguf")) {
-        return None;
-    }
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    Some(choose_gguf(id, &refs, "in the cache").map(|f| snapshot.join(f)))
+    if gguf_repo(id, &refs) {
+        Some(choose_gguf(id, &refs, "in the cache").map(|f| snapshot.join(f)))
+    } else {
+        cache.cached_snapshot(&id.revision).map(Ok)
+    }
 }
 
 #[cfg(test)]
