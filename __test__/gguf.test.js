@@ -42,7 +42,7 @@ async function gguf(name) {
 }
 
 const cases = [];
-const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'llama3-f32'];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'llama3-f32'];
 for (const v of variants) {
   cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
@@ -112,6 +112,8 @@ test('model info describes the GGUF model', async () => {
     // Q3_K and Q2_K load at 8 bits (thirteen layers with the embedding), Q4_K at 4 (two).
     'qwen3-q3_k_m': { modelType: 'qwen3', dtype: 'float32', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
     'qwen3-iq4_xs': { modelType: 'qwen3', dtype: 'float32', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
+    // Stacked experts: Q4_K gate/up and attention (4 bits) outnumber Q6_K down, embedding and output.
+    'qwen3moe-q4_k_m': { modelType: 'qwen3_moe', numLayers: 2, quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
   };
   for (const [n, want] of Object.entries(expect)) {
     const info = (await gguf(n)).info;
@@ -139,7 +141,7 @@ test('a quantized GGUF runs in fast precision by default (as asked for), a float
 
 // Fast precision has no reference but exact: a K-quant file and the folder converted from it hold
 // the same arrays, so fast runs on both give the same tokens and log-probabilities, bit for bit.
-for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs']) {
+for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m']) {
   test(`a K-quant GGUF in fast precision equals its converted folder in fast precision (${name})`, async () => {
     const f = index.fixtures[name];
     const file = await loadModel(f.gguf, { precision: 'fast' });
@@ -179,7 +181,7 @@ test('rope_freqs.weight that no Llama 3 scaling gives is UNSUPPORTED_MODEL', asy
 
 // Malformed files: each a copy of a small valid GGUF (tiny.gguf) with one thing broken.
 function broken(label, edit, from = 'tiny.gguf') {
-  const src = fs.readFileSync(path.join(index.dir, from));
+  const src = fs.readFileSync(path.resolve(index.dir, from));
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'mlx-node-gguf-')), `${label}.gguf`);
   fs.writeFileSync(file, edit(Buffer.from(src)));
   return file;
@@ -215,6 +217,11 @@ test('malformed GGUF files are refused with INVALID_WEIGHTS before anything is l
   for (const [what, [file, pattern]] of Object.entries(files)) {
     await expectReject(() => loadModel(file), 'INVALID_WEIGHTS', pattern, what);
   }
+});
+
+test('a qwen3moe GGUF without its expert count is INVALID_WEIGHTS', async () => {
+  const file = broken('no-experts', (b) => (b.write('qwen3moe.expert_cXunt', b.indexOf('qwen3moe.expert_count')), b), index.fixtures['qwen3moe-q4_k_m'].gguf);
+  await expectReject(() => loadModel(file), 'INVALID_WEIGHTS', /missing qwen3moe\.expert_count/);
 });
 
 test('a K-quant that is not a matrix (a norm stored as Q4_K) is INVALID_WEIGHTS', async () => {

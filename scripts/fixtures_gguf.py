@@ -105,6 +105,10 @@ def add_hparams(w, config, arch_override=None):
     if config.get("head_dim") and config["head_dim"] != config["hidden_size"] // heads:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
+    if config.get("num_experts"):
+        w.add_expert_count(config["num_experts"])
+        w.add_expert_used_count(config["num_experts_per_tok"])
+        w.add_expert_feed_forward_length(config["moe_intermediate_size"])
     scaling = config.get("rope_scaling")
     if scaling and scaling.get("rope_type") != "llama3":  # llama3: rope_freqs.weight (write_typed)
         assert scaling["type"] == "linear", scaling
@@ -357,27 +361,48 @@ def iq4_xs_layout(name):
     return T.IQ4_NL if ".layers.1." in name else T.IQ4_XS
 
 
-# K-quant variants: (name, layout of the 2-D tensors, seed of the weights).
-KQUANT_VARIANTS = [("qwen3-q4_k_m", q4_k_m_layout, 31), ("qwen3-q3_k_m", q3_k_m_layout, 37), ("qwen3-iq4_xs", iq4_xs_layout, 41)]
+def moe_layout(name):
+    """As llama.cpp's Q4_K_M lays out Qwen3-30B-A3B: the router in F32, the stacked experts'
+    gate and up in Q4_K and down in Q6_K, attention in Q4_K, embedding and output in Q6_K."""
+    if name.endswith("mlp.gate.weight"):
+        return T.F32
+    if name.endswith(("down_proj.weight", "embed_tokens.weight", "lm_head.weight")):
+        return T.Q6_K
+    return T.Q4_K
 
 
-def write_kquant_variant(fixtures_dir, out, layout, seed):
-    """Qwen3 at widths K-quants take, its 2-D tensors typed by `layout`."""
+# Qwen3-MoE as llama.cpp's qwen3moe holds it: every layer sparse (8 experts, top 2, renormalized).
+QWEN3_MOE_K = dict(model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"], num_experts=8, num_experts_per_tok=2,
+                   moe_intermediate_size=256, decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True,
+                   tie_word_embeddings=False)
+
+# K-quant variants: (name, layout of the 2-D and 3-D tensors, seed of the weights, GGUF architecture, config).
+KQUANT_VARIANTS = [
+    ("qwen3-q4_k_m", q4_k_m_layout, 31, "qwen3", {}),
+    ("qwen3-q3_k_m", q3_k_m_layout, 37, "qwen3", {}),
+    ("qwen3-iq4_xs", iq4_xs_layout, 41, "qwen3", {}),
+    ("qwen3moe-q4_k_m", moe_layout, 43, "qwen3moe", QWEN3_MOE_K),
+]
+
+
+def write_kquant_variant(fixtures_dir, out, layout, seed, arch, extra):
+    """Qwen3 (with `extra` in its config) at widths K-quants take, its 2-D and 3-D tensors typed
+    by `layout`."""
     import fixtures as text_fixtures
     from mlx.utils import tree_flatten
 
     src = fixtures_dir / "qwen3-f32"
-    config = dict(json.loads((src / "config.json").read_text()), **QWEN3_K)
+    config = dict(json.loads((src / "config.json").read_text()), **QWEN3_K, **extra)
     model = text_fixtures.build_model(config, seed)
     weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters())}
     tokens, types, merges, ids, tc = vocab_metadata(src, config["vocab_size"])
-    w = gguf.GGUFWriter(str(out), "qwen3")
+    w = gguf.GGUFWriter(str(out), arch)
     add_hparams(w, config)
     special = {"eos": ids[tc["eos_token"]]}
     if tc.get("pad_token"):
         special["pad"] = ids[tc["pad_token"]]
     add_tokenizer(w, tokens, types, merges, "qwen2", special, False, tc.get("chat_template"))
-    write_typed(w, config, weights, "qwen3", lambda name, a: T.F32 if a.ndim == 1 else layout(name))
+    write_typed(w, config, weights, arch, lambda name, a: T.F32 if a.ndim == 1 else layout(name))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -440,7 +465,8 @@ def write_spm(out, work):
 def check_config(name, source, converted):
     """The config converted back from the GGUF must say what the source folder says."""
     keys = ["hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-            "rms_norm_eps", "rope_theta", "vocab_size", "tie_word_embeddings", "max_position_embeddings"]
+            "rms_norm_eps", "rope_theta", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
+            "num_experts", "num_experts_per_tok", "moe_intermediate_size", "mlp_only_layers", "norm_topk_prob"]
     for k in keys:
         if k in source and source[k] != converted.get(k):
             raise SystemExit(f"{name}: {k} is {converted.get(k)} after the round trip, {source[k]} in the source")
@@ -507,13 +533,13 @@ def main():
         check_config(name, config, converted)
         gguf_to_mlx.check_block32_like_mlx(path)
         index[name] = {"gguf": path.name, "ref": name, "source": source, "arch": arch, "type": qtype.name, "embed": embed_qtype.name}
-    for name, layout, seed in KQUANT_VARIANTS:
+    for name, layout, seed, arch, extra in KQUANT_VARIANTS:
         log(f"{name}: K-quants")
         path = out / f"{name}.gguf"
-        config = write_kquant_variant(fixtures, path, layout, seed)
+        config = write_kquant_variant(fixtures, path, layout, seed, arch, extra)
         check_config(name, config, gguf_to_mlx.convert(path, out / name, tokenizer_from=fixtures / "qwen3-f32"))
         embed = layout("model.embed_tokens.weight").name
-        index[name] = {"gguf": path.name, "ref": name, "arch": "qwen3", "type": layout("model.layers.0.mlp.up_proj.weight").name, "embed": embed}
+        index[name] = {"gguf": path.name, "ref": name, "arch": arch, "type": layout("model.layers.0.self_attn.q_proj.weight").name, "embed": embed}
     log("llama-spm: a SentencePiece vocabulary (tokenizer by transformers)")
     work = out / ".spm"
     work.mkdir()

@@ -39,8 +39,14 @@ NAMES = {
     "ffn_norm": "post_attention_layernorm",
     "attn_q_norm": "self_attn.q_norm",
     "attn_k_norm": "self_attn.k_norm",
+    "ffn_gate_inp": "mlp.gate",
+    "ffn_gate_exps": "mlp.switch_mlp.gate_proj",
+    "ffn_up_exps": "mlp.switch_mlp.up_proj",
+    "ffn_down_exps": "mlp.switch_mlp.down_proj",
 }
-ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+         "qwen3moe": "Qwen3MoeForCausalLM"}
+MODEL_TYPES = {"qwen3moe": "qwen3_moe"}
 PERMUTED = ("llama", "mistral")
 TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
 # tokenizer.ggml.pre names whose models' own tokenizers normalize to NFC.
@@ -97,7 +103,10 @@ def read_kquant_file(reader):
                 w, scales, biases = mx.quantize(mx.array(deq), group_size=32, bits=8)
             else:
                 decode = decode_q3_k if t.tensor_type == T.Q3_K else decode_iq4 if t.tensor_type in IQ4 else decode_q45_k
-                w, scales, biases, bits = decode(raw.reshape(-1, raw.shape[-1]), shape, t.tensor_type)
+                # Stacked experts ([experts, out, in]) decode as one matrix of all their rows.
+                flat = [int(np.prod(shape[:-1])), shape[-1]]
+                w, scales, biases, bits = decode(raw.reshape(-1, raw.shape[-1]), flat, t.tensor_type)
+                w, scales, biases = (a.reshape(*shape[:-1], a.shape[-1]) for a in (w, scales, biases))
                 back = np.array(mx.dequantize(w, scales, biases, group_size=32, bits=bits))
                 if not np.array_equal(back, deq):
                     raise SystemExit(f"{t.name}: the affine form of {t.tensor_type.name} differs from gguf-py's dequantization")
@@ -291,7 +300,7 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
             a = a.astype(mx.float32)
         weights[f"{module}.{field}"] = a
         if field == "scales":
-            bits = tensors[name.replace("scales", "weight")].shape[1] // a.shape[1]
+            bits = tensors[name.replace("scales", "weight")].shape[-1] // a.shape[-1]
             quant[module] = {"group_size": 32, "bits": bits}
     hidden = hp("embedding_length")
     eos = []
@@ -300,7 +309,7 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
         if v is not None and int(v) not in eos:
             eos.append(int(v))
     config = {
-        "model_type": arch,
+        "model_type": MODEL_TYPES.get(arch, arch),
         "architectures": [ARCHS[arch]],
         "hidden_size": hidden,
         "intermediate_size": hp("feed_forward_length"),
@@ -316,6 +325,11 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
     }
     if f"{arch}.context_length" in meta:
         config["max_position_embeddings"] = hp("context_length")
+    if arch == "qwen3moe":
+        # llama.cpp's qwen3moe: layers with a router are sparse, their top-k weights renormalized.
+        config.update(num_experts=hp("expert_count"), num_experts_per_tok=hp("expert_used_count"),
+                      moe_intermediate_size=hp("expert_feed_forward_length"), decoder_sparse_step=1, norm_topk_prob=True,
+                      mlp_only_layers=[i for i in range(config["num_hidden_layers"]) if f"blk.{i}.ffn_gate_inp.weight" not in tensors])
     if eos:
         config["eos_token_id"] = eos[0] if len(eos) == 1 else eos
     scaling = meta.get(f"{arch}.rope.scaling.type")

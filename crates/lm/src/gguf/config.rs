@@ -9,7 +9,8 @@ use crate::error::{LmError, Result};
 /// llama.cpp architectures that load, and the `model_type` each becomes.
 /// `permuted`: llama.cpp's converter reorders the q/k rows of these for its
 /// rotary layout; the loader puts them back.
-const ARCHS: &[(&str, &str, bool)] = &[("llama", "llama", true), ("mistral", "mistral", true), ("qwen2", "qwen2", false), ("qwen3", "qwen3", false)];
+const ARCHS: &[(&str, &str, bool)] =
+    &[("llama", "llama", true), ("mistral", "mistral", true), ("qwen2", "qwen2", false), ("qwen3", "qwen3", false), ("qwen3moe", "qwen3_moe", false)];
 
 pub struct Arch {
     pub name: String,
@@ -61,6 +62,11 @@ pub fn mlx_name(name: &str) -> Option<String> {
                 "ffn_gate" => "mlp.gate_proj",
                 "ffn_up" => "mlp.up_proj",
                 "ffn_down" => "mlp.down_proj",
+                // Mixture-of-experts layers: the router and the experts stacked, as MLX-LM's SwitchGLU holds them.
+                "ffn_gate_inp" => "mlp.gate",
+                "ffn_gate_exps" => "mlp.switch_mlp.gate_proj",
+                "ffn_up_exps" => "mlp.switch_mlp.up_proj",
+                "ffn_down_exps" => "mlp.switch_mlp.down_proj",
                 _ => return None,
             };
             format!("model.layers.{layer}.{part}")
@@ -123,6 +129,19 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
     c.insert("head_dim".into(), json!(head_dim));
     c.insert("rms_norm_eps".into(), json!(eps));
     c.insert("vocab_size".into(), json!(vocab));
+    let (mut experts, mut moe_ff) = (0, 0);
+    if arch.model_type == "qwen3_moe" {
+        // llama.cpp's qwen3moe: every layer with a router is sparse, the top-k weights renormalized.
+        (experts, moe_ff) = (req("expert_count")?, req("expert_feed_forward_length")?);
+        let top_k = req("expert_used_count")?;
+        let dense: Vec<i64> = (0..layers).filter(|l| file.tensor(&format!("blk.{l}.ffn_gate_inp.weight")).is_none()).collect();
+        c.insert("num_experts".into(), json!(experts));
+        c.insert("num_experts_per_tok".into(), json!(top_k));
+        c.insert("moe_intermediate_size".into(), json!(moe_ff));
+        c.insert("decoder_sparse_step".into(), json!(1));
+        c.insert("mlp_only_layers".into(), json!(dense));
+        c.insert("norm_topk_prob".into(), json!(true));
+    }
     if let Some(theta) = float("rope.freq_base")? {
         c.insert("rope_theta".into(), json!(theta));
     } else if arch.model_type == "qwen3" {
@@ -152,7 +171,7 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
         // As MLX-LM's config.json says it; the loader reads each layer's bits from its shapes.
         c.insert("quantization".into(), json!({"group_size": 32, "bits": bits}));
     }
-    check_shapes(file, hidden, layers, ff, heads * head_dim, kv_heads * head_dim, head_dim, vocab)?;
+    check_shapes(file, hidden, layers, ff, heads * head_dim, kv_heads * head_dim, head_dim, vocab, (experts, moe_ff))?;
     if let Some(t) = file.tensor(rope_freqs::NAME) {
         if c.contains_key("rope_scaling") {
             return Err(unsupported(file, format!("{} beside rope scaling \"linear\"", rope_freqs::NAME)));
@@ -182,7 +201,8 @@ fn bulk_bits(file: &GgufFile) -> Option<i64> {
 
 /// Every tensor's shape (in values) against what the metadata says.
 #[allow(clippy::too_many_arguments)]
-fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: i64, head_dim: i64, vocab: i64) -> Result<()> {
+fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: i64, head_dim: i64, vocab: i64, moe: (i64, i64)) -> Result<()> {
+    let (experts, moe_ff) = moe;
     for t in &file.tensors {
         let Some(base) = t.name.strip_suffix(".weight").or_else(|| t.name.strip_suffix(".bias")) else {
             return Err(unsupported(file, format!("tensor \"{}\" is not part of the models this loader knows", t.name)));
@@ -198,7 +218,14 @@ fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: 
             }
             None => base,
         };
+        let stacked = match part {
+            "ffn_gate_exps" | "ffn_up_exps" => Some(vec![experts, moe_ff, hidden]),
+            "ffn_down_exps" => Some(vec![experts, hidden, moe_ff]),
+            _ => None,
+        };
         let (rows, cols) = match part {
+            _ if stacked.is_some() => (0, 0),
+            "ffn_gate_inp" => (experts, hidden),
             "rope_freqs" => (head_dim / 2, 0),
             "token_embd" | "output" => (vocab, hidden),
             "output_norm" | "attn_norm" | "ffn_norm" => (hidden, 0),
@@ -210,7 +237,7 @@ fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: 
             "ffn_down" => (hidden, ff),
             _ => return Err(unsupported(file, format!("tensor \"{}\" is not part of the models this loader knows", t.name))),
         };
-        let expected: Vec<i64> = if cols == 0 || bias { vec![rows] } else { vec![rows, cols] };
+        let expected: Vec<i64> = stacked.unwrap_or(if cols == 0 || bias { vec![rows] } else { vec![rows, cols] });
         if t.shape != expected {
             return Err(invalid(file, format!("tensor \"{}\" has shape {:?}, but the metadata implies {expected:?}", t.name, t.shape)));
         }

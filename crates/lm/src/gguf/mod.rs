@@ -60,7 +60,9 @@ fn load_model(
     let config = ModelConfig::from_value(raw, path)?;
     let family = registry::family(&config.model_type).ok_or_else(|| LmError::UnsupportedModel(config.model_type.clone()))?;
 
-    let mut tensors = if file.tensors.iter().any(|t| read_here(t.ggml_type)) { read_each(file)? } else { read_with_mlx(path, file)? };
+    // Stacked experts are read here whatever their type (in the form MLX's reader gives matrices).
+    let here = file.tensors.iter().any(|t| read_here(t.ggml_type) || (t.shape.len() == 3 && blocks32::is_block32(t.ggml_type)));
+    let mut tensors = if here { read_each(file)? } else { read_with_mlx(path, file)? };
     if arch.permuted {
         unpermute_qk(&mut tensors, &config).map_err(|e| LmError::Mlx(e.message))?;
     }
@@ -103,15 +105,21 @@ fn read_each(file: &GgufFile) -> Result<HashMap<String, Array>> {
         let name = config::mlx_name(&t.name).ok_or_else(|| {
             LmError::UnsupportedModel(format!("{}: tensor \"{}\" is not part of the models this loader knows", file.path.display(), t.name))
         })?;
-        let (quantized, matrix) = (read_here(t.ggml_type) || blocks32::is_block32(t.ggml_type), t.shape.len() == 2);
+        let (quantized, matrix) = (read_here(t.ggml_type) || blocks32::is_block32(t.ggml_type), matches!(t.shape.len(), 2 | 3));
         if !quantized {
             tensors.insert(name, plain(file, t)?);
             continue;
         }
         if !matrix {
-            return Err(LmError::InvalidWeights(format!("tensor \"{}\" ({}): quantized tensors must be 2-D", t.name, t.ggml_type.name())));
+            return Err(LmError::InvalidWeights(format!(
+                "tensor \"{}\" ({}): quantized tensors must be 2-D (or 3-D: stacked experts)",
+                t.name,
+                t.ggml_type.name()
+            )));
         }
-        let (rows, cols, raw) = (t.shape[0] as usize, t.shape[1] as usize, file.read_tensor(t)?);
+        // Stacked experts ([experts, out, in]) convert as one matrix of all their rows.
+        let (lead, cols) = (&t.shape[..t.shape.len() - 1], *t.shape.last().unwrap_or(&0) as usize);
+        let (rows, raw) = (lead.iter().product::<i64>() as usize, file.read_tensor(t)?);
         let (w, s, b) = if kquants::is_kquant(t.ggml_type) {
             kquants::convert(t.ggml_type, rows, cols, &raw)?
         } else if iquants::is_iquant(t.ggml_type) {
@@ -120,9 +128,14 @@ fn read_each(file: &GgufFile) -> Result<HashMap<String, Array>> {
             blocks32::convert(t.ggml_type, rows, cols, &raw)?
         };
         let base = name.strip_suffix(".weight").unwrap_or(&name).to_string();
-        tensors.insert(format!("{base}.weight"), w);
-        tensors.insert(format!("{base}.scales"), s);
-        tensors.insert(format!("{base}.biases"), b);
+        let stacked = |a: Array| -> Result<Array> {
+            let mut shape: Vec<i32> = lead.iter().map(|&d| d as i32).collect();
+            shape.push(a.shape()[1]);
+            a.reshape(&shape).map_err(|e| LmError::Mlx(e.message))
+        };
+        tensors.insert(format!("{base}.weight"), stacked(w)?);
+        tensors.insert(format!("{base}.scales"), stacked(s)?);
+        tensors.insert(format!("{base}.biases"), stacked(b)?);
     }
     Ok(tensors)
 }
