@@ -139,22 +139,29 @@ test('a quantized GGUF runs in fast precision by default (as asked for), a float
   await f32.dispose();
 });
 
+// Loads `fileSpec` and `folderSpec` ([path, options]) and checks that `maxTokens` tokens of `input`
+// come out of both with the same tokens and log-probabilities, bit for bit.
+async function assertSameRun(fileSpec, folderSpec, input, options) {
+  const file = await loadModel(...fileSpec);
+  const folder = await loadModel(...folderSpec);
+  try {
+    const run = async (m) => (({ tokens, logprobs }) => ({ tokens, logprobs }))(await m.generate(input, { ...options, logprobs: true }));
+    const [a, b] = [await run(file), await run(folder)];
+    assert.equal(a.tokens.length, options.maxTokens);
+    assert.deepEqual(a, b);
+  } finally {
+    await file.dispose();
+    await folder.dispose();
+  }
+}
+
 // Fast precision has no reference but exact: a K-quant file and the folder converted from it hold
 // the same arrays, so fast runs on both give the same tokens and log-probabilities, bit for bit.
 for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m']) {
   test(`a K-quant GGUF in fast precision equals its converted folder in fast precision (${name})`, async () => {
     const f = index.fixtures[name];
-    const file = await loadModel(f.gguf, { precision: 'fast' });
-    const folder = await loadModel(f.ref, { precision: 'fast' });
-    try {
-      const run = async (m) => (({ tokens, logprobs }) => ({ tokens, logprobs }))(await m.generate(CHAT, { maxTokens: 12, logprobs: true }));
-      const [a, b] = [await run(file), await run(folder)];
-      assert.equal(a.tokens.length, 12);
-      assert.deepEqual(a, b);
-    } finally {
-      await file.dispose();
-      await folder.dispose();
-    }
+    const fast = { precision: 'fast' };
+    await assertSameRun([f.gguf, fast], [f.ref, fast], CHAT, { maxTokens: 12 });
   });
 }
 
@@ -162,17 +169,7 @@ for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4
 // the parameters, so the file runs as the folder it was written from, bit for bit. Without the
 // scaling, the low-frequency dimensions would turn 8 times faster and the log-probabilities differ.
 test('a Llama 3.1-scaled GGUF (rope_freqs.weight) equals the folder it was written from', async () => {
-  const file = await loadModel(index.fixtures['llama3-f32'].gguf);
-  const folder = await loadModel(fixturePath('llama-f32'));
-  try {
-    const run = async (m) => (({ tokens, logprobs }) => ({ tokens, logprobs }))(await m.generate([5, 17, 99, 3, 250, 41], { maxTokens: 40, logprobs: true, topLogprobs: 3 }));
-    const [a, b] = [await run(file), await run(folder)];
-    assert.equal(a.tokens.length, 40);
-    assert.deepEqual(a, b);
-  } finally {
-    await file.dispose();
-    await folder.dispose();
-  }
+  await assertSameRun([index.fixtures['llama3-f32'].gguf], [fixturePath('llama-f32')], [5, 17, 99, 3, 250, 41], { maxTokens: 40, topLogprobs: 3 });
 });
 
 test('rope_freqs.weight that no Llama 3 scaling gives is UNSUPPORTED_MODEL', async () => {
