@@ -27,10 +27,12 @@ const TEXTS = [
   '<|im_start|>user\nhi<|im_end|>',
   '<|user|> hi </s> <unk> <s>',
   'def forward(self, x):\n    return mx.softmax(x, axis=-1)',
+  '<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n',
+  '      indented     \n\n\n\tand\t\ttabbed',
 ];
-// Whose encodings are compared: the trained SmolLM2 and the SentencePiece fixture (reference
+// Whose encodings are compared: the trained SmolLM2 and the SentencePiece fixtures (reference
 // tokenizers by transformers' GGUF converter), and Qwen3's (the original tokenizer files).
-const ENCODED = ['smollm2', 'llama-spm', 'qwen3-f32'];
+const ENCODED = ['smollm2', 'llama-spm', 'gemma3-q4_0', 'qwen3-f32'];
 
 let index;
 const models = new Map();
@@ -42,7 +44,7 @@ async function gguf(name) {
 }
 
 const cases = [];
-const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'llama3-f32'];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'llama3-f32', 'gemma3-q4_0'];
 for (const v of variants) {
   cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
@@ -55,6 +57,7 @@ cases.push({ name: 'smollm2-f32', label: 'seeded, string, dtype float32', input:
 
 let refs;
 let encodings;
+let gemmaOwn;
 test.before(async () => {
   index = ggufIndex();
   const all = await runReference([
@@ -62,9 +65,11 @@ test.before(async () => {
     ...ENCODED.flatMap((n) =>
       TEXTS.map((text) => ({ mode: 'encode', model: index.fixtures[n].ref, text, addSpecialTokens: true })),
     ),
+    ...TEXTS.map((text) => ({ mode: 'encode', model: index.fixtures['gemma3-q4_0'].own, text, addSpecialTokens: true })),
   ]);
   refs = all.slice(0, cases.length);
-  encodings = all.slice(cases.length);
+  encodings = all.slice(cases.length, cases.length + ENCODED.length * TEXTS.length);
+  gemmaOwn = all.slice(cases.length + ENCODED.length * TEXTS.length);
 });
 test.after(async () => {
   for (const m of models.values()) await m.dispose();
@@ -98,6 +103,28 @@ test('GGUF tokenizers encode as the reference tokenizers (BPE and SentencePiece)
   }
 });
 
+// The file holds no tokenizer.json: the loader rebuilds Gemma's from the pieces llama.cpp's
+// converter wrote (whitespace pieces respelled, merges in vocabulary order), and it must encode as
+// Gemma 3's own tokenizer does.
+test('a Gemma 3 GGUF encodes as Gemma 3\'s own tokenizer.json', async () => {
+  const m = await gguf('gemma3-q4_0');
+  TEXTS.forEach((text, i) => {
+    assert.ok(!gemmaOwn[i].error, gemmaOwn[i].error);
+    assert.deepEqual(m.encode(text), gemmaOwn[i].tokens, JSON.stringify(text));
+  });
+  assert.equal(m.decode(m.encode(TEXTS[1])), `<bos>${TEXTS[1]}`);
+});
+
+// The file names <eos> as its EOS; a chat turn ends at <end_of_turn> (106) because llama.cpp ends
+// generation on that text wherever a vocabulary has it, and so does the loader.
+test('a Gemma 3 GGUF stops at <end_of_turn> and at <eos>', async () => {
+  const m = await gguf('gemma3-q4_0');
+  for (const id of [106, 1]) {
+    const r = await m.generate(CHAT, { maxTokens: 8, logitBias: { [id]: 100 } });
+    assert.deepEqual([r.finishReason, r.text], ['stop', ''], `token ${id}`);
+  }
+});
+
 test('model info describes the GGUF model', async () => {
   const expect = {
     'qwen3-q4_0': { modelType: 'qwen3', quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
@@ -114,6 +141,8 @@ test('model info describes the GGUF model', async () => {
     'qwen3-iq4_xs': { modelType: 'qwen3', dtype: 'float32', quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
     // Stacked experts: Q4_K gate/up and attention (4 bits) outnumber Q6_K down, embedding and output.
     'qwen3moe-q4_k_m': { modelType: 'qwen3_moe', numLayers: 2, quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
+    // Gemma 3 runs in float32 unless told otherwise (its activations outgrow float16).
+    'gemma3-q4_0': { modelType: 'gemma3_text', numLayers: 6, vocabSize: 262144, dtype: 'float32', quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
   };
   for (const [n, want] of Object.entries(expect)) {
     const info = (await gguf(n)).info;
@@ -226,7 +255,7 @@ test('a K-quant that is not a matrix (a norm stored as Q4_K) is INVALID_WEIGHTS'
 });
 
 test('GGUF files this loader does not support are refused with UNSUPPORTED_MODEL naming what', async () => {
-  await expectReject(() => loadModel(path.join(index.dir, 'arch-gemma3.gguf')), 'UNSUPPORTED_MODEL', /architecture "gemma3"/);
+  await expectReject(() => loadModel(path.join(index.dir, 'arch-falcon.gguf')), 'UNSUPPORTED_MODEL', /architecture "falcon"/);
   await expectReject(() => loadModel(path.join(index.dir, 'type-iq3_xxs.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as IQ3_XXS, which mlx-node cannot load \(supported: .*Q5_0, Q5_1.*Q2_K, Q3_K.*Q6_K, IQ4_NL, IQ4_XS\)/);
   await expectReject(() => loadModel(path.join(index.dir, 'pre-jais.gguf')), 'UNSUPPORTED_MODEL', /pre-tokenizer "jais"/);
 });

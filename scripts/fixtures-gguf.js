@@ -9,6 +9,7 @@ const { spawnSync } = require('node:child_process');
 const { ensureVenv, withLock, ROOT, VENV_SPEC } = require('./venv');
 const { ensureFixtures } = require('./fixtures');
 const { ensureSmolLM2 } = require('./smollm2');
+const { gemma3TokenizerDir } = require('./npm-tokenizers');
 
 const DIR = path.join(ROOT, '.cache', 'fixtures-gguf');
 const SCRIPTS = ['fixtures_gguf.py', 'gguf_to_mlx.py'].map((f) => path.join(__dirname, f));
@@ -40,7 +41,7 @@ function ensureGgufFixtures() {
     const tmp = `${DIR}.partial`;
     fs.rmSync(tmp, { recursive: true, force: true });
     process.stderr.write('[fixtures-gguf] writing GGUF fixtures\n');
-    const r = spawnSync(python, [SCRIPTS[0], fixturesDir, tmp, smollm2], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
+    const r = spawnSync(python, [SCRIPTS[0], fixturesDir, tmp, smollm2, gemma3TokenizerDir()], { env, cwd: ROOT, stdio: ['ignore', 2, 2] });
     if (r.error || r.status !== 0) throw new Error(`scripts/fixtures_gguf.py failed (exit ${r.status})`);
     fs.writeFileSync(path.join(tmp, '.stamp'), s);
     fs.rmSync(DIR, { recursive: true, force: true });
@@ -56,6 +57,7 @@ function ggufIndex() {
   for (const f of Object.values(index.fixtures)) {
     f.gguf = path.resolve(dir, f.gguf);
     f.ref = path.join(dir, f.ref);
+    if (f.own) f.own = path.join(dir, f.own);
   }
   index.dir = dir;
   return index;

@@ -3,7 +3,7 @@ llama.cpp's converter writes them, and for each the MLX folder converted back fr
 (scripts/gguf_to_mlx.py, with MLX's own `mx.load`), which MLX-LM runs as the reference.
 Also the real SmolLM2-135M-Instruct Q4_1 GGUF's folder, and small malformed files.
 
-Usage: fixtures_gguf.py FIXTURES_DIR OUT_DIR SMOLLM2_GGUF
+Usage: fixtures_gguf.py FIXTURES_DIR OUT_DIR SMOLLM2_GGUF GEMMA3_TOKENIZER_DIR
 
 The GGUF side follows convert_hf_to_gguf.py: `<arch>.*` hyperparameters, the byte-level BPE
 vocabulary as tokenizer.ggml.* (ids the tokenizer lacks become "[PAD<id>]" of type unused, added
@@ -13,6 +13,7 @@ variant's type (gguf-py's own quantizers).
 """
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -45,11 +46,12 @@ def log(msg):
     print(f"[fixtures-gguf] {msg}", file=sys.stderr, flush=True)
 
 
-def gguf_name(name):
+def gguf_name(name, arch=None):
     if name.startswith("model.layers."):
         _, _, layer, *rest = name.split(".")
         module, field = ".".join(rest[:-1]), rest[-1]
-        return f"blk.{layer}.{NAMES[module]}.{field}"
+        names = dict(NAMES, **{v: k for k, v in gguf_to_mlx.GEMMA3_NORMS.items()}) if arch == "gemma3" else NAMES
+        return f"blk.{layer}.{names[module]}.{field}"
     module, field = name.rsplit(".", 1)
     return {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}[module] + "." + field
 
@@ -146,9 +148,11 @@ def write_typed(w, config, weights, arch, type_of):
         a = weights[name]
         if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
             a = permute(a, heads if ".q_proj." in name else kv_heads)
+        if arch == "gemma3" and name.endswith("norm.weight"):
+            a = a + np.float32(1)  # Gemma3Model.norm_shift: llama.cpp's RMSNorm scales by the weight alone
         t = type_of(name, a)
         data = a if t == T.F32 else quantize(a, t)
-        w.add_tensor(gguf_name(name), data, raw_dtype=t)
+        w.add_tensor(gguf_name(name, arch), data, raw_dtype=t)
     scaling = config.get("rope_scaling") or {}
     if scaling.get("rope_type") == "llama3":
         w.add_tensor("rope_freqs.weight", llama3_factors(config), raw_dtype=T.F32)
@@ -462,11 +466,97 @@ def write_spm(out, work):
     return config
 
 
+# Gemma 3 as llama.cpp's gemma3 runs it, which takes from the metadata only the sliding window:
+# every 6th layer global (six layers, so one is), queries scaled by head_dim, RoPE base 10000 on
+# the sliding layers; window 8, shorter than the test prompts, so the rotating caches wrap; the
+# 4B+ models' linear scaling on the global RoPE; Gemma 3's real 262,144-piece vocabulary.
+GEMMA3_GGUF = dict(model_type="gemma3_text", hidden_size=64, num_hidden_layers=6, intermediate_size=128,
+                   num_attention_heads=4, num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, sliding_window=8,
+                   sliding_window_pattern=6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                   rope_scaling={"type": "linear", "factor": 8.0}, rms_norm_eps=1e-6, max_position_embeddings=32768,
+                   vocab_size=262144, tie_word_embeddings=True)
+BYTE = 6
+
+
+def gemma_vocab(tok_dir):
+    """Gemma 3's vocabulary as llama.cpp's converter writes it (`_set_vocab_sentencepiece`), from
+    the tokenizer.json/tokenizer_config.json pair (the tokenizer.model it reads is not in the npm
+    package): pieces in id order, <unk> unknown, <0xNN> bytes; then each added token control when
+    special or special-looking (<mask>, <unused*>), else user-defined with its \u2581 written as
+    spaces, score -1000. The other pieces' scores are not in tokenizer.json; they are written as 0
+    (the loaders rank Gemma's merges by position, not score)."""
+    tj = json.loads((tok_dir / "tokenizer.json").read_text())
+    n = len(tj["model"]["vocab"])
+    tokens, types, scores = [None] * n, [NORMAL] * n, [0.0] * n
+    for t, i in tj["model"]["vocab"].items():
+        tokens[i] = t
+        types[i] = BYTE if len(t) == 6 and t.startswith("<0x") and t.endswith(">") else NORMAL
+    types[3] = 2  # <unk>
+    for a in tj["added_tokens"]:
+        t, i = a["content"], a["id"]
+        if i >= n:  # as the converter: past the sentencepiece model (<image_soft_token>)
+            continue
+        looks_special = t in ("<pad>", "<mask>", "<2mass>", "[@BOS@]") or t.startswith("<unused") and t.endswith(">")
+        if a["special"] or looks_special:
+            types[i] = CONTROL
+        else:
+            t, types[i] = t.replace("\u2581", " "), USER_DEFINED
+        tokens[i], scores[i] = t, -1000.0
+    return tokens, types, scores
+
+
+def write_gemma3(out, tok_dir, qtype, embed_qtype):
+    """Gemma 3 written as convert_hf_to_gguf.py's Gemma3Model writes it: its hyperparameters (no
+    sliding-window pattern or query scale: llama.cpp fixes those), the SentencePiece vocabulary
+    without a space prefix, norm weights plus 1."""
+    import fixtures as text_fixtures
+    from mlx.utils import tree_flatten
+
+    config = dict(GEMMA3_GGUF)
+    model = text_fixtures.build_model(config, 13)
+    # Tied, as every Gemma 3 (MLX-LM's model holds an lm_head until its checkpoint lacks one).
+    weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters()) if k != "lm_head.weight"}
+    tokens, types, scores = gemma_vocab(tok_dir)
+    tc = json.loads((tok_dir / "tokenizer_config.json").read_text())
+    w = gguf.GGUFWriter(str(out), "gemma3")
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_embedding_length(config["hidden_size"])
+    w.add_block_count(config["num_hidden_layers"])
+    w.add_feed_forward_length(config["intermediate_size"])
+    w.add_head_count(config["num_attention_heads"])
+    w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    w.add_key_length(config["head_dim"])
+    w.add_value_length(config["head_dim"])
+    w.add_rope_freq_base(config["rope_theta"])
+    w.add_sliding_window(config["sliding_window"])
+    w.add_head_count_kv(config["num_key_value_heads"])
+    w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+    w.add_rope_scaling_factor(config["rope_scaling"]["factor"])
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    # The base model's special tokens: EOS is <eos>; a chat turn ends at <end_of_turn> only by
+    # llama.cpp's end-of-generation texts.
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+    w.add_unk_token_id(3)
+    w.add_pad_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)
+    w.add_chat_template(tc["chat_template"])
+    write_tensors(w, config, weights, "gemma3", qtype, embed_qtype)
+    return config
+
+
 def check_config(name, source, converted):
     """The config converted back from the GGUF must say what the source folder says."""
     keys = ["hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads",
             "rms_norm_eps", "rope_theta", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
-            "num_experts", "num_experts_per_tok", "moe_intermediate_size", "mlp_only_layers", "norm_topk_prob"]
+            "num_experts", "num_experts_per_tok", "moe_intermediate_size", "mlp_only_layers", "norm_topk_prob",
+            "head_dim", "query_pre_attn_scalar", "sliding_window", "sliding_window_pattern", "rope_local_base_freq"]
     for k in keys:
         if k in source and source[k] != converted.get(k):
             raise SystemExit(f"{name}: {k} is {converted.get(k)} after the round trip, {source[k]} in the source")
@@ -519,9 +609,9 @@ def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 5:
         raise SystemExit(__doc__)
-    fixtures, out, smollm2 = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    fixtures, out, smollm2, gemma_tok = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
     out.mkdir(parents=True, exist_ok=True)
     index = {}
     for name, source, arch, qtype, embed_qtype in VARIANTS:
@@ -546,6 +636,18 @@ def main():
     config = write_spm(out / "llama-spm.gguf", work)
     check_config("llama-spm", config, gguf_to_mlx.convert(out / "llama-spm.gguf", out / "llama-spm"))
     index["llama-spm"] = {"gguf": "llama-spm.gguf", "ref": "llama-spm", "arch": "llama", "type": "Q8_0", "embed": "Q8_0"}
+    log("gemma3-q4_0: Gemma 3's own vocabulary (tokenizer by transformers)")
+    config = write_gemma3(out / "gemma3-q4_0.gguf", gemma_tok, T.Q4_0, T.Q8_0)
+    # float32 scales: the file runs in float32 (Gemma's activations outgrow float16).
+    check_config("gemma3-q4_0", config, gguf_to_mlx.convert(out / "gemma3-q4_0.gguf", out / "gemma3-q4_0", float32_scales=True))
+    # Gemma 3's own tokenizer files beside the converted config: what the GGUF's tokenizer must
+    # encode as (the reference reads no weights to encode).
+    (out / "gemma3-own").mkdir()
+    shutil.copy(out / "gemma3-q4_0" / "config.json", out / "gemma3-own")
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(gemma_tok / f, out / "gemma3-own")
+    index["gemma3-q4_0"] = {"gguf": "gemma3-q4_0.gguf", "ref": "gemma3-q4_0", "arch": "gemma3", "type": "Q4_0", "embed": "Q8_0",
+                            "own": "gemma3-own"}
     log("smollm2: converting the real SmolLM2-135M-Instruct Q4_1 GGUF (tokenizer by transformers)")
     gguf_to_mlx.convert(smollm2, out / "smollm2")
     index["smollm2"] = {"gguf": str(smollm2), "ref": "smollm2", "arch": "llama", "type": "Q4_1", "embed": "Q8_0"}
@@ -555,7 +657,7 @@ def main():
     bad = {}
     for file, kwargs in {
         "tiny.gguf": {},
-        "arch-gemma3.gguf": {"arch": "gemma3"},
+        "arch-falcon.gguf": {"arch": "falcon"},
         "pre-jais.gguf": {"pre": "jais"},
         "type-q5_0.gguf": {"bad_type": T.Q5_0},
         "shapes.gguf": {"meta_hidden": 96},

@@ -44,9 +44,18 @@ NAMES = {
     "ffn_up_exps": "mlp.switch_mlp.up_proj",
     "ffn_down_exps": "mlp.switch_mlp.down_proj",
 }
+# Gemma 3's four norms a layer: ffn_norm is the one before the MLP (Llama's second).
+GEMMA3_NORMS = {
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_attention_norm": "post_attention_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+}
 ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-         "qwen3moe": "Qwen3MoeForCausalLM"}
-MODEL_TYPES = {"qwen3moe": "qwen3_moe"}
+         "qwen3moe": "Qwen3MoeForCausalLM", "gemma3": "Gemma3ForCausalLM"}
+MODEL_TYPES = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text"}
+# Tokens llama.cpp ends generation on wherever the vocabulary has them (llama-vocab.cpp).
+END_TEXTS = ["<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+             "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"]
 PERMUTED = ("llama", "mistral")
 TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
 # tokenizer.ggml.pre names whose models' own tokenizers normalize to NFC.
@@ -283,12 +292,13 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
             raw = np.asarray(t.data).view(np.uint16).reshape([int(d) for d in reversed(t.shape.tolist())])
             tensors[t.name] = mx.array(raw).view(mx.bfloat16)
     rope_freqs = tensors.pop("rope_freqs.weight", None)
+    names = dict(NAMES, **GEMMA3_NORMS) if arch == "gemma3" else NAMES
     weights, quant = {}, {}
     for name, a in tensors.items():
         parts = name.split(".")
         if parts[0] == "blk":
             layer, kind, field = parts[1], parts[2], parts[3]
-            module = f"model.layers.{layer}.{NAMES[kind]}"
+            module = f"model.layers.{layer}.{names[kind]}"
             if arch in PERMUTED and kind in ("attn_q", "attn_k"):
                 a = unpermute(a, heads if kind == "attn_q" else kv_heads)
         elif parts[0] in ("token_embd", "output_norm", "output"):
@@ -296,6 +306,9 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
             field = parts[1]
         else:
             raise SystemExit(f"unexpected tensor {name}")
+        if arch == "gemma3" and name.endswith("norm.weight"):
+            # llama.cpp's converter stores Gemma's norms plus 1 (its RMSNorm scales by the weight alone).
+            a = a.astype(mx.float32) - 1
         if float32_scales and field in ("scales", "biases") and a.dtype == mx.float16:
             a = a.astype(mx.float32)
         weights[f"{module}.{field}"] = a
@@ -308,6 +321,7 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
         v = meta.get(f"tokenizer.ggml.{key}")
         if v is not None and int(v) not in eos:
             eos.append(int(v))
+    eos += [i for i, t in enumerate(meta["tokenizer.ggml.tokens"]) if t in END_TEXTS and i not in eos]
     config = {
         "model_type": MODEL_TYPES.get(arch, arch),
         "architectures": [ARCHS[arch]],
@@ -318,11 +332,20 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
         "num_key_value_heads": kv_heads,
         "head_dim": hp("attention.key_length", hidden // heads),
         "rms_norm_eps": hp("attention.layer_norm_rms_epsilon"),
-        "rope_theta": hp("rope.freq_base", 1000000.0 if arch == "qwen3" else 10000.0),
+        "rope_theta": hp("rope.freq_base", 1000000.0 if arch in ("qwen3", "gemma3") else 10000.0),
         "vocab_size": tensors["token_embd.weight"].shape[0],
         "tie_word_embeddings": "lm_head.weight" not in weights,
         "hidden_act": "silu",
     }
+    if arch == "gemma3":
+        # What llama.cpp's gemma3 takes as given: with a sliding window every 6th layer global,
+        # the others on RoPE base 10000; queries scaled by head_dim (27B, 62 layers: hidden / heads).
+        del config["hidden_act"]
+        window = meta.get("gemma3.attention.sliding_window")
+        layers = config["num_hidden_layers"]
+        config.update(query_pre_attn_scalar=hidden // heads if layers == 62 else config["head_dim"],
+                      sliding_window=int(window) if window is not None else 2**31 - 1,
+                      sliding_window_pattern=6 if window is not None else 1, rope_local_base_freq=10000.0)
     if f"{arch}.context_length" in meta:
         config["max_position_embeddings"] = hp("context_length")
     if arch == "qwen3moe":

@@ -9,13 +9,34 @@ use crate::error::{LmError, Result};
 /// llama.cpp architectures that load, and the `model_type` each becomes.
 /// `permuted`: llama.cpp's converter reorders the q/k rows of these for its
 /// rotary layout; the loader puts them back.
-const ARCHS: &[(&str, &str, bool)] =
-    &[("llama", "llama", true), ("mistral", "mistral", true), ("qwen2", "qwen2", false), ("qwen3", "qwen3", false), ("qwen3moe", "qwen3_moe", false)];
+const ARCHS: &[(&str, &str, bool)] = &[
+    ("llama", "llama", true),
+    ("mistral", "mistral", true),
+    ("qwen2", "qwen2", false),
+    ("qwen3", "qwen3", false),
+    ("qwen3moe", "qwen3_moe", false),
+    ("gemma3", "gemma3_text", false),
+];
 
 pub struct Arch {
     pub name: String,
     pub model_type: &'static str,
     pub permuted: bool,
+}
+
+impl Arch {
+    /// Gemma's RMSNorm scales by `1 + weight`; llama.cpp's converter stores
+    /// `1 + weight`, so the loader takes the 1 back off (in float32).
+    pub fn norm_shift(&self) -> bool {
+        self.name == "gemma3"
+    }
+
+    /// The dtype the model runs in when the caller names none: Gemma 3's
+    /// activations outgrow float16 (llama.cpp's CPU path runs float32), so
+    /// float32; others take the tensors' own.
+    pub fn default_dtype(&self) -> Option<mlx::Dtype> {
+        (self.name == "gemma3").then_some(mlx::Dtype::Float32)
+    }
 }
 
 fn unsupported(file: &GgufFile, what: String) -> LmError {
@@ -37,7 +58,9 @@ pub fn arch(file: &GgufFile) -> Result<Arch> {
 
 /// MLX-LM's name for a GGUF tensor (`blk.3.attn_q.weight` ->
 /// `model.layers.3.self_attn.q_proj.weight`); None for names it has no use for.
-pub fn mlx_name(name: &str) -> Option<String> {
+/// `ffn_norm` is the norm before the MLP: Llama's second norm, Gemma's third
+/// of four.
+pub fn mlx_name(name: &str, arch: &Arch) -> Option<String> {
     let (base, suffix) = name.rsplit_once('.')?;
     if !matches!(suffix, "weight" | "bias" | "scales" | "biases") {
         return None;
@@ -52,7 +75,10 @@ pub fn mlx_name(name: &str) -> Option<String> {
             let layer: u32 = layer.parse().ok()?;
             let part = match part {
                 "attn_norm" => "input_layernorm",
+                "ffn_norm" if arch.name == "gemma3" => "pre_feedforward_layernorm",
                 "ffn_norm" => "post_attention_layernorm",
+                "post_attention_norm" => "post_attention_layernorm",
+                "post_ffw_norm" => "post_feedforward_layernorm",
                 "attn_q" => "self_attn.q_proj",
                 "attn_k" => "self_attn.k_proj",
                 "attn_v" => "self_attn.v_proj",
@@ -144,8 +170,11 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
     }
     if let Some(theta) = float("rope.freq_base")? {
         c.insert("rope_theta".into(), json!(theta));
-    } else if arch.model_type == "qwen3" {
+    } else if matches!(arch.model_type, "qwen3" | "gemma3_text") {
         c.insert("rope_theta".into(), json!(1_000_000.0));
+    }
+    if arch.name == "gemma3" {
+        gemma3(&mut c, int("attention.sliding_window")?, layers, hidden, heads, head_dim);
     }
     if let Some(n) = int("context_length")? {
         c.insert("max_position_embeddings".into(), json!(n));
@@ -188,6 +217,19 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
     Ok(Value::Object(c))
 }
 
+/// What llama.cpp's gemma3 takes as given rather than from the metadata: with
+/// a sliding window, every sixth layer global and the others on RoPE base
+/// 10000 (without one, all global); queries scaled by `head_dim`, or for 27B
+/// (62 layers) by `hidden / heads`, as Gemma 3's configs say
+/// (`query_pre_attn_scalar`). Rotary scaling applies to the global layers.
+fn gemma3(c: &mut Map<String, Value>, window: Option<i64>, layers: i64, hidden: i64, heads: i64, head_dim: i64) {
+    let scalar = if layers == 62 { hidden / heads } else { head_dim };
+    c.insert("query_pre_attn_scalar".into(), json!(scalar));
+    c.insert("sliding_window".into(), json!(window.unwrap_or(i32::MAX as i64)));
+    c.insert("sliding_window_pattern".into(), json!(if window.is_some() { 6 } else { 1 }));
+    c.insert("rope_local_base_freq".into(), json!(10_000.0));
+}
+
 /// The bits of most quantized tensors as loaded (`loaded_bits`), if any are.
 fn bulk_bits(file: &GgufFile) -> Option<i64> {
     let count = |bits: usize| file.tensors.iter().filter(|t| loaded_bits(t.ggml_type) == Some(bits)).count();
@@ -228,7 +270,7 @@ fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: 
             "ffn_gate_inp" => (experts, hidden),
             "rope_freqs" => (head_dim / 2, 0),
             "token_embd" | "output" => (vocab, hidden),
-            "output_norm" | "attn_norm" | "ffn_norm" => (hidden, 0),
+            "output_norm" | "attn_norm" | "ffn_norm" | "post_attention_norm" | "post_ffw_norm" => (hidden, 0),
             "attn_q" => (q, hidden),
             "attn_k" | "attn_v" => (kv, hidden),
             "attn_output" => (hidden, q),
@@ -267,4 +309,27 @@ pub fn loaded_bits(t: GgmlType) -> Option<usize> {
 /// The first tensor of a type that mlx-node does not load.
 pub fn refused_type(file: &GgufFile) -> Option<&TensorInfo> {
     file.tensors.iter().find(|t| !LOADED.contains(&t.ggml_type))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gemma(window: Option<i64>, layers: i64, hidden: i64, heads: i64) -> Map<String, Value> {
+        let mut c = Map::new();
+        gemma3(&mut c, window, layers, hidden, heads, 256);
+        c
+    }
+
+    /// Gemma 3's own configs: 1B, 4B and 12B scale queries by head_dim (256); 27B (62 layers,
+    /// hidden 5376, 32 heads) by 168, which no metadata key holds.
+    #[test]
+    fn gemma3_query_scale_and_windows() {
+        assert_eq!(gemma(Some(512), 26, 1152, 4)["query_pre_attn_scalar"], json!(256));
+        assert_eq!(gemma(Some(1024), 48, 3840, 16)["query_pre_attn_scalar"], json!(256));
+        let big = gemma(Some(1024), 62, 5376, 32);
+        assert_eq!((&big["query_pre_attn_scalar"], &big["sliding_window"], &big["sliding_window_pattern"]), (&json!(168), &json!(1024), &json!(6)));
+        // No sliding window (llama.cpp's gemma3 without the key): every layer global.
+        assert_eq!(gemma(None, 26, 1152, 4)["sliding_window_pattern"], json!(1));
+    }
 }

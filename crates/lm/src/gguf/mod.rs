@@ -62,30 +62,43 @@ fn load_model(
 
     // Stacked experts are read here whatever their type (in the form MLX's reader gives matrices).
     let here = file.tensors.iter().any(|t| read_here(t.ggml_type) || (t.shape.len() == 3 && blocks32::is_block32(t.ggml_type)));
-    let mut tensors = if here { read_each(file)? } else { read_with_mlx(path, file)? };
+    let mut tensors = if here { read_each(file, arch)? } else { read_with_mlx(path, file, arch)? };
     if arch.permuted {
         unpermute_qk(&mut tensors, &config).map_err(|e| LmError::Mlx(e.message))?;
     }
-    let mut weights = Weights::from_tensors(tensors, path, options.dtype, None)
+    if arch.norm_shift() {
+        unshift_norms(&mut tensors).map_err(|e| LmError::Mlx(e.message))?;
+    }
+    let dtype = options.dtype.or(arch.default_dtype());
+    let mut weights = Weights::from_tensors(tensors, path, dtype, None)
         .with_precision(options.precision_for(&config))
         .with_shard(registry::shard_for(family, options)?);
     (family.sanitize)(&config, &mut weights)?;
-    (family.build)(config, weights, options.dtype, progress)
+    (family.build)(config, weights, dtype, progress)
+}
+
+/// Gemma's norm weights less the 1 llama.cpp's converter added (in float32,
+/// where they are stored: exact for any weight that came from bfloat16).
+fn unshift_norms(tensors: &mut HashMap<String, Array>) -> mlx::Result<()> {
+    for (_, a) in tensors.iter_mut().filter(|(n, _)| n.ends_with("norm.weight")) {
+        *a = a.astype(Dtype::Float32)?.subtract_scalar(1.0)?;
+    }
+    Ok(())
 }
 
 /// Every tensor through MLX's GGUF reader (Q4_0, Q4_1 and Q8_0 as MLX maps
 /// them), under MLX-LM's names.
-fn read_with_mlx(path: &Path, file: &GgufFile) -> Result<HashMap<String, Array>> {
+fn read_with_mlx(path: &Path, file: &GgufFile, arch: &config::Arch) -> Result<HashMap<String, Array>> {
     let loaded = mlx::io::load_gguf(path).map_err(|e| LmError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
     let mut tensors = HashMap::with_capacity(loaded.len());
     for (name, a) in loaded.into_iter().filter(|(name, _)| name != rope_freqs::NAME) {
-        let mlx = config::mlx_name(&name)
+        let mlx = config::mlx_name(&name, arch)
             .ok_or_else(|| LmError::UnsupportedModel(format!("{}: tensor \"{name}\" is not part of the models this loader knows", path.display())))?;
         tensors.insert(mlx, a);
     }
     // MLX's reader turns BF16 into float16; keep it as stored.
     for t in file.tensors.iter().filter(|t| t.ggml_type == GgmlType::BF16) {
-        tensors.insert(config::mlx_name(&t.name).unwrap_or_default(), plain(file, t)?);
+        tensors.insert(config::mlx_name(&t.name, arch).unwrap_or_default(), plain(file, t)?);
     }
     Ok(tensors)
 }
@@ -98,11 +111,11 @@ fn read_here(t: GgmlType) -> bool {
 /// Every tensor read here: floats as stored, quantized ones as affine
 /// (weight, scales, biases) triples (`kquants`; `blocks32`, in the form MLX's
 /// reader gives Q4_0, Q4_1 and Q8_0).
-fn read_each(file: &GgufFile) -> Result<HashMap<String, Array>> {
+fn read_each(file: &GgufFile, arch: &config::Arch) -> Result<HashMap<String, Array>> {
     let mut tensors = HashMap::with_capacity(file.tensors.len() * 3);
     // rope_freqs.weight is read by the config (`rope_freqs`), not loaded.
     for t in file.tensors.iter().filter(|t| t.name != rope_freqs::NAME) {
-        let name = config::mlx_name(&t.name).ok_or_else(|| {
+        let name = config::mlx_name(&t.name, arch).ok_or_else(|| {
             LmError::UnsupportedModel(format!("{}: tensor \"{}\" is not part of the models this loader knows", file.path.display(), t.name))
         })?;
         let (quantized, matrix) = (read_here(t.ggml_type) || blocks32::is_block32(t.ggml_type), matches!(t.shape.len(), 2 | 3));

@@ -68,8 +68,27 @@ fn token_id(file: &GgufFile, key: &str, n: usize) -> Result<Option<u32>> {
     }
 }
 
+/// Tokens llama.cpp ends generation on wherever a vocabulary has them, named
+/// in the file or not (llama-vocab.cpp): Gemma's files name `<eos>` and stop
+/// a chat turn at `<end_of_turn>` only through this.
+const END_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+];
+
 /// The ids generation stops on: llama.cpp's end-of-generation tokens
-/// (EOS, and end-of-turn / end-of-message where the file names them).
+/// (EOS, and end-of-turn / end-of-message where the file names them), then
+/// those `END_TEXTS` spell.
 pub fn eos_ids(file: &GgufFile) -> Result<Vec<u32>> {
     let n = file.get("tokenizer.ggml.tokens").and_then(Meta::as_array).map_or(0, |a| a.len());
     let mut ids = Vec::new();
@@ -78,6 +97,11 @@ pub fn eos_ids(file: &GgufFile) -> Result<Vec<u32>> {
             if !ids.contains(&id) {
                 ids.push(id);
             }
+        }
+    }
+    for (id, t) in strings(file, "tokenizer.ggml.tokens")?.unwrap_or_default().into_iter().enumerate() {
+        if END_TEXTS.contains(&t) && !ids.contains(&(id as u32)) {
+            ids.push(id as u32);
         }
     }
     Ok(ids)
@@ -96,7 +120,7 @@ pub fn tokenizer(file: &GgufFile) -> Result<Tokenizer> {
     };
     let json = match model {
         "gpt2" => bpe_json(file, &tokens, &types)?,
-        "llama" => spm_json(file, &tokens, &types)?,
+        "llama" => spm_json(file, &tokens, &types, file.get("general.architecture").and_then(Meta::as_str) == Some("gemma3"))?,
         other => {
             return Err(LmError::UnsupportedModel(format!(
                 "{}: tokenizer.ggml.model \"{other}\" is not supported (supported: gpt2, llama)",
@@ -178,8 +202,15 @@ fn bpe_json(file: &GgufFile, tokens: &[&str], types: &[u64]) -> Result<Value> {
 /// fallback, merges recovered from the vocabulary and its scores, and the
 /// Metaspace pre-tokenizer and decoders of transformers' Llama tokenizer (as
 /// its GGUF loader builds it). BOS is added unless the file says otherwise.
-fn spm_json(file: &GgufFile, tokens: &[&str], types: &[u64]) -> Result<Value> {
+///
+/// Gemma (`gemma` true) as transformers' GGUF loader builds Gemma's tokenizer:
+/// no prefix space, spaces normalized to `\u{2581}`, and two repairs of what
+/// llama.cpp's converter writes: whitespace pieces it stored with real spaces
+/// ("  ") spelled back as `\u{2581}\u{2581}`, and merges ranked by the pieces'
+/// order in the vocabulary, which Gemma's scores do not follow.
+fn spm_json(file: &GgufFile, tokens: &[&str], types: &[u64], gemma: bool) -> Result<Value> {
     let scores: Vec<f64> = match file.get("tokenizer.ggml.scores") {
+        _ if gemma => (0..tokens.len()).map(|i| -(i as f64)).collect(),
         None => vec![0.0; tokens.len()],
         Some(v) => {
             let a = v
@@ -189,37 +220,56 @@ fn spm_json(file: &GgufFile, tokens: &[&str], types: &[u64]) -> Result<Value> {
             a.iter().map(|m| m.as_f64().unwrap_or(0.0)).collect()
         }
     };
+    let respelled: Vec<String> = tokens
+        .iter()
+        .map(|&t| match gemma && t.contains(' ') && t.trim().is_empty() {
+            true => "\u{2581}".repeat(t.chars().count()),
+            false => t.to_string(),
+        })
+        .collect();
     let mut vocab = serde_json::Map::with_capacity(tokens.len());
     let mut ids = std::collections::HashMap::with_capacity(tokens.len());
     let mut added = Vec::new();
-    for (id, (&t, &kind)) in tokens.iter().zip(types).enumerate() {
-        vocab.insert(t.to_string(), json!(id));
-        ids.insert(t, id);
-        // The unknown piece is special too, as transformers' Llama tokenizer makes it.
-        if kind == CONTROL || kind == USER_DEFINED || kind == UNKNOWN {
+    for (id, ((t, &original), &kind)) in respelled.iter().zip(tokens).zip(types).enumerate() {
+        vocab.insert(t.clone(), json!(id));
+        ids.insert(t.as_str(), id);
+        // The unknown piece is special too, as transformers' Llama tokenizer makes it;
+        // a respelled whitespace piece is an ordinary one.
+        if kind == CONTROL || kind == USER_DEFINED && t == original || kind == UNKNOWN {
             added.push(json!({"id": id, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
                 "normalized": false, "special": kind != USER_DEFINED}));
         }
     }
+    let pieces: Vec<&str> = respelled.iter().map(String::as_str).collect();
     let merges = match strings(file, "tokenizer.ggml.merges")? {
         Some(m) => m.iter().filter_map(|m| m.split_once(' ')).map(|(a, b)| json!([a, b])).collect(),
-        None => merges_from_scores(tokens, &scores, &ids),
+        None => merges_from_scores(&pieces, &scores, &ids),
     };
     let post = post_processor(file, tokens, true)?;
+    let (normalizer, pre_tokenizer, mut decoders) = match gemma {
+        true => (
+            json!({"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"}),
+            json!({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false}),
+            vec![],
+        ),
+        false => (
+            Value::Null,
+            json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "first", "split": false}),
+            vec![json!({"type": "Strip", "content": " ", "start": 1, "stop": 0})],
+        ),
+    };
+    let mut decoder =
+        vec![json!({"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "}), json!({"type": "ByteFallback"}), json!({"type": "Fuse"})];
+    decoder.append(&mut decoders);
     Ok(json!({
         "version": "1.0",
         "truncation": null,
         "padding": null,
         "added_tokens": added,
-        "normalizer": null,
-        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "first", "split": false},
+        "normalizer": normalizer,
+        "pre_tokenizer": pre_tokenizer,
         "post_processor": post,
-        "decoder": {"type": "Sequence", "decoders": [
-            {"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "},
-            {"type": "ByteFallback"},
-            {"type": "Fuse"},
-            {"type": "Strip", "content": " ", "start": 1, "stop": 0},
-        ]},
+        "decoder": {"type": "Sequence", "decoders": decoder},
         "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null,
                   "fuse_unk": true, "byte_fallback": true, "ignore_merges": false, "vocab": vocab, "merges": merges},
     }))
