@@ -32,7 +32,7 @@ const TEXTS = [
 ];
 // Whose encodings are compared: the trained SmolLM2 and the SentencePiece fixtures (reference
 // tokenizers by transformers' GGUF converter), and Qwen3's (the original tokenizer files).
-const ENCODED = ['smollm2', 'llama-spm', 'gemma3-q4_0', 'qwen3-f32'];
+const ENCODED = ['smollm2', 'llama-spm', 'gemma3-q4_0', 'phi3-q8_0', 'qwen3-f32'];
 
 let index;
 const models = new Map();
@@ -44,7 +44,7 @@ async function gguf(name) {
 }
 
 const cases = [];
-const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'llama3-f32', 'gemma3-q4_0'];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'llama3-f32', 'gemma3-q4_0', 'phi3-q8_0'];
 for (const v of variants) {
   cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
@@ -143,6 +143,7 @@ test('model info describes the GGUF model', async () => {
     'qwen3moe-q4_k_m': { modelType: 'qwen3_moe', numLayers: 2, quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
     // Gemma 3 runs in float32 unless told otherwise (its activations outgrow float16).
     'gemma3-q4_0': { modelType: 'gemma3_text', numLayers: 6, vocabSize: 262144, dtype: 'float32', quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
+    'phi3-q8_0': { modelType: 'phi3', vocabSize: 1001, contextLength: 131072, quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
   };
   for (const [n, want] of Object.entries(expect)) {
     const info = (await gguf(n)).info;
@@ -248,6 +249,29 @@ test('malformed GGUF files are refused with INVALID_WEIGHTS before anything is l
 test('a qwen3moe GGUF without its expert count is INVALID_WEIGHTS', async () => {
   const file = broken('no-experts', (b) => (b.write('qwen3moe.expert_cXunt', b.indexOf('qwen3moe.expert_count')), b), index.fixtures['qwen3moe-q4_k_m'].gguf);
   await expectReject(() => loadModel(file), 'INVALID_WEIGHTS', /missing qwen3moe\.expert_count/);
+});
+
+test('a Phi-3 GGUF stops at <|end|>', async () => {
+  const r = await (await gguf('phi3-q8_0')).generate(CHAT, { maxTokens: 8, logitBias: { 1000: 100 } });
+  assert.deepEqual([r.finishReason, r.text], ['stop', '']);
+});
+
+test('a Phi-3 GGUF with half its LongRoPE factors, or without its original context, is INVALID_WEIGHTS', async () => {
+  const phi3 = index.fixtures['phi3-q8_0'].gguf;
+  const rename = (from, to) => (b) => (b.write(to, b.indexOf(from)), b);
+  await expectReject(
+    () => loadModel(broken('half-longrope', rename('rope_factors_short.weight', 'rope_factors_shorx.weight'), phi3)),
+    'INVALID_WEIGHTS',
+    /rope_factors_long\.weight without its pair/,
+  );
+  await expectReject(
+    () => loadModel(broken('no-original', rename('phi3.rope.scaling.original_context_length', 'phi3.rope.scaling.original_contexX_length'), phi3)),
+    'INVALID_WEIGHTS',
+    /missing phi3\.rope\.scaling\.original_context_length/,
+  );
+  // The long factors' one dimension (6, a u64 after the name and the dimension count) set to 5.
+  const shorter = (b) => (b.writeBigUInt64LE(5n, b.indexOf('rope_factors_long.weight') + 'rope_factors_long.weight'.length + 4), b);
+  await expectReject(() => loadModel(broken('short-longrope', shorter, phi3)), 'INVALID_WEIGHTS', /rope_factors_long\.weight must be F32 of 6 values, got F32 \[5\]/);
 });
 
 test('a K-quant that is not a matrix (a norm stored as Q4_K) is INVALID_WEIGHTS', async () => {

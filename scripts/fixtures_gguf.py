@@ -50,7 +50,8 @@ def gguf_name(name, arch=None):
     if name.startswith("model.layers."):
         _, _, layer, *rest = name.split(".")
         module, field = ".".join(rest[:-1]), rest[-1]
-        names = dict(NAMES, **{v: k for k, v in gguf_to_mlx.GEMMA3_NORMS.items()}) if arch == "gemma3" else NAMES
+        extra = gguf_to_mlx.GEMMA3_NORMS if arch == "gemma3" else gguf_to_mlx.PHI3_NAMES if arch == "phi3" else {}
+        names = dict(NAMES, **{v: k for k, v in extra.items()})
         return f"blk.{layer}.{names[module]}.{field}"
     module, field = name.rsplit(".", 1)
     return {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}[module] + "." + field
@@ -551,16 +552,84 @@ def write_gemma3(out, tok_dir, qtype, embed_qtype):
     return config
 
 
+# Phi-3's own chat template (Phi-3-mini-4k-instruct), ending turns with <|end|>.
+PHI3_TEMPLATE = ("{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + "
+                 "'<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}"
+                 "{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}"
+                 "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}")
+
+
+def write_phi3(out, work):
+    """Phi-3 (LongRoPE, 12 of 16 dimensions rotated, as Phi-4-mini's 96 of 128) written as
+    convert_hf_to_gguf.py's Phi3MiniModel writes it: fused attn_qkv and ffn_up (gate and up),
+    the context and the original context, the rotated dimensions, the LongRoPE factors as
+    rope_factors_long/short tensors; the SentencePiece vocabulary trained for llama-spm with
+    Phi-3's <|end|> (control) after it."""
+    import sentencepiece as spm
+    import fixtures as text_fixtures
+    from mlx.utils import tree_flatten
+
+    sp = spm.SentencePieceProcessor(model_file=str(work / "spm.model"))
+    n = sp.vocab_size()
+    tokens = [sp.id_to_piece(i) for i in range(n)] + ["<|end|>"]
+    scores = [sp.get_score(i) for i in range(n)] + [-1000.0]
+    types = [2 if sp.is_unknown(i) else CONTROL if sp.is_control(i) else 6 if sp.is_byte(i)
+             else USER_DEFINED if sp.id_to_piece(i) in ("<|user|>", "<|assistant|>") else NORMAL for i in range(n)] + [CONTROL]
+    config = dict(text_fixtures.PHI3, vocab_size=len(tokens))
+    model = text_fixtures.build_model(config, 19)
+    weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters())}
+    head_dim = config["hidden_size"] // config["num_attention_heads"]
+    rot = int(config["partial_rotary_factor"] * config["hidden_size"]) // config["num_attention_heads"]
+    scale = config["max_position_embeddings"] / config["original_max_position_embeddings"]
+    w = gguf.GGUFWriter(str(out), "phi3")
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_rope_scaling_orig_ctx_len(config["original_max_position_embeddings"])
+    w.add_embedding_length(config["hidden_size"])
+    w.add_feed_forward_length(config["intermediate_size"])
+    w.add_block_count(config["num_hidden_layers"])
+    w.add_head_count(config["num_attention_heads"])
+    w.add_head_count_kv(config["num_key_value_heads"])
+    w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    w.add_rope_dimension_count(rot)
+    w.add_rope_freq_base(config["rope_theta"])
+    w.add_sliding_window(0)
+    w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(scale) / np.log(config["original_max_position_embeddings"]))))
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(False)
+    w.add_add_eos_token(False)
+    w.add_chat_template(PHI3_TEMPLATE)
+    assert len(config["rope_scaling"]["long_factor"]) == rot // 2 and head_dim == 16
+    write_typed(w, config, weights, "phi3", lambda name, a: T.F32 if a.ndim == 1 else T.Q8_0)
+    for kind in ("long", "short"):
+        w.add_tensor(f"rope_factors_{kind}.weight", np.array(config["rope_scaling"][f"{kind}_factor"], np.float32), raw_dtype=T.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return config
+
+
 def check_config(name, source, converted):
     """The config converted back from the GGUF must say what the source folder says."""
     keys = ["hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads",
             "rms_norm_eps", "rope_theta", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
             "num_experts", "num_experts_per_tok", "moe_intermediate_size", "mlp_only_layers", "norm_topk_prob",
-            "head_dim", "query_pre_attn_scalar", "sliding_window", "sliding_window_pattern", "rope_local_base_freq"]
+            "head_dim", "query_pre_attn_scalar", "sliding_window", "sliding_window_pattern", "rope_local_base_freq",
+            "partial_rotary_factor", "original_max_position_embeddings"]
     for k in keys:
         if k in source and source[k] != converted.get(k):
             raise SystemExit(f"{name}: {k} is {converted.get(k)} after the round trip, {source[k]} in the source")
-    if source.get("rope_scaling") != converted.get("rope_scaling"):
+    def rounded(scaling):
+        # LongRoPE factors come back as the float32 tensors the converter wrote.
+        return scaling and {k: (np.float32(v).tolist() if k.endswith("_factor") and isinstance(v, list) else v) for k, v in scaling.items()}
+    if rounded(source.get("rope_scaling")) != rounded(converted.get("rope_scaling")):
         raise SystemExit(f"{name}: rope_scaling {converted.get('rope_scaling')} != {source.get('rope_scaling')}")
 
 
@@ -636,6 +705,10 @@ def main():
     config = write_spm(out / "llama-spm.gguf", work)
     check_config("llama-spm", config, gguf_to_mlx.convert(out / "llama-spm.gguf", out / "llama-spm"))
     index["llama-spm"] = {"gguf": "llama-spm.gguf", "ref": "llama-spm", "arch": "llama", "type": "Q8_0", "embed": "Q8_0"}
+    log("phi3-q8_0: Phi-3 with LongRoPE (tokenizer by transformers)")
+    config = write_phi3(out / "phi3-q8_0.gguf", work)
+    check_config("phi3-q8_0", config, gguf_to_mlx.convert(out / "phi3-q8_0.gguf", out / "phi3-q8_0"))
+    index["phi3-q8_0"] = {"gguf": "phi3-q8_0.gguf", "ref": "phi3-q8_0", "arch": "phi3", "type": "Q8_0", "embed": "Q8_0"}
     log("gemma3-q4_0: Gemma 3's own vocabulary (tokenizer by transformers)")
     config = write_gemma3(out / "gemma3-q4_0.gguf", gemma_tok, T.Q4_0, T.Q8_0)
     # float32 scales: the file runs in float32 (Gemma's activations outgrow float16).

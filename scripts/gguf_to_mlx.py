@@ -50,7 +50,9 @@ GEMMA3_NORMS = {
     "post_attention_norm": "post_attention_layernorm",
     "post_ffw_norm": "post_feedforward_layernorm",
 }
-ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+# Phi-3's fused projections.
+PHI3_NAMES = {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
+ARCHS = {"phi3": "Phi3ForCausalLM", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
          "qwen3moe": "Qwen3MoeForCausalLM", "gemma3": "Gemma3ForCausalLM"}
 MODEL_TYPES = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text"}
 # Tokens llama.cpp ends generation on wherever the vocabulary has them (llama-vocab.cpp).
@@ -292,7 +294,8 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
             raw = np.asarray(t.data).view(np.uint16).reshape([int(d) for d in reversed(t.shape.tolist())])
             tensors[t.name] = mx.array(raw).view(mx.bfloat16)
     rope_freqs = tensors.pop("rope_freqs.weight", None)
-    names = dict(NAMES, **GEMMA3_NORMS) if arch == "gemma3" else NAMES
+    long_factors, short_factors = tensors.pop("rope_factors_long.weight", None), tensors.pop("rope_factors_short.weight", None)
+    names = dict(NAMES, **GEMMA3_NORMS) if arch == "gemma3" else dict(NAMES, **PHI3_NAMES) if arch == "phi3" else NAMES
     weights, quant = {}, {}
     for name, a in tensors.items():
         parts = name.split(".")
@@ -337,6 +340,14 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
         "tie_word_embeddings": "lm_head.weight" not in weights,
         "hidden_act": "silu",
     }
+    rot = hp("rope.dimension_count", config["head_dim"])
+    if rot != config["head_dim"]:
+        config["partial_rotary_factor"] = rot / config["head_dim"]
+    if long_factors is not None:
+        # Phi-3's LongRoPE, which the converter writes as two tensors.
+        config.update(original_max_position_embeddings=hp("rope.scaling.original_context_length"),
+                      rope_scaling={"type": "longrope", "long_factor": np.array(long_factors).tolist(),
+                                    "short_factor": np.array(short_factors).tolist()})
     if arch == "gemma3":
         # What llama.cpp's gemma3 takes as given: with a sliding window every 6th layer global,
         # the others on RoPE base 10000; queries scaled by head_dim (27B, 62 layers: hidden / heads).

@@ -16,7 +16,16 @@ const ARCHS: &[(&str, &str, bool)] = &[
     ("qwen3", "qwen3", false),
     ("qwen3moe", "qwen3_moe", false),
     ("gemma3", "gemma3_text", false),
+    ("phi3", "phi3", false),
 ];
+
+/// Phi-3's LongRoPE factors, which llama.cpp's converter writes as tensors.
+const ROPE_FACTORS: [&str; 2] = ["rope_factors_long.weight", "rope_factors_short.weight"];
+
+/// Tensors that hold config rather than weights: read by `config`, never loaded.
+pub fn is_config_tensor(name: &str) -> bool {
+    name == rope_freqs::NAME || ROPE_FACTORS.contains(&name)
+}
 
 pub struct Arch {
     pub name: String,
@@ -80,6 +89,8 @@ pub fn mlx_name(name: &str, arch: &Arch) -> Option<String> {
                 "post_attention_norm" => "post_attention_layernorm",
                 "post_ffw_norm" => "post_feedforward_layernorm",
                 "attn_q" => "self_attn.q_proj",
+                "attn_qkv" => "self_attn.qkv_proj",
+                "ffn_up" if arch.name == "phi3" => "mlp.gate_up_proj",
                 "attn_k" => "self_attn.k_proj",
                 "attn_v" => "self_attn.v_proj",
                 "attn_output" => "self_attn.o_proj",
@@ -135,10 +146,10 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
             return Err(unsupported(file, format!("value heads of {v} differ from key heads of {head_dim}")));
         }
     }
-    if let Some(rot) = int("rope.dimension_count")? {
-        if rot != head_dim {
-            return Err(unsupported(file, format!("partial rotary embeddings ({rot} of {head_dim} dimensions) are not supported")));
-        }
+    let rot = int("rope.dimension_count")?.unwrap_or(head_dim);
+    let partial = rot != head_dim;
+    if partial && (arch.name != "phi3" || rot > head_dim) {
+        return Err(unsupported(file, format!("partial rotary embeddings ({rot} of {head_dim} dimensions) are not supported")));
     }
     let eps =
         float("attention.layer_norm_rms_epsilon")?.ok_or_else(|| invalid(file, format!("missing {}", key("attention.layer_norm_rms_epsilon"))))?;
@@ -200,7 +211,15 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
         // As MLX-LM's config.json says it; the loader reads each layer's bits from its shapes.
         c.insert("quantization".into(), json!({"group_size": 32, "bits": bits}));
     }
-    check_shapes(file, hidden, layers, ff, heads * head_dim, kv_heads * head_dim, head_dim, vocab, (experts, moe_ff))?;
+    if partial {
+        // Phi-4-mini: 96 of 128.
+        c.insert("partial_rotary_factor".into(), json!(rot as f64 / head_dim as f64));
+    }
+    if arch.name == "phi3" {
+        long_rope(file, &mut c, rot, &key("rope.scaling.original_context_length"))?;
+    }
+    let fused = arch.name == "phi3";
+    check_shapes(file, hidden, layers, ff, heads * head_dim, kv_heads * head_dim, (head_dim, rot), vocab, (experts, moe_ff), fused)?;
     if let Some(t) = file.tensor(rope_freqs::NAME) {
         if c.contains_key("rope_scaling") {
             return Err(unsupported(file, format!("{} beside rope scaling \"linear\"", rope_freqs::NAME)));
@@ -215,6 +234,31 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
         }
     }
     Ok(Value::Object(c))
+}
+
+/// Phi-3's LongRoPE (Phi-3.5-mini, Phi-3-mini-128k, Phi-4-mini) as MLX-LM's
+/// config holds it: the long and short factors the converter wrote as
+/// tensors, and the original context. A file without them has plain RoPE.
+fn long_rope(file: &GgufFile, c: &mut Map<String, Value>, rot: i64, original_key: &str) -> Result<()> {
+    let [long, short] = ROPE_FACTORS.map(|n| file.tensor(n));
+    let (Some(long), Some(short)) = (long, short) else {
+        return match long.or(short) {
+            Some(t) => Err(invalid(file, format!("{} without its pair ({})", t.name, ROPE_FACTORS.join(", ")))),
+            None => Ok(()),
+        };
+    };
+    let mut factors = Vec::new();
+    for t in [long, short] {
+        if t.ggml_type != GgmlType::F32 || t.shape != [rot / 2] {
+            return Err(invalid(file, format!("{} must be F32 of {} values, got {} {:?}", t.name, rot / 2, t.ggml_type.name(), t.shape)));
+        }
+        let data = file.read_tensor(t)?;
+        factors.push(data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect::<Vec<_>>());
+    }
+    let original = file.get(original_key).and_then(Meta::as_u64).ok_or_else(|| invalid(file, format!("missing {original_key}")))?;
+    c.insert("original_max_position_embeddings".into(), json!(original));
+    c.insert("rope_scaling".into(), json!({"type": "longrope", "long_factor": factors[0], "short_factor": factors[1]}));
+    Ok(())
 }
 
 /// What llama.cpp's gemma3 takes as given rather than from the metadata: with
@@ -242,8 +286,20 @@ fn bulk_bits(file: &GgufFile) -> Option<i64> {
 }
 
 /// Every tensor's shape (in values) against what the metadata says.
+/// `fused`: Phi-3's one q/k/v matrix and one gate/up matrix.
 #[allow(clippy::too_many_arguments)]
-fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: i64, head_dim: i64, vocab: i64, moe: (i64, i64)) -> Result<()> {
+fn check_shapes(
+    file: &GgufFile,
+    hidden: i64,
+    layers: i64,
+    ff: i64,
+    q: i64,
+    kv: i64,
+    (head_dim, rot): (i64, i64),
+    vocab: i64,
+    moe: (i64, i64),
+    fused: bool,
+) -> Result<()> {
     let (experts, moe_ff) = moe;
     for t in &file.tensors {
         let Some(base) = t.name.strip_suffix(".weight").or_else(|| t.name.strip_suffix(".bias")) else {
@@ -269,6 +325,9 @@ fn check_shapes(file: &GgufFile, hidden: i64, layers: i64, ff: i64, q: i64, kv: 
             _ if stacked.is_some() => (0, 0),
             "ffn_gate_inp" => (experts, hidden),
             "rope_freqs" => (head_dim / 2, 0),
+            "rope_factors_long" | "rope_factors_short" => (rot / 2, 0),
+            "attn_qkv" => (q + 2 * kv, hidden),
+            "ffn_up" if fused => (2 * ff, hidden),
             "token_embd" | "output" => (vocab, hidden),
             "output_norm" | "attn_norm" | "ffn_norm" | "post_attention_norm" | "post_ffw_norm" => (hidden, 0),
             "attn_q" => (q, hidden),

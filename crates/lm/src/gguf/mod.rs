@@ -91,7 +91,7 @@ fn unshift_norms(tensors: &mut HashMap<String, Array>) -> mlx::Result<()> {
 fn read_with_mlx(path: &Path, file: &GgufFile, arch: &config::Arch) -> Result<HashMap<String, Array>> {
     let loaded = mlx::io::load_gguf(path).map_err(|e| LmError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
     let mut tensors = HashMap::with_capacity(loaded.len());
-    for (name, a) in loaded.into_iter().filter(|(name, _)| name != rope_freqs::NAME) {
+    for (name, a) in loaded.into_iter().filter(|(name, _)| !config::is_config_tensor(name)) {
         let mlx = config::mlx_name(&name, arch)
             .ok_or_else(|| LmError::UnsupportedModel(format!("{}: tensor \"{name}\" is not part of the models this loader knows", path.display())))?;
         tensors.insert(mlx, a);
@@ -113,8 +113,8 @@ fn read_here(t: GgmlType) -> bool {
 /// reader gives Q4_0, Q4_1 and Q8_0).
 fn read_each(file: &GgufFile, arch: &config::Arch) -> Result<HashMap<String, Array>> {
     let mut tensors = HashMap::with_capacity(file.tensors.len() * 3);
-    // rope_freqs.weight is read by the config (`rope_freqs`), not loaded.
-    for t in file.tensors.iter().filter(|t| t.name != rope_freqs::NAME) {
+    // rope_freqs.weight and Phi-3's LongRoPE factors are read by the config, not loaded.
+    for t in file.tensors.iter().filter(|t| !config::is_config_tensor(&t.name)) {
         let name = config::mlx_name(&t.name, arch).ok_or_else(|| {
             LmError::UnsupportedModel(format!("{}: tensor \"{}\" is not part of the models this loader knows", file.path.display(), t.name))
         })?;

@@ -120,7 +120,14 @@ pub fn tokenizer(file: &GgufFile) -> Result<Tokenizer> {
     };
     let json = match model {
         "gpt2" => bpe_json(file, &tokens, &types)?,
-        "llama" => spm_json(file, &tokens, &types, file.get("general.architecture").and_then(Meta::as_str) == Some("gemma3"))?,
+        "llama" => {
+            let flavor = match file.get("general.architecture").and_then(Meta::as_str) {
+                Some("gemma3") => Spm::Gemma,
+                Some("phi3") => Spm::Phi3,
+                _ => Spm::Llama,
+            };
+            spm_json(file, &tokens, &types, flavor)?
+        }
         other => {
             return Err(LmError::UnsupportedModel(format!(
                 "{}: tokenizer.ggml.model \"{other}\" is not supported (supported: gpt2, llama)",
@@ -203,12 +210,9 @@ fn bpe_json(file: &GgufFile, tokens: &[&str], types: &[u64]) -> Result<Value> {
 /// Metaspace pre-tokenizer and decoders of transformers' Llama tokenizer (as
 /// its GGUF loader builds it). BOS is added unless the file says otherwise.
 ///
-/// Gemma (`gemma` true) as transformers' GGUF loader builds Gemma's tokenizer:
-/// no prefix space, spaces normalized to `\u{2581}`, and two repairs of what
-/// llama.cpp's converter writes: whitespace pieces it stored with real spaces
-/// ("  ") spelled back as `\u{2581}\u{2581}`, and merges ranked by the pieces'
-/// order in the vocabulary, which Gemma's scores do not follow.
-fn spm_json(file: &GgufFile, tokens: &[&str], types: &[u64], gemma: bool) -> Result<Value> {
+/// The others as transformers' GGUF loader builds them (`Spm`).
+fn spm_json(file: &GgufFile, tokens: &[&str], types: &[u64], flavor: Spm) -> Result<Value> {
+    let gemma = flavor == Spm::Gemma;
     let scores: Vec<f64> = match file.get("tokenizer.ggml.scores") {
         _ if gemma => (0..tokens.len()).map(|i| -(i as f64)).collect(),
         None => vec![0.0; tokens.len()],
@@ -246,17 +250,12 @@ fn spm_json(file: &GgufFile, tokens: &[&str], types: &[u64], gemma: bool) -> Res
         None => merges_from_scores(&pieces, &scores, &ids),
     };
     let post = post_processor(file, tokens, true)?;
-    let (normalizer, pre_tokenizer, mut decoders) = match gemma {
-        true => (
-            json!({"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"}),
-            json!({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false}),
-            vec![],
-        ),
-        false => (
-            Value::Null,
-            json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "first", "split": false}),
-            vec![json!({"type": "Strip", "content": " ", "start": 1, "stop": 0})],
-        ),
+    let spaces = json!({"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"});
+    let strip = vec![json!({"type": "Strip", "content": " ", "start": 1, "stop": 0})];
+    let (normalizer, pre_tokenizer, mut decoders) = match flavor {
+        Spm::Gemma => (spaces, json!({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false}), vec![]),
+        Spm::Phi3 => (json!({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u{2581}"}, spaces]}), Value::Null, strip),
+        Spm::Llama => (Value::Null, json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "first", "split": false}), strip),
     };
     let mut decoder =
         vec![json!({"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "}), json!({"type": "ByteFallback"}), json!({"type": "Fuse"})];
@@ -273,6 +272,21 @@ fn spm_json(file: &GgufFile, tokens: &[&str], types: &[u64], gemma: bool) -> Res
         "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null,
                   "fuse_unk": true, "byte_fallback": true, "ignore_merges": false, "vocab": vocab, "merges": merges},
     }))
+}
+
+/// How a SentencePiece vocabulary's text is prepared, by architecture.
+#[derive(Clone, Copy, PartialEq)]
+enum Spm {
+    /// transformers' Llama tokenizer: Metaspace, a prefix space on the first piece.
+    Llama,
+    /// Gemma: no prefix space, spaces normalized to `\u{2581}`, and two repairs
+    /// of what llama.cpp's converter writes: whitespace pieces it stored with
+    /// real spaces ("  ") spelled back as `\u{2581}\u{2581}`, and merges ranked
+    /// by the pieces' order in the vocabulary, which Gemma's scores do not follow.
+    Gemma,
+    /// Phi-3: the prefix space from a normalizer (Phi-3's own tokenizer.json),
+    /// so text after a special token gets one too.
+    Phi3,
 }
 
 /// The merges a SentencePiece BPE vocabulary implies: every split of a piece
