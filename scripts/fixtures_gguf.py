@@ -421,6 +421,37 @@ SPM_TEMPLATE = ("{% for m in messages %}{{ '<s>' if loop.first else '' }}<|{{ m[
 SPM_TEXT = ["naïve café — 海と空 🌊 émoji, tabs\tand  double  spaces", "Numbers 3.14159 and 1,000,000.", "<|user|> hi </s>"]
 
 
+def spm_pieces(work):
+    """The pieces, scores and llama.cpp token types of the SentencePiece model trained in `work`
+    (`write_spm`), as `_set_vocab_sentencepiece` reads them."""
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=str(work / "spm.model"))
+    n = sp.vocab_size()
+    tokens = [sp.id_to_piece(i) for i in range(n)]
+    scores = [sp.get_score(i) for i in range(n)]
+    types = [2 if sp.is_unknown(i) else CONTROL if sp.is_control(i) else 6 if sp.is_byte(i)
+             else USER_DEFINED if tokens[i] in ("<|user|>", "<|assistant|>") else UNUSED if sp.is_unused(i) else NORMAL
+             for i in range(n)]
+    return tokens, scores, types
+
+
+def add_spm_tokenizer(w, tokens, scores, types, ids, add_bos, template, space_prefix=None):
+    """A SentencePiece vocabulary's metadata; `ids`: bos, eos, unk and pad (None: not written)."""
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    for key, tid in zip(("bos", "eos", "unk", "pad"), ids):
+        if tid is not None:
+            getattr(w, f"add_{key}_token_id")(tid)
+    w.add_add_bos_token(add_bos)
+    w.add_add_eos_token(False)
+    if space_prefix is not None:
+        w.add_add_space_prefix(space_prefix)
+    w.add_chat_template(template)
+
+
 def write_spm(out, work):
     """A llama-architecture model with a SentencePiece BPE vocabulary (byte fallback, two
     user-defined tokens), trained here on MLX-LM's own sources (pinned, so the same everywhere),
@@ -437,32 +468,14 @@ def write_spm(out, work):
                                    byte_fallback=True, character_coverage=0.9995, num_threads=1, unk_id=0, bos_id=1, eos_id=2,
                                    pad_id=-1, user_defined_symbols=["<|user|>", "<|assistant|>"], max_sentence_length=100000,
                                    minloglevel=2)
-    sp = spm.SentencePieceProcessor(model_file=str(work / "spm.model"))
-    n = sp.vocab_size()
-    tokens, scores, types = [], [], []
-    for i in range(n):
-        tokens.append(sp.id_to_piece(i))
-        scores.append(sp.get_score(i))
-        types.append(2 if sp.is_unknown(i) else CONTROL if sp.is_control(i) else 6 if sp.is_byte(i)
-                     else USER_DEFINED if sp.id_to_piece(i) in ("<|user|>", "<|assistant|>") else UNUSED if sp.is_unused(i) else NORMAL)
-    config = dict(fixtures.LLAMA_LINEAR, vocab_size=n, tie_word_embeddings=False)
+    tokens, scores, types = spm_pieces(work)
+    config = dict(fixtures.LLAMA_LINEAR, vocab_size=len(tokens), tie_word_embeddings=False)
     del config["rope_scaling"]
     model = fixtures.build_model(config, 11)
     weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters())}
     w = gguf.GGUFWriter(str(out), "llama")
     add_hparams(w, config)
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
-    w.add_add_space_prefix(True)
-    w.add_chat_template(SPM_TEMPLATE)
+    add_spm_tokenizer(w, tokens, scores, types, (1, 2, 0, None), True, SPM_TEMPLATE, space_prefix=True)
     write_tensors(w, config, weights, "llama", T.Q8_0, T.Q8_0)
     return config
 
@@ -533,21 +546,9 @@ def write_gemma3(out, tok_dir, qtype, embed_qtype):
     w.add_head_count_kv(config["num_key_value_heads"])
     w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
     w.add_rope_scaling_factor(config["rope_scaling"]["factor"])
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
     # The base model's special tokens: EOS is <eos>; a chat turn ends at <end_of_turn> only by
     # llama.cpp's end-of-generation texts.
-    w.add_bos_token_id(2)
-    w.add_eos_token_id(1)
-    w.add_unk_token_id(3)
-    w.add_pad_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
-    w.add_add_space_prefix(False)
-    w.add_chat_template(tc["chat_template"])
+    add_spm_tokenizer(w, tokens, scores, types, (2, 1, 3, 0), True, tc["chat_template"], space_prefix=False)
     write_tensors(w, config, weights, "gemma3", qtype, embed_qtype)
     return config
 
@@ -565,16 +566,10 @@ def write_phi3(out, work):
     the context and the original context, the rotated dimensions, the LongRoPE factors as
     rope_factors_long/short tensors; the SentencePiece vocabulary trained for llama-spm with
     Phi-3's <|end|> (control) after it."""
-    import sentencepiece as spm
     import fixtures as text_fixtures
     from mlx.utils import tree_flatten
 
-    sp = spm.SentencePieceProcessor(model_file=str(work / "spm.model"))
-    n = sp.vocab_size()
-    tokens = [sp.id_to_piece(i) for i in range(n)] + ["<|end|>"]
-    scores = [sp.get_score(i) for i in range(n)] + [-1000.0]
-    types = [2 if sp.is_unknown(i) else CONTROL if sp.is_control(i) else 6 if sp.is_byte(i)
-             else USER_DEFINED if sp.id_to_piece(i) in ("<|user|>", "<|assistant|>") else NORMAL for i in range(n)] + [CONTROL]
+    tokens, scores, types = (a + [b] for a, b in zip(spm_pieces(work), ("<|end|>", -1000.0, CONTROL)))
     config = dict(text_fixtures.PHI3, vocab_size=len(tokens))
     model = text_fixtures.build_model(config, 19)
     weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters())}
@@ -594,17 +589,7 @@ def write_phi3(out, work):
     w.add_rope_freq_base(config["rope_theta"])
     w.add_sliding_window(0)
     w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(scale) / np.log(config["original_max_position_embeddings"]))))
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(False)
-    w.add_add_eos_token(False)
-    w.add_chat_template(PHI3_TEMPLATE)
+    add_spm_tokenizer(w, tokens, scores, types, (1, 2, 0, None), False, PHI3_TEMPLATE)
     assert len(config["rope_scaling"]["long_factor"]) == rot // 2 and head_dim == 16
     write_typed(w, config, weights, "phi3", lambda name, a: T.F32 if a.ndim == 1 else T.Q8_0)
     for kind in ("long", "short"):
