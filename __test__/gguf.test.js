@@ -29,10 +29,12 @@ const TEXTS = [
   'def forward(self, x):\n    return mx.softmax(x, axis=-1)',
   '<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n',
   '      indented     \n\n\n\tand\t\ttabbed',
+  "camelCase HTTPServer getX2Y path/to//file.\n--flag=12345 DON'T",
 ];
-// Whose encodings are compared: the trained SmolLM2 and the SentencePiece fixtures (reference
-// tokenizers by transformers' GGUF converter), and Qwen3's (the original tokenizer files).
-const ENCODED = ['smollm2', 'llama-spm', 'gemma3-q4_0', 'phi3-q8_0', 'qwen3-f32'];
+// Whose encodings are compared: the trained SmolLM2, the SentencePiece fixtures and Qwen3's
+// vocabulary under the tekken and gpt-4o pre-tokenizers (reference tokenizers by transformers'
+// GGUF converter), and Qwen3's (the original tokenizer files).
+const ENCODED = ['smollm2', 'llama-spm', 'gemma3-q4_0', 'phi3-q8_0', 'pre-tekken', 'pre-gpt-4o', 'qwen3-f32'];
 
 let index;
 const models = new Map();
@@ -91,7 +93,7 @@ test('the trained SmolLM2 GGUF answers the question', async () => {
   assert.match(got.text, /Paris/);
 });
 
-test('GGUF tokenizers encode as the reference tokenizers (BPE and SentencePiece)', async () => {
+test('GGUF tokenizers encode as the reference tokenizers (BPE under five pre-tokenizers, and SentencePiece)', async () => {
   let k = 0;
   for (const n of ENCODED) {
     const m = await gguf(n);

@@ -619,11 +619,14 @@ def check_config(name, source, converted):
 
 
 def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type=None, kquants=False, k_norm=False,
-         rope_freqs=False):
+         rope_freqs=False, vocab_dir=None):
     """A small GGUF (byte vocabulary, 2 layers, F16; with `kquants`, 256 wide and Q4_K) for the
-    malformed-file tests."""
+    malformed-file tests; with `vocab_dir`, that folder's byte-level vocabulary and merges under
+    the pre-tokenizer `pre` instead (for the pre-tokenizer tests)."""
     rng = np.random.default_rng(0)
     vocab, layers, ff, heads, kv = 256, 2, 256 if kquants else 128, 4, 2
+    if vocab_dir is not None:
+        vocab = json.loads((vocab_dir / "config.json").read_text())["vocab_size"]
     hd = hidden // heads
     w = gguf.GGUFWriter(str(out), arch)
     cfg = dict(max_position_embeddings=512, hidden_size=meta_hidden or hidden, num_hidden_layers=layers,
@@ -631,8 +634,11 @@ def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type
                rope_theta=10000.0)
     add_hparams(w, cfg)
     from transformers.convert_slow_tokenizer import bytes_to_unicode
-    tokens = [bytes_to_unicode()[b] for b in range(256)]
-    add_tokenizer(w, tokens, [NORMAL] * vocab, [], pre, {"eos": 0}, False, None)
+    if vocab_dir is None:
+        add_tokenizer(w, [bytes_to_unicode()[b] for b in range(256)], [NORMAL] * vocab, [], pre, {"eos": 0}, False, None)
+    else:
+        tokens, types, merges, ids, tc = vocab_metadata(vocab_dir, vocab)
+        add_tokenizer(w, tokens, types, merges, pre, {"eos": ids[tc["eos_token"]]}, False, None)
     shapes = {"token_embd.weight": (vocab, hidden), "output_norm.weight": (hidden,)}
     for i in range(layers):
         shapes.update({f"blk.{i}.attn_norm.weight": (hidden,), f"blk.{i}.ffn_norm.weight": (hidden,),
@@ -712,6 +718,14 @@ def main():
     # What loadModel(file, { dtype: 'float32' }) runs: the scales widened to float32.
     gguf_to_mlx.convert(smollm2, out / "smollm2-f32", float32_scales=True)
     index["smollm2-f32"] = {"gguf": str(smollm2), "ref": "smollm2-f32", "arch": "llama", "type": "Q4_1", "embed": "Q8_0", "dtype": "float32"}
+    # Pre-tokenizers of byte-level vocabularies (Mistral Nemo's tekken, Phi-4-mini's gpt-4o) over
+    # Qwen3's vocabulary and merges: encoded as transformers' GGUF converter encodes.
+    for pre in ("tekken", "gpt-4o"):
+        name = f"pre-{pre}"
+        log(f"{name}: a small model with the {pre} pre-tokenizer (tokenizer by transformers)")
+        tiny(out / f"{name}.gguf", pre=pre, hidden=32, vocab_dir=fixtures / "qwen3-f32")
+        gguf_to_mlx.convert(out / f"{name}.gguf", out / name)
+        index[name] = {"gguf": f"{name}.gguf", "ref": name, "arch": "qwen3", "type": "F16", "embed": "F16"}
     bad = {}
     for file, kwargs in {
         "tiny.gguf": {},

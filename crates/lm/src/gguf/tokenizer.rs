@@ -21,6 +21,9 @@ const USER_DEFINED: u64 = 4;
 const UNUSED: u64 = 5;
 
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+// Mistral Nemo's (tekken) and GPT-4o's (o200k: Phi-4-mini, Llama 4) splits, as transformers' GGUF loader has them.
+const TEKKEN_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const GPT4O_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 fn byte_level(use_regex: bool) -> Value {
@@ -41,6 +44,8 @@ fn pre_tokenizer(pre: &str) -> Option<(Value, Value, bool)> {
         "default" | "gpt-2" | "gpt2" => (Value::Null, byte_level(true), false),
         "llama3" | "llama-v3" | "llama-bpe" | "smaug-bpe" => (Value::Null, split_then_bytes(LLAMA3_SPLIT), true),
         "qwen2" | "deepseek-r1-qwen" => (json!({"type": "NFC"}), split_then_bytes(QWEN2_SPLIT), false),
+        "tekken" | "pixtral" => (Value::Null, split_then_bytes(TEKKEN_SPLIT), false),
+        "gpt-4o" | "llama4" => (Value::Null, split_then_bytes(GPT4O_SPLIT), false),
         "smollm" => {
             (Value::Null, json!({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, byte_level(true)]}), false)
         }
@@ -164,7 +169,7 @@ fn bpe_json(file: &GgufFile, tokens: &[&str], types: &[u64]) -> Result<Value> {
     let pre = file.get("tokenizer.ggml.pre").and_then(Meta::as_str).unwrap_or("default");
     let (normalizer, pre_tokenizer, ignore_merges) = pre_tokenizer(pre).ok_or_else(|| {
         LmError::UnsupportedModel(format!(
-            "{}: pre-tokenizer \"{pre}\" (tokenizer.ggml.pre) is not supported; supported: default, gpt-2, llama-bpe, llama3, qwen2, smollm",
+            "{}: pre-tokenizer \"{pre}\" (tokenizer.ggml.pre) is not supported; supported: default, gpt-2, llama-bpe, llama3, qwen2, deepseek-r1-qwen, smollm, tekken, gpt-4o",
             file.path.display()
         ))
     })?;
@@ -348,4 +353,27 @@ fn post_processor(file: &GgufFile, tokens: &[&str], bos_default: bool) -> Result
     let mut pair = single.clone();
     pair.push(json!({"Sequence": {"id": "B", "type_id": 1}}));
     Ok(json!({"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": specials}))
+}
+
+#[cfg(test)]
+mod tests {
+    use tokenizers::{PreTokenizedString, PreTokenizer, PreTokenizerWrapper};
+
+    fn pieces(pre: &str, text: &str) -> Vec<String> {
+        let (_, json, _) = super::pre_tokenizer(pre).unwrap();
+        let p: PreTokenizerWrapper = serde_json::from_value(json).unwrap();
+        let mut s = PreTokenizedString::from(text);
+        p.pre_tokenize(&mut s).unwrap();
+        s.get_splits(tokenizers::OffsetReferential::Original, tokenizers::OffsetType::Byte).into_iter().map(|(t, _, _)| t.to_string()).collect()
+    }
+
+    /// The pieces transformers' GGUF tokenizers (`pre-gpt-4o`, `pre-tekken` fixtures) make of the same
+    /// text with `pre_tokenizer.pre_tokenize_str`: GPT-4o keeps contractions and runs of three digits,
+    /// tekken splits both (Qwen's single-digit vocabulary in the fixtures cannot tell these apart).
+    #[test]
+    fn gpt4o_and_tekken_split_as_transformers() {
+        let text = "it's 12345 camelCase/path\n";
+        assert_eq!(pieces("gpt-4o", text), ["it's", "Ġ", "123", "45", "Ġcamel", "Case", "/path", "Ċ"]);
+        assert_eq!(pieces("tekken", text), ["it", "'s", "Ġ", "1", "2", "3", "4", "5", "Ġcamel", "Case", "/path", "Ċ"]);
+    }
 }
