@@ -227,7 +227,7 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
         if t.ggml_type != GgmlType::F32 {
             return Err(invalid(file, format!("{} must be F32, got {}", rope_freqs::NAME, t.ggml_type.name())));
         }
-        let factors: Vec<f32> = file.read_tensor(t)?.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        let factors = file.read_f32(t)?;
         let base = c.get("rope_theta").and_then(Value::as_f64).unwrap_or(10000.0);
         if let Some(scaling) = rope_freqs::rope_scaling(&factors, base, head_dim).map_err(|e| unsupported(file, e))? {
             c.insert("rope_scaling".into(), scaling);
@@ -252,8 +252,7 @@ fn long_rope(file: &GgufFile, c: &mut Map<String, Value>, rot: i64, original_key
         if t.ggml_type != GgmlType::F32 || t.shape != [rot / 2] {
             return Err(invalid(file, format!("{} must be F32 of {} values, got {} {:?}", t.name, rot / 2, t.ggml_type.name(), t.shape)));
         }
-        let data = file.read_tensor(t)?;
-        factors.push(data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect::<Vec<_>>());
+        factors.push(file.read_f32(t)?);
     }
     let original = file.get(original_key).and_then(Meta::as_u64).ok_or_else(|| invalid(file, format!("missing {original_key}")))?;
     c.insert("original_max_position_embeddings".into(), json!(original));

@@ -339,6 +339,11 @@ impl GgufFile {
         f.read_exact(&mut buf).map_err(|e| LmError::InvalidWeights(format!("cannot read tensor \"{}\" of {}: {e}", t.name, self.path.display())))?;
         Ok(buf)
     }
+
+    /// The values of a tensor the caller has checked is F32 (`rope_freqs.weight`, LongRoPE factors).
+    pub fn read_f32(&self, t: &TensorInfo) -> Result<Vec<f32>> {
+        Ok(self.read_tensor(t)?.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+    }
 }
 
 /// Whether `path` names a GGUF file (by its extension, or its magic number).
