@@ -5,7 +5,8 @@
 // and IQ4_NL in an IQ4_XS-shaped one, whose
 // folders gguf_to_mlx.py converts from the blocks itself) and float (F32, F16, BF16), for the qwen3,
 // qwen2 and llama architectures (Mistral as llama.cpp writes it; Llama 3.1 rotary scaling as
-// rope_freqs.weight); the real SmolLM2-135M-Instruct Q4_1 file with a
+// rope_freqs.weight); files split in parts (against the whole files' folders); the real
+// SmolLM2-135M-Instruct Q4_1 file with a
 // tokenizer built by transformers' GGUF converter; and malformed files refused with stable codes.
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -46,7 +47,7 @@ async function gguf(name) {
 }
 
 const cases = [];
-const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'llama3-f32', 'gemma3-q4_0', 'phi3-q8_0'];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'llama3-f32', 'gemma3-q4_0', 'phi3-q8_0', 'qwen3-q4_0-split', 'qwen3-q4_k_m-split', 'smollm3-q8_0'];
 for (const v of variants) {
   cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
@@ -306,6 +307,44 @@ test('a GGUF file with a bad tokenizer and a bad tensor gives the tokenizer\'s e
   };
   await expectReject(() => loadModel(broken('renamed', rename)), 'UNSUPPORTED_MODEL', /tensor "blk\.0\.ffn_uq\.weight" is not part of/);
   await expectReject(() => loadModel(broken('renamed-jais', rename, 'pre-jais.gguf')), 'UNSUPPORTED_MODEL', /pre-tokenizer "jais"/);
+});
+
+// qwen3-q4_0-split: three parts (the first holding only the metadata) copied into a folder of
+// their own, `edit` changing the folder's files first ({ name: bytes }, a name set to null removed).
+function splitCopy(label, edit = () => {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `mlx-node-split-${label}-`));
+  const files = Object.fromEntries(index.fixtures['qwen3-q4_0-split'].parts.map((p) => [path.basename(p), fs.readFileSync(p)]));
+  edit(files);
+  for (const [name, bytes] of Object.entries(files)) if (bytes) fs.writeFileSync(path.join(dir, name), bytes);
+  return (n) => path.join(dir, `qwen3-q4_0-split-0000${n}-of-00003.gguf`);
+}
+
+test('split GGUF files: a later part, a missing or foreign part, a renamed first part, a tensor twice, wrong split keys', async () => {
+  const name = (n) => `qwen3-q4_0-split-0000${n}-of-00003.gguf`;
+  const ok = splitCopy('ok');
+  await expectReject(() => loadModel(ok(2)), 'INVALID_ARGUMENT', new RegExp(`${name(2)} is part 2 of 3 of a split GGUF file: load its first part, .*${name(1)}`), 'part 2');
+  const gone = splitCopy('gone', (f) => (f[name(2)] = null));
+  await expectReject(() => loadModel(gone(1)), 'MODEL_NOT_FOUND', new RegExp(`part 2 of 3 of this split GGUF file, .*${name(2)}, does not exist`), 'part 2 missing');
+  // Part 2 of the two-part K-quant file in part 2's place.
+  const foreign = splitCopy('foreign', (f) => (f[name(2)] = fs.readFileSync(index.fixtures['qwen3-q4_k_m-split'].parts[1])));
+  await expectReject(() => loadModel(foreign(1)), 'INVALID_WEIGHTS', new RegExp(`${name(2)} is not part 2 of 3 of .*${name(1)}: its split\\.no and split\\.count are 1 and 2`), 'foreign part');
+  const renamed = path.join(path.dirname(ok(1)), 'model.gguf');
+  fs.copyFileSync(ok(1), renamed);
+  await expectReject(() => loadModel(renamed), 'INVALID_WEIGHTS', /model\.gguf is part 1 of 3 of a split GGUF file, but its name does not end in "-00001-of-00003\.gguf"/, 'renamed');
+  const twice = splitCopy('twice', (f) => f[name(3)].write('blk.0.attn_norm.weight', f[name(3)].indexOf('blk.1.attn_norm.weight')));
+  await expectReject(() => loadModel(twice(1)), 'INVALID_WEIGHTS', new RegExp(`tensor "blk\\.0\\.attn_norm\\.weight" is in two parts \\(the second is .*${name(3)}\\)`), 'a tensor twice');
+  // split.tensors.count (an int32 after its key and type) set to 25.
+  const count = splitCopy('count', (f) => f[name(1)].writeInt32LE(25, f[name(1)].indexOf('split.tensors.count') + 'split.tensors.count'.length + 4));
+  await expectReject(() => loadModel(count(1)), 'INVALID_WEIGHTS', /split\.tensors\.count is 25, but its 3 parts hold 24 tensors/, 'tensor count');
+  // The first part's split.no key renamed, or its value (a u16 after the key and type) set to 5.
+  const noNo = splitCopy('no-no', (f) => f[name(1)].write('split.nX', f[name(1)].indexOf('split.no')));
+  await expectReject(() => loadModel(noNo(1)), 'INVALID_WEIGHTS', /not a valid split GGUF file: it has split\.count but no split\.no/, 'no split.no');
+  const past = splitCopy('past', (f) => f[name(1)].writeUInt16LE(5, f[name(1)].indexOf('split.no') + 'split.no'.length + 4));
+  await expectReject(() => loadModel(past(1)), 'INVALID_WEIGHTS', /not a valid split GGUF file: it says it is part 6 of 3/, 'split.no past the count');
+  // Every part intact, from a folder of its own: it loads.
+  const m = await loadModel(ok(1));
+  assert.equal((await m.generate([1, 2, 3], { maxTokens: 3 })).tokens.length, 3);
+  await m.dispose();
 });
 
 test('a missing .gguf path is MODEL_NOT_FOUND', async () => {

@@ -369,19 +369,50 @@ test('org/name:quant downloads the one GGUF file named and loads it as the file 
   assert.deepEqual(await generate(await loadModel('test-org/with-config-GGUF')), await local('qwen3-q4_0'));
 });
 
-test('GGUF repo errors: a tag no file has, a tag several have, a split file, loadTTS with a tag', async () => {
+// A file split in parts (llama-gguf-split's names), in a folder of its own as the larger quants
+// are published: every part is downloaded beside the others and the first is loaded.
+test('org/name:quant of a split GGUF file downloads every part and loads them as the whole file', async () => {
+  const g = ggufIndex().fixtures;
+  const split = g['qwen3-q4_0-split'];
+  const extra = { 'Qwen3-Q4_K_M.gguf': fs.readFileSync(g['qwen3-q4_k_m'].gguf) };
+  // Listed last part first: the order the repo lists them in does not matter.
+  for (const p of [...split.parts].reverse()) extra[`Q4_0/Qwen3-${path.basename(p).replace('qwen3-q4_0-split', 'Q4_0')}`] = fs.readFileSync(p);
+  const commit = server.addRepo('test-org/split-GGUF', tmpDir(), { extra });
+  const whole = await generate(await loadModel(g['qwen3-q4_0'].gguf));
   const home = fresh();
-  server.addRepo('test-org/split-GGUF', tmpDir(), {
+  server.reset();
+  assert.deepEqual(await generate(await loadModel('test-org/split-GGUF:Q4_0')), whole);
+  const gets = server.fileRequests().filter((r) => r.method === 'GET').map((r) => decodeURIComponent(r.url).split('/').slice(-2).join('/'));
+  const names = ['00001-of-00003', '00002-of-00003', '00003-of-00003'].map((n) => `Q4_0/Qwen3-Q4_0-${n}.gguf`);
+  assert.deepEqual(gets.sort(), names, 'the three parts and nothing else');
+  const snap = path.join(repoDir(home, 'test-org/split-GGUF'), 'snapshots', commit);
+  assert.deepEqual(listFiles(snap), ['Q4_0', ...names]);
+  // Offline from the cache; with a part gone from it, MODEL_NOT_FOUND says which are there.
+  useHub(home, { HF_HUB_OFFLINE: '1' });
+  assert.deepEqual(await generate(await loadModel('test-org/split-GGUF:Q4_0')), whole);
+  fs.rmSync(path.join(snap, names[1]));
+  await expectReject(() => loadModel('test-org/split-GGUF:Q4_0'), 'MODEL_NOT_FOUND', /Qwen3-Q4_0\.gguf is split in 3 parts, but in the cache there are 2 of them \(Qwen3-Q4_0-00001-of-00003\.gguf, Qwen3-Q4_0-00003-of-00003\.gguf\)/, 'a part gone');
+  // A repo listing a part short: nothing is downloaded.
+  delete extra[`Q4_0/Qwen3-Q4_0-00002-of-00003.gguf`];
+  server.addRepo('test-org/short-GGUF', tmpDir(), { extra });
+  useHub(home);
+  server.reset();
+  await expectReject(() => loadModel('test-org/short-GGUF:Q4_0'), 'MODEL_NOT_FOUND', /short-GGUF:Q4_0@main: Q4_0\/Qwen3-Q4_0\.gguf is split in 3 parts, but in the repo there are 2 of them/, 'a part short');
+  assert.deepEqual(server.fileRequests(), [], 'nothing downloaded');
+});
+
+test('GGUF repo errors: a tag no file has, a tag several have, loadTTS with a tag', async () => {
+  const home = fresh();
+  server.addRepo('test-org/quants-GGUF', tmpDir(), {
     extra: { 'm-Q8_0.gguf': Buffer.alloc(8), 'm-Q4_K_S.gguf': Buffer.alloc(8), 'm-Q4_K_M.gguf': Buffer.alloc(8), 'm-F16-00001-of-00002.gguf': Buffer.alloc(8), 'm-F16-00002-of-00002.gguf': Buffer.alloc(8) },
   });
   server.reset();
   const files = 'm-F16-00001-of-00002\\.gguf, m-F16-00002-of-00002\\.gguf, m-Q4_K_M\\.gguf, m-Q4_K_S\\.gguf, m-Q8_0\\.gguf';
-  await expectReject(() => loadModel('test-org/split-GGUF:Q2_K'), 'MODEL_NOT_FOUND', new RegExp(`test-org/split-GGUF:Q2_K@main: no GGUF file in the repo has "Q2_K" in its name \\(GGUF files: ${files}\\)`), 'no match');
-  await expectReject(() => loadModel('test-org/split-GGUF:Q4_K'), 'INVALID_ARGUMENT', /several GGUF files have "Q4_K" in their names/, 'several');
-  await expectReject(() => loadModel('test-org/split-GGUF:F16'), 'INVALID_ARGUMENT', /m-F16-00001-of-00002\.gguf is one part of a split GGUF file/, 'split');
-  await expectReject(() => loadTTS('test-org/split-GGUF:Q8_0'), 'INVALID_ARGUMENT', /a :quant tag names a GGUF file, which only text models load/, 'loadTTS');
+  await expectReject(() => loadModel('test-org/quants-GGUF:Q2_K'), 'MODEL_NOT_FOUND', new RegExp(`test-org/quants-GGUF:Q2_K@main: no GGUF file in the repo has "Q2_K" in its name \\(GGUF files: ${files}\\)`), 'no match');
+  await expectReject(() => loadModel('test-org/quants-GGUF:Q4_K'), 'INVALID_ARGUMENT', /several GGUF files have "Q4_K" in their names/, 'several');
+  await expectReject(() => loadTTS('test-org/quants-GGUF:Q8_0'), 'INVALID_ARGUMENT', /a :quant tag names a GGUF file, which only text models load/, 'loadTTS');
   assert.deepEqual(server.fileRequests(), [], 'nothing downloaded');
-  assert.deepEqual(listFiles(path.join(repoDir(home, 'test-org/split-GGUF'), 'snapshots')), []);
+  assert.deepEqual(listFiles(path.join(repoDir(home, 'test-org/quants-GGUF'), 'snapshots')), []);
 });
 
 test('401: AUTH_REQUIRED without a token or with a wrong one; the token file and HF_TOKEN work', async () => {

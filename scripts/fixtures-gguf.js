@@ -50,12 +50,13 @@ function ensureGgufFixtures() {
   return DIR;
 }
 
-// index.json with absolute paths: fixtures[name] = { gguf, ref, ... }, small[file] = how it is malformed.
+// index.json with absolute paths: fixtures[name] = { gguf, ref, parts (of a split file), ... }, small[file] = how it is malformed.
 function ggufIndex() {
   const dir = ensureGgufFixtures();
   const index = JSON.parse(fs.readFileSync(path.join(dir, 'index.json'), 'utf8'));
   for (const f of Object.values(index.fixtures)) {
     f.gguf = path.resolve(dir, f.gguf);
+    if (f.parts) f.parts = f.parts.map((p) => path.resolve(dir, p));
     f.ref = path.join(dir, f.ref);
     if (f.own) f.own = path.join(dir, f.own);
   }

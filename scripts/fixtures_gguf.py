@@ -119,11 +119,12 @@ def add_hparams(w, config, arch_override=None):
         w.add_rope_scaling_factor(scaling["factor"])
 
 
-def write_variant(src, out, arch, qtype, embed_qtype):
+def write_variant(src, out, arch, qtype, embed_qtype, split=None):
+    """`split`: gguf-py's GGUFWriter options that write the file in parts."""
     config = json.loads((src / "config.json").read_text())
     weights = {k: np.array(v.astype(mx.float32)) for k, v in mx.load(str(src / "model.safetensors")).items()}
     tokens, types, merges, ids, tc = vocab_metadata(src, config["vocab_size"])
-    w = gguf.GGUFWriter(str(out), arch)
+    w = gguf.GGUFWriter(str(out), arch, **(split or {}))
     add_hparams(w, config)
     special = {"eos": ids[tc["eos_token"]]}
     if tc.get("pad_token"):
@@ -147,7 +148,7 @@ def write_typed(w, config, weights, arch, type_of):
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
     for name in sorted(weights):
         a = weights[name]
-        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
+        if arch in gguf_to_mlx.PERMUTED and name.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
             a = permute(a, heads if ".q_proj." in name else kv_heads)
         if arch == "gemma3" and name.endswith("norm.weight"):
             a = a + np.float32(1)  # Gemma3Model.norm_shift: llama.cpp's RMSNorm scales by the weight alone
@@ -381,18 +382,23 @@ QWEN3_MOE_K = dict(model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"]
                    moe_intermediate_size=256, decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True,
                    tie_word_embeddings=False)
 
-# K-quant variants: (name, layout of the 2-D and 3-D tensors, seed of the weights, GGUF architecture, config).
+# SmolLM3 as llama.cpp runs it: RoPE off in every 4th layer (its fixed step; MLX-LM's default).
+SMOLLM3_GGUF = dict(model_type="smollm3", architectures=["SmolLM3ForCausalLM"], num_hidden_layers=4)
+
+# Models at widths K-quants take (hidden 256): (name, layout of the 2-D and 3-D tensors, seed of
+# the weights, GGUF architecture, config).
 KQUANT_VARIANTS = [
     ("qwen3-q4_k_m", q4_k_m_layout, 31, "qwen3", {}),
     ("qwen3-q3_k_m", q3_k_m_layout, 37, "qwen3", {}),
     ("qwen3-iq4_xs", iq4_xs_layout, 41, "qwen3", {}),
     ("qwen3moe-q4_k_m", moe_layout, 43, "qwen3moe", QWEN3_MOE_K),
+    ("smollm3-q8_0", lambda name: T.Q8_0, 47, "smollm3", SMOLLM3_GGUF),
 ]
 
 
-def write_kquant_variant(fixtures_dir, out, layout, seed, arch, extra):
+def write_kquant_variant(fixtures_dir, out, layout, seed, arch, extra, split=None):
     """Qwen3 (with `extra` in its config) at widths K-quants take, its 2-D and 3-D tensors typed
-    by `layout`."""
+    by `layout`; `split` as in `write_variant`."""
     import fixtures as text_fixtures
     from mlx.utils import tree_flatten
 
@@ -401,7 +407,7 @@ def write_kquant_variant(fixtures_dir, out, layout, seed, arch, extra):
     model = text_fixtures.build_model(config, seed)
     weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters())}
     tokens, types, merges, ids, tc = vocab_metadata(src, config["vocab_size"])
-    w = gguf.GGUFWriter(str(out), arch)
+    w = gguf.GGUFWriter(str(out), arch, **(split or {}))
     add_hparams(w, config)
     special = {"eos": ids[tc["eos_token"]]}
     if tc.get("pad_token"):
@@ -668,6 +674,24 @@ def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type
     w.close()
 
 
+def split_entry(out, name, whole):
+    """The index entry of split file `name`, after checking that its parts hold the tensors of
+    the `whole` file's entry, byte for byte, and its metadata besides the split keys."""
+    parts = sorted(out.glob(f"{name}-*-of-*.gguf"))
+    assert len(parts) > 1, parts
+    tensors, fields = {}, {}
+    for i, p in enumerate(parts):
+        r = gguf.GGUFReader(p)
+        assert r.fields["split.no"].contents() == i and r.fields["split.count"].contents() == len(parts)
+        tensors.update((t.name, (t.tensor_type, bytes(t.data))) for t in r.tensors)
+        if i == 0:
+            fields = {k: f.contents() for k, f in r.fields.items() if not k.startswith(("split.", "GGUF."))}
+    r = gguf.GGUFReader(out / whole["gguf"])
+    assert tensors == {t.name: (t.tensor_type, bytes(t.data)) for t in r.tensors}, name
+    assert fields == {k: f.contents() for k, f in r.fields.items() if not k.startswith("GGUF.")}, name
+    return dict(whole, gguf=parts[0].name, parts=[p.name for p in parts])
+
+
 def main():
     if len(sys.argv) != 5:
         raise SystemExit(__doc__)
@@ -690,6 +714,15 @@ def main():
         check_config(name, config, gguf_to_mlx.convert(path, out / name, tokenizer_from=fixtures / "qwen3-f32"))
         embed = layout("model.embed_tokens.weight").name
         index[name] = {"gguf": path.name, "ref": name, "arch": arch, "type": layout("model.layers.0.self_attn.q_proj.weight").name, "embed": embed}
+    # Split files (as llama-gguf-split lays them out; gguf-py's writer splits them) of two of the
+    # files above: their references are the whole files' folders.
+    log("qwen3-q4_0-split: qwen3-q4_0.gguf in parts, the first holding the metadata alone")
+    write_variant(fixtures / "qwen3-f32", out / "qwen3-q4_0-split.gguf", "qwen3", T.Q4_0, T.Q8_0,
+                  split=dict(split_max_tensors=12, small_first_shard=True))
+    index["qwen3-q4_0-split"] = split_entry(out, "qwen3-q4_0-split", index["qwen3-q4_0"])
+    log("qwen3-q4_k_m-split: qwen3-q4_k_m.gguf in parts")
+    write_kquant_variant(fixtures, out / "qwen3-q4_k_m-split.gguf", q4_k_m_layout, 31, "qwen3", {}, split=dict(split_max_tensors=14))
+    index["qwen3-q4_k_m-split"] = split_entry(out, "qwen3-q4_k_m-split", index["qwen3-q4_k_m"])
     log("llama-spm: a SentencePiece vocabulary (tokenizer by transformers)")
     work = out / ".spm"
     work.mkdir()

@@ -53,12 +53,12 @@ GEMMA3_NORMS = {
 # Phi-3's fused projections.
 PHI3_NAMES = {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
 ARCHS = {"phi3": "Phi3ForCausalLM", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-         "qwen3moe": "Qwen3MoeForCausalLM", "gemma3": "Gemma3ForCausalLM"}
+         "qwen3moe": "Qwen3MoeForCausalLM", "gemma3": "Gemma3ForCausalLM", "smollm3": "SmolLM3ForCausalLM"}
 MODEL_TYPES = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text"}
 # Tokens llama.cpp ends generation on wherever the vocabulary has them (llama-vocab.cpp).
 END_TEXTS = ["<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
              "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"]
-PERMUTED = ("llama", "mistral")
+PERMUTED = ("llama", "mistral", "smollm3")
 TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
 # tokenizer.ggml.pre names whose models' own tokenizers normalize to NFC.
 NFC_PRE = ("qwen2", "deepseek-r1-qwen")

@@ -100,14 +100,15 @@ impl std::fmt::Display for HubId {
     }
 }
 
-/// The GGUF file to load from a repo's `files`: the one whose name holds `quant`
-/// (case-insensitive; where several do, the one where the tag ends the name, so `Q4_K` is not
-/// `Q4_K_M`), or with no tag llama.cpp's default `Q4_K_M`, else the only one. Vision
-/// projectors (`mmproj`) are never it; a file split in parts is refused (the loader reads
-/// one file).
-pub fn choose_gguf<'a>(id: &HubId, files: &[&'a str], place: &str) -> Result<&'a str> {
-    let upper = |f: &str| f.rsplit('/').next().unwrap_or(f).to_ascii_uppercase();
-    let ggufs: Vec<&str> = files.iter().copied().filter(|f| upper(f).ends_with(".GGUF") && !upper(f).contains("MMPROJ")).collect();
+/// The GGUF file to load from a repo's `files`, as the repo paths to download: the file, or
+/// every part of a file split in parts (`NAME-00001-of-00003.gguf` and on, first part first;
+/// the loader reads the first and finds the others beside it). The file is the one whose name
+/// (a split file's less its part numbers) holds `quant` (case-insensitive; where several do,
+/// the one whose name the tag ends, so `Q4_K` is not `Q4_K_M`), or with no tag llama.cpp's
+/// default `Q4_K_M`, else the only one. Vision projectors (`mmproj`) are never it.
+pub fn choose_gguf<'a>(id: &HubId, files: &[&'a str], place: &str) -> Result<Vec<&'a str>> {
+    let base = |f: &str| f.rsplit('/').next().unwrap_or(f).to_ascii_uppercase();
+    let ggufs: Vec<&str> = files.iter().copied().filter(|f| base(f).ends_with(".GGUF") && !base(f).contains("MMPROJ")).collect();
     let list = || {
         let mut names: Vec<&str> = ggufs.iter().map(|f| f.rsplit('/').next().unwrap_or(f)).collect();
         names.sort();
@@ -117,33 +118,53 @@ pub fn choose_gguf<'a>(id: &HubId, files: &[&'a str], place: &str) -> Result<&'a
             names.join(", ")
         }
     };
-    let tag = id.quant.as_deref().unwrap_or("Q4_K_M").to_ascii_uppercase();
-    let mut holding: Vec<&str> = ggufs.iter().copied().filter(|f| upper(f).contains(&tag)).collect();
-    holding.sort();
-    if let Some(part) = holding.first().filter(|_| holding.iter().all(|f| is_split_part(&upper(f)))) {
-        return Err(HubError::invalid(format!(
-            "{id}: {part} is one part of a split GGUF file, which mlx-node cannot load (merge the parts with llama-gguf-split --merge)"
-        )));
-    }
-    let ending: Vec<&str> = holding.iter().copied().filter(|f| upper(f).contains(&format!("{tag}.GGUF"))).collect();
-    match (holding.as_slice(), ending.as_slice()) {
-        ([one], _) | (_, [one]) => Ok(one),
-        ([], _) if id.quant.is_none() && ggufs.len() == 1 => Ok(ggufs[0]),
-        ([], _) if id.quant.is_none() => {
-            Err(HubError::invalid(format!("{id}: there are several GGUF files; name one as {}:QUANT (files: {})", id.repo, list())))
+    // Each file under its whole name: a split file's parts under one.
+    let mut wholes: Vec<(String, Vec<&str>)> = Vec::new();
+    for &f in &ggufs {
+        let whole = split_part(f).map_or_else(|| f.to_string(), |(stem, _, _)| format!("{stem}.gguf"));
+        match wholes.iter_mut().find(|(w, _)| *w == whole) {
+            Some((_, parts)) => parts.push(f),
+            None => wholes.push((whole, vec![f])),
         }
-        ([], _) => Err(HubError::not_found(format!("{id}: no GGUF file {place} has \"{tag}\" in its name (GGUF files: {})", list()))),
-        _ => Err(HubError::invalid(format!("{id}: several GGUF files have \"{tag}\" in their names; name one exactly (files: {})", list()))),
     }
+    let tag = id.quant.as_deref().unwrap_or("Q4_K_M").to_ascii_uppercase();
+    let mut holding: Vec<&(String, Vec<&str>)> = wholes.iter().filter(|(w, _)| base(w).contains(&tag)).collect();
+    holding.sort();
+    let ending: Vec<_> = holding.iter().copied().filter(|(w, _)| base(w).ends_with(&format!("{tag}.GGUF"))).collect();
+    let (whole, parts) = match (holding.as_slice(), ending.as_slice()) {
+        ([one], _) | (_, [one]) => *one,
+        ([], _) if id.quant.is_none() && wholes.len() == 1 => &wholes[0],
+        ([], _) if id.quant.is_none() => {
+            return Err(HubError::invalid(format!("{id}: there are several GGUF files; name one as {}:QUANT (files: {})", id.repo, list())))
+        }
+        ([], _) => return Err(HubError::not_found(format!("{id}: no GGUF file {place} has \"{tag}\" in its name (GGUF files: {})", list()))),
+        _ => return Err(HubError::invalid(format!("{id}: several GGUF files have \"{tag}\" in their names; name one exactly (files: {})", list()))),
+    };
+    let mut parts = parts.clone();
+    parts.sort_by_key(|f| split_part(f).map(|(_, n, _)| n));
+    // A split file's parts: 1 to its count, each once, all with the same count.
+    if let Some((_, _, count)) = split_part(parts[0]) {
+        let whole_set = parts.iter().enumerate().all(|(i, f)| split_part(f).is_some_and(|(_, n, c)| n == i as u64 + 1 && c == count));
+        if !whole_set || parts.len() as u64 != count {
+            return Err(HubError::not_found(format!(
+                "{id}: {whole} is split in {count} parts, but {place} there are {} of them ({})",
+                parts.len(),
+                parts.iter().map(|f| f.rsplit('/').next().unwrap_or(f)).collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    Ok(parts)
 }
 
-/// `NAME-00001-OF-00003.GGUF`: one part of a file llama-gguf-split wrote.
-fn is_split_part(upper: &str) -> bool {
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    upper
-        .strip_suffix(".GGUF")
-        .and_then(|s| s.rsplit_once("-OF-"))
-        .is_some_and(|(head, total)| digits(total) && head.rsplit_once('-').is_some_and(|(_, n)| digits(n)))
+/// `STEM-00001-of-00003.gguf` (any case): one part of a file llama-gguf-split wrote, as
+/// (the path less `-00001-of-00003.gguf`, its number, the count).
+fn split_part(path: &str) -> Option<(&str, u64, u64)> {
+    let number = |s: &str| s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse::<u64>().ok()).flatten();
+    let stem = path.get(..path.len().checked_sub(5)?).filter(|_| path[path.len() - 5..].eq_ignore_ascii_case(".gguf"))?;
+    let (head, count) = stem.rsplit_once("-of-").or_else(|| stem.rsplit_once("-OF-"))?;
+    let (stem, n) = head.rsplit_once('-')?;
+    let (n, count) = (number(n)?, number(count)?);
+    (n >= 1 && n <= count && !stem.is_empty()).then_some((stem, n, count))
 }
 
 /// A 40-hex commit sha, as huggingface_hub tells a commit from a branch or tag.
@@ -240,14 +261,14 @@ mod tests {
             "big/m-Q6_K-00002-of-00002.gguf",
         ];
         let pick = |s: &str| choose_gguf(&id(s), &files, "in the repo");
-        assert_eq!(pick("o/m:Q8_0").unwrap(), "m-Q8_0.gguf");
-        assert_eq!(pick("o/m:q4_k_m").unwrap(), "m-Q4_K_M.gguf");
-        assert_eq!(pick("o/m:IQ4_XS").unwrap(), "m-IQ4_XS.gguf");
-        assert_eq!(pick("o/m:m-Q4_K_S.gguf").unwrap(), "m-Q4_K_S.gguf");
-        assert_eq!(pick("o/m").unwrap(), "m-Q4_K_M.gguf");
-        assert_eq!(choose_gguf(&id("o/m"), &["only-Q8_0.gguf"], "").unwrap(), "only-Q8_0.gguf");
+        assert_eq!(pick("o/m:Q8_0").unwrap(), ["m-Q8_0.gguf"]);
+        assert_eq!(pick("o/m:q4_k_m").unwrap(), ["m-Q4_K_M.gguf"]);
+        assert_eq!(pick("o/m:IQ4_XS").unwrap(), ["m-IQ4_XS.gguf"]);
+        assert_eq!(pick("o/m:m-Q4_K_S.gguf").unwrap(), ["m-Q4_K_S.gguf"]);
+        assert_eq!(pick("o/m").unwrap(), ["m-Q4_K_M.gguf"]);
+        assert_eq!(choose_gguf(&id("o/m"), &["only-Q8_0.gguf"], "").unwrap(), ["only-Q8_0.gguf"]);
         // A tag inside another (K in Q4_K_M) gives way to a name the tag ends.
-        assert_eq!(choose_gguf(&id("o/m:K"), &["a-K.gguf", "a-Q4_K_M.gguf"], "").unwrap(), "a-K.gguf");
+        assert_eq!(choose_gguf(&id("o/m:K"), &["a-K.gguf", "a-Q4_K_M.gguf"], "").unwrap(), ["a-K.gguf"]);
         let e = pick("o/m:Q4_K").unwrap_err();
         assert_eq!(e.code(), "INVALID_ARGUMENT");
         assert!(e.message().contains("several GGUF files have \"Q4_K\""), "{}", e.message());
@@ -256,7 +277,24 @@ mod tests {
         let all = "m-IQ4_XS.gguf, m-Q4_K_M.gguf, m-Q4_K_S.gguf, m-Q6_K-00001-of-00002.gguf, m-Q6_K-00002-of-00002.gguf, m-Q8_0.gguf";
         assert!(e.message().contains("no GGUF file in the repo has \"Q2_K\"") && e.message().contains(all), "{}", e.message());
         assert_eq!(choose_gguf(&id("o/m"), &["a-Q8_0.gguf", "a-F16.gguf"], "").unwrap_err().code(), "INVALID_ARGUMENT");
-        assert!(pick("o/m:Q6_K").unwrap_err().message().contains("big/m-Q6_K-00001-of-00002.gguf is one part of a split GGUF"));
+        // A split file: every part, first first, whatever order the repo lists them in.
+        assert_eq!(pick("o/m:Q6_K").unwrap(), ["big/m-Q6_K-00001-of-00002.gguf", "big/m-Q6_K-00002-of-00002.gguf"]);
+        let parts = ["Q8_0/x-Q8_0-00003-of-00003.gguf", "Q8_0/x-Q8_0-00001-of-00003.gguf", "Q8_0/x-Q8_0-00002-of-00003.gguf", "x-Q4_K_M.gguf"];
+        assert_eq!(choose_gguf(&id("o/x:Q8_0"), &parts, "").unwrap(), [parts[1], parts[2], parts[0]]);
+        assert_eq!(choose_gguf(&id("o/x"), &parts, "").unwrap(), ["x-Q4_K_M.gguf"]);
+        assert_eq!(choose_gguf(&id("o/x"), &parts[..3], "").unwrap().len(), 3, "the only file, split");
+        // Parts missing, or of two counts: not a whole file.
+        for broken in
+            [&["m-Q8_0-00001-of-00003.gguf", "m-Q8_0-00003-of-00003.gguf"][..], &["m-Q8_0-00001-of-00002.gguf", "m-Q8_0-00002-of-00003.gguf"]]
+        {
+            let e = choose_gguf(&id("o/m:Q8_0"), broken, "in the cache").unwrap_err();
+            assert_eq!(e.code(), "MODEL_NOT_FOUND", "{broken:?}");
+            assert!(e.message().contains("m-Q8_0.gguf is split in") && e.message().contains("in the cache there are 2 of them"), "{}", e.message());
+        }
+        assert_eq!(split_part("a/b-Q8_0-00002-of-00010.GGUF"), Some(("a/b-Q8_0", 2, 10)));
+        for no in ["b-00000-of-00002.gguf", "b-00003-of-00002.gguf", "-00001-of-00002.gguf", "b-1x-of-2.gguf", "b-00001-of-00002.bin", "b.gguf"] {
+            assert_eq!(split_part(no), None, "{no}");
+        }
     }
 
     #[test]

@@ -92,10 +92,10 @@ fn encode_path(p: &str) -> String {
 pub type OnProgress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 
 /// The local snapshot folder of `id`, downloading what is missing; for a GGUF repo (an id
-/// with `:quant`, or a repo with GGUF files and no safetensors), the one GGUF file
-/// `choose_gguf` picks, and only it is downloaded. `abort` is polled between chunks; an
-/// aborted or failed download changes no snapshot or ref (a partial
-/// `blobs/<etag>.incomplete` stays for the next try to resume).
+/// with `:quant`, or a repo with GGUF files and no safetensors), the path of the one GGUF file
+/// `choose_gguf` picks (a split file's first part), and only it (every part) is downloaded.
+/// `abort` is polled between chunks; an aborted or failed download changes no snapshot or ref
+/// (a partial `blobs/<etag>.incomplete` stays for the next try to resume).
 pub fn resolve(id: &HubId, kind: ModelKind, config: &Config, on_progress: OnProgress, abort: &dyn Fn() -> bool) -> Result<PathBuf> {
     let cache_dir = config
         .cache_dir
@@ -127,9 +127,9 @@ pub fn resolve(id: &HubId, kind: ModelKind, config: &Config, on_progress: OnProg
     let commit = info.sha.filter(|s| is_commit(s)).ok_or_else(|| HubError::failed(format!("{id}: {} sent no commit sha", config.endpoint)))?;
     let has_config = info.siblings.iter().any(|s| s.rfilename == "config.json");
     let names: Vec<&str> = info.siblings.iter().map(|s| s.rfilename.as_str()).collect();
-    let gguf = if kind == ModelKind::Lm && gguf_repo(id, &names) { Some(choose_gguf(id, &names, "in the repo")?.to_string()) } else { None };
+    let gguf = if kind == ModelKind::Lm && gguf_repo(id, &names) { Some(choose_gguf(id, &names, "in the repo")?) } else { None };
     let files: Vec<&Sibling> = match &gguf {
-        Some(name) => info.siblings.iter().filter(|s| &s.rfilename == name).collect(),
+        Some(parts) => info.siblings.iter().filter(|s| parts.contains(&s.rfilename.as_str())).collect(),
         None => info.siblings.iter().filter(|s| kind.wants(&s.rfilename)).collect(),
     };
     if let Some(bad) = files.iter().find(|f| !id::safe_repo_path(&f.rfilename)) {
@@ -170,7 +170,7 @@ pub fn resolve(id: &HubId, kind: ModelKind, config: &Config, on_progress: OnProg
     }
     cache.write_ref(&id.revision, &commit)?;
     Ok(match gguf {
-        Some(name) => snapshot.join(name),
+        Some(parts) => snapshot.join(parts[0]),
         None => snapshot,
     })
 }
@@ -184,7 +184,7 @@ fn gguf_repo(id: &HubId, names: &[&str]) -> bool {
 
 /// What the cache holds for `id`, if anything: the snapshot folder of its revision (with a
 /// `config.json`), or for a GGUF id (`gguf_repo`) the GGUF file `choose_gguf` picks among those
-/// cached.
+/// cached (a split file's first part, when all its parts are).
 fn cached_model(id: &HubId, cache: &RepoCache) -> Option<Result<PathBuf>> {
     let snapshot = cache.snapshot_dir(&cache.cached_commit(&id.revision)?);
     let mut names = Vec::new();
@@ -201,7 +201,7 @@ fn cached_model(id: &HubId, cache: &RepoCache) -> Option<Result<PathBuf>> {
     }
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     if gguf_repo(id, &refs) {
-        Some(choose_gguf(id, &refs, "in the cache").map(|f| snapshot.join(f)))
+        Some(choose_gguf(id, &refs, "in the cache").map(|parts| snapshot.join(parts[0])))
     } else {
         cache.cached_snapshot(&id.revision).map(Ok)
     }

@@ -4,19 +4,76 @@ use serde_json::{json, Map, Value};
 
 use super::file::{GgmlType, GgufFile, Meta, TensorInfo};
 use super::rope_freqs;
+use super::tokenizer::Spm;
 use crate::error::{LmError, Result};
 
-/// llama.cpp architectures that load, and the `model_type` each becomes.
-/// `permuted`: llama.cpp's converter reorders the q/k rows of these for its
-/// rotary layout; the loader puts them back.
-const ARCHS: &[(&str, &str, bool)] = &[
-    ("llama", "llama", true),
-    ("mistral", "mistral", true),
-    ("qwen2", "qwen2", false),
-    ("qwen3", "qwen3", false),
-    ("qwen3moe", "qwen3_moe", false),
-    ("gemma3", "gemma3_text", false),
-    ("phi3", "phi3", false),
+/// What sets one llama.cpp architecture apart: a row of `ARCHS`.
+pub struct Arch {
+    /// `general.architecture`, and the prefix of its metadata keys.
+    pub name: &'static str,
+    /// The MLX-LM `model_type` it loads as.
+    pub model_type: &'static str,
+    /// llama.cpp's converter reorders the q/k rows for its rotary layout; the
+    /// loader puts them back.
+    pub permuted: bool,
+    /// MLX-LM's name for `ffn_norm`, the norm before the MLP: Llama's second
+    /// norm, Gemma's third of four.
+    pub ffn_norm: &'static str,
+    /// Gemma's RMSNorm scales by `1 + weight` and llama.cpp's converter stores
+    /// `1 + weight`: the loader takes the 1 back off (in float32).
+    pub norm_shift: bool,
+    /// The dtype the model runs in when the caller names none (None: the
+    /// tensors' own). Gemma 3's activations outgrow float16, and llama.cpp's
+    /// CPU path runs it in float32.
+    pub default_dtype: Option<mlx::Dtype>,
+    /// `rope_theta` when the file has no `rope.freq_base` (MLX-LM's default
+    /// for the family; None: its own, 10000).
+    pub rope_theta: Option<f64>,
+    /// Phi-3: one q/k/v matrix (`attn_qkv`) and one gate/up matrix
+    /// (`ffn_up`), partially rotated heads, LongRoPE.
+    pub phi3: bool,
+    /// Gemma 3's layers: sliding-window ones between global ones (`gemma3`).
+    pub gemma3: bool,
+    /// How a SentencePiece vocabulary's text is prepared.
+    pub spm: Spm,
+}
+
+/// Llama's row, which the others differ from.
+const LLAMA: Arch = Arch {
+    name: "llama",
+    model_type: "llama",
+    permuted: true,
+    ffn_norm: "post_attention_layernorm",
+    norm_shift: false,
+    default_dtype: None,
+    rope_theta: None,
+    phi3: false,
+    gemma3: false,
+    spm: Spm::Llama,
+};
+
+/// The llama.cpp architectures that load.
+const ARCHS: &[Arch] = &[
+    LLAMA,
+    Arch { name: "mistral", model_type: "mistral", ..LLAMA },
+    Arch { name: "qwen2", model_type: "qwen2", permuted: false, ..LLAMA },
+    Arch { name: "qwen3", model_type: "qwen3", permuted: false, rope_theta: Some(1e6), ..LLAMA },
+    Arch { name: "qwen3moe", model_type: "qwen3_moe", permuted: false, ..LLAMA },
+    Arch {
+        name: "gemma3",
+        model_type: "gemma3_text",
+        permuted: false,
+        ffn_norm: "pre_feedforward_layernorm",
+        norm_shift: true,
+        default_dtype: Some(mlx::Dtype::Float32),
+        rope_theta: Some(1e6),
+        gemma3: true,
+        spm: Spm::Gemma,
+        ..LLAMA
+    },
+    Arch { name: "phi3", model_type: "phi3", permuted: false, phi3: true, spm: Spm::Phi3, ..LLAMA },
+    // RoPE off in every 4th layer: llama.cpp's fixed step, MLX-LM's default `no_rope_layer_interval`.
+    Arch { name: "smollm3", model_type: "smollm3", ..LLAMA },
 ];
 
 /// Phi-3's LongRoPE factors, which llama.cpp's converter writes as tensors.
@@ -27,27 +84,6 @@ pub fn is_config_tensor(name: &str) -> bool {
     name == rope_freqs::NAME || ROPE_FACTORS.contains(&name)
 }
 
-pub struct Arch {
-    pub name: String,
-    pub model_type: &'static str,
-    pub permuted: bool,
-}
-
-impl Arch {
-    /// Gemma's RMSNorm scales by `1 + weight`; llama.cpp's converter stores
-    /// `1 + weight`, so the loader takes the 1 back off (in float32).
-    pub fn norm_shift(&self) -> bool {
-        self.name == "gemma3"
-    }
-
-    /// The dtype the model runs in when the caller names none: Gemma 3's
-    /// activations outgrow float16 (llama.cpp's CPU path runs float32), so
-    /// float32; others take the tensors' own.
-    pub fn default_dtype(&self) -> Option<mlx::Dtype> {
-        (self.name == "gemma3").then_some(mlx::Dtype::Float32)
-    }
-}
-
 fn unsupported(file: &GgufFile, what: String) -> LmError {
     LmError::UnsupportedModel(format!("{}: {what}", file.path.display()))
 }
@@ -56,19 +92,16 @@ fn invalid(file: &GgufFile, what: String) -> LmError {
     LmError::InvalidWeights(format!("{}: {what}", file.path.display()))
 }
 
-pub fn arch(file: &GgufFile) -> Result<Arch> {
+pub fn arch(file: &GgufFile) -> Result<&'static Arch> {
     let name = file.get("general.architecture").and_then(Meta::as_str).ok_or_else(|| invalid(file, "missing general.architecture".into()))?;
-    let (_, model_type, permuted) = ARCHS.iter().find(|a| a.0 == name).ok_or_else(|| {
-        let known: Vec<_> = ARCHS.iter().map(|a| a.0).collect();
+    ARCHS.iter().find(|a| a.name == name).ok_or_else(|| {
+        let known: Vec<_> = ARCHS.iter().map(|a| a.name).collect();
         unsupported(file, format!("GGUF architecture \"{name}\" is not supported; supported: {}", known.join(", ")))
-    })?;
-    Ok(Arch { name: name.to_string(), model_type, permuted: *permuted })
+    })
 }
 
 /// MLX-LM's name for a GGUF tensor (`blk.3.attn_q.weight` ->
 /// `model.layers.3.self_attn.q_proj.weight`); None for names it has no use for.
-/// `ffn_norm` is the norm before the MLP: Llama's second norm, Gemma's third
-/// of four.
 pub fn mlx_name(name: &str, arch: &Arch) -> Option<String> {
     let (base, suffix) = name.rsplit_once('.')?;
     if !matches!(suffix, "weight" | "bias" | "scales" | "biases") {
@@ -84,13 +117,12 @@ pub fn mlx_name(name: &str, arch: &Arch) -> Option<String> {
             let layer: u32 = layer.parse().ok()?;
             let part = match part {
                 "attn_norm" => "input_layernorm",
-                "ffn_norm" if arch.name == "gemma3" => "pre_feedforward_layernorm",
-                "ffn_norm" => "post_attention_layernorm",
+                "ffn_norm" => arch.ffn_norm,
                 "post_attention_norm" => "post_attention_layernorm",
                 "post_ffw_norm" => "post_feedforward_layernorm",
                 "attn_q" => "self_attn.q_proj",
                 "attn_qkv" => "self_attn.qkv_proj",
-                "ffn_up" if arch.name == "phi3" => "mlp.gate_up_proj",
+                "ffn_up" if arch.phi3 => "mlp.gate_up_proj",
                 "attn_k" => "self_attn.k_proj",
                 "attn_v" => "self_attn.v_proj",
                 "attn_output" => "self_attn.o_proj",
@@ -148,7 +180,7 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
     }
     let rot = int("rope.dimension_count")?.unwrap_or(head_dim);
     let partial = rot != head_dim;
-    if partial && (arch.name != "phi3" || rot > head_dim) {
+    if partial && (!arch.phi3 || rot > head_dim) {
         return Err(unsupported(file, format!("partial rotary embeddings ({rot} of {head_dim} dimensions) are not supported")));
     }
     let eps =
@@ -181,10 +213,10 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
     }
     if let Some(theta) = float("rope.freq_base")? {
         c.insert("rope_theta".into(), json!(theta));
-    } else if matches!(arch.model_type, "qwen3" | "gemma3_text") {
-        c.insert("rope_theta".into(), json!(1_000_000.0));
+    } else if let Some(theta) = arch.rope_theta {
+        c.insert("rope_theta".into(), json!(theta));
     }
-    if arch.name == "gemma3" {
+    if arch.gemma3 {
         gemma3(&mut c, int("attention.sliding_window")?, layers, hidden, heads, head_dim);
     }
     if let Some(n) = int("context_length")? {
@@ -200,7 +232,8 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
     }
     c.insert("tie_word_embeddings".into(), json!(file.tensor("output.weight").is_none()));
     let has = |n: &str| file.tensor(n).is_some();
-    if arch.model_type == "llama" || arch.model_type == "mistral" {
+    // The Llama-derived families (those llama.cpp permutes) take these from their config.
+    if arch.permuted {
         c.insert("attention_bias".into(), json!(has("blk.0.attn_q.bias")));
         c.insert("mlp_bias".into(), json!(has("blk.0.ffn_up.bias")));
     }
@@ -215,11 +248,10 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
         // Phi-4-mini: 96 of 128.
         c.insert("partial_rotary_factor".into(), json!(rot as f64 / head_dim as f64));
     }
-    if arch.name == "phi3" {
+    if arch.phi3 {
         long_rope(file, &mut c, rot, &key("rope.scaling.original_context_length"))?;
     }
-    let fused = arch.name == "phi3";
-    check_shapes(file, hidden, layers, ff, heads * head_dim, kv_heads * head_dim, (head_dim, rot), vocab, (experts, moe_ff), fused)?;
+    check_shapes(file, hidden, layers, ff, heads * head_dim, kv_heads * head_dim, (head_dim, rot), vocab, (experts, moe_ff), arch.phi3)?;
     if let Some(t) = file.tensor(rope_freqs::NAME) {
         if c.contains_key("rope_scaling") {
             return Err(unsupported(file, format!("{} beside rope scaling \"linear\"", rope_freqs::NAME)));

@@ -136,14 +136,19 @@ pub struct TensorInfo {
     /// Dimensions in MLX's order (the file stores them innermost first).
     pub shape: Vec<i64>,
     pub ggml_type: GgmlType,
-    /// Absolute offset of the data in the file.
+    /// Which of the file's parts holds it (0 unless the file is split: `split`).
+    pub part: usize,
+    /// Absolute offset of the data in its part.
     pub offset: u64,
     pub nbytes: u64,
 }
 
 #[derive(Debug)]
 pub struct GgufFile {
+    /// The path loaded (a split file's first part).
     pub path: PathBuf,
+    /// Every part's path, in order (just `path` unless the file is split).
+    pub parts: Vec<PathBuf>,
     pub version: u32,
     pub metadata: HashMap<String, Meta>,
     pub tensors: Vec<TensorInfo>,
@@ -233,96 +238,110 @@ impl Reader<'_> {
     }
 }
 
-impl GgufFile {
-    /// Reads and checks the header of `path`: magic, version, every metadata
-    /// value and tensor entry, and that each tensor's data lies inside the file.
-    pub fn open(path: &Path) -> Result<GgufFile> {
-        let file = std::fs::File::open(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => LmError::ModelNotFound(format!("{} does not exist", path.display())),
-            _ => LmError::ModelNotFound(format!("cannot read {}: {e}", path.display())),
-        })?;
-        let len = file.metadata().map_err(|e| LmError::InvalidWeights(format!("cannot read {}: {e}", path.display())))?.len();
-        let mut r = Reader { inner: BufReader::with_capacity(1 << 20, file), pos: 0, len, path };
-        let magic: [u8; 4] = r.fixed("the magic number")?;
-        if &magic != MAGIC {
-            return Err(r.bad(format!("it starts with {magic:02x?}, not the GGUF magic \"GGUF\"")));
-        }
-        let version = r.u32("the version")?;
-        if !(2..=3).contains(&version) {
-            return Err(r.bad(format!("version {version} is not supported (2 and 3 are)")));
-        }
-        let n_tensors = r.u64("the tensor count")?;
-        let n_kv = r.u64("the metadata count")?;
-        // Each entry takes more than 8 bytes; larger counts cannot be true.
-        if n_tensors > len / 8 || n_kv > len / 8 {
-            return Err(r.bad(format!("it claims {n_tensors} tensors and {n_kv} metadata entries, more than its {len} bytes can hold")));
-        }
-        let mut metadata = HashMap::with_capacity(n_kv as usize);
-        for _ in 0..n_kv {
-            let key = r.string("a metadata key")?;
-            let t = r.u32(&key)?;
-            let v = r.value(t, &key, 0)?;
-            metadata.insert(key, v);
-        }
-        let mut entries = Vec::with_capacity(n_tensors as usize);
-        for _ in 0..n_tensors {
-            let name = r.string("a tensor name")?;
-            let n_dims = r.u32(&name)?;
-            if n_dims == 0 || n_dims > MAX_DIMS {
-                return Err(r.bad(format!("tensor \"{name}\" has {n_dims} dimensions (1 to {MAX_DIMS} allowed)")));
-            }
-            let mut dims = Vec::with_capacity(n_dims as usize);
-            for _ in 0..n_dims {
-                dims.push(r.u64(&name)?);
-            }
-            let ggml_type = GgmlType(r.u32(&name)?);
-            let offset = r.u64(&name)?;
-            entries.push((name, dims, ggml_type, offset));
-        }
-        let alignment = match metadata.get("general.alignment") {
-            None => 32,
-            Some(v) => match v.as_u64() {
-                Some(a) if a > 0 && a.is_power_of_two() && a <= 1 << 16 => a,
-                _ => return Err(r.bad(format!("general.alignment {v:?} is not a power of two"))),
-            },
-        };
-        let data_start = r.pos.div_ceil(alignment) * alignment;
-        let mut tensors = Vec::with_capacity(entries.len());
-        let mut seen = std::collections::HashSet::new();
-        for (name, dims, ggml_type, rel) in entries {
-            if !seen.insert(name.clone()) {
-                return Err(r.bad(format!("tensor \"{name}\" appears twice")));
-            }
-            let (_, _, block, block_bytes) =
-                *ggml_type.entry().ok_or_else(|| r.bad(format!("tensor \"{name}\" has unknown ggml type {}", ggml_type.0)))?;
-            let mut count: u64 = 1;
-            for &d in &dims {
-                if d == 0 || d > i32::MAX as u64 {
-                    return Err(r.bad(format!("tensor \"{name}\" has a dimension of {d}")));
-                }
-                count = count.checked_mul(d).ok_or_else(|| r.bad(format!("tensor \"{name}\" is too large")))?;
-            }
-            if dims[0] % block != 0 {
-                return Err(r.bad(format!(
-                    "tensor \"{name}\" has rows of {} values, not a multiple of its {} block of {block}",
-                    dims[0],
-                    ggml_type.name()
-                )));
-            }
-            let nbytes = count / block * block_bytes;
-            let offset = data_start.checked_add(rel).ok_or_else(|| r.bad(format!("tensor \"{name}\" has an invalid offset")))?;
-            if rel % alignment != 0 {
-                return Err(r.bad(format!("tensor \"{name}\" is not aligned to {alignment} bytes")));
-            }
-            if offset > len || nbytes > len - offset {
-                return Err(r.bad(format!("the data of tensor \"{name}\" runs past the end of the file (truncated?)")));
-            }
-            let shape = dims.iter().rev().map(|&d| d as i64).collect();
-            tensors.push(TensorInfo { name, shape, ggml_type, offset, nbytes });
-        }
-        Ok(GgufFile { path: path.to_path_buf(), version, metadata, tensors })
-    }
+/// What one file's header holds: version, metadata and tensor table.
+pub(super) type Header = (u32, HashMap<String, Meta>, Vec<TensorInfo>);
 
+impl GgufFile {
+    /// Reads and checks the header of `path` (`read_header`), and of each other part when it
+    /// is the first part of a split file (`split::join`).
+    pub fn open(path: &Path) -> Result<GgufFile> {
+        let (version, metadata, tensors) = read_header(path, 0)?;
+        let mut file = GgufFile { path: path.to_path_buf(), parts: vec![path.to_path_buf()], version, metadata, tensors };
+        super::split::join(&mut file)?;
+        Ok(file)
+    }
+}
+
+/// Reads and checks the header of `path`, part `part` of its file: magic, version, every
+/// metadata value and tensor entry, and that each tensor's data lies inside the file.
+pub(super) fn read_header(path: &Path, part: usize) -> Result<Header> {
+    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => LmError::ModelNotFound(format!("{} does not exist", path.display())),
+        _ => LmError::ModelNotFound(format!("cannot read {}: {e}", path.display())),
+    })?;
+    let len = file.metadata().map_err(|e| LmError::InvalidWeights(format!("cannot read {}: {e}", path.display())))?.len();
+    let mut r = Reader { inner: BufReader::with_capacity(1 << 20, file), pos: 0, len, path };
+    let magic: [u8; 4] = r.fixed("the magic number")?;
+    if &magic != MAGIC {
+        return Err(r.bad(format!("it starts with {magic:02x?}, not the GGUF magic \"GGUF\"")));
+    }
+    let version = r.u32("the version")?;
+    if !(2..=3).contains(&version) {
+        return Err(r.bad(format!("version {version} is not supported (2 and 3 are)")));
+    }
+    let n_tensors = r.u64("the tensor count")?;
+    let n_kv = r.u64("the metadata count")?;
+    // Each entry takes more than 8 bytes; larger counts cannot be true.
+    if n_tensors > len / 8 || n_kv > len / 8 {
+        return Err(r.bad(format!("it claims {n_tensors} tensors and {n_kv} metadata entries, more than its {len} bytes can hold")));
+    }
+    let mut metadata = HashMap::with_capacity(n_kv as usize);
+    for _ in 0..n_kv {
+        let key = r.string("a metadata key")?;
+        let t = r.u32(&key)?;
+        let v = r.value(t, &key, 0)?;
+        metadata.insert(key, v);
+    }
+    let mut entries = Vec::with_capacity(n_tensors as usize);
+    for _ in 0..n_tensors {
+        let name = r.string("a tensor name")?;
+        let n_dims = r.u32(&name)?;
+        if n_dims == 0 || n_dims > MAX_DIMS {
+            return Err(r.bad(format!("tensor \"{name}\" has {n_dims} dimensions (1 to {MAX_DIMS} allowed)")));
+        }
+        let mut dims = Vec::with_capacity(n_dims as usize);
+        for _ in 0..n_dims {
+            dims.push(r.u64(&name)?);
+        }
+        let ggml_type = GgmlType(r.u32(&name)?);
+        let offset = r.u64(&name)?;
+        entries.push((name, dims, ggml_type, offset));
+    }
+    let alignment = match metadata.get("general.alignment") {
+        None => 32,
+        Some(v) => match v.as_u64() {
+            Some(a) if a > 0 && a.is_power_of_two() && a <= 1 << 16 => a,
+            _ => return Err(r.bad(format!("general.alignment {v:?} is not a power of two"))),
+        },
+    };
+    let data_start = r.pos.div_ceil(alignment) * alignment;
+    let mut tensors = Vec::with_capacity(entries.len());
+    let mut seen = std::collections::HashSet::new();
+    for (name, dims, ggml_type, rel) in entries {
+        if !seen.insert(name.clone()) {
+            return Err(r.bad(format!("tensor \"{name}\" appears twice")));
+        }
+        let (_, _, block, block_bytes) =
+            *ggml_type.entry().ok_or_else(|| r.bad(format!("tensor \"{name}\" has unknown ggml type {}", ggml_type.0)))?;
+        let mut count: u64 = 1;
+        for &d in &dims {
+            if d == 0 || d > i32::MAX as u64 {
+                return Err(r.bad(format!("tensor \"{name}\" has a dimension of {d}")));
+            }
+            count = count.checked_mul(d).ok_or_else(|| r.bad(format!("tensor \"{name}\" is too large")))?;
+        }
+        if dims[0] % block != 0 {
+            return Err(r.bad(format!(
+                "tensor \"{name}\" has rows of {} values, not a multiple of its {} block of {block}",
+                dims[0],
+                ggml_type.name()
+            )));
+        }
+        let nbytes = count / block * block_bytes;
+        let offset = data_start.checked_add(rel).ok_or_else(|| r.bad(format!("tensor \"{name}\" has an invalid offset")))?;
+        if rel % alignment != 0 {
+            return Err(r.bad(format!("tensor \"{name}\" is not aligned to {alignment} bytes")));
+        }
+        if offset > len || nbytes > len - offset {
+            return Err(r.bad(format!("the data of tensor \"{name}\" runs past the end of the file (truncated?)")));
+        }
+        let shape = dims.iter().rev().map(|&d| d as i64).collect();
+        tensors.push(TensorInfo { name, shape, ggml_type, part, offset, nbytes });
+    }
+    Ok((version, metadata, tensors))
+}
+
+impl GgufFile {
     pub fn get(&self, key: &str) -> Option<&Meta> {
         self.metadata.get(key)
     }
@@ -333,10 +352,11 @@ impl GgufFile {
 
     /// The raw bytes of one tensor.
     pub fn read_tensor(&self, t: &TensorInfo) -> Result<Vec<u8>> {
-        let mut f = std::fs::File::open(&self.path).map_err(|e| LmError::InvalidWeights(format!("cannot read {}: {e}", self.path.display())))?;
-        f.seek(SeekFrom::Start(t.offset)).map_err(|e| LmError::InvalidWeights(format!("cannot read {}: {e}", self.path.display())))?;
+        let path = &self.parts[t.part];
+        let mut f = std::fs::File::open(path).map_err(|e| LmError::InvalidWeights(format!("cannot read {}: {e}", path.display())))?;
+        f.seek(SeekFrom::Start(t.offset)).map_err(|e| LmError::InvalidWeights(format!("cannot read {}: {e}", path.display())))?;
         let mut buf = vec![0u8; t.nbytes as usize];
-        f.read_exact(&mut buf).map_err(|e| LmError::InvalidWeights(format!("cannot read tensor \"{}\" of {}: {e}", t.name, self.path.display())))?;
+        f.read_exact(&mut buf).map_err(|e| LmError::InvalidWeights(format!("cannot read tensor \"{}\" of {}: {e}", t.name, path.display())))?;
         Ok(buf)
     }
 

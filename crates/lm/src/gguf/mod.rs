@@ -4,13 +4,15 @@
 //! tensor here (`kquants`, `iquants`, `blocks32`). The header is read and
 //! checked here first (`file`), the config and tokenizer are rebuilt from its
 //! metadata (`config`, `tokenizer`), and the tensors, renamed to MLX-LM's
-//! names, go to the same family constructors as a model folder's.
+//! names, go to the same family constructors as a model folder's. A file split in
+//! parts (`split`) loads by its first part's path.
 mod blocks32;
 mod config;
 mod file;
 mod iquants;
 mod kquants;
 mod rope_freqs;
+mod split;
 mod tokenizer;
 
 use std::collections::HashMap;
@@ -43,7 +45,10 @@ pub fn load(path: &Path, options: &LoadOptions, progress: &mut dyn FnMut(f64)) -
     // The tokenizer is built beside the tensors (a large vocab takes about half a second); its
     // errors still come first, then the config's, then the tensors'.
     let what = format!("{}: building the tokenizer", path.display());
-    let (tokenizer, model) = crate::models::beside(&what, || tokenizer::tokenizer(&file), || load_model(path, &file, &arch, options, progress));
+    // The end-of-generation ids go to both (the config's eos_token_id, as MLX-LM reads it).
+    let eos = tokenizer::eos_ids(&file)?;
+    let (tokenizer, model) =
+        crate::models::beside(&what, || tokenizer::tokenizer(&file, arch, eos.clone()), || load_model(path, &file, arch, &eos, options, progress));
     let tokenizer = tokenizer?;
     Ok((model?, tokenizer))
 }
@@ -53,23 +58,24 @@ fn load_model(
     path: &Path,
     file: &GgufFile,
     arch: &config::Arch,
+    eos: &[u32],
     options: &LoadOptions,
     progress: &mut dyn FnMut(f64),
 ) -> Result<Box<dyn LanguageModel>> {
-    let raw = config::config(file, arch, &tokenizer::eos_ids(file)?)?;
+    let raw = config::config(file, arch, eos)?;
     let config = ModelConfig::from_value(raw, path)?;
     let family = registry::family(&config.model_type).ok_or_else(|| LmError::UnsupportedModel(config.model_type.clone()))?;
 
     // Stacked experts are read here whatever their type (in the form MLX's reader gives matrices).
     let here = file.tensors.iter().any(|t| read_here(t.ggml_type) || (t.shape.len() == 3 && blocks32::is_block32(t.ggml_type)));
-    let mut tensors = if here { read_each(file, arch)? } else { read_with_mlx(path, file, arch)? };
+    let mut tensors = if here { read_each(file, arch)? } else { read_with_mlx(file, arch)? };
     if arch.permuted {
         unpermute_qk(&mut tensors, &config).map_err(|e| LmError::Mlx(e.message))?;
     }
-    if arch.norm_shift() {
+    if arch.norm_shift {
         unshift_norms(&mut tensors).map_err(|e| LmError::Mlx(e.message))?;
     }
-    let dtype = options.dtype.or(arch.default_dtype());
+    let dtype = options.dtype.or(arch.default_dtype);
     let mut weights = Weights::from_tensors(tensors, path, dtype, None)
         .with_precision(options.precision_for(&config))
         .with_shard(registry::shard_for(family, options)?);
@@ -87,14 +93,17 @@ fn unshift_norms(tensors: &mut HashMap<String, Array>) -> mlx::Result<()> {
 }
 
 /// Every tensor through MLX's GGUF reader (Q4_0, Q4_1 and Q8_0 as MLX maps
-/// them), under MLX-LM's names.
-fn read_with_mlx(path: &Path, file: &GgufFile, arch: &config::Arch) -> Result<HashMap<String, Array>> {
-    let loaded = mlx::io::load_gguf(path).map_err(|e| LmError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
-    let mut tensors = HashMap::with_capacity(loaded.len());
-    for (name, a) in loaded.into_iter().filter(|(name, _)| !config::is_config_tensor(name)) {
-        let mlx = config::mlx_name(&name, arch)
-            .ok_or_else(|| LmError::UnsupportedModel(format!("{}: tensor \"{name}\" is not part of the models this loader knows", path.display())))?;
-        tensors.insert(mlx, a);
+/// them), part by part, under MLX-LM's names.
+fn read_with_mlx(file: &GgufFile, arch: &config::Arch) -> Result<HashMap<String, Array>> {
+    let mut tensors = HashMap::with_capacity(file.tensors.len());
+    for path in &file.parts {
+        let loaded = mlx::io::load_gguf(path).map_err(|e| LmError::InvalidWeights(format!("{}: {}", path.display(), e.message)))?;
+        for (name, a) in loaded.into_iter().filter(|(name, _)| !config::is_config_tensor(name)) {
+            let mlx = config::mlx_name(&name, arch).ok_or_else(|| {
+                LmError::UnsupportedModel(format!("{}: tensor \"{name}\" is not part of the models this loader knows", path.display()))
+            })?;
+            tensors.insert(mlx, a);
+        }
     }
     // MLX's reader turns BF16 into float16; keep it as stored.
     for t in file.tensors.iter().filter(|t| t.ggml_type == GgmlType::BF16) {

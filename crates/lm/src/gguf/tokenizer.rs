@@ -10,6 +10,7 @@
 //! they do with the original tokenizer.
 use serde_json::{json, Value};
 
+use super::config::Arch;
 use super::file::{GgufFile, Meta};
 use crate::error::{LmError, Result};
 use crate::tokenizer::{byte_level, ChatTemplateSource, Tokenizer, TokenizerConfig};
@@ -112,7 +113,8 @@ pub fn eos_ids(file: &GgufFile) -> Result<Vec<u32>> {
     Ok(ids)
 }
 
-pub fn tokenizer(file: &GgufFile) -> Result<Tokenizer> {
+/// The tokenizer of `file`, an `arch` file, which ends generation on `eos` (`eos_ids`).
+pub fn tokenizer(file: &GgufFile, arch: &Arch, eos: Vec<u32>) -> Result<Tokenizer> {
     let model = file.get("tokenizer.ggml.model").and_then(Meta::as_str).ok_or_else(|| bad(file, "missing tokenizer.ggml.model".into()))?;
     let tokens = strings(file, "tokenizer.ggml.tokens")?.ok_or_else(|| bad(file, "missing tokenizer.ggml.tokens".into()))?;
     let n = tokens.len();
@@ -125,14 +127,7 @@ pub fn tokenizer(file: &GgufFile) -> Result<Tokenizer> {
     };
     let json = match model {
         "gpt2" => bpe_json(file, &tokens, &types)?,
-        "llama" => {
-            let flavor = match file.get("general.architecture").and_then(Meta::as_str) {
-                Some("gemma3") => Spm::Gemma,
-                Some("phi3") => Spm::Phi3,
-                _ => Spm::Llama,
-            };
-            spm_json(file, &tokens, &types, flavor)?
-        }
+        "llama" => spm_json(file, &tokens, &types, arch.spm)?,
         other => {
             return Err(LmError::UnsupportedModel(format!(
                 "{}: tokenizer.ggml.model \"{other}\" is not supported (supported: gpt2, llama)",
@@ -160,7 +155,7 @@ pub fn tokenizer(file: &GgufFile) -> Result<Tokenizer> {
     let bytes = serde_json::to_vec(&json).map_err(|e| bad(file, format!("could not build its tokenizer: {e}")))?;
     let origin = format!("{} (tokenizer.chat_template)", file.path.display());
     let mut tok = Tokenizer::from_parts(&bytes, &file.path, config, &file.path, origin)?;
-    tok.add_eos_token_ids(eos_ids(file)?);
+    tok.add_eos_token_ids(eos);
     Ok(tok)
 }
 
@@ -281,7 +276,7 @@ fn spm_json(file: &GgufFile, tokens: &[&str], types: &[u64], flavor: Spm) -> Res
 
 /// How a SentencePiece vocabulary's text is prepared, by architecture.
 #[derive(Clone, Copy, PartialEq)]
-enum Spm {
+pub enum Spm {
     /// transformers' Llama tokenizer: Metaspace, a prefix space on the first piece.
     Llama,
     /// Gemma: no prefix space, spaces normalized to `\u{2581}`, and two repairs
