@@ -47,7 +47,7 @@ async function gguf(name) {
 }
 
 const cases = [];
-const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'llama3-f32', 'gemma3-q4_0', 'phi3-q8_0', 'qwen3-q4_0-split', 'qwen3-q4_k_m-split', 'smollm3-q8_0'];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'llama3-f32', 'gemma3-q4_0', 'phi3-q8_0', 'qwen3-q4_0-split', 'qwen3-q4_k_m-split', 'smollm3-q8_0', 'gpt-oss-mxfp4'];
 for (const v of variants) {
   cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
@@ -147,6 +147,8 @@ test('model info describes the GGUF model', async () => {
     // Gemma 3 runs in float32 unless told otherwise (its activations outgrow float16).
     'gemma3-q4_0': { modelType: 'gemma3_text', numLayers: 6, vocabSize: 262144, dtype: 'float32', quantization: { bits: 4, groupSize: 32, mode: 'affine' } },
     'phi3-q8_0': { modelType: 'phi3', vocabSize: 1001, contextLength: 131072, quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
+    // Q8_0 attention, embedding and output (18 tensors) over MXFP4 experts (12).
+    'gpt-oss-mxfp4': { modelType: 'gpt_oss', numLayers: 4, contextLength: 131072, quantization: { bits: 8, groupSize: 32, mode: 'affine' } },
   };
   for (const [n, want] of Object.entries(expect)) {
     const info = (await gguf(n)).info;
@@ -188,9 +190,9 @@ async function assertSameRun(fileSpec, folderSpec, input, options) {
   }
 }
 
-// Fast precision has no reference but exact: a K-quant file and the folder converted from it hold
+// Fast precision has no reference but exact: a K-quant (or MXFP4) file and the folder converted from it hold
 // the same arrays, so fast runs on both give the same tokens and log-probabilities, bit for bit.
-for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m']) {
+for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'gpt-oss-mxfp4']) {
   test(`a K-quant GGUF in fast precision equals its converted folder in fast precision (${name})`, async () => {
     const f = index.fixtures[name];
     const fast = { precision: 'fast' };
@@ -203,6 +205,10 @@ for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4
 // scaling, the low-frequency dimensions would turn 8 times faster and the log-probabilities differ.
 test('a Llama 3.1-scaled GGUF (rope_freqs.weight) equals the folder it was written from', async () => {
   await assertSameRun([index.fixtures['llama3-f32'].gguf], [fixturePath('llama-f32')], [5, 17, 99, 3, 250, 41], { maxTokens: 40, topLogprobs: 3 });
+});
+
+test('YaRN with a llama.cpp attention factor MLX-LM has no place for is UNSUPPORTED_MODEL', async () => {
+  await expectReject(() => loadModel(path.join(index.dir, 'yarn-attn-factor.gguf')), 'UNSUPPORTED_MODEL', /qwen3\.rope\.scaling\.yarn_attn_factor 2 is not supported/);
 });
 
 test('rope_freqs.weight that no Llama 3 scaling gives is UNSUPPORTED_MODEL', async () => {
@@ -283,7 +289,7 @@ test('a K-quant that is not a matrix (a norm stored as Q4_K) is INVALID_WEIGHTS'
 
 test('GGUF files this loader does not support are refused with UNSUPPORTED_MODEL naming what', async () => {
   await expectReject(() => loadModel(path.join(index.dir, 'arch-falcon.gguf')), 'UNSUPPORTED_MODEL', /architecture "falcon"/);
-  await expectReject(() => loadModel(path.join(index.dir, 'type-iq3_xxs.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as IQ3_XXS, which mlx-node cannot load \(supported: .*Q5_0, Q5_1.*Q2_K, Q3_K.*Q6_K, IQ4_NL, IQ4_XS\)/);
+  await expectReject(() => loadModel(path.join(index.dir, 'type-iq3_xxs.gguf')), 'UNSUPPORTED_MODEL', /blk\.1\.ffn_up\.weight" is stored as IQ3_XXS, which mlx-node cannot load \(supported: .*Q5_0, Q5_1.*Q2_K, Q3_K.*Q6_K, IQ4_NL, IQ4_XS, MXFP4\)/);
   await expectReject(() => loadModel(path.join(index.dir, 'pre-jais.gguf')), 'UNSUPPORTED_MODEL', /pre-tokenizer "jais"/);
 });
 

@@ -50,7 +50,9 @@ def gguf_name(name, arch=None):
     if name.startswith("model.layers."):
         _, _, layer, *rest = name.split(".")
         module, field = ".".join(rest[:-1]), rest[-1]
-        extra = gguf_to_mlx.GEMMA3_NORMS if arch == "gemma3" else gguf_to_mlx.PHI3_NAMES if arch == "phi3" else {}
+        if module == "self_attn" and field == "sinks":
+            return f"blk.{layer}.attn_sinks.weight"  # GptOssModel.filter_tensors adds the ".weight"
+        extra = {"gemma3": gguf_to_mlx.GEMMA3_NORMS, "phi3": gguf_to_mlx.PHI3_NAMES, "gpt-oss": gguf_to_mlx.GPT_OSS_NAMES}.get(arch, {})
         names = dict(NAMES, **{v: k for k, v in extra.items()})
         return f"blk.{layer}.{names[module]}.{field}"
     module, field = name.rsplit(".", 1)
@@ -112,9 +114,21 @@ def add_hparams(w, config, arch_override=None):
         w.add_expert_count(config["num_experts"])
         w.add_expert_used_count(config["num_experts_per_tok"])
         w.add_expert_feed_forward_length(config["moe_intermediate_size"])
+    if config.get("num_local_experts"):  # GPT-OSS (GptOssModel): its MLP is the experts
+        w.add_expert_count(config["num_local_experts"])
+        w.add_expert_used_count(config["num_experts_per_tok"])
+        w.add_expert_feed_forward_length(config["intermediate_size"])
+        w.add_sliding_window(config["sliding_window"])
     scaling = config.get("rope_scaling")
-    if scaling and scaling.get("rope_type") != "llama3":  # llama3: rope_freqs.weight (write_typed)
-        assert scaling["type"] == "linear", scaling
+    kind = scaling and (scaling.get("rope_type") or scaling.get("type"))
+    if kind == "yarn":
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(scaling["factor"])
+        w.add_rope_scaling_orig_ctx_len(scaling["original_max_position_embeddings"])
+        w.add_rope_scaling_yarn_beta_fast(scaling["beta_fast"])
+        w.add_rope_scaling_yarn_beta_slow(scaling["beta_slow"])
+    elif scaling and kind != "llama3":  # llama3: rope_freqs.weight (write_typed)
+        assert kind == "linear", scaling
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(scaling["factor"])
 
@@ -396,6 +410,34 @@ KQUANT_VARIANTS = [
 ]
 
 
+def write_gpt_oss(fixtures_dir, out):
+    """GPT-OSS (the text fixtures' config: YaRN, a sliding window of 8 so the rotating caches
+    wrap, 8 experts) as llama.cpp's GptOssModel writes it: the experts MXFP4 (gate and up apart)
+    with F32 biases, the sinks, router and norms F32, the rest Q8_0."""
+    import fixtures as text_fixtures
+    from mlx.utils import tree_flatten
+
+    src = fixtures_dir / "qwen3-f32"
+    config = dict(text_fixtures.GPT_OSS, max_position_embeddings=131072)
+    model = text_fixtures.build_model(config, 53)
+    weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters())}
+    tokens, types, merges, ids, tc = vocab_metadata(src, config["vocab_size"])
+    w = gguf.GGUFWriter(str(out), "gpt-oss")
+    add_hparams(w, config)
+    add_tokenizer(w, tokens, types, merges, "qwen2", {"eos": ids[tc["eos_token"]]}, False, tc.get("chat_template"))
+
+    def type_of(name, a):
+        if a.ndim == 1 or name.endswith((".bias", "sinks")) or ".router." in name:
+            return T.F32
+        return T.MXFP4 if ".experts." in name else T.Q8_0
+    write_typed(w, config, weights, "gpt-oss", type_of)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return config
+
+
 def write_kquant_variant(fixtures_dir, out, layout, seed, arch, extra, split=None):
     """Qwen3 (with `extra` in its config) at widths K-quants take, its 2-D and 3-D tensors typed
     by `layout`; `split` as in `write_variant`."""
@@ -611,24 +653,27 @@ def check_config(name, source, converted):
     """The config converted back from the GGUF must say what the source folder says."""
     keys = ["hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads",
             "rms_norm_eps", "rope_theta", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
-            "num_experts", "num_experts_per_tok", "moe_intermediate_size", "mlp_only_layers", "norm_topk_prob",
+            "num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size", "mlp_only_layers", "norm_topk_prob",
             "head_dim", "query_pre_attn_scalar", "sliding_window", "sliding_window_pattern", "rope_local_base_freq",
             "partial_rotary_factor", "original_max_position_embeddings"]
     for k in keys:
         if k in source and source[k] != converted.get(k):
             raise SystemExit(f"{name}: {k} is {converted.get(k)} after the round trip, {source[k]} in the source")
     def rounded(scaling):
-        # LongRoPE factors come back as the float32 tensors the converter wrote.
-        return scaling and {k: (np.float32(v).tolist() if k.endswith("_factor") and isinstance(v, list) else v) for k, v in scaling.items()}
+        # LongRoPE factors come back as the float32 tensors the converter wrote; YaRN's `truncate`
+        # (transformers' alone: llama.cpp and MLX-LM do not read it) has no GGUF key.
+        return scaling and {k: (np.float32(v).tolist() if k.endswith("_factor") and isinstance(v, list) else v)
+                            for k, v in scaling.items() if k != "truncate"}
     if rounded(source.get("rope_scaling")) != rounded(converted.get("rope_scaling")):
         raise SystemExit(f"{name}: rope_scaling {converted.get('rope_scaling')} != {source.get('rope_scaling')}")
 
 
 def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type=None, kquants=False, k_norm=False,
-         rope_freqs=False, vocab_dir=None):
+         rope_freqs=False, vocab_dir=None, yarn_attn_factor=None):
     """A small GGUF (byte vocabulary, 2 layers, F16; with `kquants`, 256 wide and Q4_K) for the
     malformed-file tests; with `vocab_dir`, that folder's byte-level vocabulary and merges under
-    the pre-tokenizer `pre` instead (for the pre-tokenizer tests)."""
+    the pre-tokenizer `pre` instead (for the pre-tokenizer tests); with `yarn_attn_factor`, YaRN
+    rotary scaling with that llama.cpp attention factor."""
     rng = np.random.default_rng(0)
     vocab, layers, ff, heads, kv = 256, 2, 256 if kquants else 128, 4, 2
     if vocab_dir is not None:
@@ -639,6 +684,11 @@ def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type
                intermediate_size=ff, num_attention_heads=heads, num_key_value_heads=kv, rms_norm_eps=1e-6,
                rope_theta=10000.0)
     add_hparams(w, cfg)
+    if yarn_attn_factor is not None:
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(4.0)
+        w.add_rope_scaling_orig_ctx_len(128)
+        w.add_rope_scaling_yarn_attn_factor(yarn_attn_factor)
     from transformers.convert_slow_tokenizer import bytes_to_unicode
     if vocab_dir is None:
         add_tokenizer(w, [bytes_to_unicode()[b] for b in range(256)], [NORMAL] * vocab, [], pre, {"eos": 0}, False, None)
@@ -723,6 +773,10 @@ def main():
     log("qwen3-q4_k_m-split: qwen3-q4_k_m.gguf in parts")
     write_kquant_variant(fixtures, out / "qwen3-q4_k_m-split.gguf", q4_k_m_layout, 31, "qwen3", {}, split=dict(split_max_tensors=14))
     index["qwen3-q4_k_m-split"] = split_entry(out, "qwen3-q4_k_m-split", index["qwen3-q4_k_m"])
+    log("gpt-oss-mxfp4: GPT-OSS with MXFP4 experts")
+    config = write_gpt_oss(fixtures, out / "gpt-oss-mxfp4.gguf")
+    check_config("gpt-oss-mxfp4", config, gguf_to_mlx.convert(out / "gpt-oss-mxfp4.gguf", out / "gpt-oss-mxfp4", tokenizer_from=fixtures / "qwen3-f32"))
+    index["gpt-oss-mxfp4"] = {"gguf": "gpt-oss-mxfp4.gguf", "ref": "gpt-oss-mxfp4", "arch": "gpt-oss", "type": "MXFP4", "embed": "Q8_0"}
     log("llama-spm: a SentencePiece vocabulary (tokenizer by transformers)")
     work = out / ".spm"
     work.mkdir()
@@ -769,6 +823,7 @@ def main():
         "type-iq3_xxs.gguf": {"hidden": 256, "kquants": True, "bad_type": T.IQ3_XXS},
         "kquants-norm.gguf": {"hidden": 256, "kquants": True, "k_norm": True},
         "rope-freqs.gguf": {"rope_freqs": True},
+        "yarn-attn-factor.gguf": {"yarn_attn_factor": 2.0},
     }.items():
         tiny(out / file, **kwargs)
         bad[file] = kwargs and {k: (v.name if isinstance(v, T) else v) for k, v in kwargs.items()}

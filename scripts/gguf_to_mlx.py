@@ -52,9 +52,13 @@ GEMMA3_NORMS = {
 }
 # Phi-3's fused projections.
 PHI3_NAMES = {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
+# GPT-OSS's router, experts and pre-MLP norm (its per-head sinks are `self_attn.sinks`, no field).
+GPT_OSS_NAMES = {"ffn_gate_inp": "mlp.router", "ffn_gate_exps": "mlp.experts.gate_proj", "ffn_up_exps": "mlp.experts.up_proj",
+                 "ffn_down_exps": "mlp.experts.down_proj", "post_attention_norm": "post_attention_layernorm"}
 ARCHS = {"phi3": "Phi3ForCausalLM", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-         "qwen3moe": "Qwen3MoeForCausalLM", "gemma3": "Gemma3ForCausalLM", "smollm3": "SmolLM3ForCausalLM"}
-MODEL_TYPES = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text"}
+         "qwen3moe": "Qwen3MoeForCausalLM", "gemma3": "Gemma3ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
+         "gpt-oss": "GptOssForCausalLM"}
+MODEL_TYPES = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text", "gpt-oss": "gpt_oss"}
 # Tokens llama.cpp ends generation on wherever the vocabulary has them (llama-vocab.cpp).
 END_TEXTS = ["<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
              "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"]
@@ -87,7 +91,7 @@ K_QUANTS = (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K)
 BLOCK32 = {T.Q4_0: (18, 4), T.Q4_1: (20, 4), T.Q5_0: (22, 8), T.Q5_1: (24, 8), T.Q8_0: (34, 8)}
 IQ4 = (T.IQ4_NL, T.IQ4_XS)
 # What MLX's reader cannot load as stored: files with any of these are read here instead.
-READ_HERE = K_QUANTS + IQ4 + (T.Q5_0, T.Q5_1)
+READ_HERE = K_QUANTS + IQ4 + (T.Q5_0, T.Q5_1, T.MXFP4)
 
 
 def read_kquant_file(reader):
@@ -122,6 +126,13 @@ def read_kquant_file(reader):
                 if not np.array_equal(back, deq):
                     raise SystemExit(f"{t.name}: the affine form of {t.tensor_type.name} differs from gguf-py's dequantization")
             tensors.update({f"{base}.weight": w, f"{base}.scales": scales, f"{base}.biases": biases})
+        elif t.tensor_type == T.MXFP4:
+            base = t.name[: -len(".weight")]
+            w, scales = decode_mxfp4(raw.reshape(-1, 17), shape)
+            deq = gguf.quants.dequantize(raw, t.tensor_type).reshape(shape).astype(np.float32)
+            if not np.array_equal(np.array(mx.dequantize(w, scales, group_size=32, bits=4, mode="mxfp4").astype(mx.float32)), deq):
+                raise SystemExit(f"{t.name}: MLX's mxfp4 form differs from gguf-py's dequantization")
+            tensors.update({f"{base}.weight": w, f"{base}.scales": scales})
         elif t.tensor_type in BLOCK32:
             base = t.name[: -len(".weight")]
             w, scales, biases, bits = decode_block32(raw.reshape(-1, raw.shape[-1]), shape, t.tensor_type)
@@ -197,6 +208,15 @@ def check_block32_like_mlx(path):
                 b = loaded[f"{base}.{field}"]
                 if a.dtype != b.dtype or a.shape != b.shape or not np.array_equal(np.array(a), np.array(b)):
                     raise SystemExit(f"{path.name}: {base}.{field} ({t.tensor_type.name}) differs from MLX's reader")
+
+
+def decode_mxfp4(blocks, shape):
+    """MXFP4 blocks (an E8M0 scale byte, then values 0-15 in the low nibbles of 16 bytes and
+    16-31 in the high ones) as MLX's mxfp4 (the values packed in order, uint8 scales)."""
+    q = np.concatenate([blocks[:, 1:] & 15, blocks[:, 1:] >> 4], axis=1)
+    packed = (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8)
+    return (mx.array(packed.reshape(*shape[:-1], shape[-1] // 2).copy().view(np.uint32)),
+            mx.array(blocks[:, 0].reshape(*shape[:-1], shape[-1] // 32).copy()))
 
 
 def decode_q3_k(raw, shape, qtype):
@@ -295,12 +315,15 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
             tensors[t.name] = mx.array(raw).view(mx.bfloat16)
     rope_freqs = tensors.pop("rope_freqs.weight", None)
     long_factors, short_factors = tensors.pop("rope_factors_long.weight", None), tensors.pop("rope_factors_short.weight", None)
-    names = dict(NAMES, **GEMMA3_NORMS) if arch == "gemma3" else dict(NAMES, **PHI3_NAMES) if arch == "phi3" else NAMES
+    names = dict(NAMES, **{"gemma3": GEMMA3_NORMS, "phi3": PHI3_NAMES, "gpt-oss": GPT_OSS_NAMES}.get(arch, {}))
     weights, quant = {}, {}
     for name, a in tensors.items():
         parts = name.split(".")
         if parts[0] == "blk":
             layer, kind, field = parts[1], parts[2], parts[3]
+            if kind == "attn_sinks":
+                weights[f"model.layers.{layer}.self_attn.sinks"] = a
+                continue
             module = f"model.layers.{layer}.{names[kind]}"
             if arch in PERMUTED and kind in ("attn_q", "attn_k"):
                 a = unpermute(a, heads if kind == "attn_q" else kv_heads)
@@ -318,6 +341,8 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
         if field == "scales":
             bits = tensors[name.replace("scales", "weight")].shape[-1] // a.shape[-1]
             quant[module] = {"group_size": 32, "bits": bits}
+            if a.dtype == mx.uint8:
+                quant[module]["mode"] = "mxfp4"
     hidden = hp("embedding_length")
     eos = []
     for key in ("eos_token_id", "eot_token_id", "eom_token_id"):
@@ -359,6 +384,10 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
                       sliding_window_pattern=6 if window is not None else 1, rope_local_base_freq=10000.0)
     if f"{arch}.context_length" in meta:
         config["max_position_embeddings"] = hp("context_length")
+    if arch == "gpt-oss":
+        # The experts are its MLP; sliding and full layers alternate (MLX-LM's default layer_types).
+        config.update(num_local_experts=hp("expert_count"), num_experts_per_tok=hp("expert_used_count"),
+                      intermediate_size=hp("expert_feed_forward_length"), sliding_window=hp("attention.sliding_window"))
     if arch == "qwen3moe":
         # llama.cpp's qwen3moe: layers with a router are sparse, their top-k weights renormalized.
         config.update(num_experts=hp("expert_count"), num_experts_per_tok=hp("expert_used_count"),
@@ -369,6 +398,12 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
     scaling = meta.get(f"{arch}.rope.scaling.type")
     if scaling == "linear":
         config["rope_scaling"] = {"type": "linear", "factor": hp("rope.scaling.factor")}
+    elif scaling == "yarn":
+        config["rope_scaling"] = {"rope_type": "yarn", "factor": hp("rope.scaling.factor"),
+                                  "original_max_position_embeddings": hp("rope.scaling.original_context_length")}
+        for key in ("beta_fast", "beta_slow"):
+            if f"{arch}.rope.scaling.yarn_{key}" in meta:
+                config["rope_scaling"][key] = hp(f"rope.scaling.yarn_{key}")
     elif scaling not in (None, "none"):
         raise SystemExit(f"rope scaling {scaling} is not converted here")
     if rope_freqs is not None:
@@ -379,7 +414,7 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
     if quant:
         main_bits = max(sorted({q["bits"] for q in quant.values()}), key=lambda b: sum(q["bits"] == b for q in quant.values()))
         quantization = {"group_size": 32, "bits": main_bits}
-        quantization.update({m: q for m, q in quant.items() if q["bits"] != main_bits})
+        quantization.update({m: q for m, q in quant.items() if q != quantization})
         config["quantization"] = quantization
     out.mkdir(parents=True, exist_ok=True)
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})

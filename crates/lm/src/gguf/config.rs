@@ -36,6 +36,34 @@ pub struct Arch {
     pub gemma3: bool,
     /// How a SentencePiece vocabulary's text is prepared.
     pub spm: Spm,
+    /// Its mixture-of-experts layers, if any: how MLX-LM names and configures them.
+    pub experts: Option<Experts>,
+}
+
+/// A family's mixture-of-experts layers: the router `ffn_gate_inp` and the experts stacked in
+/// 3-D tensors `ffn_{gate,up,down}_exps`.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Experts {
+    /// Qwen3-MoE: MLX-LM's `mlp.gate` and `mlp.switch_mlp`; every layer with a router sparse,
+    /// the top-k weights renormalized (as llama.cpp's qwen3moe).
+    Qwen3,
+    /// GPT-OSS: `mlp.router` and `mlp.experts`, biased, in every layer.
+    GptOss,
+}
+
+impl Experts {
+    fn router(self) -> &'static str {
+        match self {
+            Experts::Qwen3 => "mlp.gate",
+            Experts::GptOss => "mlp.router",
+        }
+    }
+    fn stack(self) -> &'static str {
+        match self {
+            Experts::Qwen3 => "mlp.switch_mlp",
+            Experts::GptOss => "mlp.experts",
+        }
+    }
 }
 
 /// Llama's row, which the others differ from.
@@ -50,6 +78,7 @@ const LLAMA: Arch = Arch {
     phi3: false,
     gemma3: false,
     spm: Spm::Llama,
+    experts: None,
 };
 
 /// The llama.cpp architectures that load.
@@ -58,7 +87,7 @@ const ARCHS: &[Arch] = &[
     Arch { name: "mistral", model_type: "mistral", ..LLAMA },
     Arch { name: "qwen2", model_type: "qwen2", permuted: false, ..LLAMA },
     Arch { name: "qwen3", model_type: "qwen3", permuted: false, rope_theta: Some(1e6), ..LLAMA },
-    Arch { name: "qwen3moe", model_type: "qwen3_moe", permuted: false, ..LLAMA },
+    Arch { name: "qwen3moe", model_type: "qwen3_moe", permuted: false, experts: Some(Experts::Qwen3), ..LLAMA },
     Arch {
         name: "gemma3",
         model_type: "gemma3_text",
@@ -74,6 +103,8 @@ const ARCHS: &[Arch] = &[
     Arch { name: "phi3", model_type: "phi3", permuted: false, phi3: true, spm: Spm::Phi3, ..LLAMA },
     // RoPE off in every 4th layer: llama.cpp's fixed step, MLX-LM's default `no_rope_layer_interval`.
     Arch { name: "smollm3", model_type: "smollm3", ..LLAMA },
+    // Attention sinks, alternating sliding-window and full layers (MLX-LM's default), YaRN.
+    Arch { name: "gpt-oss", model_type: "gpt_oss", permuted: false, experts: Some(Experts::GptOss), ..LLAMA },
 ];
 
 /// Phi-3's LongRoPE factors, which llama.cpp's converter writes as tensors.
@@ -115,6 +146,20 @@ pub fn mlx_name(name: &str, arch: &Arch) -> Option<String> {
             let rest = base.strip_prefix("blk.")?;
             let (layer, part) = rest.split_once('.')?;
             let layer: u32 = layer.parse().ok()?;
+            if part == "attn_sinks" {
+                // GPT-OSS's per-head sinks: a parameter of the attention, not a layer's weight.
+                return (suffix == "weight").then(|| format!("model.layers.{layer}.self_attn.sinks"));
+            }
+            if let Some(e) = arch.experts {
+                // The router, and the experts stacked as MLX-LM's SwitchGLU holds them.
+                let module = match part {
+                    "ffn_gate_inp" => Some(e.router().to_string()),
+                    _ => part.strip_prefix("ffn_").and_then(|p| p.strip_suffix("_exps")).map(|proj| format!("{}.{proj}_proj", e.stack())),
+                };
+                if let Some(m) = module {
+                    return Some(format!("model.layers.{layer}.{m}.{suffix}"));
+                }
+            }
             let part = match part {
                 "attn_norm" => "input_layernorm",
                 "ffn_norm" => arch.ffn_norm,
@@ -131,11 +176,6 @@ pub fn mlx_name(name: &str, arch: &Arch) -> Option<String> {
                 "ffn_gate" => "mlp.gate_proj",
                 "ffn_up" => "mlp.up_proj",
                 "ffn_down" => "mlp.down_proj",
-                // Mixture-of-experts layers: the router and the experts stacked, as MLX-LM's SwitchGLU holds them.
-                "ffn_gate_inp" => "mlp.gate",
-                "ffn_gate_exps" => "mlp.switch_mlp.gate_proj",
-                "ffn_up_exps" => "mlp.switch_mlp.up_proj",
-                "ffn_down_exps" => "mlp.switch_mlp.down_proj",
                 _ => return None,
             };
             format!("model.layers.{layer}.{part}")
@@ -199,17 +239,27 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
     c.insert("rms_norm_eps".into(), json!(eps));
     c.insert("vocab_size".into(), json!(vocab));
     let (mut experts, mut moe_ff) = (0, 0);
-    if arch.model_type == "qwen3_moe" {
-        // llama.cpp's qwen3moe: every layer with a router is sparse, the top-k weights renormalized.
+    if let Some(kind) = arch.experts {
         (experts, moe_ff) = (req("expert_count")?, req("expert_feed_forward_length")?);
-        let top_k = req("expert_used_count")?;
-        let dense: Vec<i64> = (0..layers).filter(|l| file.tensor(&format!("blk.{l}.ffn_gate_inp.weight")).is_none()).collect();
-        c.insert("num_experts".into(), json!(experts));
-        c.insert("num_experts_per_tok".into(), json!(top_k));
-        c.insert("moe_intermediate_size".into(), json!(moe_ff));
-        c.insert("decoder_sparse_step".into(), json!(1));
-        c.insert("mlp_only_layers".into(), json!(dense));
-        c.insert("norm_topk_prob".into(), json!(true));
+        c.insert("num_experts_per_tok".into(), json!(req("expert_used_count")?));
+        match kind {
+            Experts::Qwen3 => {
+                // llama.cpp's qwen3moe: every layer with a router is sparse, the top-k weights renormalized.
+                let dense: Vec<i64> = (0..layers).filter(|l| file.tensor(&format!("blk.{l}.ffn_gate_inp.weight")).is_none()).collect();
+                c.insert("num_experts".into(), json!(experts));
+                c.insert("moe_intermediate_size".into(), json!(moe_ff));
+                c.insert("decoder_sparse_step".into(), json!(1));
+                c.insert("mlp_only_layers".into(), json!(dense));
+                c.insert("norm_topk_prob".into(), json!(true));
+            }
+            Experts::GptOss => {
+                // The experts are GPT-OSS's MLP (its intermediate_size); sliding-window layers alternate
+                // with full ones from the first (llama.cpp's pattern of 2, MLX-LM's default layer_types).
+                c.insert("num_local_experts".into(), json!(experts));
+                c.insert("intermediate_size".into(), json!(moe_ff));
+                c.insert("sliding_window".into(), json!(req("attention.sliding_window")?));
+            }
+        }
     }
     if let Some(theta) = float("rope.freq_base")? {
         c.insert("rope_theta".into(), json!(theta));
@@ -222,13 +272,38 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
     if let Some(n) = int("context_length")? {
         c.insert("max_position_embeddings".into(), json!(n));
     }
+    let missing = |k: &str| invalid(file, format!("missing {}", key(k)));
     match get("rope.scaling.type").and_then(Meta::as_str) {
         None | Some("none") => {}
         Some("linear") => {
-            let factor = float("rope.scaling.factor")?.ok_or_else(|| invalid(file, format!("missing {}", key("rope.scaling.factor"))))?;
+            let factor = float("rope.scaling.factor")?.ok_or_else(|| missing("rope.scaling.factor"))?;
             c.insert("rope_scaling".into(), json!({"type": "linear", "factor": factor}));
         }
-        Some(other) => return Err(unsupported(file, format!("rope scaling \"{other}\" is not supported (supported: linear)"))),
+        Some("yarn") => {
+            // As MLX-LM's YarnRoPE reads it (GPT-OSS; Qwen files stretched past their training context).
+            let factor = float("rope.scaling.factor")?.ok_or_else(|| missing("rope.scaling.factor"))?;
+            let original = int("rope.scaling.original_context_length")?.ok_or_else(|| missing("rope.scaling.original_context_length"))?;
+            let mut scaling = json!({"type": "yarn", "factor": factor, "original_max_position_embeddings": original});
+            for (k, name) in [("rope.scaling.yarn_beta_fast", "beta_fast"), ("rope.scaling.yarn_beta_slow", "beta_slow")] {
+                if let Some(v) = float(k)? {
+                    scaling[name] = json!(v);
+                }
+            }
+            // llama.cpp's other YaRN knobs, at the values that leave MLX-LM's YaRN as it is
+            // (ext_factor below 0 is llama.cpp's "1 for YaRN").
+            for (k, plain) in
+                [("rope.scaling.yarn_ext_factor", 1.0), ("rope.scaling.yarn_attn_factor", 1.0), ("rope.scaling.yarn_log_multiplier", 0.0)]
+            {
+                match float(k)? {
+                    Some(v) if v != plain && !(k.ends_with("ext_factor") && v < 0.0) => {
+                        return Err(unsupported(file, format!("{} {v} is not supported (YaRN loads with it at {plain})", key(k))))
+                    }
+                    _ => {}
+                }
+            }
+            c.insert("rope_scaling".into(), scaling);
+        }
+        Some(other) => return Err(unsupported(file, format!("rope scaling \"{other}\" is not supported (supported: linear, yarn)"))),
     }
     c.insert("tie_word_embeddings".into(), json!(file.tensor("output.weight").is_none()));
     let has = |n: &str| file.tensor(n).is_some();
@@ -352,6 +427,8 @@ fn check_shapes(
             "ffn_down_exps" => Some(vec![experts, hidden, moe_ff]),
             _ => None,
         };
+        // A stack's biases: one row per expert.
+        let stacked = stacked.map(|s| if bias { s[..2].to_vec() } else { s });
         let (rows, cols) = match part {
             _ if stacked.is_some() => (0, 0),
             "ffn_gate_inp" => (experts, hidden),
@@ -365,6 +442,7 @@ fn check_shapes(
             "attn_k" | "attn_v" => (kv, hidden),
             "attn_output" => (hidden, q),
             "attn_q_norm" | "attn_k_norm" => (head_dim, 0),
+            "attn_sinks" => (q / head_dim, 0),
             "ffn_gate" | "ffn_up" => (ff, hidden),
             "ffn_down" => (hidden, ff),
             _ => return Err(unsupported(file, format!("tensor \"{}\" is not part of the models this loader knows", t.name))),
@@ -378,19 +456,36 @@ fn check_shapes(
 }
 
 /// The tensor types mlx-node loads, in the order the refusal of any other names them.
-pub const LOADED: [GgmlType; 15] = {
+pub const LOADED: [GgmlType; 16] = {
     use super::file::GgmlType as T;
-    [T::F32, T::F16, T::BF16, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::Q8_0, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K, T::Q6_K, T::IQ4_NL, T::IQ4_XS]
+    [
+        T::F32,
+        T::F16,
+        T::BF16,
+        T::Q4_0,
+        T::Q4_1,
+        T::Q5_0,
+        T::Q5_1,
+        T::Q8_0,
+        T::Q2_K,
+        T::Q3_K,
+        T::Q4_K,
+        T::Q5_K,
+        T::Q6_K,
+        T::IQ4_NL,
+        T::IQ4_XS,
+        T::MXFP4,
+    ]
 };
 
 /// The bits a quantized type is loaded at: 4 for Q4_0, Q4_1 and Q4_K, which
-/// MLX's 4-bit affine form holds as they are; 8 for the others (Q8_0; Q5_0,
+/// MLX's 4-bit affine form holds as they are, and MXFP4 (MLX's mxfp4); 8 for the others (Q8_0; Q5_0,
 /// Q5_1, Q5_K, Q3_K, IQ4_NL and IQ4_XS exactly, Q2_K and Q6_K requantized).
 /// None for floats.
 pub fn loaded_bits(t: GgmlType) -> Option<usize> {
     use super::file::GgmlType as T;
     match t {
-        T::Q4_0 | T::Q4_1 | T::Q4_K => Some(4),
+        T::Q4_0 | T::Q4_1 | T::Q4_K | T::MXFP4 => Some(4),
         T::F32 | T::F16 | T::BF16 => None,
         _ => Some(8),
     }

@@ -113,6 +113,7 @@ impl GgmlType {
     pub const IQ4_NL: GgmlType = GgmlType(20);
     pub const IQ4_XS: GgmlType = GgmlType(23);
     pub const BF16: GgmlType = GgmlType(30);
+    pub const MXFP4: GgmlType = GgmlType(39);
 
     fn entry(self) -> Option<&'static (u32, &'static str, u64, u64)> {
         TYPES.iter().find(|t| t.0 == self.0)

@@ -1,7 +1,7 @@
 //! `loadModel('model.gguf')`: a llama.cpp GGUF file loaded through MLX's own
 //! GGUF reader, or, where it holds K-quants (which that reader does not keep
-//! quantized) or Q5_0/Q5_1/IQ4_NL/IQ4_XS (which it does not load), tensor by
-//! tensor here (`kquants`, `iquants`, `blocks32`). The header is read and
+//! quantized) or Q5_0/Q5_1/IQ4_NL/IQ4_XS/MXFP4 (which it does not load), tensor
+//! by tensor here (`kquants`, `iquants`, `blocks32`, `mxfp4`). The header is read and
 //! checked here first (`file`), the config and tokenizer are rebuilt from its
 //! metadata (`config`, `tokenizer`), and the tensors, renamed to MLX-LM's
 //! names, go to the same family constructors as a model folder's. A file split in
@@ -11,6 +11,7 @@ mod config;
 mod file;
 mod iquants;
 mod kquants;
+mod mxfp4;
 mod rope_freqs;
 mod split;
 mod tokenizer;
@@ -114,12 +115,12 @@ fn read_with_mlx(file: &GgufFile, arch: &config::Arch) -> Result<HashMap<String,
 
 /// Types MLX's reader does not keep as stored: a file with any is read here.
 fn read_here(t: GgmlType) -> bool {
-    kquants::is_kquant(t) || iquants::is_iquant(t) || matches!(t, GgmlType::Q5_0 | GgmlType::Q5_1)
+    kquants::is_kquant(t) || iquants::is_iquant(t) || matches!(t, GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::MXFP4)
 }
 
 /// Every tensor read here: floats as stored, quantized ones as affine
 /// (weight, scales, biases) triples (`kquants`; `blocks32`, in the form MLX's
-/// reader gives Q4_0, Q4_1 and Q8_0).
+/// reader gives Q4_0, Q4_1 and Q8_0), MXFP4 as MLX's mxfp4 pairs (`mxfp4`).
 fn read_each(file: &GgufFile, arch: &config::Arch) -> Result<HashMap<String, Array>> {
     let mut tensors = HashMap::with_capacity(file.tensors.len() * 3);
     // rope_freqs.weight and Phi-3's LongRoPE factors are read by the config, not loaded.
@@ -142,18 +143,25 @@ fn read_each(file: &GgufFile, arch: &config::Arch) -> Result<HashMap<String, Arr
         // Stacked experts ([experts, out, in]) convert as one matrix of all their rows.
         let (lead, cols) = (&t.shape[..t.shape.len() - 1], *t.shape.last().unwrap_or(&0) as usize);
         let (rows, raw) = (lead.iter().product::<i64>() as usize, file.read_tensor(t)?);
+        let base = name.strip_suffix(".weight").unwrap_or(&name).to_string();
+        let stacked = |a: Array| -> Result<Array> {
+            let mut shape: Vec<i32> = lead.iter().map(|&d| d as i32).collect();
+            shape.push(a.shape()[1]);
+            a.reshape(&shape).map_err(|e| LmError::Mlx(e.message))
+        };
+        if t.ggml_type == GgmlType::MXFP4 {
+            // MLX's mxfp4 layers: weight and uint8 scales, no biases (the loader tells the mode by them).
+            let (w, s) = mxfp4::convert(rows, cols, &raw)?;
+            tensors.insert(format!("{base}.weight"), stacked(w)?);
+            tensors.insert(format!("{base}.scales"), stacked(s)?);
+            continue;
+        }
         let (w, s, b) = if kquants::is_kquant(t.ggml_type) {
             kquants::convert(t.ggml_type, rows, cols, &raw)?
         } else if iquants::is_iquant(t.ggml_type) {
             iquants::convert(t.ggml_type, rows, cols, &raw)?
         } else {
             blocks32::convert(t.ggml_type, rows, cols, &raw)?
-        };
-        let base = name.strip_suffix(".weight").unwrap_or(&name).to_string();
-        let stacked = |a: Array| -> Result<Array> {
-            let mut shape: Vec<i32> = lead.iter().map(|&d| d as i32).collect();
-            shape.push(a.shape()[1]);
-            a.reshape(&shape).map_err(|e| LmError::Mlx(e.message))
         };
         tensors.insert(format!("{base}.weight"), stacked(w)?);
         tensors.insert(format!("{base}.scales"), stacked(s)?);
