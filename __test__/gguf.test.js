@@ -47,7 +47,7 @@ async function gguf(name) {
 }
 
 const cases = [];
-const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'llama3-f32', 'gemma3-q4_0', 'phi3-q8_0', 'qwen3-q4_0-split', 'qwen3-q4_k_m-split', 'smollm3-q8_0', 'gpt-oss-mxfp4'];
+const variants = ['qwen3-f32', 'qwen3-q4_0', 'qwen3-bf16', 'llama-q4_1', 'llama-f16', 'mistral-q8_0', 'qwen2-q4_0', 'llama-spm', 'qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4_k_m', 'llama3-f32', 'gemma3-q4_0', 'phi3-q8_0', 'qwen3-q4_0-split', 'qwen3-q4_k_m-split', 'smollm3-q8_0', 'gpt-oss-mxfp4', 'ministral3-q8_0'];
 for (const v of variants) {
   cases.push({ name: v, label: 'greedy, string', input: STR, options: { maxTokens: 24 } });
   cases.push({ name: v, label: 'seeded, chat', input: CHAT, options: { maxTokens: 24, temperature: 0.8, topP: 0.9, seed: 7 } });
@@ -205,6 +205,11 @@ for (const name of ['qwen3-q4_k_m', 'qwen3-q3_k_m', 'qwen3-iq4_xs', 'qwen3moe-q4
 // scaling, the low-frequency dimensions would turn 8 times faster and the log-probabilities differ.
 test('a Llama 3.1-scaled GGUF (rope_freqs.weight) equals the folder it was written from', async () => {
   await assertSameRun([index.fixtures['llama3-f32'].gguf], [fixturePath('llama-f32')], [5, 17, 99, 3, 250, 41], { maxTokens: 40, topLogprobs: 3 });
+});
+
+test('a Ministral 3 GGUF without its Llama 4 scaling beta is INVALID_WEIGHTS', async () => {
+  const rename = (b) => (b.write('mistral3.attention.temperature_scalX', b.indexOf('mistral3.attention.temperature_scale')), b);
+  await expectReject(() => loadModel(broken('no-beta', rename, index.fixtures['ministral3-q8_0'].gguf)), 'INVALID_WEIGHTS', /missing mistral3\.attention\.temperature_scale/);
 });
 
 test('YaRN with a llama.cpp attention factor MLX-LM has no place for is UNSUPPORTED_MODEL', async () => {

@@ -438,6 +438,40 @@ def write_gpt_oss(fixtures_dir, out):
     return config
 
 
+def write_ministral3(fixtures_dir, out):
+    """Ministral 3 (the text fixtures' config, every layer full as in the released models) as
+    llama.cpp's Ministral3Model writes it: the mistral3 architecture, q/k rows permuted, YaRN
+    with mscale_all_dim as yarn_log_multiplier and llama_4_scaling_beta as the attention
+    temperature scale, Q8_0. Its original context of 16 puts Llama 4's query scaling to work
+    within the tests' prompts."""
+    import fixtures as text_fixtures
+    from mlx.utils import tree_flatten
+
+    src = fixtures_dir / "qwen3-f32"
+    config = dict(text_fixtures.MINISTRAL3, layer_types=["full_attention"] * text_fixtures.MINISTRAL3["num_hidden_layers"])
+    del config["sliding_window"]
+    params = config["rope_parameters"]
+    model = text_fixtures.build_model(config, 59)
+    weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters())}
+    tokens, types, merges, ids, tc = vocab_metadata(src, config["vocab_size"])
+    w = gguf.GGUFWriter(str(out), "mistral3")
+    add_hparams(w, dict(config, rope_theta=params["rope_theta"]))
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(params["factor"])
+    w.add_rope_scaling_orig_ctx_len(params["original_max_position_embeddings"])
+    w.add_rope_scaling_yarn_beta_fast(params["beta_fast"])
+    w.add_rope_scaling_yarn_beta_slow(params["beta_slow"])
+    w.add_rope_scaling_yarn_log_mul(params["mscale_all_dim"])
+    w.add_attn_temperature_scale(params["llama_4_scaling_beta"])
+    add_tokenizer(w, tokens, types, merges, "qwen2", {"eos": ids[tc["eos_token"]]}, False, tc.get("chat_template"))
+    write_typed(w, config, weights, "mistral3", lambda name, a: T.F32 if a.ndim == 1 else T.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return config
+
+
 def write_kquant_variant(fixtures_dir, out, layout, seed, arch, extra, split=None):
     """Qwen3 (with `extra` in its config) at widths K-quants take, its 2-D and 3-D tensors typed
     by `layout`; `split` as in `write_variant`."""
@@ -666,6 +700,10 @@ def check_config(name, source, converted):
                             for k, v in scaling.items() if k != "truncate"}
     if rounded(source.get("rope_scaling")) != rounded(converted.get("rope_scaling")):
         raise SystemExit(f"{name}: rope_scaling {converted.get('rope_scaling')} != {source.get('rope_scaling')}")
+    # Ministral 3's: all but `mscale` (no GGUF key holds it; 1, MLX-LM's default, in the models).
+    params = {k: v for k, v in (source.get("rope_parameters") or {}).items() if k != "mscale"}
+    if params and {k: converted["rope_parameters"].get(k) for k in params} != params:
+        raise SystemExit(f"{name}: rope_parameters {converted['rope_parameters']} != {params}")
 
 
 def tiny(out, arch="qwen3", pre="default", hidden=64, meta_hidden=None, bad_type=None, kquants=False, k_norm=False,
@@ -777,6 +815,10 @@ def main():
     config = write_gpt_oss(fixtures, out / "gpt-oss-mxfp4.gguf")
     check_config("gpt-oss-mxfp4", config, gguf_to_mlx.convert(out / "gpt-oss-mxfp4.gguf", out / "gpt-oss-mxfp4", tokenizer_from=fixtures / "qwen3-f32"))
     index["gpt-oss-mxfp4"] = {"gguf": "gpt-oss-mxfp4.gguf", "ref": "gpt-oss-mxfp4", "arch": "gpt-oss", "type": "MXFP4", "embed": "Q8_0"}
+    log("ministral3-q8_0: Ministral 3 (YaRN, Llama 4 query scaling)")
+    config = write_ministral3(fixtures, out / "ministral3-q8_0.gguf")
+    check_config("ministral3-q8_0", config, gguf_to_mlx.convert(out / "ministral3-q8_0.gguf", out / "ministral3-q8_0", tokenizer_from=fixtures / "qwen3-f32"))
+    index["ministral3-q8_0"] = {"gguf": "ministral3-q8_0.gguf", "ref": "ministral3-q8_0", "arch": "mistral3", "type": "Q8_0", "embed": "Q8_0"}
     log("llama-spm: a SentencePiece vocabulary (tokenizer by transformers)")
     work = out / ".spm"
     work.mkdir()

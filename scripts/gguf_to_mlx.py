@@ -57,12 +57,12 @@ GPT_OSS_NAMES = {"ffn_gate_inp": "mlp.router", "ffn_gate_exps": "mlp.experts.gat
                  "ffn_down_exps": "mlp.experts.down_proj", "post_attention_norm": "post_attention_layernorm"}
 ARCHS = {"phi3": "Phi3ForCausalLM", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
          "qwen3moe": "Qwen3MoeForCausalLM", "gemma3": "Gemma3ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
-         "gpt-oss": "GptOssForCausalLM"}
-MODEL_TYPES = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text", "gpt-oss": "gpt_oss"}
+         "gpt-oss": "GptOssForCausalLM", "mistral3": "Ministral3ForCausalLM"}
+MODEL_TYPES = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text", "gpt-oss": "gpt_oss", "mistral3": "ministral3"}
 # Tokens llama.cpp ends generation on wherever the vocabulary has them (llama-vocab.cpp).
 END_TEXTS = ["<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
              "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"]
-PERMUTED = ("llama", "mistral", "smollm3")
+PERMUTED = ("llama", "mistral", "smollm3", "mistral3")
 TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
 # tokenizer.ggml.pre names whose models' own tokenizers normalize to NFC.
 NFC_PRE = ("qwen2", "deepseek-r1-qwen")
@@ -406,6 +406,14 @@ def convert(path, out, tokenizer_from=None, float32_scales=False):
                 config["rope_scaling"][key] = hp(f"rope.scaling.yarn_{key}")
     elif scaling not in (None, "none"):
         raise SystemExit(f"rope scaling {scaling} is not converted here")
+    if arch == "mistral3":
+        # Ministral 3 (Ministral3Model): MLX-LM reads every rotary parameter from rope_parameters; the
+        # converter writes mscale_all_dim as yarn_log_multiplier and Llama 4's beta as temperature_scale.
+        params = config.pop("rope_scaling", None) or {"rope_type": "default"}
+        if f"{arch}.rope.scaling.yarn_log_multiplier" in meta:
+            params["mscale_all_dim"] = hp("rope.scaling.yarn_log_multiplier")
+        config["rope_parameters"] = dict(params, rope_theta=config["rope_theta"], llama_4_scaling_beta=hp("attention.temperature_scale"),
+                                         original_max_position_embeddings=hp("rope.scaling.original_context_length"))
     if rope_freqs is not None:
         config["rope_scaling"] = llama3_scaling(np.array(rope_freqs), config["rope_theta"], config["head_dim"])
     if arch in PERMUTED:

@@ -38,6 +38,10 @@ pub struct Arch {
     pub spm: Spm,
     /// Its mixture-of-experts layers, if any: how MLX-LM names and configures them.
     pub experts: Option<Experts>,
+    /// Ministral 3: the rotary parameters as MLX-LM's `rope_parameters`, with YaRN's
+    /// `mscale_all_dim` (llama.cpp's `yarn_log_multiplier` for this family) and Llama 4's
+    /// query scaling by position (`attention.temperature_scale`, its `llama_4_scaling_beta`).
+    pub rope_parameters: bool,
 }
 
 /// A family's mixture-of-experts layers: the router `ffn_gate_inp` and the experts stacked in
@@ -79,6 +83,7 @@ const LLAMA: Arch = Arch {
     gemma3: false,
     spm: Spm::Llama,
     experts: None,
+    rope_parameters: false,
 };
 
 /// The llama.cpp architectures that load.
@@ -103,6 +108,7 @@ const ARCHS: &[Arch] = &[
     Arch { name: "phi3", model_type: "phi3", permuted: false, phi3: true, spm: Spm::Phi3, ..LLAMA },
     // RoPE off in every 4th layer: llama.cpp's fixed step, MLX-LM's default `no_rope_layer_interval`.
     Arch { name: "smollm3", model_type: "smollm3", ..LLAMA },
+    Arch { name: "mistral3", model_type: "ministral3", rope_parameters: true, ..LLAMA },
     // Attention sinks, alternating sliding-window and full layers (MLX-LM's default), YaRN.
     Arch { name: "gpt-oss", model_type: "gpt_oss", permuted: false, experts: Some(Experts::GptOss), ..LLAMA },
 ];
@@ -289,11 +295,16 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
                     scaling[name] = json!(v);
                 }
             }
+            if arch.rope_parameters {
+                // Ministral 3's converter writes mscale_all_dim itself here (DeepSeek's, a tenth of it).
+                if let Some(v) = float("rope.scaling.yarn_log_multiplier")? {
+                    scaling["mscale_all_dim"] = json!(v);
+                }
+            }
             // llama.cpp's other YaRN knobs, at the values that leave MLX-LM's YaRN as it is
             // (ext_factor below 0 is llama.cpp's "1 for YaRN").
-            for (k, plain) in
-                [("rope.scaling.yarn_ext_factor", 1.0), ("rope.scaling.yarn_attn_factor", 1.0), ("rope.scaling.yarn_log_multiplier", 0.0)]
-            {
+            let log_multiplier = if arch.rope_parameters { None } else { Some(("rope.scaling.yarn_log_multiplier", 0.0)) };
+            for (k, plain) in [("rope.scaling.yarn_ext_factor", 1.0), ("rope.scaling.yarn_attn_factor", 1.0)].into_iter().chain(log_multiplier) {
                 match float(k)? {
                     Some(v) if v != plain && !(k.ends_with("ext_factor") && v < 0.0) => {
                         return Err(unsupported(file, format!("{} {v} is not supported (YaRN loads with it at {plain})", key(k))))
@@ -304,6 +315,15 @@ pub fn config(file: &GgufFile, arch: &Arch, eos_ids: &[u32]) -> Result<Value> {
             c.insert("rope_scaling".into(), scaling);
         }
         Some(other) => return Err(unsupported(file, format!("rope scaling \"{other}\" is not supported (supported: linear, yarn)"))),
+    }
+    if arch.rope_parameters {
+        // MLX-LM's ministral3 reads every rotary parameter from rope_parameters.
+        let mut params = c.remove("rope_scaling").unwrap_or_else(|| json!({"rope_type": "default"}));
+        params["rope_theta"] = c.get("rope_theta").cloned().unwrap_or(json!(10000.0));
+        params["llama_4_scaling_beta"] = json!(float("attention.temperature_scale")?.ok_or_else(|| missing("attention.temperature_scale"))?);
+        let original = int("rope.scaling.original_context_length")?.ok_or_else(|| missing("rope.scaling.original_context_length"))?;
+        params["original_max_position_embeddings"] = json!(original);
+        c.insert("rope_parameters".into(), params);
     }
     c.insert("tie_word_embeddings".into(), json!(file.tensor("output.weight").is_none()));
     let has = |n: &str| file.tensor(n).is_some();
