@@ -395,8 +395,10 @@ QWEN3_MOE_K = dict(model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"]
                    moe_intermediate_size=256, decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True,
                    tie_word_embeddings=False)
 
-# SmolLM3 as llama.cpp runs it: RoPE off in every 4th layer (its fixed step; MLX-LM's default).
-SMOLLM3_GGUF = dict(model_type="smollm3", architectures=["SmolLM3ForCausalLM"], num_hidden_layers=4)
+# SmolLM3 as llama.cpp runs it: RoPE off in every 4th layer (its fixed step; MLX-LM's default); Q8_0
+# needs no K-quant widths, so the text fixtures' small ones.
+SMOLLM3_GGUF = dict(model_type="smollm3", architectures=["SmolLM3ForCausalLM"], num_hidden_layers=4, hidden_size=64,
+                    intermediate_size=128, head_dim=16)
 
 # Models at widths K-quants take (hidden 256): (name, layout of the 2-D and 3-D tensors, seed of
 # the weights, GGUF architecture, config).
@@ -478,7 +480,7 @@ def write_kquant_variant(fixtures_dir, out, layout, seed, arch, extra):
     from mlx.utils import tree_flatten
 
     src = fixtures_dir / "qwen3-f32"
-    config = dict(json.loads((src / "config.json").read_text()), **QWEN3_K, **extra)
+    config = {**json.loads((src / "config.json").read_text()), **QWEN3_K, **extra}
     model = text_fixtures.build_model(config, seed)
     weights = {k: np.array(v.astype(mx.float32)) for k, v in tree_flatten(model.parameters())}
     tokens, types, merges, ids, tc = vocab_metadata(src, config["vocab_size"])
